@@ -1,0 +1,262 @@
+// The parsed batch file (../shared/spec/batch-format.md, version 1) as a plain value type.
+//
+// Everything downstream (conversion replay, invariant checks, execution backends, reports)
+// takes a `Batch` and nothing else from the input: no stage re-reads JSON. The loader fills
+// every default the spec defines, so consumers never have to guess (`query_length` is always
+// set once `batch` is present, `num_kv_heads` always set, the intent is always resolved).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "batch/version.hpp"
+
+namespace ad {
+
+// Element types that appear in the batch format: model dtypes and the dtypes of index and
+// mask tensors (from `.npy` files or `tensors` overrides).
+enum class DType { boolean, int8, int16, int32, int64, uint8, fp16, bf16, fp32, fp64, fp8_e4m3 };
+
+std::string to_string(DType t);
+std::optional<DType> parse_dtype(std::string_view name);  // "bf16", "bfloat16", "int32", ...
+bool is_floating(DType t);
+int dtype_bytes(DType t);
+
+// A small dense integer tensor (masks, position ids, cu_seqlens, indices). Row-major.
+// Values are widened to int64 whatever the source dtype; `dtype` remembers the source.
+struct IntTensor {
+  std::vector<int64_t> shape;
+  std::vector<int64_t> values;
+  DType dtype = DType::int64;
+
+  int rank() const { return static_cast<int>(shape.size()); }
+  int64_t numel() const { return static_cast<int64_t>(values.size()); }
+  int64_t dim(int i) const { return shape.at(static_cast<size_t>(i < 0 ? rank() + i : i)); }
+};
+
+// ---------------------------------------------------------------------------------------
+// environment / model
+
+struct Environment {
+  std::optional<Version> transformers;
+  std::optional<Version> flash_attn;
+  std::optional<Version> triton;
+  std::optional<Version> torch;
+  std::string device = "cuda:0";
+};
+
+struct Model {
+  int64_t num_heads = 0;     // H
+  int64_t num_kv_heads = 0;  // Hk (defaults to H)
+  int64_t head_dim = 0;      // D
+  std::optional<int64_t> hidden_size;
+  DType dtype = DType::bf16;
+  bool causal = true;
+  std::optional<int64_t> sliding_window;  // W tokens
+  std::optional<double> softcap;
+  double dropout = 0.0;
+  std::string architecture;  // "" when not given; lower-case as written
+  int64_t position_origin = 0;
+  bool position_origin_given = false;
+};
+
+// ---------------------------------------------------------------------------------------
+// batch: mask, position ids, lengths
+
+enum class MaskEncoding { dense, lengths, file, four_d };
+
+// How to read `Mask::tensor`:
+//  - values:   what a 2-D (or explicitly written N-D) mask holds: 0/1, booleans, segment ids.
+//  - boolean:  a 4-D boolean mask, 1 = attended.
+//  - additive: a 4-D additive float mask; the tensor stores 1 where the real tensor holds the
+//              large negative value (dtype minimum) and 0 where it holds 0.0 (attended).
+//              `torch.nonzero` on the real tensor therefore selects the masked entries.
+enum class MaskStyle { values, boolean, additive };
+
+struct Mask {
+  MaskEncoding encoding = MaskEncoding::dense;
+  MaskStyle style = MaskStyle::values;
+  IntTensor tensor;                      // materialised (size capped by LoadLimits)
+  std::optional<IntTensor> from;         // 4-D: the 2-D mask it was built from
+  bool four_d_causal = false;            // 4-D: causal structure included
+  std::optional<int> asserted_rank;      // "rank" key, checked by the loader
+  std::string padding_side;              // lengths encoding: "left" | "right"
+  std::filesystem::path file;            // file encoding: resolved path
+};
+
+enum class PositionEncoding { dense, file, from_mask, packed, arange };
+
+struct PositionIds {
+  PositionEncoding encoding = PositionEncoding::dense;
+  bool mrope = false;                    // replicated to (3, B, S)
+  IntTensor tensor;                      // rank 1 (S), 2 (B, S) or 3 (3, B, S)
+  std::vector<int64_t> packed_lengths;   // packed encoding
+  std::filesystem::path file;
+};
+
+struct Cache {
+  std::string kind;  // dynamic | static | hybrid | sliding
+  std::optional<int64_t> max_cache_len;
+  std::optional<int64_t> past_length;
+};
+
+enum class CallStage { prefill, decode };
+
+// Extension of the batch format (documented in docs/batch-format.md): the keyword arguments
+// transformers >= 4.46 accepts in `_flash_attention_forward` (`cu_seq_lens_q/k`,
+// `max_length_q/k`), as a data collator or trainer passes them.
+struct FlashKwargs {
+  std::optional<std::vector<int64_t>> cu_seq_lens_q;
+  std::optional<std::vector<int64_t>> cu_seq_lens_k;
+  std::optional<int64_t> max_length_q;
+  std::optional<int64_t> max_length_k;
+};
+
+struct BatchInputs {
+  std::optional<Mask> attention_mask;
+  std::optional<PositionIds> position_ids;
+  // Resolved by the loader: given values, else derived (B from mask/position ids/batch_size,
+  // Lk from the mask width or position-ids width, Lq = Lk for prefill, 1 for decode).
+  int64_t batch_size = 0;
+  int64_t query_length = 0;
+  int64_t kv_length = 0;
+  bool batch_size_given = false, query_length_given = false, kv_length_given = false;
+  std::optional<Cache> cache;
+  CallStage stage = CallStage::prefill;
+  bool stage_given = false;
+  std::optional<FlashKwargs> flash_kwargs;
+};
+
+// ---------------------------------------------------------------------------------------
+// explicit varlen arguments, tensor overrides, rotary, launch
+
+struct MaxSeqlenArg {
+  int64_t value = 0;
+  bool is_tensor = false;  // given as {"tensor": N}: a 0-d tensor
+};
+
+struct ExplicitVarlen {
+  std::vector<int64_t> cu_seqlens_q;
+  std::vector<int64_t> cu_seqlens_k;        // defaults to cu_seqlens_q
+  bool cu_seqlens_k_given = false;
+  MaxSeqlenArg max_seqlen_q;                // defaults to the largest q segment
+  MaxSeqlenArg max_seqlen_k;                // defaults to max_seqlen_q
+  bool max_seqlen_q_given = false, max_seqlen_k_given = false;
+  std::optional<std::vector<int64_t>> seqused_k;
+  int64_t total_q = 0, total_k = 0;         // default cu[-1]
+  bool total_q_given = false, total_k_given = false;
+  std::filesystem::path cu_seqlens_file;    // when cu_seqlens_q came from a .npy
+};
+
+struct TensorOverride {
+  std::optional<DType> dtype;
+  std::optional<std::string> device;
+  std::optional<int64_t> rows;
+  std::optional<bool> contiguous;
+};
+
+struct Rotary {
+  std::string implementation = "flash_attn";  // fla | flash_attn | hf
+  int64_t dim = 0;
+  double base = 10000.0;
+  bool interleaved = false;
+  std::optional<int64_t> table_length;
+  std::vector<int64_t> seqlen_offset;         // empty, one value, or one per sequence
+  bool seqlen_offset_per_sequence = false;
+  std::optional<bool> varlen;
+  std::string layout = "BTHD";                // BTHD | BHTD | THD
+};
+
+struct Launch {
+  std::string kernel;
+  std::vector<std::string> signature;
+  std::vector<std::string> passed;
+  std::vector<std::string> heuristics;
+  std::vector<std::string> config_params;
+  std::vector<std::string> autotune_keys;
+};
+
+// ---------------------------------------------------------------------------------------
+// intent and expectations
+
+struct IntendedSequence {
+  int64_t row = 0;
+  int64_t start = 0;   // token offset within the row
+  int64_t length = 0;
+};
+
+enum class IntentSource { given, mask, position_ids, cu_seqlens_q, none };
+std::string to_string(IntentSource s);
+
+struct Intent {
+  std::vector<IntendedSequence> sequences;
+  IntentSource source = IntentSource::none;
+};
+
+struct Expect {
+  bool first_violation_given = false;
+  std::optional<std::string> first_violation;  // nullopt with _given = all hold
+  std::vector<std::string> violations;
+  std::optional<int> exit_code;
+};
+
+// ---------------------------------------------------------------------------------------
+
+struct Batch {
+  std::filesystem::path file;  // where it was read from (empty for in-memory batches)
+  std::string name;            // "name", else the file stem
+  std::string description;
+  std::vector<std::string> references;
+  Environment environment;
+  Model model;
+  std::optional<BatchInputs> batch;
+  std::optional<ExplicitVarlen> varlen;
+  std::map<std::string, TensorOverride> tensors;  // q k v out cu_seqlens_q cu_seqlens_k ...
+  std::optional<Rotary> rotary;
+  std::optional<Launch> launch;
+  Intent intent;                                   // given, or derived by the loader
+  std::optional<Expect> expect;
+
+  const TensorOverride* override_for(const std::string& tensor) const {
+    auto it = tensors.find(tensor);
+    return it == tensors.end() ? nullptr : &it->second;
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+// loading
+
+// Explicit caps on hostile input (docs/limits.md). Beyond them: InputError, exit 2.
+struct LoadLimits {
+  int64_t max_file_bytes = 256ll << 20;      // batch file and each .npy file
+  int64_t max_array_elements = 1ll << 25;    // any one materialised array (33.5M entries)
+  int64_t max_total_elements = 1ll << 26;    // all materialised arrays of one batch together
+  int max_nesting = 64;                      // JSON nesting depth
+  int64_t max_string_bytes = 1ll << 20;      // any one JSON string
+  int64_t max_dimension = int64_t{1} << 40;  // heads, lengths, dims: each at most this
+};
+
+// An invalid input: names the file, the JSON path, what was expected and what was found.
+class InputError : public std::runtime_error {
+ public:
+  InputError(std::string file, std::string json_path, std::string expected, std::string found);
+  const std::string& file() const { return file_; }
+  const std::string& json_path() const { return json_path_; }
+  const std::string& expected() const { return expected_; }
+  const std::string& found() const { return found_; }
+
+ private:
+  std::string file_, json_path_, expected_, found_;
+};
+
+Batch load_batch_file(const std::filesystem::path& path, const LoadLimits& limits = {});
+// Parse from text; `origin` names the file in messages and anchors relative .npy paths.
+Batch parse_batch_text(std::string_view text, const std::filesystem::path& origin,
+                       const LoadLimits& limits = {});
+
+}  // namespace ad

@@ -1,0 +1,49 @@
+// The invariant catalogue (../shared/spec/invariants.md) and the static checks.
+//
+// The catalogue is one table: id, stage, statement, explanation, fix, references. Its order
+// decides which violation is reported first. `explain`, the report and docs/ read it.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "batch/batch.hpp"
+#include "convert/convert.hpp"
+#include "report/report.hpp"
+
+namespace ad {
+
+enum class InvariantGroup { input, conversion, rotary, dynamic, launch };
+std::string to_string(InvariantGroup g);
+
+struct Invariant {
+  int number;                      // position in the catalogue (1-based); decides "first"
+  std::string_view id;             // "mask.kv_length"
+  InvariantGroup group;
+  std::string_view stage;          // stage named in violations: "input", "conversion", ...
+  std::string_view statement;      // holds when ...
+  std::string_view when_broken;    // what the real stack does
+  std::string_view explanation;    // longer: why, and what the user saw
+  std::string_view fix;            // what to change
+  std::vector<std::string_view> references;
+  std::string_view upstream_message;  // the message users most likely saw, if any
+};
+
+std::span<const Invariant> catalogue();
+const Invariant* find_invariant(std::string_view id);
+// Closest known id by edit distance (for "unknown id" messages).
+std::string closest_invariant_id(std::string_view id);
+
+struct CheckContext {
+  bool strict = false;
+};
+
+// Every static invariant (groups input, conversion, rotary, launch) evaluated against the
+// batch and the conversion. Linear in tokens; allocates nothing proportional to B*S*H*D.
+std::vector<Violation> run_static_checks(const Batch& batch, const Conversion& conversion,
+                                         const CheckContext& context = {});
+
+}  // namespace ad

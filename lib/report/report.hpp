@@ -1,0 +1,82 @@
+// The report model (../shared/spec/report-format.md) and its two renderings, text and JSON.
+// Stages fill a Report; nothing in a stage knows how it will be printed.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ad {
+
+enum class Severity { error, warning };
+std::string to_string(Severity s);
+
+struct Violation {
+  std::string id;                 // catalogue id, e.g. "mask.kv_length"
+  std::string stage;              // "input" "conversion" "rotary" "launch" "unpad" "attention" ...
+  Severity severity = Severity::error;
+  std::string message;            // one line, with the concrete values
+  nlohmann::json evidence = nlohmann::json::object();
+  // Filled from the catalogue when the violation is added to a report:
+  std::string explanation;
+  std::string fix;
+  std::vector<std::string> references;
+  int order = 0;                  // catalogue position; decides "first"
+};
+
+struct StageRecord {
+  std::string name;               // "conversion" "static" "unpad" "rotary" "attention" "pad" "result"
+  std::string status = "ok";      // "ok" | "violation" | "skipped" | "error" | "missing"
+  double ms = 0.0;
+  std::string detail;             // why skipped / what failed / what was sampled
+  nlohmann::json data = nlohmann::json::object();  // stage-specific numbers
+};
+
+struct Report {
+  std::string tool = "attn-doctor";
+  std::string version;
+  std::string input;              // the batch file as given on the command line
+  std::string name;
+  nlohmann::json rules = nlohmann::json::object();    // {"transformers": ..., "flash_attn": ...}
+  std::string backend = "none";
+  std::vector<Violation> violations;                  // kept sorted: first violation first
+  nlohmann::json varlen;                              // null when nothing reached a kernel
+  nlohmann::json replayed;                            // the replay, when `varlen` is explicit
+  std::vector<StageRecord> stages;
+  std::vector<std::string> notes;                     // rule-set mapping, sampling, ...
+  bool stage_error = false;                           // a stage could not run (status "error")
+  std::string error_message;
+
+  // Adds a violation, filling explanation/fix/references/order from the catalogue when the
+  // id is known, and keeps the list in catalogue order (stable for equal order).
+  void add(Violation v);
+  const Violation* first_violation() const {
+    return violations.empty() ? nullptr : &violations.front();
+  }
+  bool has_error_severity(bool strict) const;
+  std::string status() const;  // "ok" | "violation" | "error"
+};
+
+// Exit code per report-format.md: 0 all error-severity invariants hold, 1 violated,
+// 3 a stage could not run.
+int exit_code_for(const Report& report, bool strict);
+
+struct RenderOptions {
+  bool color = false;    // ANSI colours (terminal, NO_COLOR unset)
+  bool full = false;     // do not summarise long arrays
+  bool verbose = false;  // explanations and evidence for every violation
+};
+
+nlohmann::json to_json(const Report& report, const RenderOptions& options);
+std::string render_text(const Report& report, const RenderOptions& options);
+
+// Arrays longer than this are summarised in JSON output unless --full.
+inline constexpr size_t kSummariseAbove = 32;
+// {"count": N, "head": [...16], "tail": [...16], "summarised": true} for long arrays.
+nlohmann::json summarise_array(const std::vector<int64_t>& values, bool full);
+
+// Whether stdout should get colour: a terminal and NO_COLOR unset.
+bool stdout_wants_color();
+
+}  // namespace ad
