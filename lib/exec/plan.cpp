@@ -277,7 +277,10 @@ void plan_rotary(ExecPlan& p, const Batch& batch, const VarlenArgs& a, const std
     const int64_t seqlen = r.varlen ? std::max(r.max_seqlen_q, r.max_seqlen_k) : std::max(Lq, Lk);
     r.table_rows = cfg.table_length ? *cfg.table_length : (r.varlen ? seqlen : seqlen + (r.offsets_per_sequence ? 0 : scalar_offset));
     r.inplace = true;
-    r.block_rows = sem::flash_attn_rotary_block_m(rotary_dim, r.interleaved);
+    int fa_minor = 6;
+    if (auto v = parse_version(p.flash_attn_release); v && v->release.size() >= 2 && v->release[0] == 2)
+      fa_minor = static_cast<int>(v->release[1]);
+    r.block_rows = sem::flash_attn_rotary_block_m(rotary_dim, r.interleaved, fa_minor);
     const std::string where = "flash_attn.layers.rotary > apply_rotary";
     if (rotary_dim > D) fail(where, "AssertionError", "rotary_dim must be <= headdim");
     else if (D > 256) fail(where, "AssertionError", "Only support headdim <= 256");
@@ -520,6 +523,7 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
   {
     std::optional<Version> fa = options.flash_attn ? options.flash_attn : batch.environment.flash_attn;
     p.flash_attn_release = fa ? fa->text : "2.6.3";
+    if (!fa) p.notes.push_back("flash-attn release not given: the dynamic stages follow the 2.6.3 kernel contract");
   }
 
   const VarlenArgs* a = conversion.effective();
@@ -571,7 +575,11 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
         gk.src_rows = p.rows_k_src;
         gk.dst_rows = static_cast<int64_t>(gk.indices.size());
       }
-      const IntTensor* iq = a->indices_q ? &*a->indices_q : (Lq == Lk && a->indices_k ? &*a->indices_k : nullptr);
+      // Lq == Lk gathers q with the key indices; when the release fails in the key gather it
+      // never reaches the query gather
+      const IntTensor* iq = a->indices_q               ? &*a->indices_q
+                            : (Lq == Lk && a->indices_k && !a->failure) ? &*a->indices_k
+                                                                        : nullptr;
       if (iq) {
         gq.enabled = true;
         gq.indices = iq->values;

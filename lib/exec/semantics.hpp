@@ -137,9 +137,14 @@ AD_HD int64_t fa2_lse_index_padded(int64_t b, int64_t h, int64_t row, int64_t nu
 // ---------------------------------------------------------------------------------------
 // Rotary
 
-// flash_attn/ops/triton/rotary.py apply_rotary: BLOCK_M rows per program.
-AD_HD int flash_attn_rotary_block_m(int64_t rotary_dim, bool interleaved) {
-  return interleaved ? 4 : (rotary_dim <= 64 ? 8 : 4);
+// flash_attn/ops/triton/rotary.py apply_rotary: BLOCK_M rows per program. It changed with
+// the releases (`fa_minor` is the 2.x minor version): 2.5-2.6 "4 if interleaved else (8 if
+// rotary_dim <= 64 else 4)", 2.7 "... <= 128 ...", 2.8 "8 if rotary_dim <= 128 else 4".
+// Rows of a segment past ceil(max_seqlen / BLOCK_M) * BLOCK_M are never visited.
+AD_HD int flash_attn_rotary_block_m(int64_t rotary_dim, bool interleaved, int fa_minor = 6) {
+  if (fa_minor >= 8) return rotary_dim <= 128 ? 8 : 4;
+  if (interleaved) return 4;
+  return rotary_dim <= (fa_minor >= 7 ? 128 : 64) ? 8 : 4;
 }
 
 // triton.next_power_of_2
