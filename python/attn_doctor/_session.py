@@ -74,7 +74,8 @@ class Capture:
         self._lock = threading.Lock()
         self._tls = threading.local()
         self._cache = records.HostCache()
-        self._versions: Optional[Dict[str, str]] = None
+        self._versions: Dict[str, str] = {}
+        self._versions_missed: set = set()
         self._patcher: Optional[Patcher] = None
         self._hook: Optional[ImportHook] = None
         rank = os.environ.get("RANK")
@@ -226,12 +227,17 @@ class Capture:
                 f"call {frame.call} of the run.")
 
     def _context(self, encoder: Encoder, module: Any) -> records.Context:
-        if self._versions is None:  # once per capture: metadata look-ups are not free
-            self._versions = records.library_versions()
-        return records.Context(encoder, self._cache, dict(self._versions), module)
+        versions = records.library_versions(self._versions, self._versions_missed)
+        return records.Context(encoder, self._cache, versions, module)
 
     def _write(self, frame: _Frame, exc: Optional[BaseException]) -> None:
         assert frame.doc is not None and frame.encoder is not None
+        # Versions again, now that the call has run: transformers 5.x imports flash_attn
+        # inside the first attention call, after this document was built.
+        env = frame.doc.get("environment", {})
+        versions = records.library_versions(self._versions, self._versions_missed)
+        frame.doc["environment"] = dict(versions, **{k: v for k, v in env.items()
+                                                       if k not in versions})
         path = os.path.join(self.out, frame.encoder.stem + ".json")
         write_batch_file(path, frame.doc, frame.encoder.sidecars)
         entry: Dict[str, Any] = {"file": os.path.basename(path), "call": frame.call,

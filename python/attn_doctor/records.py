@@ -53,23 +53,26 @@ def bind_arguments(fn: Any, args: tuple, kwargs: dict) -> Dict[str, Any]:
     return out
 
 
-def library_versions() -> Dict[str, str]:
-    """Versions of the libraries the run has loaded: the imported module's __version__
-    first (what actually runs), else the installed distribution's metadata."""
+def library_versions(known: Dict[str, str], missed: set) -> Dict[str, str]:
+    """Versions of the libraries the run uses: the imported module's __version__ first
+    (what actually runs), else the installed distribution's metadata (looked up once per
+    name). `known` and `missed` persist between calls: a library imported lazily inside
+    the first attention call (transformers 5.x imports flash_attn there) is found later."""
     import sys
-    out: Dict[str, str] = {}
     for module_name, dist in _VERSION_DISTS:
+        if module_name in known:
+            continue
         mod = sys.modules.get(module_name)
         version = getattr(mod, "__version__", None) if mod is not None else None
-        if not isinstance(version, str):
+        if not isinstance(version, str) and module_name not in missed:
             try:
                 from importlib import metadata
                 version = metadata.version(dist)
             except Exception:
-                version = None
+                missed.add(module_name)
         if isinstance(version, str) and version:
-            out[module_name] = version
-    return out
+            known[module_name] = version
+    return {name: known[name] for name, _ in _VERSION_DISTS if name in known}
 
 
 class HostCache:
