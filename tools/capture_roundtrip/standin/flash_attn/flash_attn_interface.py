@@ -30,6 +30,26 @@ def _record(kind, q, k, cu_q=None, cu_k=None, max_q=None, max_k=None, **extra):
     return entry
 
 
+def _check_varlen_contract(q, k, cu_seqlens_q, cu_seqlens_k):
+    """The host-side checks flash-attn 2.x makes before launching (same messages), and the
+    out-of-range cu_seqlens the real kernel would fault on (reported here instead)."""
+    for name, cu in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        if cu.dtype != torch.int32:
+            raise RuntimeError(f"{name} must have dtype int32")
+        if cu.device != q.device:
+            raise RuntimeError(f"{name} must be on {q.device.type.upper()}")
+        if cu.dim() != 1 or not cu.is_contiguous():
+            raise RuntimeError(f"{name} must be contiguous and 1-D")
+    if cu_seqlens_q.numel() != cu_seqlens_k.numel():
+        raise RuntimeError("cu_seqlens_k must have shape (batch_size + 1)")
+    for name, cu, rows in (("cu_seqlens_q", cu_seqlens_q, q.shape[0]),
+                           ("cu_seqlens_k", cu_seqlens_k, k.shape[0])):
+        values = cu.tolist()
+        if values[0] < 0 or values[-1] > rows or any(b < a for a, b in zip(values, values[1:])):
+            raise RuntimeError("CUDA error: an illegal memory access was encountered "
+                               f"(stand-in: {name} {values} on {rows} rows)")
+
+
 def _math_attention(q, k, v, causal, window, softcap, scale):
     """(Lq, H, D) attention of one sequence; causal bottom-right aligned, FA2's window
     (left, right) inclusive around the diagonal, rows with no key give 0."""
@@ -79,6 +99,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     entry = _record("varlen", q, k, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                     causal=bool(causal), window_size=[int(w) for w in window_size],
                     softcap=float(softcap or 0.0))
+    _check_varlen_contract(q, k, cu_seqlens_q, cu_seqlens_k)
     scale = softmax_scale if softmax_scale is not None else 1.0 / math.sqrt(q.shape[-1])
     max_q, _ = _scalar(max_seqlen_q)
     max_k, _ = _scalar(max_seqlen_k)
