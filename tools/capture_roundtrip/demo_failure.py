@@ -10,13 +10,11 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from roundtrip import force_fa2_on_cpu, load_model  # noqa: E402  (puts the stand-in first)
+from roundtrip import load_model  # noqa: E402  (puts the stand-in first)
 
 import torch  # noqa: E402
 
 device = "cuda" if torch.cuda.is_available() else "cpu"
-if device == "cpu":
-    force_fa2_on_cpu()
 model, _ = load_model("llama", device, torch.bfloat16)
 
 lengths = [5, 3, 4]

@@ -22,14 +22,15 @@ mismatch, 3 the attn-doctor binary is missing (unless --capture-only: then 0 onc
 captures themselves worked).
 
 On a machine without CUDA the models run on the CPU: transformers refuses FA2 there, so
-the script selects it on the models' configs directly (the code path below the dispatch
-is the same).
+imports and model construction run with CUDA pretended (see `cuda_pretended`); the code
+path below the dispatch is the same.
 
     python3 tools/capture_roundtrip/roundtrip.py [--attn-doctor build/app/attn-doctor]
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -118,35 +119,46 @@ def all_configs(model):
     return out
 
 
-def force_fa2_on_cpu():
-    """transformers only dispatches FA2 on an accelerator; below the dispatch nothing
-    depends on the device, so on a CPU-only machine the availability check is answered
-    yes and FA2 is selected on the configs directly."""
-    import transformers.modeling_flash_attention_utils as mfa
-    mfa.is_flash_attn_2_available = lambda *a, **k: True
+@contextlib.contextmanager
+def cuda_pretended(active):
+    """CPU only. transformers refuses FA2 without an accelerator: every release when the
+    model is built, and releases <= 4.47 also when their modules are imported (they import
+    flash_attn's functions only if CUDA is available). Below that dispatch nothing depends
+    on the device, so imports and construction run with torch.cuda.is_available() answering
+    yes; the model itself stays on the CPU."""
+    if not active:
+        yield
+        return
+    real = torch.cuda.is_available
+    torch.cuda.is_available = lambda: True
+    try:
+        yield
+    finally:
+        torch.cuda.is_available = real
+
+
+def _construct(cls, cfg, dtype):
+    build = cls.from_config if cls.__name__ == "AutoModelForCausalLM" else cls._from_config
+    try:
+        return build(cfg, attn_implementation="flash_attention_2", dtype=dtype)
+    except TypeError:  # releases that call it torch_dtype
+        return build(cfg, attn_implementation="flash_attention_2", torch_dtype=dtype)
 
 
 def load_model(name, device, dtype):
-    cfg = build_config(name)
-    cls = model_class(name)
+    """(model, how FA2 was selected): "dispatch" through transformers' own checks (with CUDA
+    pretended during construction on a CPU-only machine), "forced" where a config still had
+    to be switched afterwards."""
     torch.manual_seed(0)
-    how = "dispatch"
-    if device == "cuda":
-        try:
-            if cls.__name__ == "AutoModelForCausalLM":
-                model = cls.from_config(cfg, attn_implementation="flash_attention_2", dtype=dtype)
-            else:
-                model = cls._from_config(cfg, attn_implementation="flash_attention_2", dtype=dtype)
-        except TypeError:  # releases that call it torch_dtype
-            if cls.__name__ == "AutoModelForCausalLM":
-                model = cls.from_config(cfg, attn_implementation="flash_attention_2", torch_dtype=dtype)
-            else:
-                model = cls._from_config(cfg, attn_implementation="flash_attention_2", torch_dtype=dtype)
-        model = model.to(device)
-    else:
-        model = (cls.from_config(cfg) if cls.__name__ == "AutoModelForCausalLM" else cls(cfg))
-        model = model.to(device=device, dtype=dtype)
-        how = "forced"
+    with cuda_pretended(device == "cpu"):
+        import transformers.modeling_flash_attention_utils as mfa
+        cfg = build_config(name)
+        model = _construct(model_class(name), cfg, dtype)
+    model = model.to(device=device, dtype=dtype)
+    how = "dispatch" if device == "cuda" else "dispatch (cpu)"
+    if device == "cpu":
+        # 5.x asks again at the first attention call (lazy import of flash_attn)
+        mfa.is_flash_attn_2_available = lambda *a, **k: True
     for c in all_configs(model):
         if c._attn_implementation != "flash_attention_2":
             c._attn_implementation = "flash_attention_2"
@@ -244,8 +256,6 @@ def main():
     args = parse_args()
     device = ("cuda" if torch.cuda.is_available() else "cpu") if args.device == "auto" else args.device
     dtype = torch.bfloat16
-    if device == "cpu":
-        force_fa2_on_cpu()
     binary = args.attn_doctor if os.path.isfile(args.attn_doctor) and os.access(args.attn_doctor, os.X_OK) \
         else shutil.which(args.attn_doctor) if os.sep not in args.attn_doctor else None
     captures = args.captures or tempfile.mkdtemp(prefix="attn-doctor-roundtrip-")
