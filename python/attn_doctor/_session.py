@@ -125,12 +125,20 @@ class Capture:
         return stack
 
     def _begin(self, kind: str, original: Any, args: tuple, kwargs: dict) -> Optional[_Frame]:
+        stack = self._stack()
+        depth = len(stack)
         try:
             return self._begin_unsafe(kind, original, args, kwargs)
         except Exception as exc:
             _warn(f"recording a call into {ENTRY_NAMES.get(kind, kind)} failed: {exc!r}")
+            # Replace what the failed attempt pushed (a half-built frame left on the stack
+            # would make every later call look nested inside it) by a frame that records
+            # nothing but keeps the call's place: kernel calls inside it stay nested.
+            dropped = stack[depth:]
+            del stack[depth:]
             frame = _Frame("broken")
-            self._stack().append(frame)
+            frame.call = next((f.call for f in dropped if f.call is not None), 0)
+            stack.append(frame)
             return frame
 
     def _begin_unsafe(self, kind: str, original: Any, args: tuple, kwargs: dict) -> _Frame:

@@ -24,7 +24,7 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Tuple
 
 # (module name, attribute, entry kind)
 FUNCTION_TARGETS: Tuple[Tuple[str, str, str], ...] = (

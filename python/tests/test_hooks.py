@@ -326,6 +326,34 @@ class InstallTest(unittest.TestCase):
                     ModelCalls().forward(mask, lq=2, lk=2, b=1)
             self.assertEqual(len(cap.files), 2)
 
+    def test_a_recording_error_leaves_the_call_and_later_calls_alone(self):
+        import contextlib
+        import io
+
+        class BrokenConfig:
+            model_type = "llama"
+
+            @property
+            def hidden_size(self):
+                raise RuntimeError("config property blew up")
+
+        with fake_libraries(), temp_dir() as out:
+            import transformers.modeling_utils as mu
+            from faketensor import FakeTensor
+            mask = FakeTensor([[1, 1]])
+            q, k, v = ModelCalls.qkv(1, 2, 2)
+            err = io.StringIO()
+            with contextlib.redirect_stderr(err), \
+                    attn_doctor.capture(out, every=True, announce=False) as cap:
+                result = mu.FakeAttention(BrokenConfig(), 0)(q, k, v, mask)
+                ModelCalls().forward(mask, lq=2, lk=2, b=1)
+            import flash_attn.flash_attn_interface as fai
+            self.assertIsNotNone(result[0])
+            self.assertEqual(len(fai.CALLS), 3)
+            self.assertIn("config property blew up", err.getvalue())
+            self.assertEqual([os.path.basename(f) for f in cap.files],
+                             ["call-000002.json", "call-000003.json"])
+
     def test_module_is_callable_after_import(self):
         import attn_doctor.capture as module  # noqa: F401
         self.assertIsInstance(attn_doctor.capture("x", every=True), attn_doctor.Capture)

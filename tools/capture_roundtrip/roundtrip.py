@@ -268,7 +268,7 @@ def main():
             shutil.rmtree(folder, ignore_errors=True)
             first = len(flash_attn.CALLS)
             error = None
-            with attn_doctor.capture(folder, every=True, announce=False) as cap:
+            with attn_doctor.capture(folder, every=True, announce=False):
                 try:
                     with torch.no_grad():
                         run_scenario(model, name, scenario, device)
