@@ -129,6 +129,12 @@ json parse_json_text(std::string_view text, const std::string& label, const Load
     auto colon = what.find(": ", what.find("parse error"));
     std::string detail = colon == std::string::npos ? what : what.substr(colon + 2);
     throw InputError(label, "", "valid JSON (UTF-8)", detail + " (" + line_col(text, e.byte > 0 ? e.byte - 1 : 0) + ")");
+  } catch (const json::exception& e) {
+    // e.g. out_of_range.406 "number overflow parsing '1e400'"
+    std::string what = e.what();
+    auto close = what.find("] ");
+    throw InputError(label, "", "valid JSON with finite numbers",
+                     close == std::string::npos ? what : what.substr(close + 2));
   }
   check_values(j, label, limits);
   return j;

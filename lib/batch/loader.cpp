@@ -147,7 +147,7 @@ struct Loader {
     };
     Mask m;
     if (auto v = n.get("values")) {
-      forbid({"width", "padding_side", "from", "style", "causal", "lengths"}, "dense");
+      forbid({"width", "padding_side", "from", "causal", "lengths"}, "dense");
       m.encoding = MaskEncoding::dense;
       m.tensor = dense(*v, 4);
       if (m.tensor.rank() < 1) v->fail("a non-empty nested array");
@@ -175,7 +175,7 @@ struct Loader {
         std::fill_n(m.tensor.values.begin() + r * width + begin, len, 1);
       }
     } else if (auto f = n.get("file")) {
-      forbid({"width", "padding_side", "from", "style", "causal"}, "file");
+      forbid({"width", "padding_side", "from", "causal"}, "file");
       m.encoding = MaskEncoding::file;
       m.tensor = npy(*f, &m.file);
       if (m.tensor.rank() < 1 || m.tensor.rank() > 4)
@@ -185,6 +185,15 @@ struct Loader {
       forbid({"width", "padding_side"}, "4-D");
       m.encoding = MaskEncoding::four_d;
       four_d(n, m);
+    }
+    // Extension (docs/batch-format.md): "style" on a dense or file mask says how to read a
+    // written-out 4-D mask: "additive" = non-zero entries hold the large negative value (masked),
+    // "boolean" = non-zero entries are attended. Captured generate() masks use it.
+    if (m.encoding == MaskEncoding::dense || m.encoding == MaskEncoding::file) {
+      if (auto st = n.get("style")) {
+        if (m.tensor.rank() != 4) st->fail("\"style\" only on a 4-D mask", "a mask of rank " + std::to_string(m.tensor.rank()));
+        m.style = st->as_enum({"additive", "boolean"}) == "additive" ? MaskStyle::additive : MaskStyle::boolean;
+      }
     }
     if (auto r = n.get("rank")) {
       int rank = static_cast<int>(r->as_int(2, 4));
