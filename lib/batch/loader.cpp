@@ -127,7 +127,13 @@ struct Loader {
   IntTensor npy(const Node& n, std::filesystem::path* resolved) {
     auto path = resolve_file(n);
     if (resolved) *resolved = path;
-    IntTensor t = read_npy_file(path, n.path(), limits);
+    IntTensor t;
+    try {
+      t = read_npy_file(path, n.path(), limits);
+    } catch (const InputError& e) {
+      // name the batch file (where the reference is) and the .npy file (what is wrong)
+      throw InputError(file, n.path(), e.expected() + " in " + path.filename().string(), e.found());
+    }
     budget.take(t.numel(), n.path());
     return t;
   }
