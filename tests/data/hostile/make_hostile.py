@@ -36,7 +36,7 @@ CASES = {
     "integer-overflow": (('{%s, %s, "varlen": {"cu_seqlens_q": [0, 99999999999999999999999]}}' % (F, M)).encode(),
                          "/varlen/cu_seqlens_q/1: expected an integer", {}),
     "int64-min": (('{%s, %s, "varlen": {"cu_seqlens_q": [0, -9223372036854775808]}}' % (F, M)).encode(),
-                  "expected values within +-2^62", {}),
+                  "/varlen/cu_seqlens_q/1: expected a value within +-2^62", {}),
     "negative-head-dim": (('{%s, "model": {"num_heads": 8, "head_dim": -64}, "varlen": {"cu_seqlens_q": [0, 1]}}' % F).encode(),
                           "/model/head_dim: expected an integer in [1,", {}),
     "nan-literal": (('{%s, "model": {"num_heads": NaN, "head_dim": 64}}' % F).encode(), "expected valid JSON", {}),
