@@ -7,6 +7,7 @@ Every patch applied is listed in the golden's `environment.patches`.
 
 import functools
 import importlib
+import importlib.util
 import importlib.metadata
 import inspect
 import sys
@@ -146,13 +147,25 @@ class Target:
         self.params = inspect.signature(self.fn).parameters
         self.var_kw = any(p.kind == p.VAR_KEYWORD for p in self.params.values())
 
+    def integration_passes_implementation(self):
+        try:
+            spec = importlib.util.find_spec("transformers.integrations.flash_attention")
+        except ModuleNotFoundError:
+            return False
+        if spec is None or spec.origin is None:
+            return False
+        with open(spec.origin) as f:
+            return "attn_implementation=module.config._attn_implementation" in f.read()
+
     def describe(self):
         if self.level == "function":
             return {"loaded": "whole", "entry_point": "transformers.modeling_flash_attention_utils._flash_attention_forward"}
         return {"loaded": "whole",
                 "entry_point": "transformers.models.llama.modeling_llama.LlamaFlashAttention2._flash_attention_forward",
-                "note": "<= 4.41 has no shared module; the per-model copy (Llama) is the conversion. "
-                        "It takes no position_ids, sliding_window, softcap or varlen kwargs."}
+                "note": "this release has no transformers.modeling_flash_attention_utils; the per-model copy "
+                        "(Llama) is the conversion. It takes no position_ids, sliding_window, softcap or varlen "
+                        "kwargs (listed per case under ignored_arguments). num_heads, num_key_value_heads, "
+                        "head_dim, is_causal are set on a bare LlamaFlashAttention2 from the batch's model block."}
 
     def call(self, case):
         q, k, v = _batchfile().make_qkv(case)
@@ -173,11 +186,17 @@ class Target:
             elif value is not None:
                 ignored.append(key)
         self.last_ignored = ignored
+        if self.level == "function" and self.integration_passes_implementation():
+            # what transformers.integrations.flash_attention passes (>= 4.53); 5.x needs it
+            kwargs["attn_implementation"] = "flash_attention_2"
         causal = model.get("causal", True)
         if self.level == "function":
             self.fn(q, k, v, case["attention_mask"], case["query_length"], causal, **kwargs)
         else:
             self.attn.is_causal = causal
+            self.attn.num_heads = model["num_heads"]
+            self.attn.num_key_value_heads = model.get("num_kv_heads", model["num_heads"])
+            self.attn.head_dim = model["head_dim"]
             self.fn(q, k, v, case["attention_mask"], case["query_length"], **kwargs)
         return ignored
 
