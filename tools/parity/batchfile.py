@@ -1,10 +1,10 @@
 """Materialise an attn-doctor batch file (shared/spec/batch-format.md) as torch inputs.
 
 Only what the parity drivers need: the `model` geometry and the `batch` block (mask, position
-ids, lengths, flash kwargs). The conventions match the C++ loader's (lib/batch): a dense 2-D
-mask keeps its values (0/1, booleans, segment ids) as int64 or bool; a 4-D mask is built from
-its 2-D mask like transformers' `_prepare_4d_causal_attention_mask` (causal diagonal aligned
-bottom-right, additive = 0.0 where attended and the dtype minimum where masked).
+ids, lengths, flash kwargs). The conventions match the C++ loader's (lib/batch/loader.cpp): a
+dense 2-D mask keeps its values (0/1, booleans, segment ids) as int64 or bool; a 4-D mask is
+built from its 2-D mask like transformers' `_prepare_4d_causal_attention_mask` (see `_mask_4d`);
+defaults for B, Lq and Lk follow the loader's.
 """
 
 import json
@@ -33,17 +33,23 @@ def _mask_2d(obj):
 
 
 def _mask_4d(obj, model_dtype):
+    """(B, H1, Q, K) from a 2-D mask of width W <= K, as lib/batch/loader.cpp builds it: query q
+    sits at absolute position W - Q + q; key k is attended when k < W, the 2-D mask has it and
+    (if causal) k <= that position. Additive masks are bf16 like the loader's."""
     base = _mask_2d(obj["from"]).bool()
-    b, _, q, k = obj["shape"]
-    attended = base[:, None, None, :].expand(b, 1, q, k).clone()
+    b, h1, q, k = obj["shape"]
+    w = base.shape[1]
+    padded = torch.zeros(b, k, dtype=torch.bool)
+    padded[:, :w] = base
+    attended = padded[:, None, None, :].expand(b, h1, q, k).clone()
     if obj.get("causal", True):
-        row = torch.arange(q).unsqueeze(1) + (k - q)
+        row = torch.arange(q).unsqueeze(1) + (w - q)
         col = torch.arange(k).unsqueeze(0)
         attended &= (col <= row)[None, None]
     if obj.get("style", "additive") == "boolean":
         return attended
-    additive = torch.zeros(b, 1, q, k, dtype=model_dtype)
-    return additive.masked_fill(~attended, torch.finfo(model_dtype).min)
+    additive = torch.zeros(b, h1, q, k, dtype=torch.bfloat16)
+    return additive.masked_fill(~attended, torch.finfo(torch.bfloat16).min)
 
 
 def _position_ids(obj, mask, batch_size, width, origin):
@@ -99,11 +105,22 @@ def load(path):
             pos = _position_ids(p, mask2d, batch_size, width, model.get("position_origin", 0))
         elif p.get("mrope"):
             pos = _position_ids(p, mask2d, batch_size, width, model.get("position_origin", 0))
+    # the loader's defaults (lib/batch/loader.cpp): Lk from kv_length, else the mask's width,
+    # else the position ids' width; Lq from query_length, else 1 for decode, else the position
+    # ids' width when there is no mask, else Lk
+    pos_width = pos.shape[-1] if pos is not None else None
     kv_length = block.get("kv_length", width)
     stage = block.get("stage")
     query_length = block.get("query_length")
     if query_length is None:
-        query_length = 1 if stage == "decode" else kv_length
+        if stage == "decode":
+            query_length = 1
+        elif pos_width is not None and mask is None:
+            query_length = pos_width
+        else:
+            query_length = kv_length
+    if kv_length is None:
+        kv_length = query_length
     batch_size = batch_size or 1
     return {
         "doc": doc,

@@ -53,14 +53,26 @@ def standin(version):
     return root
 
 
-def run_python(script, args, paths):
+def python_for(release, what="hf"):
+    """The interpreter (and so the torch) a release runs under: torch 2.4 (the base venv) unless the
+    release requires a newer torch (transformers >= 5.?: torch>=2.6) or cannot run a model on 2.4
+    (4.52.x model construction: ALL_PARALLEL_STYLES is None below torch 2.5)."""
+    table = VENVS / f"tf-{release}" / "transformers" / "dependency_versions_table.py"
+    requirement = re.search(r'"torch": "torch>=([\d.]+)"', table.read_text())
+    needs = tuple(int(x) for x in requirement.group(1).split(".")) if requirement else (0,)
+    if needs > (2, 4) or (what == "gemma2" and release.startswith("4.52.")):
+        return str(VENVS / "torch26" / "bin" / "python")
+    return PYTHON
+
+
+def run_python(script, args, paths, python=None):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(str(p) for p in paths)
     env["PYTHONHASHSEED"] = "0"
     env["TRANSFORMERS_NO_ADVISORY_WARNINGS"] = "1"
     env["HF_HUB_OFFLINE"] = "1"
     env["TOKENIZERS_PARALLELISM"] = "false"
-    cmd = [PYTHON, str(HERE / script)] + args
+    cmd = [python or PYTHON, str(HERE / script)] + args
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout + proc.stderr)
@@ -89,7 +101,7 @@ def run_hf(releases):
         for version, paths in sorted(groups.items()):
             out = CACHE / f"hf-{release}-{version}.json"
             run_python("driver_hf.py", ["--out", str(out)] + [str(p) for p in paths],
-                       [standin(version), site])
+                       [standin(version), site], python=python_for(release))
             part = json.loads(out.read_text())
             environments[version] = part["environment"]
             cases.extend(part["cases"])
@@ -135,7 +147,7 @@ def main():
         run_hf(releases)
     if args.what in ("gemma2", "all"):
         import gemma2
-        gemma2.run(run_python, standin, VENVS, GOLDEN, BATCHES, dumps)
+        gemma2.run(run_python, standin, python_for, VENVS, GOLDEN, BATCHES, dumps, CACHE)
     if args.what in ("flash-attn", "all"):
         import flash_attn_golden
         flash_attn_golden.run(run_python, CACHE, VENVS, GOLDEN, BATCHES, dumps)
