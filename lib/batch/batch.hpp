@@ -141,8 +141,10 @@ struct MaxSeqlenArg {
 };
 
 struct ExplicitVarlen {
-  std::vector<int64_t> cu_seqlens_q;
-  std::vector<int64_t> cu_seqlens_k;        // defaults to cu_seqlens_q
+  // As written (JSON arrays are 1-D or 2-D; a .npy keeps its own shape). dtype: the
+  // `tensors` override if given, the .npy dtype, else int32 (what a correct call passes).
+  IntTensor cu_seqlens_q;
+  IntTensor cu_seqlens_k;                   // defaults to cu_seqlens_q
   bool cu_seqlens_k_given = false;
   MaxSeqlenArg max_seqlen_q;                // defaults to the largest q segment
   MaxSeqlenArg max_seqlen_k;                // defaults to max_seqlen_q
@@ -233,7 +235,8 @@ struct Batch {
 
 // Explicit caps on hostile input (docs/limits.md). Beyond them: InputError, exit 2.
 struct LoadLimits {
-  int64_t max_file_bytes = 256ll << 20;      // batch file and each .npy file
+  int64_t max_json_bytes = 64ll << 20;       // the batch file itself
+  int64_t max_npy_bytes = (1ll << 28) + 65536;  // each .npy file (2^25 int64 values + header)
   int64_t max_array_elements = 1ll << 25;    // any one materialised array (33.5M entries)
   int64_t max_total_elements = 1ll << 26;    // all materialised arrays of one batch together
   int max_nesting = 64;                      // JSON nesting depth

@@ -37,6 +37,11 @@ const Invariant* find_invariant(std::string_view id);
 // Closest known id by edit distance (for "unknown id" messages).
 std::string closest_invariant_id(std::string_view id);
 
+// A violation of catalogue entry `id`, with stage, order and the catalogue's explanation,
+// fix and references filled in. Throws std::logic_error for an id not in the catalogue.
+Violation make_violation(std::string_view id, Severity severity, std::string message,
+                         nlohmann::json evidence = nlohmann::json::object());
+
 struct CheckContext {
   bool strict = false;
 };

@@ -80,6 +80,9 @@ struct ConvertOptions {
   std::optional<Version> flash_attn;
 };
 
+// The window/causal/softcap/dropout flags a correct call passes for this model.
+KernelCall kernel_call_for(const Model& model);
+
 // The batch file's explicit `varlen` block as kernel arguments (path "explicit").
 VarlenArgs explicit_varlen_args(const Batch& batch);
 

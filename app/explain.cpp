@@ -1,0 +1,65 @@
+// `attn-doctor explain ID`: one catalogue entry, as text or JSON.
+#include <iostream>
+#include <memory>
+
+#include "check/check.hpp"
+#include "cli.hpp"
+
+namespace ad::cli {
+
+namespace {
+
+nlohmann::json entry_json(const Invariant& inv) {
+  std::vector<std::string> refs(inv.references.begin(), inv.references.end());
+  return {{"id", inv.id},
+          {"number", inv.number},
+          {"group", to_string(inv.group)},
+          {"stage", inv.stage},
+          {"statement", inv.statement},
+          {"when_broken", inv.when_broken},
+          {"explanation", inv.explanation},
+          {"fix", inv.fix},
+          {"references", refs},
+          {"upstream_message", inv.upstream_message}};
+}
+
+}  // namespace
+
+Subcommand add_explain(CLI::App& root, const Globals&) {
+  struct Args {
+    std::string id;
+    std::string format = "text";
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = root.add_subcommand("explain", "print what an invariant means, what breaks, and the fix");
+  sub->add_option("ID", args->id, "invariant id, e.g. mask.kv_length")->required();
+  add_format_option(sub, args->format);
+  Subcommand s;
+  s.app = sub;
+  s.run = [args]() {
+    const Invariant* inv = find_invariant(args->id);
+    if (!inv) {
+      std::cerr << "attn-doctor: unknown invariant id \"" << args->id << "\"; did you mean \""
+                << closest_invariant_id(args->id) << "\"? (attn-doctor list invariants)\n";
+      return 2;
+    }
+    if (args->format == "json") {
+      std::cout << entry_json(*inv).dump(2) << std::endl;
+      return 0;
+    }
+    std::cout << inv->id << "  (#" << inv->number << ", " << to_string(inv->group) << ", stage " << inv->stage << ")\n\n";
+    std::cout << "holds when: " << inv->statement << "\n";
+    std::cout << "when broken, the real stack: " << inv->when_broken << "\n";
+    if (!inv->upstream_message.empty()) std::cout << "message users see: \"" << inv->upstream_message << "\"\n";
+    if (!inv->explanation.empty()) std::cout << "\n" << inv->explanation << "\n";
+    if (!inv->fix.empty()) std::cout << "\nfix: " << inv->fix << "\n";
+    if (!inv->references.empty()) {
+      std::cout << "\nreferences:\n";
+      for (auto r : inv->references) std::cout << "  " << r << "\n";
+    }
+    return 0;
+  };
+  return s;
+}
+
+}  // namespace ad::cli

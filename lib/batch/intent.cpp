@@ -1,0 +1,118 @@
+// The intended sequences: the ground truth for semantic checks (batch-format.md `intent`).
+//
+// Derivation when the batch file gives none, in this order:
+//  1. a 2-D mask (for a 4-D mask, the 2-D mask it was built from): each maximal run of equal
+//     non-zero values in a row is one sequence. Extension (docs/batch-format.md): when
+//     position ids of the same (B, S) shape are present too, a run is further split where the
+//     position ids restart (a position that is not the previous one plus one), so a packed
+//     row with an all-ones mask still yields its packed sequences.
+//  2. position ids: per row, a sequence starts at `position_origin` or wherever the position
+//     does not increase by one (for 3-D mRoPE ids, the first axis).
+//  3. explicit cu_seqlens_q: one sequence per segment of positive length, in row 0.
+#include <string>
+
+#include "batch/batch.hpp"
+
+namespace ad {
+
+namespace {
+
+// Position ids as (rows, width) rows that line up with a (B, S) grid, or nullptr.
+const int64_t* aligned_positions(const PositionIds& p, int64_t B, int64_t S) {
+  const IntTensor& t = p.tensor;
+  if (t.dim(-1) != S) return nullptr;
+  if (t.rank() == 1) return B == 1 ? t.values.data() : nullptr;
+  if (t.rank() == 2) return t.dim(0) == B ? t.values.data() : nullptr;
+  if (t.rank() == 3) return t.dim(1) == B ? t.values.data() : nullptr;  // first (temporal) axis
+  return nullptr;
+}
+
+bool restarts(const int64_t* pos, int64_t c, int64_t origin) {
+  return pos[c] == origin || pos[c] != pos[c - 1] + 1;
+}
+
+}  // namespace
+
+Intent derive_intent(const Batch& batch) {
+  Intent in;
+  const int64_t origin = batch.model.position_origin;
+  if (batch.batch && batch.batch->attention_mask) {
+    const Mask& m = *batch.batch->attention_mask;
+    const IntTensor& t = m.from ? *m.from : m.tensor;
+    if (t.rank() == 2 || t.rank() == 1) {
+      int64_t B = t.rank() == 2 ? t.dim(0) : 1, S = t.dim(-1);
+      const int64_t* pos = batch.batch->position_ids ? aligned_positions(*batch.batch->position_ids, B, S) : nullptr;
+      in.source = IntentSource::mask;
+      for (int64_t r = 0; r < B; ++r) {
+        const int64_t* row = t.values.data() + r * S;
+        const int64_t* prow = pos ? pos + r * S : nullptr;
+        int64_t c = 0;
+        while (c < S) {
+          if (row[c] == 0) {
+            ++c;
+            continue;
+          }
+          int64_t start = c++;
+          while (c < S && row[c] == row[start] && !(prow && restarts(prow, c, origin))) ++c;
+          in.sequences.push_back({r, start, c - start});
+        }
+      }
+      return in;
+    }
+  }
+  if (batch.batch && batch.batch->position_ids) {
+    const IntTensor& t = batch.batch->position_ids->tensor;
+    int64_t S = t.dim(-1);
+    int64_t B = t.rank() == 1 ? 1 : t.dim(-2);
+    in.source = IntentSource::position_ids;
+    for (int64_t r = 0; r < B; ++r) {
+      const int64_t* row = t.values.data() + r * S;  // rank 3: first axis
+      int64_t start = 0;
+      for (int64_t c = 1; c <= S; ++c) {
+        if (c == S || restarts(row, c, origin)) {
+          in.sequences.push_back({r, start, c - start});
+          start = c;
+        }
+      }
+    }
+    return in;
+  }
+  if (batch.varlen && batch.varlen->cu_seqlens_q.rank() == 1) {
+    const auto& cu = batch.varlen->cu_seqlens_q.values;
+    in.source = IntentSource::cu_seqlens_q;
+    for (size_t i = 1; i < cu.size(); ++i)
+      if (cu[i] > cu[i - 1] && cu[i - 1] >= 0) in.sequences.push_back({0, cu[i - 1], cu[i] - cu[i - 1]});
+    return in;
+  }
+  return in;
+}
+
+// A given intent must fit the rows it talks about: row < B, start + length <= row width.
+void validate_intent(const Batch& batch, const std::string& file, const std::string& path) {
+  int64_t rows = 1, width = -1;
+  if (batch.batch) {
+    rows = batch.batch->batch_size;
+    width = batch.batch->kv_length;
+    if (batch.batch->attention_mask) {
+      const Mask& m = *batch.batch->attention_mask;
+      width = (m.from ? *m.from : m.tensor).dim(-1);
+    } else if (batch.batch->position_ids) {
+      width = batch.batch->position_ids->tensor.dim(-1);
+      if (batch.batch->position_ids->tensor.rank() >= 2) rows = batch.batch->position_ids->tensor.dim(-2);
+    }
+  } else if (batch.varlen) {
+    width = batch.varlen->total_q;
+  }
+  const auto& seqs = batch.intent.sequences;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const auto& s = seqs[i];
+    std::string p = path + "/" + std::to_string(i);
+    if (s.row >= rows)
+      throw InputError(file, p + "/row", "a row below " + std::to_string(rows), std::to_string(s.row));
+    if (width >= 0 && s.start + s.length > width)
+      throw InputError(file, p, "start + length within the row width " + std::to_string(width),
+                       std::to_string(s.start) + " + " + std::to_string(s.length));
+  }
+}
+
+}  // namespace ad

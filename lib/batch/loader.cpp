@@ -1,0 +1,749 @@
+// The batch-file loader: JSON (batch-format.md, version 1) -> ad::Batch.
+//
+// Strict by design: unknown keys, wrong types, out-of-range values, ragged arrays, lengths
+// beyond widths, files outside the batch file's folder and sizes past LoadLimits are errors
+// that name the file, the JSON path, what was expected and what was found (exit 2).
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include "batch/batch.hpp"
+#include "batch/json_node.hpp"
+#include "batch/npy.hpp"
+
+namespace ad {
+
+// intent.cpp
+Intent derive_intent(const Batch& batch);
+void validate_intent(const Batch& batch, const std::string& file, const std::string& path);
+
+namespace {
+
+constexpr int64_t kMaxHeads = 1 << 20;
+constexpr int64_t kMaxHeadDim = 1 << 20;
+constexpr int64_t kMaxIndex = int64_t{1} << 62;
+
+// Tracks materialised elements across the whole batch.
+struct Budget {
+  const LoadLimits& limits;
+  const std::string& file;
+  int64_t used = 0;
+  void take(int64_t n, const std::string& path) {
+    if (n > limits.max_array_elements)
+      throw InputError(file, path, "an array of at most " + std::to_string(limits.max_array_elements) + " elements",
+                       std::to_string(n) + " elements");
+    used += n;
+    if (used > limits.max_total_elements)
+      throw InputError(file, path,
+                       "at most " + std::to_string(limits.max_total_elements) + " array elements in one batch",
+                       std::to_string(used) + " so far");
+  }
+};
+
+struct Loader {
+  std::string file;              // label used in messages
+  std::filesystem::path folder;  // anchors relative .npy paths
+  const LoadLimits& limits;
+  Budget budget{limits, file};
+
+  // ---- nested integer arrays ------------------------------------------------------------
+
+  // Dense nested array (rank 1..max_rank) of integers or booleans -> IntTensor. Rejects
+  // ragged arrays and mixed booleans/integers.
+  IntTensor dense(const Node& n, int max_rank) {
+    if (!n.is_array()) n.fail("a nested array of integers");
+    IntTensor t;
+    // shape from the first element of each level
+    const json* cur = &n.raw();
+    while (cur->is_array()) {
+      if (static_cast<int>(t.shape.size()) >= max_rank)
+        n.fail("an array of rank at most " + std::to_string(max_rank), "deeper nesting");
+      t.shape.push_back(static_cast<int64_t>(cur->size()));
+      if (cur->empty()) break;
+      cur = &(*cur)[0];
+    }
+    int64_t count = 1;
+    for (int64_t d : t.shape) {
+      if (d != 0 && count > limits.max_array_elements / d) count = limits.max_array_elements + 1;
+      else count *= d;
+    }
+    budget.take(count, n.path());
+    t.values.reserve(static_cast<size_t>(count));
+    bool booleans = cur->is_boolean();
+    t.dtype = booleans ? DType::boolean : DType::int64;
+    fill(n, 0, t, booleans);
+    return t;
+  }
+
+  void fill(const Node& n, size_t level, IntTensor& t, bool booleans) {
+    const json& j = n.raw();
+    if (level == t.shape.size()) {
+      if (booleans) {
+        if (!j.is_boolean()) n.fail("a boolean (the array's first element is a boolean)");
+        t.values.push_back(j.get<bool>() ? 1 : 0);
+      } else {
+        if (j.is_boolean()) n.fail("an integer (the array's first element is an integer)");
+        t.values.push_back(n.as_int());
+      }
+      return;
+    }
+    if (!j.is_array())
+      n.fail("an array of " + std::to_string(t.shape[level]) + " elements (ragged array)");
+    if (static_cast<int64_t>(j.size()) != t.shape[level])
+      n.fail("an array of " + std::to_string(t.shape[level]) + " elements like its siblings (ragged array)");
+    // Fast path for the innermost level.
+    if (level + 1 == t.shape.size()) {
+      for (size_t k = 0; k < j.size(); ++k) {
+        const json& e = j[k];
+        if (!booleans && e.is_number_integer() && !e.is_number_unsigned()) {
+          t.values.push_back(e.get<int64_t>());
+        } else if (booleans && e.is_boolean()) {
+          t.values.push_back(e.get<bool>() ? 1 : 0);
+        } else {
+          fill(n[k], level + 1, t, booleans);
+        }
+      }
+      return;
+    }
+    for (size_t k = 0; k < j.size(); ++k) fill(n[k], level + 1, t, booleans);
+  }
+
+  std::filesystem::path resolve_file(const Node& n) {
+    std::string rel = n.as_string();
+    if (rel.empty()) n.fail("a file name relative to the batch file");
+    std::error_code ec;
+    auto base = std::filesystem::weakly_canonical(folder, ec);
+    if (ec) base = folder;
+    auto target = std::filesystem::weakly_canonical(base / rel, ec);
+    if (ec) n.fail("a readable file next to the batch file", "\"" + rel + "\" (" + ec.message() + ")");
+    auto mismatch = std::mismatch(base.begin(), base.end(), target.begin(), target.end());
+    if (mismatch.first != base.end())
+      n.fail("a file inside the batch file's folder " + base.string(), "\"" + rel + "\", which resolves outside it");
+    if (!std::filesystem::is_regular_file(target, ec))
+      n.fail("an existing regular file", "\"" + rel + "\" (" + (ec ? ec.message() : "not a regular file") + ")");
+    return target;
+  }
+
+  IntTensor npy(const Node& n, std::filesystem::path* resolved) {
+    auto path = resolve_file(n);
+    if (resolved) *resolved = path;
+    IntTensor t = read_npy_file(path, n.path(), limits);
+    budget.take(t.numel(), n.path());
+    return t;
+  }
+
+  // ---- mask -----------------------------------------------------------------------------
+
+  Mask mask(const Node& n, bool allow_four_d) {
+    n.expect_object({"values", "lengths", "width", "padding_side", "file", "shape", "from", "style", "causal", "rank"});
+    int encodings = n.has("values") + n.has("lengths") + n.has("file") + n.has("shape");
+    if (encodings != 1)
+      n.fail("exactly one mask encoding: \"values\", \"lengths\", \"file\" or \"shape\" (4-D)",
+             std::to_string(encodings) + " encodings");
+    auto forbid = [&](std::initializer_list<std::string_view> keys, const char* encoding) {
+      for (auto k : keys)
+        if (n.has(k))
+          n.at(k).fail(std::string("no \"") + std::string(k) + "\" with the " + encoding + " encoding", "the key");
+    };
+    Mask m;
+    if (auto v = n.get("values")) {
+      forbid({"width", "padding_side", "from", "style", "causal", "lengths"}, "dense");
+      m.encoding = MaskEncoding::dense;
+      m.tensor = dense(*v, 4);
+      if (m.tensor.rank() < 1) v->fail("a non-empty nested array");
+    } else if (auto l = n.get("lengths")) {
+      forbid({"from", "style", "causal", "shape"}, "lengths");
+      m.encoding = MaskEncoding::lengths;
+      auto width = n.at("width").as_int(0, limits.max_dimension);
+      auto lengths = l->as_int_array(0, limits.max_dimension, limits.max_array_elements);
+      if (lengths.empty()) l->fail("at least one length");
+      m.padding_side = n.has("padding_side") ? n.at("padding_side").as_enum({"right", "left"}) : "right";
+      for (size_t i = 0; i < lengths.size(); ++i)
+        if (lengths[i] > width)
+          (*l)[i].fail("a length at most the width " + std::to_string(width), std::to_string(lengths[i]));
+      int64_t rows = static_cast<int64_t>(lengths.size());
+      if (width != 0 && rows > limits.max_array_elements / width)
+        n.fail("a mask of at most " + std::to_string(limits.max_array_elements) + " entries",
+               std::to_string(rows) + " x " + std::to_string(width));
+      budget.take(rows * width, n.path());
+      m.tensor.shape = {rows, width};
+      m.tensor.dtype = DType::int64;
+      m.tensor.values.assign(static_cast<size_t>(rows * width), 0);
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t len = lengths[static_cast<size_t>(r)];
+        int64_t begin = m.padding_side == "right" ? 0 : width - len;
+        std::fill_n(m.tensor.values.begin() + r * width + begin, len, 1);
+      }
+    } else if (auto f = n.get("file")) {
+      forbid({"width", "padding_side", "from", "style", "causal"}, "file");
+      m.encoding = MaskEncoding::file;
+      m.tensor = npy(*f, &m.file);
+      if (m.tensor.rank() < 1 || m.tensor.rank() > 4)
+        f->fail("a mask of rank 1 to 4", "rank " + std::to_string(m.tensor.rank()));
+    } else {
+      if (!allow_four_d) n.fail("a 2-D mask encoding (\"values\", \"lengths\" or \"file\") inside \"from\"", "a 4-D mask");
+      forbid({"width", "padding_side"}, "4-D");
+      m.encoding = MaskEncoding::four_d;
+      four_d(n, m);
+    }
+    if (auto r = n.get("rank")) {
+      int rank = static_cast<int>(r->as_int(2, 4));
+      m.asserted_rank = rank;
+      if (rank != m.tensor.rank())
+        r->fail("the mask's actual rank " + std::to_string(m.tensor.rank()), "rank " + std::to_string(rank));
+    }
+    return m;
+  }
+
+  // The square mask transformers builds from a 2-D mask (_prepare_4d_causal_attention_mask
+  // style): query q sits at absolute position (W - Q + q) where W is the 2-D mask's width;
+  // key k is attended when the 2-D mask has it and (if causal) k <= that position. Columns
+  // past W (a static cache longer than the mask) are therefore masked.
+  void four_d(const Node& n, Mask& m) {
+    auto shape = n.at("shape").as_int_array(0, limits.max_dimension, 8);
+    if (shape.size() != 4) n.at("shape").fail("a 4-D shape [B, 1, Q, K]", std::to_string(shape.size()) + " dimensions");
+    Mask from = mask(n.at("from"), false);
+    if (from.tensor.rank() != 2)
+      n.at("from").fail("a 2-D mask", "rank " + std::to_string(from.tensor.rank()));
+    m.style = n.has("style") ? (n.at("style").as_enum({"additive", "boolean"}) == "additive" ? MaskStyle::additive
+                                                                                              : MaskStyle::boolean)
+                             : MaskStyle::additive;
+    m.four_d_causal = n.has("causal") ? n.at("causal").as_bool() : true;
+    int64_t B = shape[0], H1 = shape[1], Q = shape[2], K = shape[3];
+    int64_t W = from.tensor.dim(1);
+    if (B != from.tensor.dim(0))
+      n.at("shape").fail("B equal to the rows of \"from\" (" + std::to_string(from.tensor.dim(0)) + ")", std::to_string(B));
+    if (K < W || (!m.four_d_causal && K != W))
+      n.at("shape").fail(std::string("K ") + (m.four_d_causal ? "at least" : "equal to") + " the width of \"from\" (" +
+                             std::to_string(W) + ")",
+                         std::to_string(K));
+    if (H1 < 1 || Q < 1) n.at("shape").fail("positive head and query dimensions", "[" + std::to_string(B) + ", " +
+                                                                                    std::to_string(H1) + ", " +
+                                                                                    std::to_string(Q) + ", " +
+                                                                                    std::to_string(K) + "]");
+    int64_t count = 1;
+    for (int64_t d : shape) {
+      if (d != 0 && count > limits.max_array_elements / d) {
+        count = limits.max_array_elements + 1;
+        break;
+      }
+      count *= d;
+    }
+    budget.take(count, n.path() + "/shape");
+    m.tensor.shape = shape;
+    m.tensor.dtype = m.style == MaskStyle::boolean ? DType::boolean : DType::bf16;
+    m.tensor.values.resize(static_cast<size_t>(count));
+    int64_t* out = m.tensor.values.data();
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H1; ++h)
+        for (int64_t q = 0; q < Q; ++q) {
+          int64_t pos = W - Q + q;
+          for (int64_t k = 0; k < K; ++k) {
+            bool attended = k < W && from.tensor.values[static_cast<size_t>(b * W + k)] != 0 &&
+                            (!m.four_d_causal || k <= pos);
+            *out++ = m.style == MaskStyle::boolean ? (attended ? 1 : 0) : (attended ? 0 : 1);
+          }
+        }
+    m.from = std::move(from.tensor);
+  }
+
+  // ---- position ids ---------------------------------------------------------------------
+
+  PositionIds position_ids(const Node& n, const std::optional<Mask>& attention_mask, const Model& model,
+                           const Node& batch_node) {
+    n.expect_object({"values", "file", "from", "lengths", "mrope"});
+    int encodings = n.has("values") + n.has("file") + n.has("from");
+    if (encodings != 1)
+      n.fail("exactly one position-ids encoding: \"values\", \"file\" or \"from\"", std::to_string(encodings) + " encodings");
+    PositionIds p;
+    p.mrope = n.has("mrope") && n.at("mrope").as_bool();
+    if (n.has("lengths") && !(n.has("from") && n.at("from").is_string() && n.at("from").as_string() == "packed"))
+      n.at("lengths").fail("\"lengths\" only with \"from\": \"packed\"", "the key");
+    if (auto v = n.get("values")) {
+      p.encoding = PositionEncoding::dense;
+      p.tensor = dense(*v, 3);
+    } else if (auto f = n.get("file")) {
+      p.encoding = PositionEncoding::file;
+      p.tensor = npy(*f, &p.file);
+    } else {
+      auto from = n.at("from");
+      std::string kind = from.as_enum({"mask", "packed", "arange"});
+      if (kind == "mask") {
+        p.encoding = PositionEncoding::from_mask;
+        if (!attention_mask) from.fail("an attention_mask in the same batch (positions from the mask)", "none");
+        const IntTensor& m = attention_mask->from ? *attention_mask->from : attention_mask->tensor;
+        if (m.rank() != 2) from.fail("a 2-D attention mask", "rank " + std::to_string(m.rank()));
+        // The generate() convention: cumsum(mask) - 1, padded slots set to 1.
+        p.tensor.shape = m.shape;
+        p.tensor.values.resize(m.values.size());
+        budget.take(m.numel(), n.path());
+        int64_t S = m.dim(1);
+        for (int64_t r = 0; r < m.dim(0); ++r) {
+          int64_t acc = 0;
+          for (int64_t c = 0; c < S; ++c) {
+            int64_t v = m.values[static_cast<size_t>(r * S + c)];
+            acc += v;
+            p.tensor.values[static_cast<size_t>(r * S + c)] = v == 0 ? 1 : acc - 1;
+          }
+        }
+      } else if (kind == "packed") {
+        p.encoding = PositionEncoding::packed;
+        auto lengths_node = n.at("lengths");
+        p.packed_lengths = lengths_node.as_int_array(1, limits.max_dimension, limits.max_array_elements);
+        if (p.packed_lengths.empty()) lengths_node.fail("at least one length");
+        int64_t total = 0;
+        for (int64_t l : p.packed_lengths) {
+          total += l;
+          if (total > limits.max_array_elements) {
+            budget.take(total, lengths_node.path());
+          }
+        }
+        budget.take(total, lengths_node.path());
+        p.tensor.shape = {1, total};
+        p.tensor.values.reserve(static_cast<size_t>(total));
+        for (int64_t l : p.packed_lengths)
+          for (int64_t k = 0; k < l; ++k) p.tensor.values.push_back(model.position_origin + k);
+      } else {
+        p.encoding = PositionEncoding::arange;
+        int64_t B = 0, S = 0;
+        if (attention_mask) {
+          const IntTensor& m = attention_mask->from ? *attention_mask->from : attention_mask->tensor;
+          B = m.rank() >= 2 ? m.dim(0) : 1;
+          S = m.dim(-1);
+        } else if (batch_node.has("kv_length") || batch_node.has("query_length")) {
+          B = batch_node.has("batch_size") ? batch_node.at("batch_size").as_int(1, limits.max_dimension) : 1;
+          S = batch_node.has("query_length") ? batch_node.at("query_length").as_int(1, limits.max_dimension)
+                                             : batch_node.at("kv_length").as_int(1, limits.max_dimension);
+        } else {
+          from.fail("an attention_mask or query_length/kv_length to size the arange", "neither");
+        }
+        if (S != 0 && B > limits.max_array_elements / S) budget.take(limits.max_array_elements + 1, n.path());
+        budget.take(B * S, n.path());
+        p.tensor.shape = {B, S};
+        p.tensor.values.resize(static_cast<size_t>(B * S));
+        for (int64_t r = 0; r < B; ++r)
+          for (int64_t c = 0; c < S; ++c) p.tensor.values[static_cast<size_t>(r * S + c)] = c;
+      }
+    }
+    if (p.tensor.rank() < 1 || p.tensor.rank() > 3)
+      n.fail("position ids of rank 1 (S), 2 (B, S) or 3 (3, B, S)", "rank " + std::to_string(p.tensor.rank()));
+    if (p.mrope && p.tensor.rank() != 3) {
+      // replicate to (3, B, S) as multimodal models do for text tokens
+      IntTensor t;
+      int64_t B = p.tensor.rank() == 2 ? p.tensor.dim(0) : 1;
+      int64_t S = p.tensor.dim(-1);
+      budget.take(2 * p.tensor.numel(), n.path());
+      t.shape = {3, B, S};
+      t.dtype = p.tensor.dtype;
+      t.values.reserve(p.tensor.values.size() * 3);
+      for (int a = 0; a < 3; ++a) t.values.insert(t.values.end(), p.tensor.values.begin(), p.tensor.values.end());
+      p.tensor = std::move(t);
+    }
+    if (p.mrope && p.tensor.dim(0) != 3)
+      n.fail("mRoPE position ids of shape (3, B, S)", "first dimension " + std::to_string(p.tensor.dim(0)));
+    return p;
+  }
+
+  // ---- sections -------------------------------------------------------------------------
+
+  Environment environment(const Node& n) {
+    n.expect_object({"transformers", "flash_attn", "triton", "torch", "device"});
+    Environment e;
+    auto version = [&](const char* key) -> std::optional<Version> {
+      auto v = n.get(key);
+      if (!v) return std::nullopt;
+      auto parsed = parse_version(v->as_string());
+      if (!parsed) v->fail("a PEP 440 version such as \"4.44.0\"");
+      return parsed;
+    };
+    e.transformers = version("transformers");
+    e.flash_attn = version("flash_attn");
+    e.triton = version("triton");
+    e.torch = version("torch");
+    if (auto d = n.get("device")) e.device = device(*d);
+    return e;
+  }
+
+  static bool valid_device(const std::string& s) {
+    if (s == "cpu" || s == "cuda" || s == "meta") return true;
+    if (s.rfind("cuda:", 0) != 0 || s.size() == 5 || s.size() > 9) return false;
+    return std::all_of(s.begin() + 5, s.end(), [](char c) { return c >= '0' && c <= '9'; });
+  }
+  std::string device(const Node& n) {
+    std::string s = n.as_string();
+    if (!valid_device(s)) n.fail("a device such as \"cuda:0\", \"cuda:1\" or \"cpu\"");
+    return s;
+  }
+
+  Model model(const Node& n) {
+    n.expect_object({"num_heads", "num_kv_heads", "head_dim", "hidden_size", "dtype", "causal", "sliding_window",
+                     "softcap", "dropout", "architecture", "position_origin"});
+    Model m;
+    m.num_heads = n.at("num_heads").as_int(1, kMaxHeads);
+    m.num_kv_heads = n.has("num_kv_heads") ? n.at("num_kv_heads").as_int(1, kMaxHeads) : m.num_heads;
+    m.head_dim = n.at("head_dim").as_int(1, kMaxHeadDim);
+    if (auto h = n.get("hidden_size")) m.hidden_size = h->as_int(1, kMaxHeads * kMaxHeadDim);
+    if (auto d = n.get("dtype")) {
+      auto t = parse_dtype(d->as_string());
+      if (!t || !is_floating(*t) || *t == DType::fp64)
+        d->fail("one of \"fp16\", \"bf16\", \"fp32\", \"fp8_e4m3\"");
+      m.dtype = *t;
+    }
+    if (auto c = n.get("causal")) m.causal = c->as_bool();
+    if (auto w = n.get("sliding_window")) m.sliding_window = w->as_int(0, limits.max_dimension);
+    if (auto s = n.get("softcap")) m.softcap = s->as_number(0.0, 1e9);
+    if (auto d = n.get("dropout")) m.dropout = d->as_number(0.0, 1.0);
+    if (auto a = n.get("architecture")) {
+      m.architecture = a->as_string();
+      std::transform(m.architecture.begin(), m.architecture.end(), m.architecture.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    }
+    if (auto o = n.get("position_origin")) {
+      m.position_origin = o->as_int(0, 1 << 20);
+      m.position_origin_given = true;
+    }
+    return m;
+  }
+
+  BatchInputs inputs(const Node& n, const Model& model) {
+    n.expect_object({"attention_mask", "position_ids", "query_length", "kv_length", "batch_size", "cache", "stage",
+                     "flash_kwargs"});
+    BatchInputs b;
+    if (auto m = n.get("attention_mask")) b.attention_mask = mask(*m, true);
+    if (auto p = n.get("position_ids")) b.position_ids = position_ids(*p, b.attention_mask, model, n);
+    if (auto c = n.get("cache")) {
+      c->expect_object({"kind", "max_cache_len", "past_length"});
+      Cache cache;
+      cache.kind = c->at("kind").as_enum({"dynamic", "static", "hybrid", "sliding"});
+      if (auto v = c->get("max_cache_len")) cache.max_cache_len = v->as_int(0, limits.max_dimension);
+      if (auto v = c->get("past_length")) cache.past_length = v->as_int(0, limits.max_dimension);
+      b.cache = cache;
+    }
+    if (auto k = n.get("flash_kwargs")) {
+      k->expect_object({"cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k"});
+      FlashKwargs f;
+      if (auto v = k->get("cu_seq_lens_q")) f.cu_seq_lens_q = v->as_int_array(-kMaxIndex, kMaxIndex, limits.max_array_elements);
+      if (auto v = k->get("cu_seq_lens_k")) f.cu_seq_lens_k = v->as_int_array(-kMaxIndex, kMaxIndex, limits.max_array_elements);
+      if (auto v = k->get("max_length_q")) f.max_length_q = v->as_int(-kMaxIndex, kMaxIndex);
+      if (auto v = k->get("max_length_k")) f.max_length_k = v->as_int(-kMaxIndex, kMaxIndex);
+      if (f.cu_seq_lens_q) budget.take(static_cast<int64_t>(f.cu_seq_lens_q->size()), k->path());
+      if (f.cu_seq_lens_k) budget.take(static_cast<int64_t>(f.cu_seq_lens_k->size()), k->path());
+      b.flash_kwargs = f;
+    }
+
+    // Shape facts the mask and position ids carry.
+    std::optional<int64_t> rows, width;
+    std::string rows_from, width_from;
+    if (b.attention_mask) {
+      const IntTensor& t = b.attention_mask->tensor;
+      if (t.rank() >= 2) {
+        rows = t.dim(0);
+        rows_from = "the attention mask's rows";
+      }
+      width = t.dim(-1);
+      width_from = "the attention mask's width";
+    }
+    std::optional<int64_t> pos_rows, pos_width;
+    if (b.position_ids) {
+      const IntTensor& t = b.position_ids->tensor;
+      pos_rows = t.rank() == 1 ? 1 : t.dim(-2);
+      pos_width = t.dim(-1);
+    }
+    if (auto v = n.get("batch_size")) {
+      b.batch_size = v->as_int(1, limits.max_dimension);
+      b.batch_size_given = true;
+      if (rows && *rows != b.batch_size)
+        v->fail("the batch size " + std::to_string(*rows) + " that " + rows_from + " imply", std::to_string(b.batch_size));
+    } else if (rows) {
+      b.batch_size = *rows;
+    } else if (pos_rows) {
+      b.batch_size = *pos_rows;
+    } else {
+      b.batch_size = 1;
+    }
+    if (auto v = n.get("kv_length")) {
+      b.kv_length = v->as_int(1, limits.max_dimension);
+      b.kv_length_given = true;
+    } else if (width) {
+      b.kv_length = *width;
+    } else if (pos_width) {
+      b.kv_length = *pos_width;
+    }
+    if (auto v = n.get("stage")) {
+      b.stage = v->as_enum({"prefill", "decode"}) == "decode" ? CallStage::decode : CallStage::prefill;
+      b.stage_given = true;
+    }
+    if (auto v = n.get("query_length")) {
+      b.query_length = v->as_int(1, limits.max_dimension);
+      b.query_length_given = true;
+    } else if (b.stage_given && b.stage == CallStage::decode) {
+      b.query_length = 1;
+    } else if (pos_width && !width) {
+      b.query_length = *pos_width;
+    } else {
+      b.query_length = b.kv_length;
+    }
+    if (b.kv_length == 0) {
+      if (b.query_length_given) b.kv_length = b.query_length;
+      else n.fail("an attention_mask, position_ids, kv_length or query_length to size the call", "none of them");
+    }
+    if (b.query_length == 0) b.query_length = b.kv_length;
+    if (!b.stage_given) b.stage = b.query_length == 1 && b.kv_length > 1 ? CallStage::decode : CallStage::prefill;
+    if (b.stage_given && b.stage == CallStage::decode && b.query_length != 1 && b.query_length_given)
+      n.at("stage").fail("\"prefill\" for query_length " + std::to_string(b.query_length), "\"decode\"");
+    if (pos_rows && *pos_rows != b.batch_size && *pos_rows != 1)
+      n.at("position_ids").fail("position ids with " + std::to_string(b.batch_size) + " rows (the batch size) or 1",
+                                std::to_string(*pos_rows) + " rows");
+    // Overflow guard for B*L products used everywhere downstream.
+    if (b.batch_size > limits.max_dimension / std::max<int64_t>(1, std::max(b.query_length, b.kv_length)))
+      n.fail("batch_size x length below " + std::to_string(limits.max_dimension),
+             std::to_string(b.batch_size) + " x " + std::to_string(std::max(b.query_length, b.kv_length)));
+    return b;
+  }
+
+  MaxSeqlenArg max_seqlen(const Node& n) {
+    MaxSeqlenArg m;
+    if (n.is_object()) {
+      n.expect_object({"tensor"});
+      m.value = n.at("tensor").as_int(-kMaxIndex, kMaxIndex);
+      m.is_tensor = true;
+    } else {
+      if (!n.is_integer()) n.fail("an integer, or {\"tensor\": N} for a 0-d tensor");
+      m.value = n.as_int(-kMaxIndex, kMaxIndex);
+    }
+    return m;
+  }
+
+  static int64_t largest_segment(const IntTensor& cu) {
+    int64_t best = 0;
+    if (cu.rank() != 1) return 0;
+    for (size_t i = 1; i < cu.values.size(); ++i) best = std::max(best, cu.values[i] - cu.values[i - 1]);
+    return best;
+  }
+
+  IntTensor cu_array(const Node& n) {
+    IntTensor t = dense(n, 2);
+    if (t.dtype == DType::boolean) n.fail("integers", "booleans");
+    for (int64_t v : t.values)
+      if (v < -kMaxIndex || v > kMaxIndex) n.fail("values within +-2^62");
+    t.dtype = DType::int32;
+    return t;
+  }
+
+  ExplicitVarlen varlen(const Node& n) {
+    n.expect_object({"cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "seqused_k", "total_q", "total_k",
+                     "cu_seqlens_file"});
+    ExplicitVarlen v;
+    if (n.has("cu_seqlens_q") == n.has("cu_seqlens_file"))
+      n.fail("exactly one of \"cu_seqlens_q\" and \"cu_seqlens_file\"",
+             n.has("cu_seqlens_q") ? "both" : "neither");
+    if (auto c = n.get("cu_seqlens_q")) {
+      v.cu_seqlens_q = cu_array(*c);
+    } else {
+      auto f = n.at("cu_seqlens_file");
+      v.cu_seqlens_q = npy(f, &v.cu_seqlens_file);
+      for (int64_t x : v.cu_seqlens_q.values)
+        if (x < -kMaxIndex || x > kMaxIndex) f.fail("cu_seqlens values within +-2^62");
+    }
+    if (auto c = n.get("cu_seqlens_k")) {
+      v.cu_seqlens_k = cu_array(*c);
+      v.cu_seqlens_k_given = true;
+    } else {
+      v.cu_seqlens_k = v.cu_seqlens_q;
+    }
+    if (auto m = n.get("max_seqlen_q")) {
+      v.max_seqlen_q = max_seqlen(*m);
+      v.max_seqlen_q_given = true;
+    } else {
+      v.max_seqlen_q.value = largest_segment(v.cu_seqlens_q);
+    }
+    if (auto m = n.get("max_seqlen_k")) {
+      v.max_seqlen_k = max_seqlen(*m);
+      v.max_seqlen_k_given = true;
+    } else {
+      v.max_seqlen_k = v.max_seqlen_q;
+    }
+    if (auto s = n.get("seqused_k")) v.seqused_k = s->as_int_array(-kMaxIndex, kMaxIndex, limits.max_array_elements);
+    auto last = [](const IntTensor& t) { return t.values.empty() ? int64_t{0} : std::max<int64_t>(0, t.values.back()); };
+    if (auto t = n.get("total_q")) {
+      v.total_q = t->as_int(0, kMaxIndex);
+      v.total_q_given = true;
+    } else {
+      v.total_q = last(v.cu_seqlens_q);
+    }
+    if (auto t = n.get("total_k")) {
+      v.total_k = t->as_int(0, kMaxIndex);
+      v.total_k_given = true;
+    } else {
+      v.total_k = v.cu_seqlens_k_given ? last(v.cu_seqlens_k) : v.total_q;
+    }
+    return v;
+  }
+
+  std::map<std::string, TensorOverride> tensors(const Node& n) {
+    n.expect_object({"q", "k", "v", "out", "cu_seqlens_q", "cu_seqlens_k", "position_ids", "cos", "sin"});
+    std::map<std::string, TensorOverride> out;
+    for (auto it = n.raw().begin(); it != n.raw().end(); ++it) {
+      Node t = n.at(it.key());
+      t.expect_object({"dtype", "device", "rows", "contiguous"});
+      TensorOverride o;
+      if (auto d = t.get("dtype")) {
+        auto parsed = parse_dtype(d->as_string());
+        if (!parsed) d->fail("a dtype such as \"int32\", \"int64\", \"bf16\", \"fp16\", \"fp32\"");
+        o.dtype = parsed;
+      }
+      if (auto d = t.get("device")) o.device = device(*d);
+      if (auto r = t.get("rows")) o.rows = r->as_int(0, kMaxIndex);
+      if (auto c = t.get("contiguous")) o.contiguous = c->as_bool();
+      out[it.key()] = o;
+    }
+    return out;
+  }
+
+  Rotary rotary(const Node& n) {
+    n.expect_object({"implementation", "dim", "base", "interleaved", "table_length", "seqlen_offset", "varlen", "layout"});
+    Rotary r;
+    if (auto i = n.get("implementation")) r.implementation = i->as_enum({"fla", "flash_attn", "hf"});
+    r.dim = n.at("dim").as_int(1, kMaxHeads * kMaxHeadDim);
+    if (auto b = n.get("base")) r.base = b->as_number(1e-9, 1e30);
+    if (auto i = n.get("interleaved")) r.interleaved = i->as_bool();
+    if (auto t = n.get("table_length")) r.table_length = t->as_int(0, limits.max_dimension);
+    if (auto o = n.get("seqlen_offset")) {
+      if (o->is_array()) {
+        r.seqlen_offset = o->as_int_array(0, limits.max_dimension, limits.max_array_elements);
+        r.seqlen_offset_per_sequence = true;
+      } else {
+        r.seqlen_offset = {o->as_int(0, limits.max_dimension)};
+      }
+    }
+    if (auto v = n.get("varlen")) r.varlen = v->as_bool();
+    if (auto l = n.get("layout")) r.layout = l->as_enum({"BTHD", "BHTD", "THD"});
+    return r;
+  }
+
+  Launch launch(const Node& n) {
+    n.expect_object({"kernel", "signature", "passed", "heuristics", "config_params", "autotune_keys"});
+    Launch l;
+    if (auto k = n.get("kernel")) l.kernel = k->as_string();
+    l.signature = n.at("signature").as_string_array();
+    l.passed = n.at("passed").as_string_array();
+    l.autotune_keys = n.at("autotune_keys").as_string_array();
+    if (auto h = n.get("heuristics")) l.heuristics = h->as_string_array();
+    if (auto c = n.get("config_params")) l.config_params = c->as_string_array();
+    if (l.signature.empty()) n.at("signature").fail("at least one parameter name");
+    auto in_signature = [&](const std::string& name) {
+      return std::find(l.signature.begin(), l.signature.end(), name) != l.signature.end();
+    };
+    for (const char* list : {"passed", "heuristics", "config_params"}) {
+      auto node = n.get(list);
+      if (!node) continue;
+      const auto& names = std::string(list) == "passed" ? l.passed : std::string(list) == "heuristics" ? l.heuristics : l.config_params;
+      for (size_t i = 0; i < names.size(); ++i)
+        if (!in_signature(names[i])) (*node)[i].fail("a parameter named in \"signature\"");
+    }
+    return l;
+  }
+
+  Intent intent(const Node& n) {
+    n.expect_object({"sequences"});
+    Intent in;
+    in.source = IntentSource::given;
+    auto seqs = n.at("sequences");
+    if (!seqs.is_array()) seqs.fail("an array of {\"row\", \"start\", \"length\"} objects");
+    if (static_cast<int64_t>(seqs.size()) > limits.max_array_elements) seqs.fail("fewer sequences");
+    budget.take(3 * static_cast<int64_t>(seqs.size()), seqs.path());
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      Node s = seqs[i];
+      s.expect_object({"row", "start", "length"});
+      IntendedSequence q;
+      q.row = s.has("row") ? s.at("row").as_int(0, limits.max_dimension) : 0;
+      q.start = s.at("start").as_int(0, limits.max_dimension);
+      q.length = s.at("length").as_int(1, limits.max_dimension);
+      in.sequences.push_back(q);
+    }
+    return in;
+  }
+
+  Expect expect(const Node& n) {
+    n.expect_object({"first_violation", "violations", "exit_code"});
+    Expect e;
+    if (auto f = n.get("first_violation")) {
+      e.first_violation_given = true;
+      if (!f->is_null()) e.first_violation = f->as_string();
+    }
+    if (auto v = n.get("violations")) e.violations = v->as_string_array();
+    if (auto c = n.get("exit_code")) e.exit_code = static_cast<int>(c->as_int(0, 3));
+    return e;
+  }
+
+  Batch batch(const Node& root) {
+    root.expect_object({"format", "name", "description", "references", "environment", "model", "batch", "varlen",
+                        "tensors", "rotary", "launch", "intent", "expect"});
+    Batch b;
+    auto format = root.at("format");
+    if (format.as_string() != "attn-doctor/batch@1") format.fail("\"attn-doctor/batch@1\"");
+    if (auto v = root.get("name")) b.name = v->as_string();
+    if (auto v = root.get("description")) b.description = v->as_string();
+    if (auto v = root.get("references")) b.references = v->as_string_array();
+    if (auto v = root.get("environment")) b.environment = environment(*v);
+    b.model = model(root.at("model"));
+    if (!(root.has("batch") || root.has("varlen") || root.has("rotary") || root.has("launch")))
+      root.fail("at least one of \"batch\", \"varlen\", \"rotary\", \"launch\"", "none of them");
+    if (auto v = root.get("batch")) b.batch = inputs(*v, b.model);
+    if (auto v = root.get("varlen")) b.varlen = varlen(*v);
+    if (auto v = root.get("tensors")) b.tensors = tensors(*v);
+    if (auto v = root.get("rotary")) b.rotary = rotary(*v);
+    if (auto v = root.get("launch")) b.launch = launch(*v);
+    if (auto v = root.get("expect")) b.expect = expect(*v);
+    // dtype of explicit cu_seqlens: the override, else int32 (JSON) or the .npy dtype
+    if (b.varlen) {
+      if (auto* o = b.override_for("cu_seqlens_q"); o && o->dtype) b.varlen->cu_seqlens_q.dtype = *o->dtype;
+      if (auto* o = b.override_for("cu_seqlens_k"); o && o->dtype) b.varlen->cu_seqlens_k.dtype = *o->dtype;
+      else if (!b.varlen->cu_seqlens_k_given) b.varlen->cu_seqlens_k.dtype = b.varlen->cu_seqlens_q.dtype;
+    }
+    if (auto v = root.get("intent")) {
+      b.intent = intent(*v);
+      validate_intent(b, file, v->path() + "/sequences");
+    } else {
+      b.intent = derive_intent(b);
+    }
+    return b;
+  }
+};
+
+std::string read_file(const std::filesystem::path& path, const LoadLimits& limits) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw InputError(path.string(), "", "a batch file", "a directory");
+  auto size = std::filesystem::file_size(path, ec);
+  if (ec) throw InputError(path.string(), "", "a readable batch file", ec.message());
+  if (static_cast<int64_t>(size) > limits.max_json_bytes)
+    throw InputError(path.string(), "", "a batch file of at most " + std::to_string(limits.max_json_bytes) + " bytes",
+                     std::to_string(size) + " bytes");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path.string(), "", "a readable batch file", "it cannot be opened");
+  std::string text(static_cast<size_t>(size), '\0');
+  in.read(text.data(), static_cast<std::streamsize>(size));
+  text.resize(static_cast<size_t>(in.gcount()));
+  return text;
+}
+
+}  // namespace
+
+Batch parse_batch_text(std::string_view text, const std::filesystem::path& origin, const LoadLimits& limits) {
+  std::string label = origin.string();
+  json root = parse_json_text(text, label, limits);
+  Loader loader{label, origin.has_parent_path() ? origin.parent_path() : std::filesystem::path("."), limits};
+  Node node(root, "", label, limits);
+  if (!root.is_object()) node.fail("a JSON object (a batch file)");
+  Batch b = loader.batch(node);
+  b.file = origin;
+  if (b.name.empty()) b.name = origin.stem().string();
+  return b;
+}
+
+Batch load_batch_file(const std::filesystem::path& path, const LoadLimits& limits) {
+  return parse_batch_text(read_file(path, limits), path, limits);
+}
+
+}  // namespace ad

@@ -1,0 +1,52 @@
+// The batch file's explicit `varlen` block as the arguments that reached the kernel.
+#include "convert/convert.hpp"
+
+namespace ad {
+
+std::string to_string(VarlenPath p) {
+  switch (p) {
+    case VarlenPath::mask: return "mask";
+    case VarlenPath::position_ids: return "position_ids";
+    case VarlenPath::kwargs: return "kwargs";
+    case VarlenPath::explicit_varlen: return "explicit";
+    case VarlenPath::dense: return "dense";
+  }
+  return "?";
+}
+
+// Kernel flags a correct call derives from the model: FA2's window_size is inclusive on
+// both sides, so a window of W tokens (the query itself included) is (W - 1, 0) when causal.
+KernelCall kernel_call_for(const Model& model) {
+  KernelCall call;
+  call.causal = model.causal;
+  if (model.sliding_window && *model.sliding_window > 0) {
+    call.window_left = *model.sliding_window - 1;
+    call.window_right = model.causal ? 0 : *model.sliding_window - 1;
+  }
+  call.softcap = model.softcap;
+  call.dropout = model.dropout;
+  return call;
+}
+
+VarlenArgs explicit_varlen_args(const Batch& batch) {
+  const ExplicitVarlen& e = *batch.varlen;
+  VarlenArgs a;
+  a.path = VarlenPath::explicit_varlen;
+  a.library = "batch";
+  a.rule_set = "explicit";
+  a.cu_seqlens_q = e.cu_seqlens_q;
+  a.cu_seqlens_k = e.cu_seqlens_k;
+  a.max_seqlen_q = {e.max_seqlen_q.value, e.max_seqlen_q.is_tensor, DType::int32};
+  a.max_seqlen_k = {e.max_seqlen_k.value, e.max_seqlen_k.is_tensor, DType::int32};
+  a.seqused_k = e.seqused_k;
+  // rows of the packed tensors: total_q/total_k, else the tensors' row overrides, else cu[-1]
+  const TensorOverride* q = batch.override_for("q");
+  const TensorOverride* k = batch.override_for("k");
+  a.total_q = e.total_q_given ? e.total_q : (q && q->rows) ? *q->rows : e.total_q;
+  a.total_k = e.total_k_given ? e.total_k : (k && k->rows) ? *k->rows : e.total_k;
+  a.call = kernel_call_for(batch.model);
+  a.steps.push_back("arguments taken as written in the batch file's varlen block");
+  return a;
+}
+
+}  // namespace ad

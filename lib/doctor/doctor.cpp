@@ -1,0 +1,111 @@
+// diagnose(): convert -> static checks -> execute -> report, with per-stage timing.
+#include "doctor/doctor.hpp"
+
+#include <chrono>
+
+#include "check/check.hpp"
+
+namespace ad {
+
+const char* const kToolVersion = "0.1.0";
+
+std::optional<BackendChoice> parse_backend_choice(std::string_view s) {
+  if (s == "auto") return BackendChoice::automatic;
+  if (s == "cpu") return BackendChoice::cpu;
+  if (s == "cuda") return BackendChoice::cuda;
+  if (s == "none") return BackendChoice::none;
+  return std::nullopt;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+nlohmann::json tensor_values(const IntTensor& t, bool full) { return summarise_array(t.values, full); }
+
+}  // namespace
+
+// The report's `varlen` block (report-format.md), with this project's extensions: dtypes and
+// shapes of the index tensors, the rule set, and the kernel flags.
+nlohmann::json varlen_json(const VarlenArgs& a, bool full) {
+  nlohmann::json j;
+  j["path"] = to_string(a.path);
+  j["cu_seqlens_q"] = tensor_values(a.cu_seqlens_q, full);
+  j["cu_seqlens_k"] = tensor_values(a.cu_seqlens_k, full);
+  j["max_seqlen_q"] = a.max_seqlen_q.value;
+  j["max_seqlen_k"] = a.max_seqlen_k.value;
+  j["max_seqlen_is_tensor"] = a.max_seqlen_q.is_tensor || a.max_seqlen_k.is_tensor;
+  j["total_q"] = a.total_q;
+  j["total_k"] = a.total_k;
+  if (a.indices_q) j["indices_q"] = tensor_values(*a.indices_q, full);
+  if (a.indices_k) j["indices_k"] = tensor_values(*a.indices_k, full);
+  if (a.seqused_k) j["seqused_k"] = summarise_array(*a.seqused_k, full);
+  j["dtypes"] = {{"cu_seqlens_q", to_string(a.cu_seqlens_q.dtype)}, {"cu_seqlens_k", to_string(a.cu_seqlens_k.dtype)}};
+  j["shapes"] = {{"cu_seqlens_q", a.cu_seqlens_q.shape}, {"cu_seqlens_k", a.cu_seqlens_k.shape}};
+  j["function"] = a.call.function;
+  j["causal"] = a.call.causal;
+  j["window_size"] = {a.call.window_left, a.call.window_right};
+  if (a.call.softcap) j["softcap"] = *a.call.softcap;
+  j["rule_set"] = a.rule_set;
+  if (!a.steps.empty()) j["steps"] = a.steps;
+  if (a.failure)
+    j["error"] = {{"where", a.failure->where},
+                  {"type", a.failure->type},
+                  {"message", a.failure->message},
+                  {"cuda_symptom", a.failure->cuda_symptom}};
+  return j;
+}
+
+Report diagnose(const Batch& batch, const CheckOptions& options, const std::string& input_label) {
+  Report r;
+  r.version = kToolVersion;
+  r.input = input_label;
+  r.name = batch.name;
+  const bool full = options.exec.full;
+
+  // 1. conversion
+  auto t0 = Clock::now();
+  ConvertOptions copts{options.transformers, options.flash_attn};
+  Conversion conversion = convert(batch, copts);
+  StageRecord conv_stage{"conversion", "ok", ms_since(t0), "", nlohmann::json::object()};
+  if (conversion.replayed) {
+    const VarlenArgs& rep = *conversion.replayed;
+    r.rules["transformers"] = rep.requested.empty() ? rep.rule_set : rep.requested;
+    r.rules["rule_set"] = rep.rule_set;
+    if (!rep.note.empty()) r.notes.push_back(rep.note);
+    if (rep.failure) {
+      conv_stage.status = "violation";
+      conv_stage.detail = rep.failure->where + ": " + rep.failure->type + ": " + rep.failure->message;
+    }
+  }
+  auto fa = options.flash_attn ? options.flash_attn : batch.environment.flash_attn;
+  if (fa) r.rules["flash_attn"] = fa->text;
+  if (batch.environment.triton) r.rules["triton"] = batch.environment.triton->text;
+  if (const VarlenArgs* eff = conversion.effective()) {
+    r.varlen = varlen_json(*eff, full);
+    if (conversion.explicit_args && conversion.replayed) r.replayed = varlen_json(*conversion.replayed, full);
+  }
+  r.stages.push_back(conv_stage);
+
+  // 2. static checks
+  t0 = Clock::now();
+  std::vector<Violation> found = run_static_checks(batch, conversion, CheckContext{options.strict});
+  StageRecord static_stage{"static", found.empty() ? "ok" : "violation", ms_since(t0), "", nlohmann::json::object()};
+  static_stage.data["checked"] = catalogue().size();
+  for (auto& v : found) r.add(std::move(v));
+  r.stages.push_back(static_stage);
+
+  // 3. dynamic stages
+  if (options.backend == BackendChoice::none) {
+    r.backend = "none";
+    return r;
+  }
+  throw CapabilityError(
+      "dynamic execution (unpad, rotary, attention, pad, result stages) is not built into this attn-doctor yet; "
+      "run with --backend none for the static checks");
+}
+
+}  // namespace ad

@@ -1,0 +1,242 @@
+// Report model, exit codes, and the JSON and text renderings (report-format.md).
+#include "report/report.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <sstream>
+
+namespace ad {
+
+std::string to_string(Severity s) { return s == Severity::error ? "error" : "warning"; }
+
+void Report::add(Violation v) {
+  auto pos = std::upper_bound(violations.begin(), violations.end(), v,
+                              [](const Violation& a, const Violation& b) { return a.order < b.order; });
+  violations.insert(pos, std::move(v));
+}
+
+bool Report::has_error_severity(bool strict) const {
+  return std::any_of(violations.begin(), violations.end(),
+                     [&](const Violation& v) { return strict || v.severity == Severity::error; });
+}
+
+std::string Report::status() const {
+  if (stage_error) return "error";
+  return violations.empty() ? "ok" : "violation";
+}
+
+int exit_code_for(const Report& report, bool strict) {
+  if (report.has_error_severity(strict)) return 1;
+  if (report.stage_error) return 3;
+  return 0;
+}
+
+nlohmann::json summarise_array(const std::vector<int64_t>& values, bool full) {
+  if (full || values.size() <= kSummariseAbove) return values;
+  const size_t half = kSummariseAbove / 2;
+  nlohmann::json head = std::vector<int64_t>(values.begin(), values.begin() + static_cast<long>(half));
+  nlohmann::json tail = std::vector<int64_t>(values.end() - static_cast<long>(half), values.end());
+  return {{"summarised", true}, {"count", values.size()}, {"head", head}, {"tail", tail}};
+}
+
+bool stdout_wants_color() {
+  const char* no_color = std::getenv("NO_COLOR");
+  if (no_color && *no_color) return false;
+  return isatty(fileno(stdout)) != 0;
+}
+
+namespace {
+
+nlohmann::json violation_json(const Violation& v) {
+  return {{"id", v.id},
+          {"stage", v.stage},
+          {"severity", to_string(v.severity)},
+          {"message", v.message},
+          {"evidence", v.evidence},
+          {"explanation", v.explanation},
+          {"fix", v.fix},
+          {"references", v.references}};
+}
+
+struct Palette {
+  bool on;
+  std::string red() const { return on ? "\033[31m" : ""; }
+  std::string yellow() const { return on ? "\033[33m" : ""; }
+  std::string green() const { return on ? "\033[32m" : ""; }
+  std::string bold() const { return on ? "\033[1m" : ""; }
+  std::string dim() const { return on ? "\033[2m" : ""; }
+  std::string reset() const { return on ? "\033[0m" : ""; }
+};
+
+// Evidence as "key=value" pairs on one line, long arrays shortened.
+std::string evidence_line(const nlohmann::json& evidence) {
+  std::string out;
+  if (!evidence.is_object()) return evidence.dump();
+  for (auto it = evidence.begin(); it != evidence.end(); ++it) {
+    std::string value;
+    if (it->is_array() && it->size() > 12) {
+      nlohmann::json head = nlohmann::json::array();
+      for (size_t k = 0; k < 6; ++k) head.push_back((*it)[k]);
+      value = head.dump();
+      value.pop_back();
+      value += ", ... (" + std::to_string(it->size()) + " values)]";
+    } else if (it->is_string()) {
+      value = it->get<std::string>();
+    } else {
+      value = it->dump();
+    }
+    out += (out.empty() ? "" : "  ") + it.key() + "=" + value;
+  }
+  return out;
+}
+
+std::string wrap(const std::string& text, const std::string& indent, size_t width = 96) {
+  std::istringstream words(text);
+  std::string word, line, out;
+  while (words >> word) {
+    if (!line.empty() && line.size() + 1 + word.size() > width) {
+      out += indent + line + "\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  if (!line.empty()) out += indent + line + "\n";
+  return out;
+}
+
+std::string short_array(const nlohmann::json& a) {
+  if (a.is_object() && a.value("summarised", false)) {
+    std::string head = a["head"].dump(), tail = a["tail"].dump();
+    head.pop_back();
+    tail.erase(0, 1);
+    return head + ", ... " + tail + " (" + std::to_string(a["count"].get<size_t>()) + " values)";
+  }
+  if (a.is_array() && a.size() > 16) {
+    nlohmann::json head = nlohmann::json::array(), tail = nlohmann::json::array();
+    for (size_t k = 0; k < 6; ++k) head.push_back(a[k]);
+    for (size_t k = a.size() - 3; k < a.size(); ++k) tail.push_back(a[k]);
+    std::string h = head.dump(), t = tail.dump();
+    h.pop_back();
+    t.erase(0, 1);
+    return h + ", ... " + t + " (" + std::to_string(a.size()) + " values)";
+  }
+  return a.dump();
+}
+
+std::string format_ms(double ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, ms < 10 ? "%.2f ms" : "%.0f ms", ms);
+  return buf;
+}
+
+}  // namespace
+
+nlohmann::json to_json(const Report& r, const RenderOptions& options) {
+  nlohmann::json j;
+  j["tool"] = r.tool;
+  j["version"] = r.version;
+  j["input"] = r.input;
+  j["name"] = r.name;
+  j["status"] = r.status();
+  j["rules"] = r.rules;
+  j["backend"] = r.backend;
+  j["first_violation"] = r.violations.empty() ? nlohmann::json(nullptr) : violation_json(r.violations.front());
+  j["violations"] = nlohmann::json::array();
+  for (const auto& v : r.violations) j["violations"].push_back(violation_json(v));
+  j["varlen"] = r.varlen;
+  if (!r.replayed.is_null()) j["replayed"] = r.replayed;
+  j["stages"] = nlohmann::json::array();
+  for (const auto& s : r.stages) {
+    nlohmann::json st = {{"name", s.name}, {"status", s.status}, {"ms", s.ms}};
+    if (!s.detail.empty()) st["detail"] = s.detail;
+    if (s.data.is_object())
+      for (auto it = s.data.begin(); it != s.data.end(); ++it) st[it.key()] = *it;
+    j["stages"].push_back(st);
+  }
+  j["notes"] = r.notes;
+  if (r.stage_error) j["error"] = r.error_message;
+  (void)options;
+  return j;
+}
+
+std::string render_text(const Report& r, const RenderOptions& options) {
+  Palette c{options.color};
+  std::ostringstream out;
+  out << c.bold() << "attn-doctor " << r.version << c.reset() << "  " << r.input;
+  if (!r.name.empty() && r.name != r.input) out << "  (" << r.name << ")";
+  out << "\n";
+  std::string rules;
+  for (auto it = r.rules.begin(); it != r.rules.end(); ++it)
+    rules += (rules.empty() ? "" : ", ") + it.key() + " " + (it->is_string() ? it->get<std::string>() : it->dump());
+  out << c.dim() << "rules: " << (rules.empty() ? "none" : rules) << "   backend: " << r.backend << c.reset() << "\n";
+  for (const auto& n : r.notes) out << c.dim() << "note: " << n << c.reset() << "\n";
+  out << "\n";
+
+  auto marker = [&](const Violation& v) {
+    return v.severity == Severity::error ? c.red() + "error" + c.reset() : c.yellow() + "warning" + c.reset();
+  };
+  if (const Violation* first = r.first_violation()) {
+    out << c.bold() << "first violation: " << first->id << c.reset() << "  [" << first->stage << ", " << marker(*first)
+        << "]\n";
+    out << wrap(first->message, "  ");
+    if (!first->evidence.empty()) out << c.dim() << wrap("evidence: " + evidence_line(first->evidence), "  ") << c.reset();
+    if (!first->explanation.empty()) out << wrap("what the real stack does: " + first->explanation, "  ");
+    if (!first->fix.empty()) out << c.green() << wrap("fix: " + first->fix, "  ") << c.reset();
+    if (!first->references.empty()) {
+      std::string refs;
+      for (const auto& ref : first->references) refs += (refs.empty() ? "" : ", ") + ref;
+      out << c.dim() << wrap("references: " + refs, "  ") << c.reset();
+    }
+    if (r.violations.size() > 1) {
+      out << "\nalso violated:\n";
+      for (size_t k = 1; k < r.violations.size(); ++k) {
+        const auto& v = r.violations[k];
+        out << "  " << c.bold() << v.id << c.reset() << "  [" << v.stage << ", " << marker(v) << "]\n";
+        out << wrap(v.message, "    ");
+        if (options.verbose) {
+          if (!v.evidence.empty()) out << c.dim() << wrap("evidence: " + evidence_line(v.evidence), "    ") << c.reset();
+          if (!v.fix.empty()) out << wrap("fix: " + v.fix, "    ");
+        }
+      }
+    }
+  } else if (!r.stage_error) {
+    out << c.green() << "every invariant holds" << c.reset() << "\n";
+  }
+
+  if (r.varlen.is_object()) {
+    const auto& v = r.varlen;
+    out << "\nvarlen (path " << v.value("path", std::string("?")) << "):\n";
+    for (const char* key : {"cu_seqlens_q", "cu_seqlens_k"})
+      if (v.contains(key)) out << "  " << key << " " << short_array(v[key]) << "\n";
+    auto num = [&](const char* key) { return v.contains(key) ? v[key].dump() : std::string("-"); };
+    out << "  max_seqlen_q " << num("max_seqlen_q") << "  max_seqlen_k " << num("max_seqlen_k");
+    if (v.value("max_seqlen_is_tensor", false)) out << " (0-d tensors)";
+    out << "  total_q " << num("total_q") << "  total_k " << num("total_k") << "\n";
+    if (v.contains("error")) out << c.red() << wrap("conversion fails: " + v["error"].dump(), "  ") << c.reset();
+  }
+  if (!r.stages.empty()) {
+    out << "\nstages:";
+    for (const auto& s : r.stages) {
+      std::string colour = s.status == "ok" ? c.green() : (s.status == "violation" || s.status == "error") ? c.red() : c.dim();
+      out << "  " << s.name << " " << colour << s.status << c.reset() << " " << c.dim() << format_ms(s.ms) << c.reset();
+    }
+    out << "\n";
+    for (const auto& s : r.stages)
+      if (!s.detail.empty()) out << c.dim() << wrap(s.name + ": " + s.detail, "  ") << c.reset();
+  }
+  int errors = 0, warnings = 0;
+  for (const auto& v : r.violations) (v.severity == Severity::error ? errors : warnings)++;
+  out << "\n" << c.bold() << "verdict: ";
+  if (r.stage_error && errors == 0) out << c.red() << "ERROR" << c.reset() << c.bold() << " (" << r.error_message << ")";
+  else if (errors) out << c.red() << "VIOLATION" << c.reset() << c.bold();
+  else if (warnings) out << c.yellow() << "OK WITH WARNINGS" << c.reset() << c.bold();
+  else out << c.green() << "OK" << c.reset() << c.bold();
+  out << " (" << errors << " error" << (errors == 1 ? "" : "s") << ", " << warnings << " warning"
+      << (warnings == 1 ? "" : "s") << ")" << c.reset() << "\n";
+  return out.str();
+}
+
+}  // namespace ad
