@@ -2,8 +2,8 @@
 
     python parity.py hf [--releases 4.44.0,4.44.1]   # transformers-<release>.json
     python parity.py gemma2                          # Gemma-2 generate on 4.44.0 / 4.44.1
-    python parity.py flash-attn                      # flash_attn-<ver>.json (real bert_padding.py)
-    python parity.py fla                             # fla-<ver>.json (real fla/layers)
+    python parity.py unpad                           # flash_attn-<ver>.json (real bert_padding.py)
+                                                     # and fla-<ver>.json (real fla/layers/utils.py)
 
 Each release runs in a fresh interpreter (the base venv's python, so the same torch) whose
 PYTHONPATH holds the stand-in flash_attn (with a dist-info for the impersonated version) and the
@@ -29,9 +29,9 @@ VENVS = Path(os.environ.get("PARITY_VENVS", "/work/venvs"))
 PYTHON = os.environ.get("PARITY_PYTHON", str(VENVS / "torch24" / "bin" / "python"))
 
 RELEASES = [
-    "4.36.2", "4.40.2", "4.42.4", "4.43.4", "4.44.0", "4.44.1", "4.44.2", "4.45.2", "4.46.3",
-    "4.48.3", "4.50.3", "4.52.4", "4.53.0", "4.53.3", "4.54.0", "4.54.1", "4.55.4", "4.56.2",
-    "4.57.6", "5.0.0", "5.23.0",
+    "4.36.2", "4.40.2", "4.42.4", "4.43.4", "4.44.0", "4.44.1", "4.44.2", "4.45.2", "4.46.3", "4.47.1",
+    "4.48.3", "4.49.0", "4.50.3", "4.52.4", "4.53.0", "4.53.1", "4.53.3", "4.54.0", "4.54.1", "4.55.4",
+    "4.56.2", "4.57.6", "5.0.0", "5.5.0", "5.16.0", "5.20.0", "5.23.0",
 ]
 DEFAULT_FLASH_ATTN = "2.6.3"
 
@@ -138,7 +138,7 @@ def dumps(obj):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["hf", "gemma2", "flash-attn", "fla", "all"])
+    ap.add_argument("what", choices=["hf", "gemma2", "unpad", "all"])
     ap.add_argument("--releases", default=",".join(RELEASES))
     args = ap.parse_args()
     CACHE.mkdir(exist_ok=True)
@@ -148,13 +148,9 @@ def main():
     if args.what in ("gemma2", "all"):
         import gemma2
         gemma2.run(run_python, standin, python_for, VENVS, GOLDEN, BATCHES, dumps, CACHE)
-    if args.what in ("flash-attn", "all"):
-        import flash_attn_golden
-        flash_attn_golden.run(run_python, CACHE, VENVS, GOLDEN, BATCHES, dumps)
-    if args.what in ("fla", "all"):
-        import fla_golden
-        fla_golden.run(run_python, standin, CACHE, VENVS, GOLDEN, BATCHES, dumps)
-
+    if args.what in ("unpad", "all"):
+        import unpad_goldens
+        unpad_goldens.run(run_python, lambda _: PYTHON, CACHE, GOLDEN, batch_files(), dumps)
 
 if __name__ == "__main__":
     main()

@@ -214,7 +214,7 @@ def describe_exception(exc):
     chain = []
     for frame in frames:
         file = frame.filename.replace("\\", "/")
-        if "/transformers/" in file or "/flash_attn/" in file or "/fla/" in file:
+        if "/transformers/" in file or "/flash_attn" in file or "/fla/" in file:
             chain.append(frame.name)
     last = frames[-1] if frames else None
     return {
