@@ -15,7 +15,9 @@
 //  4.44.1-   (PR #32522) a 2-D mask again, cut to its last W columns; keys = the W cached ones;
 //  4.46      queries all Lq: a prefill longer than W takes the partial-query path (silently
 //            wrong: queries of one row are split across rows), no crash.
-//  4.47-4.51 prefill keeps the whole mask and all keys, window (W, W) passed; decode: last W
+//  4.47      the attention integration reads module._flash_attn_uses_top_left_mask, which
+//            Gemma2Attention lacks -> AttributeError before the conversion.
+//  4.48-4.51 prefill keeps the whole mask and all keys, window (W, W) passed; decode: last W
 //            columns and the W cached keys.
 //  4.52      a 4-D (B, 1, Lq, max_cache_len - 1) mask reaches the conversion again (observed with
 //            torch 2.6; 4.52 cannot build the model on torch 2.4).
@@ -110,7 +112,13 @@ std::optional<LayerCall> gemma2_layer_call(const Batch& batch, const Call& c, Ge
       l.call.position_ids.reset();
       note("mask cut to its last W = " + std::to_string(W) + " columns, keys = the W cached ones");
       return l;
-    case Gemma2Era::v4_47: {
+    case Gemma2Era::v4_47:
+      l.failure = raised("flash_attention_forward", "AttributeError",
+                         "'Gemma2Attention' object has no attribute '_flash_attn_uses_top_left_mask'",
+                         "the same AttributeError (host side, before any kernel)");
+      note("transformers.integrations.flash_attention reads an attribute Gemma2Attention does not have");
+      return l;
+    case Gemma2Era::v4_48: {
       int64_t effective = std::max(c.query_length, W);
       l.call.mask = c.mask->last_columns_dim1(effective);
       int64_t keys = prefill ? c.kv_length : std::min(W, c.kv_length);

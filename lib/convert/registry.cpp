@@ -11,12 +11,14 @@ namespace ad {
 namespace {
 
 using replay::Gemma2Era;
+using replay::Qwen2VLEra;
 using replay::RuleFn;
 
 struct Entry {
   RuleSetInfo info;
   RuleFn fn;
   Gemma2Era gemma2 = Gemma2Era::absent;
+  Qwen2VLEra qwen2vl = Qwen2VLEra::absent;
 };
 
 const char* const kGoldens = "tests/golden/transformers-<release>.json";
@@ -24,10 +26,10 @@ const char* const kGoldens = "tests/golden/transformers-<release>.json";
 const std::vector<Entry>& table() {
   static const std::vector<Entry> entries = [] {
     auto hf = [](std::string name, std::string first, std::string last, std::string source, std::string summary,
-                 RuleFn fn, Gemma2Era era) {
+                 RuleFn fn, Gemma2Era era, Qwen2VLEra qwen = Qwen2VLEra::absent) {
       return Entry{RuleSetInfo{std::move(name), "transformers", std::move(first), std::move(last),
                                std::move(source), std::move(summary)},
-                   fn, era};
+                   fn, era, qwen};
     };
     std::string g = std::string("; goldens ") + kGoldens;
     return std::vector<Entry>{
@@ -45,36 +47,45 @@ const std::vector<Entry>& table() {
            replay::hf_4_44_0, Gemma2Era::v4_44_0),
         hf("hf-4.44.1", "4.44.1", "4.46.3", "modeling_flash_attention_utils.py (4.44.1, 4.44.2, 4.45.2, 4.46.3)" + g,
            "packed path when position ids decrease somewhere (Lq != 1); Gemma-2 fix #32522", replay::hf_4_44_1,
-           Gemma2Era::v4_44_1),
-        hf("hf-4.47", "4.47.0", "4.48.3", "modeling_flash_attention_utils.py (4.47.1, 4.48.3)" + g,
-           "cu_seq_lens_q/k, max_length_q/k kwargs, honoured only together with position ids",
-           replay::hf_4_47, Gemma2Era::v4_47),
+           Gemma2Era::v4_44_1, Qwen2VLEra::none),
+        hf("hf-4.47", "4.47.0", "4.47.1", "modeling_flash_attention_utils.py (4.47.1), PR #33932" + g,
+           "cu_seq_lens_q/k, max_length_q/k kwargs, honoured only together with position ids; Gemma-2 FA2 broken",
+           replay::hf_4_47, Gemma2Era::v4_47, Qwen2VLEra::none),
+        hf("hf-4.48", "4.48.0", "4.48.3", "modeling_flash_attention_utils.py (4.48.3)" + g,
+           "as hf-4.47 (Gemma-2 FA2 works again: prefill keeps the whole mask)", replay::hf_4_47,
+           Gemma2Era::v4_48, Qwen2VLEra::none),
         hf("hf-4.49", "4.49.0", "4.51.3", "modeling_flash_attention_utils.py (4.49.0, 4.50.3)" + g,
            "unpad_input unpacked with *_: flash-attn >= 2.7 no longer breaks a partial query", replay::hf_4_49,
-           Gemma2Era::v4_47),
+           Gemma2Era::v4_48, Qwen2VLEra::none),
         hf("hf-4.52", "4.52.0", "4.52.4", "modeling_flash_attention_utils.py (4.52.4); gemma2-generate-4.52.4.json" + g,
            "as hf-4.49; Gemma-2 generate hands a 4-D mask to the conversion again", replay::hf_4_49,
-           Gemma2Era::v4_52),
+           Gemma2Era::v4_52, Qwen2VLEra::none),
         hf("hf-4.53.0", "4.53.0", "4.53.0", "modeling_flash_attention_utils.py (4.53.0)" + g,
            "packed path only for B == 1; keys cut to the mask width; IndexError gathers", replay::hf_4_53_0,
-           Gemma2Era::v4_53),
+           Gemma2Era::v4_53, Qwen2VLEra::none),
         hf("hf-4.53.1", "4.53.1", "4.53.3", "modeling_flash_attention_utils.py (4.53.1, 4.53.3), #39121" + g,
-           "the four varlen kwargs alone select the varlen route", replay::hf_4_53_1, Gemma2Era::v4_53),
+           "the four varlen kwargs alone select the varlen route", replay::hf_4_53_1, Gemma2Era::v4_53, Qwen2VLEra::none),
         hf("hf-4.54", "4.54.0", "4.54.1", "modeling_flash_attention_utils.py, generation/utils.py (4.54.0, 4.54.1)" + g,
            "any position ids select varlen; max = cu.diff().max().item(); generate builds kwargs",
-           replay::hf_4_54, Gemma2Era::v4_54),
+           replay::hf_4_54, Gemma2Era::v4_54, Qwen2VLEra::text_axis),
         hf("hf-4.55", "4.55.0", "4.55.4", "modeling_flash_attention_utils.py (4.55.4)" + g,
            "_is_packed_sequence (B == 1, not one arange); Lq != Lk from last positions", replay::hf_4_55,
-           Gemma2Era::v4_53),
-        hf("hf-4.56", "4.56.0", "5.4.0", "modeling_flash_attention_utils.py (4.56.2, 4.57.6, 5.0.0), #40163" + g,
-           "window (W - 1, W - 1)", replay::hf_4_56, Gemma2Era::v4_53),
-        hf("hf-5.5", "5.5.0", "5.15.1", "modeling_flash_attention_utils.py (5.5.0)" + g,
-           "max_seqlen from cu.diff().max() is a 0-d int32 tensor again", replay::hf_5_5, Gemma2Era::v4_53),
+           Gemma2Era::v4_53, Qwen2VLEra::text_axis),
+        hf("hf-4.56", "4.56.0", "4.56.2", "modeling_flash_attention_utils.py (4.56.2), #40163" + g,
+           "window (W - 1, W - 1)", replay::hf_4_56, Gemma2Era::v4_53, Qwen2VLEra::text_axis),
+        hf("hf-4.57", "4.57.0", "5.3.0", "modeling_flash_attention_utils.py (4.57.6, 5.0.0)" + g,
+           "as hf-4.56 (Qwen2-VL passes text position ids only from (4, B, S) input)", replay::hf_4_56,
+           Gemma2Era::v4_53, Qwen2VLEra::four_axis),
+        hf("hf-5.4", "5.4.0", "5.13.1", "modeling_flash_attention_utils.py (5.4.0, 5.5.0)" + g,
+           "max_seqlen a 0-d int32 tensor (mask and packed paths); None max_length not passed (TypeError)",
+           replay::hf_5_4, Gemma2Era::v4_53, Qwen2VLEra::four_axis),
+        hf("hf-5.14", "5.14.0", "5.15.1", "modeling_flash_attention_utils.py (5.14.1)" + g,
+           "the mask path's max_seqlen a host int again", replay::hf_5_14, Gemma2Era::v4_53, Qwen2VLEra::four_axis),
         hf("hf-5.16", "5.16.0", "5.19.0", "modeling_flash_attention_utils.py (5.16.0)" + g,
-           "sequences start at position_ids.min() (not 0)", replay::hf_5_16, Gemma2Era::v4_53),
+           "sequences start at position_ids.min() (not 0)", replay::hf_5_16, Gemma2Era::v4_53, Qwen2VLEra::four_axis),
         hf("hf-5.20", "5.20.0", "", "modeling_flash_attention_utils.py (5.20.0, 5.23.0)" + g,
            "packing checked after mask and kwargs, never for B != 1 or one-token ids", replay::hf_5_20,
-           Gemma2Era::v4_53),
+           Gemma2Era::v4_53, Qwen2VLEra::four_axis),
         Entry{RuleSetInfo{"flash_attn-2.0", "flash_attn", "2.0.0", "2.6.3",
                           "flash_attn/bert_padding.py (sdist 2.6.3); tests/golden/flash_attn-2.6.3.json",
                           "bert_padding.unpad_input returns 4 values"},
@@ -167,7 +178,9 @@ VarlenArgs replay_with(const Batch& batch, const RuleSetInfo& rules) {
   std::vector<std::string> pre_steps;
   std::optional<ReplayFailure> model_failure;
   if (rules.library == "transformers") {
-    if (auto layer = replay::gemma2_layer_call(batch, call, e.gemma2)) {
+    std::optional<replay::LayerCall> layer = replay::gemma2_layer_call(batch, call, e.gemma2);
+    if (!layer) layer = replay::qwen2vl_call(batch, call, e.qwen2vl);
+    if (layer) {
       call = layer->call;
       pre_steps = layer->steps;
       model_failure = layer->failure;

@@ -100,6 +100,7 @@ struct UpadOptions {
   GatherKind key_gather = GatherKind::torch_gather;
   std::string key_gather_where = "_flash_attention_forward > _upad_input > index_first_axis";
   bool unpack_four = false;            // <= 4.48: `a, b, c, d = unpad_input(...)`
+  bool max_as_tensor = false;          // 5.4 - 5.13: `_get_unpad_data` keeps max() a 0-d int32 tensor
   std::string unpack_where = "_flash_attention_forward > _upad_input";
 };
 // Keys and values gathered with the mask's indices; queries gathered with the same indices

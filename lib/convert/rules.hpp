@@ -19,8 +19,9 @@ VarlenArgs hf_4_53_0(const Call& c);  // 4.53.0: packed path only for B == 1; ke
 VarlenArgs hf_4_53_1(const Call& c);  // 4.53.1 - 4.53.x: the four kwargs alone select varlen
 VarlenArgs hf_4_54(const Call& c);    // 4.54: any position ids select varlen; host-int max
 VarlenArgs hf_4_55(const Call& c);    // 4.55: _is_packed_sequence
-VarlenArgs hf_4_56(const Call& c);    // 4.56 - 5.4: window (W-1, W-1)
-VarlenArgs hf_5_5(const Call& c);     // 5.5 - 5.15: max_seqlen a 0-d tensor again
+VarlenArgs hf_4_56(const Call& c);    // 4.56 - 5.3: window (W-1, W-1)
+VarlenArgs hf_5_4(const Call& c);     // 5.4 - 5.13: max_seqlen a 0-d tensor again, None max dropped
+VarlenArgs hf_5_14(const Call& c);    // 5.14 - 5.15: the mask path's max a host int again
 VarlenArgs hf_5_16(const Call& c);    // 5.16 - 5.19: boundaries at position_ids.min()
 VarlenArgs hf_5_20(const Call& c);    // 5.20 -: packing checked last, decode excluded
 
@@ -39,7 +40,7 @@ bool all_kwargs(const Call& c);
 
 // Model-level behaviour of Gemma-2's sliding-window layers (model.architecture "gemma2"): the
 // call the first sliding-window layer makes, per era of the model code.
-enum class Gemma2Era { absent, v4_42, v4_43, v4_44_0, v4_44_1, v4_47, v4_52, v4_53, v4_54 };
+enum class Gemma2Era { absent, v4_42, v4_43, v4_44_0, v4_44_1, v4_47, v4_48, v4_52, v4_53, v4_54 };
 struct LayerCall {
   Call call;
   std::optional<ReplayFailure> failure;  // the model fails before the conversion
@@ -47,5 +48,9 @@ struct LayerCall {
 };
 // nullopt: the batch is not a Gemma-2 model-level description (no cache, no window, no 2-D mask)
 std::optional<LayerCall> gemma2_layer_call(const Batch& batch, const Call& c, Gemma2Era era);
+
+// Which position ids Qwen2-VL (model.architecture "qwen2_vl") hands to the conversion.
+enum class Qwen2VLEra { absent, none, text_axis, four_axis };
+std::optional<LayerCall> qwen2vl_call(const Batch& batch, const Call& c, Qwen2VLEra era);
 
 }  // namespace ad::replay

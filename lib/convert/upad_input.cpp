@@ -22,7 +22,7 @@ VarlenArgs upad_input(const Call& c, const UpadOptions& o) {
   }
   a.indices_k = k.indices;
   a.cu_seqlens_k = k.cu_seqlens;
-  a.max_seqlen_k = {k.max_seqlen, false, DType::int64};
+  a.max_seqlen_k = o.max_as_tensor ? MaxSeqlen{k.max_seqlen, true, DType::int32} : MaxSeqlen{k.max_seqlen, false, DType::int64};
   a.gather_rows_k = rows(c.batch, kv_len);
   a.total_k = k.indices.numel();
   a.steps.push_back("indices_k = nonzero(mask.flatten()) (" + std::to_string(k.indices.numel()) +

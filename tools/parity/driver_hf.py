@@ -41,10 +41,11 @@ def main():
     cases = []
     for path in args.batches:
         doc = json.loads(Path(path).read_text())
-        if doc["model"].get("architecture") == "gemma2" and "cache" in doc.get("batch", {}):
-            # a model-level description: its truth is the generate golden (gemma2.py), not this function
-            cases.append({"batch": Path(path).name, "skipped": "model-level batch (architecture gemma2 with a "
-                          "cache): see gemma2-generate-<release>.json"})
+        arch = doc["model"].get("architecture")
+        if (arch == "gemma2" and "cache" in doc.get("batch", {})) or arch == "qwen2_vl":
+            # a model-level description: its truth is a model-level golden (gemma2.py, qwen2vl.py)
+            cases.append({"batch": Path(path).name, "skipped": f"model-level batch (architecture {arch}): see "
+                          "gemma2-generate-<release>.json / qwen2vl-forward-<release>.json"})
             continue
         case = batchfile.load(path)
         _recorder.CALLS.clear()

@@ -41,8 +41,10 @@ def packed_row(ls, origin=0):
 B = []
 
 
-def add(name, description, batch, mdl=None, env=None, references=None):
+def add(name, description, batch, mdl=None, env=None, references=None, number=None):
     doc = {"format": "attn-doctor/batch@1", "name": name, "description": description}
+    if number is not None:
+        doc["_number"] = number  # 054-057 are written by gemma2.py; later batches are numbered here
     if references:
         doc["references"] = references
     doc["environment"] = dict(env or FA)
@@ -134,13 +136,13 @@ add("padding-zeros", "One sequence of 4 followed by padding whose position ids a
     references=["hiyouga/LlamaFactory#10452"])
 add("padding-zeros-packed", "Two packed sequences then zero-position padding.",
     {"position_ids": pos([[0, 1, 2, 0, 1, 0, 0, 0]])})
-add("mrope-b1", "3-D mRoPE position ids (3, 1, 6) of one plain sequence.",
-    {"position_ids": pos([[list(range(6))]] * 3)}, model(architecture="qwen2_vl"),
+add("mrope-b1", "3-D mRoPE position ids (3, 1, 6) of one plain sequence, as they reach the conversion.",
+    {"position_ids": pos([[list(range(6))]] * 3)},
     references=["huggingface/transformers#38007"])
-add("mrope-packed", "3-D mRoPE position ids (3, 1, 7) packing two sequences.",
-    {"position_ids": pos([[[0, 1, 2, 0, 1, 2, 3]]] * 3)}, model(architecture="qwen2_vl"))
-add("mrope-b2", "3-D mRoPE position ids (3, 2, 4).",
-    {"position_ids": pos([[list(range(4)), list(range(4))]] * 3)}, model(architecture="qwen2_vl"))
+add("mrope-packed", "3-D mRoPE position ids (3, 1, 7) packing two sequences, as they reach the conversion.",
+    {"position_ids": pos([[[0, 1, 2, 0, 1, 2, 3]]] * 3)})
+add("mrope-b2", "3-D mRoPE position ids (3, 2, 4), as they reach the conversion.",
+    {"position_ids": pos([[list(range(4)), list(range(4))]] * 3)})
 add("decode-posids-b2", "Decode (Lq = 1) over 6 keys with position ids and no mask, B = 2.",
     {"position_ids": pos([[5], [5]]), "query_length": 1, "kv_length": 6},
     references=["huggingface/transformers#32237"])
@@ -193,14 +195,35 @@ add("partial-query-left-fa27", "Partial query with flash-attn 2.7: unpad_input r
 add("right-padding-fa27", "Right padding with flash-attn 2.7 (Lq == Lk: unpad_input not used).",
     {"attention_mask": lengths([5, 3], 5, "right")}, env={"flash_attn": "2.7.0.post2"})
 
+# --- added after the Gemma-2 batches (054-057) ---------------------------------------------
+add("continuation-b2", "Two rows: a sequence 0..4 and a context-parallel chunk continuing at 5..9.",
+    {"position_ids": pos([list(range(5)), list(range(5, 10))])},
+    references=["PrimeIntellect-ai/prime-rl#2392"], number=58)
+
+# --- model level: Qwen2-VL (truth: tests/golden/qwen2vl-forward-<release>.json) -----------------
+QWEN = model(heads=4, kv_heads=2, head_dim=16, hidden_size=64, architecture="qwen2_vl")
+add("qwen2vl-padded", "Model level: Qwen2-VL text-only forward, left-padded mask, no position ids.",
+    {"attention_mask": mask([[1] * 6, [0, 0, 1, 1, 1, 1]])}, QWEN, number=60)
+add("qwen2vl-packed-2d", "Model level: Qwen2-VL text-only forward, two sequences packed in one row, 2-D ids.",
+    {"position_ids": pos([[0, 1, 2, 0, 1, 2, 3]])}, QWEN,
+    references=["huggingface/transformers#39168"], number=61)
+add("qwen2vl-packed-3d", "Model level: Qwen2-VL text-only forward, two packed sequences, 3-D mRoPE ids.",
+    {"position_ids": pos([[[0, 1, 2, 0, 1, 2, 3]]] * 3)}, QWEN,
+    references=["huggingface/transformers#38007", "huggingface/transformers#44643"], number=62)
+
 
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
     for old in OUT.glob("[0-9][0-9][0-9]-*.json"):
         if "gemma2" not in old.name:
             old.unlink()
-    for i, doc in enumerate(B, start=1):
-        path = OUT / f"{i:03d}-{doc['name']}.json"
+    i = 0
+    for doc in B:
+        number = doc.pop("_number", None)
+        if number is None:
+            i += 1
+            number = i
+        path = OUT / f"{number:03d}-{doc['name']}.json"
         path.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {len(B)} batches to {OUT}")
 

@@ -1,7 +1,8 @@
 """Regenerate the parity goldens under tests/golden/ (tools/parity/README.md).
 
     python parity.py hf [--releases 4.44.0,4.44.1]   # transformers-<release>.json
-    python parity.py gemma2                          # Gemma-2 generate on 4.44.0 / 4.44.1
+    python parity.py gemma2                          # Gemma-2 generate on every release with Gemma-2
+    python parity.py qwen2vl                         # Qwen2-VL forward: which position ids reach FA
     python parity.py unpad                           # flash_attn-<ver>.json (real bert_padding.py)
                                                      # and fla-<ver>.json (real fla/layers/utils.py)
 
@@ -31,7 +32,7 @@ PYTHON = os.environ.get("PARITY_PYTHON", str(VENVS / "torch24" / "bin" / "python
 RELEASES = [
     "4.36.2", "4.40.2", "4.42.4", "4.43.4", "4.44.0", "4.44.1", "4.44.2", "4.45.2", "4.46.3", "4.47.1",
     "4.48.3", "4.49.0", "4.50.3", "4.52.4", "4.53.0", "4.53.1", "4.53.3", "4.54.0", "4.54.1", "4.55.4",
-    "4.56.2", "4.57.6", "5.0.0", "5.5.0", "5.16.0", "5.20.0", "5.23.0",
+    "4.56.2", "4.57.6", "5.0.0", "5.4.0", "5.5.0", "5.14.1", "5.16.0", "5.20.0", "5.23.0",
 ]
 DEFAULT_FLASH_ATTN = "2.6.3"
 
@@ -55,12 +56,14 @@ def standin(version):
 
 def python_for(release, what="hf"):
     """The interpreter (and so the torch) a release runs under: torch 2.4 (the base venv) unless the
-    release requires a newer torch (transformers >= 5.?: torch>=2.6) or cannot run a model on 2.4
-    (4.52.x model construction: ALL_PARALLEL_STYLES is None below torch 2.5)."""
+    release requires a newer torch (transformers >= 5.20: torch>=2.6) or cannot run a model on 2.4
+    although it declares support (4.52.x: ALL_PARALLEL_STYLES is None below torch 2.5; 5.14+:
+    core_model_loading imports torch.distributed.tensor.DTensor, torch >= 2.5)."""
     table = VENVS / f"tf-{release}" / "transformers" / "dependency_versions_table.py"
     requirement = re.search(r'"torch": "torch>=([\d.]+)"', table.read_text())
     needs = tuple(int(x) for x in requirement.group(1).split(".")) if requirement else (0,)
-    if needs > (2, 4) or (what == "gemma2" and release.startswith("4.52.")):
+    model_needs_newer = release.startswith("4.52.") or tuple(int(x) for x in release.split(".")[:2]) >= (5, 14)
+    if needs > (2, 4) or (what in ("gemma2", "model") and model_needs_newer):
         return str(VENVS / "torch26" / "bin" / "python")
     return PYTHON
 
@@ -138,7 +141,7 @@ def dumps(obj):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["hf", "gemma2", "unpad", "all"])
+    ap.add_argument("what", choices=["hf", "gemma2", "qwen2vl", "unpad", "all"])
     ap.add_argument("--releases", default=",".join(RELEASES))
     args = ap.parse_args()
     CACHE.mkdir(exist_ok=True)
@@ -148,6 +151,9 @@ def main():
     if args.what in ("gemma2", "all"):
         import gemma2
         gemma2.run(run_python, standin, python_for, VENVS, GOLDEN, BATCHES, dumps, CACHE)
+    if args.what in ("qwen2vl", "all"):
+        import qwen2vl
+        qwen2vl.run(run_python, standin, python_for, VENVS, GOLDEN, dumps, CACHE)
     if args.what in ("unpad", "all"):
         import unpad_goldens
         unpad_goldens.run(run_python, lambda _: PYTHON, CACHE, GOLDEN, batch_files(), dumps)

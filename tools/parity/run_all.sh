@@ -8,8 +8,9 @@ bash "$HERE/setup_envs.sh"
 PY="$VENVS/torch24/bin/python"
 export PYTHONPATH="$VENVS/buildhelpers"
 cd "$HERE"
-"$PY" make_batches.py          # 001-053: the batch matrix
+"$PY" make_batches.py          # 001-053, 058, 060-062: the batch matrix
 "$PY" parity.py gemma2         # gemma2-generate-<release>.json, batches 054-057
+"$PY" parity.py qwen2vl        # qwen2vl-forward-<release>.json (batches 060-062 are model level)
 "$PY" parity.py hf             # transformers-<release>.json
 "$PY" parity.py unpad          # flash_attn-<release>.json, fla-<release>.json
 "$PY" summarise.py > "$HERE/../../tests/golden/SUMMARY.txt"
