@@ -9,17 +9,9 @@ namespace ad::replay {
 
 VarlenArgs fa_unpad_input(const Call& c) {
   VarlenArgs a;
-  a.path = VarlenPath::mask;
   UnpadData u = unpad_data(*c.mask);
-  a.indices_k = u.indices;
-  a.cu_seqlens_k = u.cu_seqlens;
-  a.max_seqlen_k = {u.max_seqlen, false, DType::int64};
-  a.gather_rows_k = rows(c.batch, c.kv_length);
-  a.total_k = u.indices.numel();
-  a.indices_q = a.indices_k;
-  a.cu_seqlens_q = a.cu_seqlens_k;
-  a.max_seqlen_q = a.max_seqlen_k;
-  a.total_q = a.total_k;
+  set_key_side(a, u, rows(c.batch, c.kv_length), {u.max_seqlen, false, DType::int64});
+  set_queries_like_keys(a);  // one call unpads one tensor: the same arguments serve q and k
   const bool five = c.flash_attn >= version_literal("2.7.0");
   if (five) a.seqused_k = u.lengths;  // used lengths: the mask's own sums (no unused_mask given)
   a.steps.push_back(std::string("flash_attn.bert_padding.unpad_input returns ") + (five ? "5" : "4") +

@@ -7,14 +7,9 @@
 namespace ad::replay {
 
 VarlenArgs hf_4_43(const Call& c) {
-  VarlenArgs a;
-  if (c.mask) {
-    UpadOptions o;
-    o.unpack_four = true;
-    a = upad_input(c, o);
-  } else {
-    a = dense_call(c);
-  }
+  UpadOptions o;
+  o.unpack_four = true;
+  VarlenArgs a = mask_or_dense(c, o);
   apply_kernel_flags(a, c, WindowRule::w_w, true);
   if (c.position_ids) a.steps.push_back("position ids are not an input of this release's conversion");
   return a;

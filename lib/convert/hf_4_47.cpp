@@ -7,7 +7,6 @@
 
 namespace ad::replay {
 
-// The 4.47 - 4.53.0 position-ids route, shared with hf-4.49 and hf-4.53.0.
 VarlenArgs posids_route_4_47(const Call& c) {
   if (!c.kwargs || !c.kwargs->cu_seq_lens_q || !c.kwargs->cu_seq_lens_k)
     return packed_from_position_ids(c, Boundary::zero, MaxRule::plus_one_tensor, "");
@@ -20,11 +19,11 @@ bool posids_route_taken_4_47(const Call& c) {
   return max_given || (c.query_length != 1 && !non_decreasing(*c.position_ids));
 }
 
-VarlenArgs hf_4_47(const Call& c) {
+VarlenArgs forward_4_47(const Call& c, bool unpack_four) {
   VarlenArgs a;
   if (c.mask) {
     UpadOptions o;
-    o.unpack_four = true;
+    o.unpack_four = unpack_four;
     a = upad_input(c, o);
   } else if (posids_route_taken_4_47(c)) {
     a = posids_route_4_47(c);
@@ -35,5 +34,7 @@ VarlenArgs hf_4_47(const Call& c) {
   apply_kernel_flags(a, c, WindowRule::w_w, true);
   return a;
 }
+
+VarlenArgs hf_4_47(const Call& c) { return forward_4_47(c, true); }
 
 }  // namespace ad::replay

@@ -4,21 +4,6 @@
 
 namespace ad::replay {
 
-VarlenArgs posids_route_4_47(const Call& c);
-bool posids_route_taken_4_47(const Call& c);
-
-VarlenArgs hf_4_49(const Call& c) {
-  VarlenArgs a;
-  if (c.mask) {
-    a = upad_input(c, UpadOptions{});
-  } else if (posids_route_taken_4_47(c)) {
-    a = posids_route_4_47(c);
-  } else {
-    a = dense_call(c);
-    if (c.kwargs) a.steps.push_back("varlen kwargs ignored: the route needs position ids");
-  }
-  apply_kernel_flags(a, c, WindowRule::w_w, true);
-  return a;
-}
+VarlenArgs hf_4_49(const Call& c) { return forward_4_47(c, false); }
 
 }  // namespace ad::replay

@@ -6,9 +6,6 @@
 
 namespace ad::replay {
 
-VarlenArgs posids_route_4_47(const Call& c);
-bool posids_route_taken_4_47(const Call& c);
-
 UpadOptions upad_options_4_53() {
   UpadOptions o;
   o.truncate_keys_to_mask = true;

@@ -4,10 +4,6 @@
 
 namespace ad::replay {
 
-VarlenArgs posids_route_4_47(const Call& c);
-bool posids_route_taken_4_47(const Call& c);
-UpadOptions upad_options_4_53();
-
 VarlenArgs hf_4_53_1(const Call& c) {
   VarlenArgs a;
   if (c.mask) {

@@ -6,8 +6,6 @@
 
 namespace ad::replay {
 
-UpadOptions upad_options_4_53();
-
 VarlenArgs hf_4_54(const Call& c) {
   VarlenArgs a;
   if (c.mask) {

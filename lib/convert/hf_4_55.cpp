@@ -9,8 +9,6 @@
 
 namespace ad::replay {
 
-UpadOptions upad_options_4_53();
-
 // `_is_packed_sequence` of 4.55 - 5.19 (and, with `guard_single_token`, 5.20 -).
 bool is_packed_sequence(const Call& c, bool guard_single_token, std::optional<ReplayFailure>& failure) {
   if (!c.position_ids) return false;

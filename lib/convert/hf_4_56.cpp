@@ -9,9 +9,6 @@
 
 namespace ad::replay {
 
-UpadOptions upad_options_4_53();
-bool is_packed_sequence(const Call& c, bool guard_single_token, std::optional<ReplayFailure>& failure);
-
 namespace {
 
 struct Late {

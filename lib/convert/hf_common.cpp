@@ -4,6 +4,8 @@
 
 namespace ad::replay {
 
+VarlenArgs mask_or_dense(const Call& c, const UpadOptions& o) { return c.mask ? upad_input(c, o) : dense_call(c); }
+
 bool all_kwargs(const Call& c) {
   return c.kwargs && c.kwargs->cu_seq_lens_q && c.kwargs->cu_seq_lens_k && c.kwargs->max_length_q &&
          c.kwargs->max_length_k;

@@ -79,6 +79,15 @@ std::optional<ReplayFailure> gather_failure(const IntTensor& indices, int64_t ro
 // The arguments as they reached flash-attn, assembled by the paths below.
 VarlenArgs dense_call(const Call& c);
 
+// The key side of a mask-path call: indices, cu_seqlens and max from the mask's bookkeeping,
+// gathered from `gather_rows` rows.
+void set_key_side(VarlenArgs& a, const UnpadData& k, int64_t gather_rows, MaxSeqlen max);
+// Lq == 1: one query per row, cu_seqlens_q = arange(B + 1) int32, indices_q = cu_q[:-1] (int32),
+// max_seqlen_q = 1; the mask is not looked at for queries.
+void set_one_query_per_row(VarlenArgs& a, int64_t batch);
+// Lq == Lk: queries gathered with the key indices.
+void set_queries_like_keys(VarlenArgs& a);
+
 // ---- kernel flags ------------------------------------------------------------------------
 
 enum class WindowRule { none, w_w, w1_w1 };  // not passed; (W, W) until 4.55; (W-1, W-1) from 4.56

@@ -37,6 +37,18 @@ bool every_row_ends_at_last_position(const IntTensor& pos, std::optional<ReplayF
 // every step along the last axis is >= 0 (torch.diff(position_ids, dim=-1) >= 0).all()
 bool non_decreasing(const IntTensor& pos);
 bool all_kwargs(const Call& c);
+// The attention mask if there is one (`_upad_input` with the release's options), else flash_attn_func.
+VarlenArgs mask_or_dense(const Call& c, const UpadOptions& o);
+// 4.47 - 4.53.0: the position-ids route (needs position ids; max_length_q or decreasing ids, Lq != 1)
+// and what it builds (given cu_seq_lens as they are, else the packed path).
+bool posids_route_taken_4_47(const Call& c);
+VarlenArgs posids_route_4_47(const Call& c);
+// 4.47 - 4.52: everything but the unpack of unpad_input's result (4 values up to 4.48).
+VarlenArgs forward_4_47(const Call& c, bool unpack_four);
+// >= 4.53: keys cut to the mask, `_index_first_axis` (IndexError).
+UpadOptions upad_options_4_53();
+// `_is_packed_sequence` of 4.55 - 5.19 (with `guard_single_token`: of 5.20 -).
+bool is_packed_sequence(const Call& c, bool guard_single_token, std::optional<ReplayFailure>& failure);
 
 // Model-level behaviour of Gemma-2's sliding-window layers (model.architecture "gemma2"): the
 // call the first sliding-window layer makes, per era of the model code.

@@ -148,6 +148,34 @@ VarlenArgs dense_call(const Call& c) {
   return a;
 }
 
+void set_key_side(VarlenArgs& a, const UnpadData& k, int64_t gather_rows, MaxSeqlen max) {
+  a.path = VarlenPath::mask;
+  a.indices_k = k.indices;
+  a.cu_seqlens_k = k.cu_seqlens;
+  a.max_seqlen_k = max;
+  a.gather_rows_k = gather_rows;
+  a.total_k = k.indices.numel();
+}
+
+void set_one_query_per_row(VarlenArgs& a, int64_t batch) {
+  std::vector<int64_t> ar;
+  for (int64_t i = 0; i <= batch; ++i) ar.push_back(i);
+  a.cu_seqlens_q = int_tensor(ar, DType::int32);
+  ar.pop_back();
+  a.indices_q = int_tensor(ar, DType::int32);
+  a.max_seqlen_q = {1, false, DType::int64};
+  a.gather_rows_q = batch;
+  a.total_q = batch;
+}
+
+void set_queries_like_keys(VarlenArgs& a) {
+  a.indices_q = a.indices_k;
+  a.cu_seqlens_q = a.cu_seqlens_k;
+  a.max_seqlen_q = a.max_seqlen_k;
+  a.gather_rows_q = a.gather_rows_k;
+  a.total_q = a.total_k;
+}
+
 void apply_kernel_flags(VarlenArgs& a, const Call& c, WindowRule window, bool passes_softcap) {
   a.call.causal = c.causal;
   a.call.dropout = c.dropout;

@@ -13,18 +13,14 @@ bool flash_attn_returns_five(const Version& v) { return v >= version_literal("2.
 VarlenArgs upad_input(const Call& c, const UpadOptions& o) {
   const MaskTensor& mask = *c.mask;
   VarlenArgs a;
-  a.path = VarlenPath::mask;
   UnpadData k = unpad_data(mask);
   int64_t kv_len = c.kv_length;
   if (o.truncate_keys_to_mask && kv_len > mask.dim(-1)) {
     kv_len = mask.dim(-1);
     a.steps.push_back("keys longer than the mask: cut to its last dimension (" + std::to_string(kv_len) + ")");
   }
-  a.indices_k = k.indices;
-  a.cu_seqlens_k = k.cu_seqlens;
-  a.max_seqlen_k = o.max_as_tensor ? MaxSeqlen{k.max_seqlen, true, DType::int32} : MaxSeqlen{k.max_seqlen, false, DType::int64};
-  a.gather_rows_k = rows(c.batch, kv_len);
-  a.total_k = k.indices.numel();
+  set_key_side(a, k, rows(c.batch, kv_len),
+               o.max_as_tensor ? MaxSeqlen{k.max_seqlen, true, DType::int32} : MaxSeqlen{k.max_seqlen, false, DType::int64});
   a.steps.push_back("indices_k = nonzero(mask.flatten()) (" + std::to_string(k.indices.numel()) +
                     "), cu_seqlens_k = pad(cumsum(mask.sum(-1)))");
   if (auto f = gather_failure(k.indices, a.gather_rows_k, o.key_gather, o.key_gather_where)) {
@@ -33,23 +29,12 @@ VarlenArgs upad_input(const Call& c, const UpadOptions& o) {
     return a;
   }
   if (c.query_length == kv_len) {
-    a.indices_q = k.indices;
-    a.cu_seqlens_q = k.cu_seqlens;
-    a.max_seqlen_q = a.max_seqlen_k;
-    a.gather_rows_q = rows(c.batch, c.query_length);
-    a.total_q = k.indices.numel();
+    set_queries_like_keys(a);
     a.steps.push_back("Lq == Lk: queries gathered with the key indices");
     return a;
   }
   if (c.query_length == 1) {
-    std::vector<int64_t> ar;
-    for (int64_t i = 0; i <= c.batch; ++i) ar.push_back(i);
-    a.cu_seqlens_q = int_tensor(ar, DType::int32);
-    ar.pop_back();
-    a.indices_q = int_tensor(ar, DType::int32);
-    a.max_seqlen_q = {1, false, DType::int64};
-    a.gather_rows_q = c.batch;
-    a.total_q = c.batch;
+    set_one_query_per_row(a, c.batch);
     a.steps.push_back("Lq == 1: one query per row, cu_seqlens_q = arange(B + 1); the mask is ignored for queries");
     return a;
   }

@@ -55,11 +55,7 @@ def main():
     mg = importlib.import_module("transformers.models.gemma2.modeling_gemma2")
 
     if fau is not None:
-        tracing._wrap_unpad_data(fau, "_get_unpad_data")
-        tracing._wrap_upad_input(fau, "_upad_input", fau.__name__, False)
-        for name in tracing._POSIDS_HELPERS:
-            if hasattr(fau, name):
-                tracing._wrap_posids(fau, name)
+        tracing.wrap_module_helpers(fau)
     else:
         tracing._wrap_unpad_data(mg, "_get_unpad_data")
         tracing._wrap_upad_input(mg.Gemma2FlashAttention2, "_upad_input", "Gemma2FlashAttention2", True)
@@ -105,15 +101,8 @@ def main():
                                a, kw)
 
         # the model reaches the function through whichever module imported it by name
-        for name in ("transformers.models.gemma2.modeling_gemma2", "transformers.integrations.flash_attention"):
-            try:
-                module = importlib.import_module(name)
-            except ImportError:
-                continue
-            if getattr(module, "_flash_attention_forward", None) is original:
-                module._flash_attention_forward = recorded
-                env["patches"].append(f"{name}._flash_attention_forward: wrapped to record each call's inputs and "
-                                      "outcome (behaviour unchanged)")
+        tracing.wrap_entry_point(original, recorded, env, ("transformers.models.gemma2.modeling_gemma2",
+                                                           "transformers.integrations.flash_attention"))
     env["patches"].append("flash_attn stand-in computes attention in plain torch (COMPUTE=True) so generation proceeds")
 
     config = Gemma2Config(

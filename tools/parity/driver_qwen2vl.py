@@ -36,11 +36,7 @@ def main():
     from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
 
     fau = importlib.import_module("transformers.modeling_flash_attention_utils")
-    tracing._wrap_unpad_data(fau, "_get_unpad_data")
-    tracing._wrap_upad_input(fau, "_upad_input", fau.__name__, False)
-    for name in tracing._POSIDS_HELPERS:
-        if hasattr(fau, name):
-            tracing._wrap_posids(fau, name)
+    tracing.wrap_module_helpers(fau)
     calls = []
     original = fau._flash_attention_forward
 
@@ -62,14 +58,8 @@ def main():
         finally:
             entry.update(tracing.summarise(_recorder.CALLS[start:], None, error))
 
-    for name in ("transformers.models.qwen2_vl.modeling_qwen2_vl", "transformers.integrations.flash_attention"):
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        if getattr(module, "_flash_attention_forward", None) is original:
-            module._flash_attention_forward = recorded
-            env["patches"].append(f"{name}._flash_attention_forward: wrapped to record each call (behaviour unchanged)")
+    tracing.wrap_entry_point(original, recorded, env, ("transformers.models.qwen2_vl.modeling_qwen2_vl",
+                                                       "transformers.integrations.flash_attention"))
 
     config = Qwen2VLConfig(
         vocab_size=64, hidden_size=64, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,

@@ -117,6 +117,29 @@ def _wrap_posids(module, name):
     PATCHES.append(f"{module.__name__}.{name}: wrapped to note that it ran (behaviour unchanged)")
 
 
+def wrap_module_helpers(module):
+    """Record the outputs of transformers.modeling_flash_attention_utils' unpad and position-ids
+    helpers (all global lookups inside the module, so replacing the attributes is enough)."""
+    _wrap_unpad_data(module, "_get_unpad_data")
+    _wrap_upad_input(module, "_upad_input", module.__name__, False)
+    for name in _POSIDS_HELPERS:
+        if hasattr(module, name):
+            _wrap_posids(module, name)
+
+
+def wrap_entry_point(original, recorded, env, modules):
+    """Replace `_flash_attention_forward` by `recorded` wherever a model module imported it by name."""
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if getattr(module, "_flash_attention_forward", None) is original:
+            module._flash_attention_forward = recorded
+            env["patches"].append(f"{name}._flash_attention_forward: wrapped to record each call's inputs and "
+                                  "outcome (behaviour unchanged)")
+
+
 class Target:
     """The conversion entry point of one release."""
 
@@ -130,11 +153,7 @@ class Target:
             self.level = "model"
         if self.level == "function":
             self.fn = self.module._flash_attention_forward
-            _wrap_unpad_data(self.module, "_get_unpad_data")
-            _wrap_upad_input(self.module, "_upad_input", self.module.__name__, False)
-            for name in _POSIDS_HELPERS:
-                if hasattr(self.module, name):
-                    _wrap_posids(self.module, name)
+            wrap_module_helpers(self.module)
         else:
             cls = self.module.LlamaFlashAttention2
             _wrap_unpad_data(self.module, "_get_unpad_data")
