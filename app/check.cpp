@@ -3,12 +3,11 @@
 #include <iostream>
 #include <memory>
 
-#include <spdlog/spdlog.h>
-
 #include "batch/batch.hpp"
 #include "cli.hpp"
 #include "doctor/doctor.hpp"
 #include "report/report.hpp"
+#include "util/log.hpp"
 
 namespace ad::cli {
 
@@ -64,7 +63,7 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
     options.strict = args->strict;
 
     Batch batch = load_batch_file(args->file);
-    spdlog::debug("loaded {} ({})", args->file, batch.name);
+    log::debug("loaded " + args->file + " (" + batch.name + ")");
     Report report = diagnose(batch, options, args->file);
     RenderOptions render{stdout_wants_color() && args->format == "text", args->full, globals.verbosity > 0};
     if (args->format == "json") {

@@ -5,23 +5,12 @@
 #include <exception>
 #include <vector>
 
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
-
 #include "batch/batch.hpp"
 #include "cli.hpp"
 #include "doctor/doctor.hpp"
+#include "util/log.hpp"
 
 namespace {
-
-void setup_logging(const ad::cli::Globals& g) {
-  auto logger = spdlog::stderr_color_mt("attn-doctor");
-  logger->set_pattern("%^[%l]%$ %v");
-  spdlog::set_default_logger(logger);
-  spdlog::set_level(g.quiet ? spdlog::level::err
-                            : g.verbosity >= 2 ? spdlog::level::trace
-                                               : g.verbosity == 1 ? spdlog::level::debug : spdlog::level::warn);
-}
 
 int run_guarded(const std::function<int()>& run) {
   try {
@@ -69,7 +58,7 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   }
-  setup_logging(globals);
+  ad::log::configure(globals.verbosity, globals.quiet);
   for (const auto& s : subcommands)
     if (s.app->parsed()) return run_guarded(s.run);
   return 2;
