@@ -382,3 +382,63 @@ TEST_CASE("exec: diagnose runs dynamic stages after static violations and picks 
     CHECK_THROWS_AS(diagnose(b, o, "test.json"), CapabilityError);
   }
 }
+
+// ---------------------------------------------------------------------------------------
+// end to end with the transformers replay (tests/golden/batches, the replay lane's inputs)
+
+namespace {
+Report check_file(const std::string& rel) {
+  Batch b = load_batch_file(std::string(ATTN_DOCTOR_SOURCE_DIR) + "/" + rel);
+  CheckOptions o;
+  o.backend = BackendChoice::cpu;
+  o.exec.threads = 2;
+  return diagnose(b, o, rel);
+}
+bool has(const Report& r, const std::string& id) {
+  for (const auto& v : r.violations)
+    if (v.id == id) return true;
+  return false;
+}
+const StageRecord* stage_of(const Report& r, const std::string& name) {
+  for (const auto& s : r.stages)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+}  // namespace
+
+TEST_CASE("exec: end to end, a 4-D mask reaching _upad_input overruns the key gather", "[exec]") {
+  for (const char* f : {"tests/golden/batches/013-mask-4d-additive.json", "tests/golden/batches/014-mask-4d-boolean.json",
+                        "tests/golden/batches/054-gemma2-4.44.0-fa-call.json"}) {
+    Report r = check_file(f);
+    INFO(f);
+    CHECK(r.varlen["path"] == "mask");
+    CHECK(has(r, "unpad.gather"));
+    REQUIRE(stage_of(r, "unpad"));
+    CHECK(stage_of(r, "unpad")->status == "violation");
+    CHECK(stage_of(r, "attention")->detail.find("not reached") == 0);
+    CHECK(exit_code_for(r, false) == 1);
+  }
+}
+
+TEST_CASE("exec: end to end, correct replayed calls pass and silent bugs show in result.reference", "[exec]") {
+  for (const char* f : {"tests/golden/batches/001-right-padding.json", "tests/golden/batches/002-left-padding.json",
+                        "tests/golden/batches/016-gqa-right-padding.json", "tests/golden/batches/019-softcap-mask.json",
+                        "tests/golden/batches/004-decode-left-padding.json"}) {
+    Report r = check_file(f);
+    INFO(f);
+    CHECK(r.violations.empty());
+    CHECK(stage_of(r, "result")->data.value("rows_checked", 0) > 0);
+  }
+  // packed sequences reaching the dense kernel (B > 1 on a release that packs only B == 1):
+  // silent cross-contamination, visible only against the intended sequences
+  Report r = check_file("tests/golden/batches/025-packed-b2.json");
+  CHECK(r.varlen["path"] == "dense");
+  CHECK(has(r, "result.reference"));
+  // an all-ones mask wins over packed position ids: one segment per row
+  r = check_file("tests/golden/batches/042-ones-mask-and-packed.json");
+  CHECK(has(r, "result.reference"));
+  // segment ids in the mask: sum != number of nonzero -> overrun of the packed tensor
+  r = check_file("tests/golden/batches/008-segment-id-mask.json");
+  CHECK(has(r, "cu_seqlens.total"));
+  CHECK(has(r, "attention.access"));
+}

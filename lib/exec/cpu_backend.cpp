@@ -143,7 +143,7 @@ ExecResult CpuBackend::run(const ExecPlan& plan, const ExecOptions& options) {
             "index " + std::to_string(first.index) + " >= " + std::to_string(first.bound) + " in the " + which + " gather (" +
                 idx_name + "[" + std::to_string(first.row) + "] reads row " + std::to_string(first.index) + " of the " +
                 std::to_string(first.bound) + "-row " + (key ? "(B*Lk)" : "(B*Lq)") + " view); " +
-                std::to_string(per_gather) + " index" + (per_gather == 1 ? "" : "es") + " out of range, not gathered",
+                std::to_string(per_gather) + (per_gather == 1 ? " index" : " indices") + " out of range, not gathered",
             {{"tensor", first_tensor}, {"indices", idx_name}, {"position", first.row}, {"index", first.index},
              {"bound", first.bound}, {"count", per_gather}, {"count_all_gathers", oob_total}}));
       }

@@ -112,7 +112,9 @@ int64_t intent_width(const Batch& b) {
     const IntTensor& t = m.from ? *m.from : m.tensor;
     return t.dim(-1);
   }
-  if (b.batch->position_ids) return b.batch->position_ids->tensor.dim(-1);
+  // position ids: the intent is in key coordinates, also when the ids cover only the newest
+  // Lq < Lk tokens (lib/batch/intent.cpp)
+  if (b.batch->position_ids) return std::max(b.batch->kv_length, b.batch->position_ids->tensor.dim(-1));
   return b.batch->kv_length;
 }
 
@@ -607,16 +609,21 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
       }
       p.rows_q_src = sz.mul(B, Lq);
       p.rows_k_src = sz.mul(B, Lk);
+      // the replay may say the kernel got fewer keys than the batch holds (a sliding-window
+      // cache cut to its last W keys)
+      if (a->path == VarlenPath::dense && a->total_k > 0) p.rows_k_src = a->total_k;
+      if (a->path == VarlenPath::dense && a->total_q > 0) p.rows_q_src = a->total_q;
+      const int64_t Lq_d = B > 0 ? p.rows_q_src / B : Lq, Lk_d = B > 0 ? p.rows_k_src / B : Lk;
       if (a->path == VarlenPath::dense) {
         std::vector<int64_t> cq, ck;
         for (int64_t b = 0; b <= B; ++b) {
-          cq.push_back(b * Lq);
-          ck.push_back(b * Lk);
+          cq.push_back(b * Lq_d);
+          ck.push_back(b * Lk_d);
         }
         args.cu_seqlens_q = IntTensor{{B + 1}, cq, DType::int32};
         args.cu_seqlens_k = IntTensor{{B + 1}, ck, DType::int32};
-        args.max_seqlen_q = {Lq, false, DType::int64};
-        args.max_seqlen_k = {Lk, false, DType::int64};
+        args.max_seqlen_q = {Lq_d, false, DType::int64};
+        args.max_seqlen_k = {Lk_d, false, DType::int64};
         args.total_q = p.rows_q_src;
         args.total_k = p.rows_k_src;
         p.notes.push_back("dense path: flash_attn_func over the padded (B, L) tensors, executed as one segment per row");
@@ -654,8 +661,16 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
   }
 
   plan_attention(p, batch, args, a->path == VarlenPath::dense);
-  if (batch.rotary) plan_rotary(p, batch, args, q_src_index, k_src_index, Lq, Lk);
-  plan_reference(p, batch, args, B, Lq, Lk);
+  // the padded frame the kernel's tensors come from (the replay may have cut the keys)
+  int64_t Lq_f = Lq, Lk_f = Lk;
+  if (have_batch && B > 0 && a->path != VarlenPath::explicit_varlen) {
+    if (p.rows_q_src % B == 0) Lq_f = p.rows_q_src / B;
+    if (p.rows_k_src % B == 0) Lk_f = p.rows_k_src / B;
+    if (Lk_f != Lk) p.notes.push_back("the kernel receives " + std::to_string(Lk_f) + " keys per row (the batch holds " +
+                                      std::to_string(Lk) + "): the reference aligns the intent with the last keys");
+  }
+  if (batch.rotary) plan_rotary(p, batch, args, q_src_index, k_src_index, Lq_f, Lk_f);
+  plan_reference(p, batch, args, B, Lq_f, Lk_f);
 
   // ---- memory -------------------------------------------------------------------------
   {
