@@ -6,6 +6,8 @@
 //            cu_seqlens are read from .npy files (written here with ad::make_npy);
 //   budget:  the dynamic stages on the same 1M-token batch at the default --budget
 //            (sampled rows) to show the cost stays in seconds.
+//   kernels: the attention emulation and the reference alone on one thread, timed in thread
+//            CPU time (robust when other processes share the cores).
 // Usage: bench_exec [--quick] [--threads N] [--out FILE.json]
 #include <chrono>
 #include <cstdio>
@@ -23,6 +25,7 @@
 #include "batch/npy.hpp"
 #include "check/check.hpp"
 #include "doctor/doctor.hpp"
+#include "exec/cpu_kernels.hpp"
 #include "exec/plan.hpp"
 
 using namespace ad;
@@ -118,6 +121,52 @@ nlohmann::json dynamic_case(const Shape& s, int threads, int repeats) {
               2.0 * ref_macs / best_ref / 1e9, best_total);
   std::fflush(stdout);
   return out;
+}
+
+double thread_cpu_seconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+// The kernels alone, one thread, thread CPU time: 2 x 1024 causal tokens.
+nlohmann::json kernel_case(int64_t H, int64_t Hk, int64_t D) {
+  nlohmann::json j = {{"format", "attn-doctor/batch@1"},
+                      {"model", {{"num_heads", H}, {"num_kv_heads", Hk}, {"head_dim", D}}},
+                      {"varlen", {{"cu_seqlens_q", {0, 1024, 2048}}, {"max_seqlen_q", 1024}}}};
+  Batch b = parse_batch_text(j.dump(), "bench.json");
+  ExecOptions o;
+  o.full = true;
+  o.threads = 1;
+  ExecPlan p = make_exec_plan(b, convert(b), o);
+  const int64_t nq = 2048 * H * D, nk = 2048 * Hk * D;
+  std::vector<float> q(static_cast<size_t>(nq)), k(static_cast<size_t>(nk)), v(static_cast<size_t>(nk)),
+      out(static_cast<size_t>(nq)), lse(static_cast<size_t>(H * 2048));
+  for (int64_t i = 0; i < nq; ++i) q[static_cast<size_t>(i)] = num::input_value(1, num::InputTensor::q, static_cast<uint64_t>(i), num::Precision::bf16);
+  for (int64_t i = 0; i < nk; ++i) {
+    k[static_cast<size_t>(i)] = num::input_value(1, num::InputTensor::k, static_cast<uint64_t>(i), num::Precision::bf16);
+    v[static_cast<size_t>(i)] = num::input_value(1, num::InputTensor::v, static_cast<uint64_t>(i), num::Precision::bf16);
+  }
+  std::vector<uint8_t> checkable(2048, 1);
+  double best_a = 1e30, best_r = 1e30, macs_a = 0, macs_r = 0;
+  for (int rep = 0; rep < 3; ++rep) {
+    const double t0 = thread_cpu_seconds();
+    cpu::AttentionResult a = cpu::fa2_varlen_forward(p, q.data(), k.data(), v.data(), out.data(), lse.data(), 1);
+    const double t1 = thread_cpu_seconds();
+    cpu::ReferenceResult r = cpu::reference_compare(p, q.data(), k.data(), v.data(), out.data(), checkable, 1);
+    const double t2 = thread_cpu_seconds();
+    best_a = std::min(best_a, t1 - t0);
+    best_r = std::min(best_r, t2 - t1);
+    macs_a = a.macs;
+    macs_r = r.macs;
+  }
+  std::printf("  2x1024 causal H%lld/%lld D%lld bf16: attention %.3f s, %.1f GFLOP/s per core; reference (fp64) %.3f s, %.1f GFLOP/s per core\n",
+              static_cast<long long>(H), static_cast<long long>(Hk), static_cast<long long>(D), best_a, 2 * macs_a / best_a / 1e9, best_r,
+              2 * macs_r / best_r / 1e9);
+  return {{"shape", "2x1024 causal"}, {"heads", H}, {"kv_heads", Hk}, {"head_dim", D},
+          {"attention_cpu_s", best_a}, {"attention_gflops_per_core", 2 * macs_a / best_a / 1e9},
+          {"attention_rows_per_s_per_core", 2048.0 / best_a},
+          {"reference_cpu_s", best_r}, {"reference_gflops_per_core", 2 * macs_r / best_r / 1e9}};
 }
 
 // 1M tokens: B rows of S padded tokens, lengths between S/2 and S, right padding.
@@ -218,7 +267,10 @@ int main(int argc, char** argv) {
   if (quick) shapes.resize(1);
   nlohmann::json results = {{"dynamic", nlohmann::json::array()}, {"threads", threads}, {"loadavg_start", loadavg()}};
   std::printf("load average at start: %s (other processes share these cores)\n", loadavg().c_str());
-  std::printf("dynamic path (every row computed, best of 2):\n");
+  std::printf("kernels (one thread, thread CPU time, best of 3):\n");
+  results["kernels"] = nlohmann::json::array();
+  for (int64_t D : quick ? std::vector<int64_t>{128} : std::vector<int64_t>{64, 128, 256}) results["kernels"].push_back(kernel_case(16, 4, D));
+  std::printf("dynamic path (every row computed, best of 2, wall clock):\n");
   for (const Shape& s : shapes) {
     results["dynamic"].push_back(dynamic_case(s, 1, quick ? 1 : 2));
     if (threads > 1) results["dynamic"].push_back(dynamic_case(s, threads, quick ? 1 : 2));
