@@ -383,6 +383,58 @@ TEST_CASE("exec: diagnose runs dynamic stages after static violations and picks 
   }
 }
 
+TEST_CASE("exec: max_seqlen_q == 1 turns causal off for every row the grid covers", "[exec]") {
+  // H == Hk: not the swapped path; one CTA per segment computes its 3 rows without the mask
+  nlohmann::json j = {{"format", "attn-doctor/batch@1"},
+                      {"model", {{"num_heads", 2}, {"head_dim", 64}, {"dtype", "fp16"}}},
+                      {"varlen", {{"cu_seqlens_q", {0, 3}}, {"max_seqlen_q", 1}}}};
+  Batch b = batch_from(j);
+  Run r = run_case(b, convert(b));
+  INFO(r.describe());
+  CHECK_FALSE(r.plan.attention.swapped);
+  CHECK_FALSE(r.plan.attention.flags.causal);
+  CHECK(r.ids.count("attention.coverage") == 0);  // all 3 rows are written...
+  REQUIRE(r.ids.count("result.reference") == 1);  // ... but rows 0 and 1 see future keys
+  for (const auto& v : r.result.violations)
+    if (v.id == "result.reference") CHECK(v.evidence["rows_failed"] == 2);
+}
+
+TEST_CASE("exec: results do not depend on the number of threads", "[exec]") {
+  for (const sweep::Case& c : sweep::broken_cases(5, 1)) {
+    Batch b = sweep::load(c);
+    Conversion cv = sweep::conversion_for(c, b);
+    ExecOptions o1, o2;
+    o1.threads = 1;
+    o2.threads = 2;
+    o1.seed = o2.seed = c.seed;
+    Run a = run_case(b, cv, o1), z = run_case(b, cv, o2);
+    INFO(c.name);
+    REQUIRE(a.result.violations.size() == z.result.violations.size());
+    for (size_t i = 0; i < a.result.violations.size(); ++i) {
+      CHECK(a.result.violations[i].message == z.result.violations[i].message);
+      CHECK(a.result.violations[i].evidence == z.result.violations[i].evidence);
+    }
+  }
+}
+
+TEST_CASE("exec: the LSE layout follows the flash-attn release", "[exec]") {
+  nlohmann::json j = {{"format", "attn-doctor/batch@1"},
+                      {"environment", {{"flash_attn", "2.5.8"}}},
+                      {"model", {{"num_heads", 4}, {"head_dim", 64}}},
+                      {"varlen", {{"cu_seqlens_q", {0, 10, 30}}, {"max_seqlen_q", 20}}}};
+  Batch b = batch_from(j);
+  ExecPlan p = make_exec_plan(b, convert(b), ExecOptions{});
+  CHECK_FALSE(p.attention.unpadded_lse);
+  CHECK(p.attention.lse_elements == 2 * 4 * 20);  // (N, H, max_seqlen_q)
+  j["environment"]["flash_attn"] = "2.6.3";
+  b = batch_from(j);
+  p = make_exec_plan(b, convert(b), ExecOptions{});
+  CHECK(p.attention.unpadded_lse);
+  CHECK(p.attention.lse_elements == 4 * 30);  // (H, total_q)
+  Run r = run_case(b, convert(b));
+  CHECK(r.result.violations.empty());
+}
+
 // ---------------------------------------------------------------------------------------
 // end to end with the transformers replay (tests/golden/batches, the replay lane's inputs)
 
