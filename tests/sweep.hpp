@@ -194,6 +194,9 @@ inline std::vector<Case> valid_cases(uint64_t seed, int count) {
       auto cu = cumsum(len);
       j["varlen"] = {{"cu_seqlens_q", cu}, {"max_seqlen_q", max_of(len)}};
       maybe_rotary(g, j, D, true);
+      // rotary on the packed tensor without cu_seqlens: positions run on across sequences,
+      // which leaves every relative position (all attention sees) unchanged
+      if (j.contains("rotary") && g.chance(0.3)) j["rotary"]["varlen"] = false;
       c.route = Route::explicit_varlen;
       c.name = "valid-" + std::to_string(i) + "-packed";
     } else if (kind < 6) {

@@ -101,7 +101,7 @@ AttentionResult fa2_varlen_forward(const ExecPlan& plan, const float* q, const f
 struct ReferenceResult {
   int64_t rows_checked = 0;          // (row) query rows compared
   int64_t rows_failed = 0;
-  double worst_error = 0.0;          // max over rows and heads of max|o - ref| / max|ref|
+  double worst_error = 0.0;          // max over rows and heads of ||o - ref||_2 / ||ref||_2
   int64_t worst_row = -1;            // final-frame row
   int64_t worst_head = -1;
   int64_t worst_sequence = -1;       // index into plan.reference.sequences

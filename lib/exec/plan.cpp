@@ -276,7 +276,9 @@ void plan_rotary(ExecPlan& p, const Batch& batch, const VarlenArgs& a, const std
   if (r.contract == RotaryContract::flash_attn) {
     // flash_attn.layers.rotary.RotaryEmbedding grows its table to max_seqlen (varlen) or to
     // seqlen + seqlen_offset (int offset) before calling apply_rotary.
-    const int64_t seqlen = r.varlen ? std::max(r.max_seqlen_q, r.max_seqlen_k) : std::max(Lq, Lk);
+    // non-varlen: x is (B, S, H, D), or (1, T, H, D) for packed tensors without a batch block
+    const int64_t padded_len = Lq > 0 || Lk > 0 ? std::max(Lq, Lk) : std::max(a.total_q, a.total_k);
+    const int64_t seqlen = r.varlen ? std::max(r.max_seqlen_q, r.max_seqlen_k) : padded_len;
     r.table_rows = cfg.table_length ? *cfg.table_length : (r.varlen ? seqlen : seqlen + (r.offsets_per_sequence ? 0 : scalar_offset));
     r.inplace = true;
     int fa_minor = 6;
@@ -296,7 +298,7 @@ void plan_rotary(ExecPlan& p, const Batch& batch, const VarlenArgs& a, const std
   } else if (r.contract == RotaryContract::fla) {
     // fla.modules.rotary: in varlen x is [1, T, H, D] with T the packed rows; the table grows
     // to cover T + offset. The kernel bounds columns by R = dim / 2, never by D.
-    const int64_t T = r.varlen ? std::max(a.total_q, a.total_k) : std::max(Lq, Lk);
+    const int64_t T = r.varlen || (Lq <= 0 && Lk <= 0) ? std::max(a.total_q, a.total_k) : std::max(Lq, Lk);
     r.table_rows = cfg.table_length ? *cfg.table_length : T + max_offset;
     r.inplace = false;
     r.block_rows = std::min<int64_t>(128, sem::next_power_of_2(std::max<int64_t>(1, (T + 131) / 132)));

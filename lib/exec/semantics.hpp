@@ -155,7 +155,7 @@ AD_HD int64_t next_power_of_2(int64_t n) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Reference tolerance: a row passes when max|out - ref| / max|ref| is within this.
+// Reference tolerance: a (row, head) passes when ||out - ref||_2 / ||ref||_2 is within this.
 
 AD_HD double tolerance_for(num::Precision p) {
   return p == num::Precision::bf16 ? 1e-2 : p == num::Precision::fp16 ? 2e-3 : 1e-5;
