@@ -66,6 +66,14 @@ void fill_inputs(std::vector<float>& t, uint64_t seed, num::InputTensor which, n
   });
 }
 
+// The call raises before the attention output exists: every output row stays unwritten.
+// Reported under attention.coverage so a failing call is never an "ok" report.
+Violation raised_violation(const HostRaise& r, int64_t rows) {
+  return make_violation("attention.coverage", Severity::error,
+                        "no output row is written: " + raise_text(r) + " before the attention kernel runs",
+                        {{"never_written", rows}, {"raises", raise_json(r)}});
+}
+
 class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
@@ -152,6 +160,7 @@ ExecResult CpuBackend::run(const ExecPlan& plan, const ExecOptions& options) {
   }
   if (plan.conversion_failure) {
     st.not_reached(1, raise_text(*plan.conversion_failure));
+    if (res.violations.empty()) res.violations.push_back(raised_violation(*plan.conversion_failure, total_q));
     return res;
   }
 
@@ -165,11 +174,12 @@ ExecResult CpuBackend::run(const ExecPlan& plan, const ExecOptions& options) {
       s.status = "skipped";
       s.detail = "no rotary embedding in this batch";
     } else if (r.raises) {
-      s.status = "skipped";
+      s.status = "violation";
       s.detail = raise_text(*r.raises) + " (host check, before any launch)";
       s.data["raises"] = raise_json(*r.raises);
       s.ms = ms_since(t0);
       st.not_reached(2, "the rotary call raises");
+      res.violations.push_back(raised_violation(*r.raises, total_q));
       return res;
     } else {
       const int64_t half = r.half;
@@ -272,11 +282,12 @@ ExecResult CpuBackend::run(const ExecPlan& plan, const ExecOptions& options) {
     if (at.softcap > 0) s.data["softcap"] = at.softcap;
     if (at.swapped) s.data["seqlenq_ngroups_swapped"] = true;
     if (at.raises) {
-      s.status = "skipped";
+      s.status = "violation";
       s.detail = raise_text(*at.raises) + " (host check, before any launch)";
       s.data["raises"] = raise_json(*at.raises);
       s.ms = ms_since(t0);
       st.not_reached(3, "the attention call raises");
+      res.violations.push_back(raised_violation(*at.raises, total_q));
       return res;
     }
     out.assign(static_cast<size_t>(total_q * H * D), kPoison);

@@ -80,7 +80,9 @@ void rotate_row_head(const RotaryCtx& c, RotaryResult& res, int64_t xrow, int64_
                      std::array<int64_t, 3> blk, int64_t seg) {
   const int64_t R = c.r.half;
   const int64_t base = xrow * c.heads * c.D + head * c.D;
-  const ExecBuffer xb = c.is_q ? ExecBuffer::q_rot : ExecBuffer::k_rot;
+  // reads come from x, writes go to y (the same tensor when the call rotates in place)
+  const ExecBuffer xb_read = c.r.inplace ? (c.is_q ? ExecBuffer::q_rot : ExecBuffer::k_rot) : (c.is_q ? ExecBuffer::q : ExecBuffer::k);
+  const ExecBuffer xb_write = c.is_q ? ExecBuffer::q_rot : ExecBuffer::k_rot;
   // cos/sin row (flash_attn masks pos >= seqlen_ro only; fla masks pos < 0 as well)
   bool table_ok = pos < c.r.table_rows;
   if (c.r.contract == RotaryContract::fla) table_ok = table_ok && pos >= 0;
@@ -95,6 +97,7 @@ void rotate_row_head(const RotaryCtx& c, RotaryResult& res, int64_t xrow, int64_
   uint64_t seq = order.seq;
   auto check = [&](int64_t col, AccessKind k) -> bool {
     const int64_t idx = base + col;
+    const ExecBuffer xb = k == AccessKind::read ? xb_read : xb_write;
     if (idx < 0 || idx >= c.numel) {
       res.outside_tensor.note({order.block, seq++}, k, xb, idx, c.numel, false, blk, xrow, seg, head);
       return false;
