@@ -181,6 +181,17 @@ TEST_CASE("html: location from each check's evidence", "[html]") {
   l = at("route.packed_to_dense", {{"row", 1}, {"sequences_in_row", 2}});
   CHECK((l.kind == K::row && l.row == 1));
 
+  // dynamic stages (lib/exec)
+  l = at("unpad.gather", {{"tensor", "k"}, {"indices", "indices_k"}, {"position", 4}, {"index", 99}, {"bound", 16}});
+  CHECK((l.kind == K::packed_rows && l.side == 'k' && l.gather && l.begin == 4));
+  l = at("attention.access", {{"kind", "read"}, {"buffer", "k"}, {"index", 40}, {"bound", 32}, {"row", 40}, {"segment", 3}});
+  CHECK((l.kind == K::segment && l.side == 'k' && l.segment == 3));
+  l = at("attention.coverage", {{"never_written", 2}, {"first_never_written", 12}, {"rows", 16}});
+  CHECK((l.kind == K::packed_rows && l.side == 'q' && l.begin == 12 && !l.gather));
+  l = at("result.reference", {{"row", 7}, {"sequence", {{"index", 1}, {"row", 0}, {"start", 3}, {"length", 4}}}});
+  CHECK((l.kind == K::tokens && l.row == 0 && l.begin == 3 && l.end == 7));
+  CHECK(at("result.finite", {{"row", 3}, {"head", 0}, {"dim", 1}}).kind == K::none);  // an output row, not a batch row
+
   // no place in the batch
   CHECK(at("input.dtype", {{"dtype", "fp32"}}).kind == K::none);
   CHECK(at("mask.rank", {{"mask_shape", {2, 1, 4, 4}}}).kind == K::none);

@@ -405,7 +405,11 @@ class Svg {
             << "</text>\n";
     draw_runs(runs, y, h, true, [&](int64_t k) { return segment_style(lane, k); },
               [&](const Run& r) { return segment_title(lane, row, r); },
-              [&](int64_t k) { return lane.dense ? std::string("dense") : "s" + std::to_string(k); },
+              [&](int64_t k) {
+                std::string text = lane.dense ? "dense" : "s";
+                if (!lane.dense) text += std::to_string(k);
+                return text;
+              },
               [&](int64_t k) { return severity_of(lane, k); });
     // a segment that goes on from the row above / into the row below
     if (it != lane.pieces.end())
@@ -533,8 +537,12 @@ class Svg {
       const double scale = cw_ / static_cast<double>(std::max(cell.total(), capacity(c)));
       double x = kGutter + static_cast<double>(c) * cw_;
       std::string t = (pic_.packed ? "packed rows " : "tokens ") + range(c * bk, std::min((c + 1) * bk, pic_.width)) + ":";
-      for (const auto& [key, n] : cell.parts) t += " " + (key < 0 ? std::string("padding") : label_of(key).empty() ? "sequence " + num(key) : label_of(key)) + " ×" + num(n) + ",";
-      if (cell.other_keys) t += " " + num(cell.other_keys) + " more ×" + num(cell.other_tokens) + ",";
+      for (const auto& [key, n] : cell.parts) {
+        std::string name = key < 0 ? "padding" : label_of(key);
+        if (name.empty()) name.append("sequence ").append(num(key));
+        t.append(" ").append(name).append(" ×").append(num(n)).append(",");
+      }
+      if (cell.other_keys) t.append(" ").append(num(cell.other_keys)).append(" more ×").append(num(cell.other_tokens)).append(",");
       t.pop_back();
       for (const auto& [key, n] : cell.parts) {
         Style s = style(key);

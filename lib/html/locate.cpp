@@ -84,7 +84,7 @@ std::optional<Location> parse_sequence_text(const std::string& s) {
 
 // Evidence keys any check may use, for ids this file does not know (dynamic stages).
 Location generic(const json& e) {
-  const std::string tensor = str(e, "tensor");
+  const std::string tensor = !str(e, "tensor").empty() ? str(e, "tensor") : str(e, "buffer");
   const char side = side_of(!str(e, "side").empty() ? str(e, "side") : !tensor.empty() ? tensor : str(e, "argument"));
   if (has_int(e, "segment")) return segment(side, get(e, "segment"));
   if (tensor.starts_with("indices") && has_int(e, "position"))
@@ -174,10 +174,26 @@ Location locate(const Violation& v) {
     if (id == "rotary.positions" && has_int(e, "start")) return tokens(get(e, "row"), get(e, "start"), get(e, "start") + 1);
     return whole_row(get(e, "row"));
   }
+  // dynamic stages (lib/exec): gather/scatter positions, packed output rows, sequences
+  if ((id == "unpad.gather" || id == "pad.scatter") && has_int(e, "position")) {
+    const char side = id == "pad.scatter" ? 'q' : side_of(!str(e, "indices").empty() ? str(e, "indices") : tensor);
+    return packed(side, get(e, "position"), get(e, "position") + 1, true);
+  }
+  if (id == "attention.coverage")
+    for (const char* key : {"first_never_written", "first_written_twice", "first_outside_segment"})
+      if (has_int(e, key)) return packed('q', get(e, key), get(e, key) + 1, false);
+  if (id == "result.reference" && e.contains("sequence") && e["sequence"].is_object()) {
+    const json& s = e["sequence"];
+    if (has_int(s, "row") && has_int(s, "start") && has_int(s, "length")) {
+      Location l = tokens(get(s, "row"), get(s, "start"), get(s, "start") + std::max<int64_t>(get(s, "length"), 1));
+      l.text = "the intended sequence at " + l.text + " (its worst output row)";
+      return l;
+    }
+  }
   // ids whose evidence is about tensors, dtypes, widths or kernels, not places in the batch
   for (std::string_view prefix : {"input.", "mask.rank", "route.partial_kwargs", "cu_seqlens.dtype", "cu_seqlens.device",
                                   "cu_seqlens.shape", "cu_seqlens.grid", "max_seqlen.type", "rotary.dim", "rotary.even",
-                                  "rotary.layout", "rotary.table", "launch."})
+                                  "rotary.layout", "rotary.table", "launch.", "result.finite"})
     if (std::string_view(id).starts_with(prefix)) return {};
   return generic(e);
 }

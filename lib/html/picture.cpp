@@ -482,7 +482,8 @@ struct Builder {
     const std::set<int64_t> drawn(pic.drawn_rows.begin(), pic.drawn_rows.end());
     const auto& cu = lane.cu.values;
     int64_t budget = kWorkBudget;
-    for (size_t j = 0; j + 1 < cu.size(); ++j) {
+    // only the segments classified (all of them unless the work budget ran out)
+    for (size_t j = 0; j + 1 < cu.size() && j < lane.segments.size(); ++j) {
       if (cu[j + 1] <= cu[j]) continue;
       int64_t unlisted = 0, past = 0;
       const int64_t seg = static_cast<int64_t>(j);
