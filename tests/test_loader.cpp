@@ -220,6 +220,31 @@ TEST_CASE("intent: an all-ones mask with restarting position ids keeps the packe
   CHECK(b.intent.sequences[1].length == 2);
 }
 
+TEST_CASE("intent: decode positions cover the cached keys of their sequence", "[loader]") {
+  // one new token at position 7 over 8 keys: the sequence is all 8 key slots
+  Batch d = parse(kModel + R"(, "batch": {"position_ids": {"values": [[7]]}, "kv_length": 8})");
+  CHECK(d.batch->query_length == 1);
+  REQUIRE(d.intent.sequences.size() == 1);
+  CHECK(d.intent.sequences[0].start == 0);
+  CHECK(d.intent.sequences[0].length == 8);
+  // two rows, positions 3 and 5 over 6 keys (row 0 left-padded by 2)
+  Batch two = parse(kModel + R"(, "batch": {"position_ids": {"values": [[3], [5]]}, "kv_length": 6})");
+  REQUIRE(two.intent.sequences.size() == 2);
+  CHECK(two.intent.sequences[0].start == 2);
+  CHECK(two.intent.sequences[0].length == 4);
+  CHECK(two.intent.sequences[1].start == 0);
+  CHECK(two.intent.sequences[1].length == 6);
+  // an explicit intent may use the whole key row
+  CHECK_NOTHROW(parse(kModel + R"(, "batch": {"position_ids": {"values": [[7]]}, "kv_length": 8},
+                                   "intent": {"sequences": [{"row": 0, "start": 0, "length": 8}]})"));
+}
+
+TEST_CASE("rotary: negative per-sequence offsets (FLA's left padding) load", "[loader]") {
+  Batch b = parse(kModel + R"(, "rotary": {"implementation": "fla", "dim": 64, "seqlen_offset": [-3, 0]},
+                                 "varlen": {"cu_seqlens_q": [0, 4, 8]})");
+  CHECK(b.rotary->seqlen_offset == std::vector<int64_t>{-3, 0});
+}
+
 TEST_CASE("decode: query_length 1 is the decode stage", "[loader]") {
   Batch b = parse(kModel + R"(, "batch": {"attention_mask": {"lengths": [5, 3], "width": 5}, "query_length": 1,
                                            "cache": {"kind": "static", "max_cache_len": 16, "past_length": 4}})");
@@ -789,9 +814,9 @@ TEST_CASE("error: rotary with an unknown layout", "[loader][errors]") {
   require_error(kModel + R"(, "rotary": {"dim": 64, "layout": "TBHD"})", "/rotary/layout", "\"BTHD\", \"BHTD\", \"THD\"");
 }
 
-TEST_CASE("error: rotary offset negative", "[loader][errors]") {
-  require_error(kModel + R"(, "rotary": {"dim": 64, "seqlen_offset": [0, -4]})", "/rotary/seqlen_offset/1",
-                "expected an integer in [0,");
+TEST_CASE("error: rotary offset beyond any length", "[loader][errors]") {
+  require_error(kModel + R"(, "rotary": {"dim": 64, "seqlen_offset": [0, -4000000000000000]})", "/rotary/seqlen_offset/1",
+                "expected an integer in [");
 }
 
 TEST_CASE("error: launch without autotune keys", "[loader][errors]") {

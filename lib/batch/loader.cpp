@@ -626,10 +626,12 @@ struct Loader {
     if (auto t = n.get("table_length")) r.table_length = t->as_int(0, limits.max_dimension);
     if (auto o = n.get("seqlen_offset")) {
       if (o->is_array()) {
-        r.seqlen_offset = o->as_int_array(0, limits.max_dimension, limits.max_array_elements);
+        // negative offsets are legal: FLA encodes left padding as a negative per-sequence offset
+        // (fla/modules/rotary.py; the FLA#967 fix's tests use them)
+        r.seqlen_offset = o->as_int_array(-limits.max_dimension, limits.max_dimension, limits.max_array_elements);
         r.seqlen_offset_per_sequence = true;
       } else {
-        r.seqlen_offset = {o->as_int(0, limits.max_dimension)};
+        r.seqlen_offset = {o->as_int(-limits.max_dimension, limits.max_dimension)};
       }
     }
     if (auto v = n.get("varlen")) r.varlen = v->as_bool();

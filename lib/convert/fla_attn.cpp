@@ -1,0 +1,31 @@
+// FLA's attention layer (fla/layers/attn.py) unpads with fla/layers/utils.py `unpad_input(q,
+// (k, v), attention_mask, q_len)`: keys and values gathered with the full mask's indices from
+// (B * Lk) rows, queries with the same indices when q_len == Lk or one per row when q_len == 1;
+// anything else raises NotImplementedError. Nothing compares the mask width with the cached key
+// length, so a full-width mask over a shorter K/V cache reads past it (fla-org/flash-linear-
+// attention#206, #204). Golden: tests/golden/fla-<release>.json (0.2.2, 0.3.2, 0.6.0 agree).
+#include "convert/rules.hpp"
+
+namespace ad::replay {
+
+VarlenArgs fla_attn(const Call& c) {
+  VarlenArgs a;
+  UnpadData u = unpad_data(*c.mask);
+  set_key_side(a, u, rows(c.batch, c.kv_length), {u.max_seqlen, false, DType::int64});
+  if (auto f = gather_failure(u.indices, a.gather_rows_k, GatherKind::torch_gather, "unpad_input > <genexpr> > forward")) {
+    a.failure = f;
+    return a;
+  }
+  if (c.query_length == c.kv_length) {
+    set_queries_like_keys(a);
+  } else if (c.query_length == 1) {
+    set_one_query_per_row(a, c.batch);
+  } else {
+    a.failure = raised("unpad_input", "NotImplementedError",
+                       "We only support either q_len == k_len (prefilling) or q_len == 1 (decoding)");
+  }
+  a.call.causal = true;
+  return a;
+}
+
+}  // namespace ad::replay

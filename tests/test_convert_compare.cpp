@@ -1,0 +1,72 @@
+// `attn-doctor compare`: one row per rule set, the release where the output changes marked; run
+// as a user would, through the binary.
+#include <catch2/catch.hpp>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  std::string out;
+};
+
+Run run(const std::string& args) {
+  std::string cmd = std::string(ATTN_DOCTOR_BINARY) + " " + args + " 2>/dev/null";
+  Run r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string batch(const char* name) {
+  return std::string(ATTN_DOCTOR_SOURCE_DIR) + "/tests/golden/batches/" + name;
+}
+
+}  // namespace
+
+TEST_CASE("compare shows where a packed batch's conversion changes between releases", "[convert]") {
+  Run r = run("compare " + batch("025-packed-b2.json") +
+              " --releases 4.43.0,4.44.0,4.44.1,4.53.0,4.54.0,4.55.0,5.23.0 --format json");
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  const auto& rows = j.at("rules");
+  REQUIRE(rows.size() == 7);
+  std::vector<std::string> paths, changed;
+  for (const auto& row : rows) {
+    paths.push_back(row.at("path"));
+    if (row.at("changed").get<bool>()) changed.push_back(row.at("transformers"));
+  }
+  CHECK(paths == std::vector<std::string>{"dense", "position_ids", "position_ids", "dense", "position_ids", "dense",
+                                          "dense"});
+  CHECK(changed == std::vector<std::string>{"4.44.0", "4.53.0", "4.54.0", "4.55.0"});
+  CHECK(rows[1].at("rule_set") == "hf-4.44.0");
+  CHECK(rows[1].at("varlen").at("max_seqlen_is_tensor") == true);
+  CHECK(rows[4].at("varlen").at("max_seqlen_is_tensor") == false);
+}
+
+TEST_CASE("compare shows the Gemma-2 crash of 4.44.0 and its 4.44.1 fix", "[convert]") {
+  Run r = run("compare " + batch("056-gemma2-generate-prefill.json") + " --releases 4.43.4,4.44.0,4.44.1,4.48.0");
+  CHECK(r.exit_code == 1);  // some row fails the way its release fails
+  CHECK(r.out.find("raises RuntimeError: index 2 is out of bounds for dimension 0 with size 2") != std::string::npos);
+  CHECK(r.out.find("hf-4.44.1") != std::string::npos);
+  CHECK(r.out.find("* 4.44.1") != std::string::npos);
+}
+
+TEST_CASE("compare maps releases without a rule set of their own and says so", "[convert]") {
+  Run r = run("compare " + batch("024-packed-b1.json") + " --releases 4.51.9 --format json");
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("rules").at(0).at("rule_set") == "hf-4.49");
+  CHECK(j.at("rules").at(0).at("note").get<std::string>().find("nearest lower") != std::string::npos);
+  Run bad = run("compare " + batch("024-packed-b1.json") + " --releases not-a-release");
+  CHECK(bad.exit_code == 2);
+}
