@@ -4,7 +4,11 @@
 // and the page stays small on a million-token batch.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <regex>
 #include <set>
 
@@ -14,6 +18,7 @@
 #include "html/html.hpp"
 #include "html/picture.hpp"
 #include "report/report.hpp"
+#include "util/subprocess.hpp"
 
 using namespace ad;
 using nlohmann::json;
@@ -472,4 +477,36 @@ TEST_CASE("html: compare draws one band per release, differences marked", "[html
   CHECK(first_diff < band3);
   CHECK(page.find(diff, band3) == std::string::npos);
   CHECK(page.find("class=\"mark\"") != std::string::npos);
+}
+
+TEST_CASE("html: check --html writes the page, refuses an unwritable path, leaves nothing on failure", "[html]") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("attn-doctor-html-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string bin = ATTN_DOCTOR_BINARY;
+  const std::string batch = std::string(ATTN_DOCTOR_SOURCE_DIR) + "/tests/html/cases/cu-seqlens-overrun.json";
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), bin);
+    return run_process(args, 60);
+  };
+
+  const fs::path page = dir / "page.html";
+  ProcessResult r = run({"check", batch, "--backend", "none", "--html", page.string()});
+  CHECK(r.exit_code == 1);                                                 // the verdict is unchanged
+  CHECK(r.out.find("first violation: cu_seqlens.total") != std::string::npos);  // and so is stdout
+  REQUIRE(fs::exists(page));
+  std::ifstream in(page);
+  std::string html((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  require_self_contained(html);
+  CHECK(html.find("class=\"mark\"") != std::string::npos);
+
+  r = run({"check", batch, "--backend", "none", "--html", (dir / "no-such-dir" / "page.html").string()});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("cannot write") != std::string::npos);
+
+  const fs::path stale = dir / "stale.html";
+  r = run({"check", (dir / "missing.json").string(), "--backend", "none", "--html", stale.string()});
+  CHECK(r.exit_code == 2);
+  CHECK(!fs::exists(stale));
+  fs::remove_all(dir);
 }
