@@ -808,7 +808,8 @@ std::string legend(const Picture& pic, bool compare) {
 }
 
 std::string scale_text(const Picture& pic) {
-  std::string s = pic.packed ? "the packed axis, " + num(pic.width) + " rows" : num(pic.rows) + (pic.rows == 1 ? " row" : " rows") + " × " + num(pic.width) + " tokens";
+  std::string s = pic.packed ? "the packed axis, " + num(pic.width) + (pic.width == 1 ? " row" : " rows")
+                             : num(pic.rows) + (pic.rows == 1 ? " row" : " rows") + " × " + num(pic.width) + " tokens";
   if (pic.bucket > 1) s += "; one cell = " + num(pic.bucket) + " tokens (hover a cell for its counts)";
   const int64_t real = std::count_if(pic.drawn_rows.begin(), pic.drawn_rows.end(), [&](int64_t r) { return !pic.phantom(r); });
   if (!pic.packed && real < pic.rows) s += "; " + num(real) + " of " + num(pic.rows) + " rows drawn";
@@ -891,6 +892,14 @@ std::string render_check_html(const Batch& batch, const Conversion& conversion, 
   o << page_head("attn-doctor check: " + name);
   o << "<h1>" << esc(name) << " <span class=\"cmd\">· attn-doctor check " << esc(report.input) << "</span></h1>\n";
   o << "<span class=\"status " << esc(report.status()) << "\">" << esc(report.status()) << "</span>\n";
+  if (!batch.batch && !batch.varlen) {
+    // a rotary or launch description: no tokens, nothing to draw
+    o << "<p class=\"first nowhere\">The batch file describes no tokens (no <code>batch</code> or <code>varlen</code> block), so "
+         "there is no picture; the report below is the whole result.</p>\n";
+    o << "<h2>Report</h2>\n<pre class=\"report\">" << esc(render_text(report, RenderOptions{false, options.full, true}))
+      << "</pre>\n</body>\n</html>\n";
+    return o.str();
+  }
   o << "<figure>\n<figcaption>\n";
   o << "<p>" << esc(scale_text(pic)) << "; " << num(static_cast<int64_t>(pic.sequences.size())) << " intended sequence"
     << (pic.sequences.size() == 1 ? "" : "s") << " (" << esc(pic.intent_source) << ").</p>\n";
