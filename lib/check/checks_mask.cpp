@@ -1,0 +1,175 @@
+// Static: the mask on the unpad path (ids 6-9). transformers' `_get_unpad_data` (every release
+// 4.34 - 5.x; flash_attn.bert_padding.unpad_input is the same algorithm) computes
+//   lengths = mask.sum(-1); indices = nonzero(mask.flatten()); cu = pad(cumsum(lengths), (1, 0))
+// and `_upad_input` gathers k/v rows of the (B * Lk)-row view with `indices`, then slices
+// mask[:, -Lq:] for a partial query. These checks apply only when the route unpads with the
+// mask (the replay's path, or a mask in the batch when nothing was replayed).
+#include "check/checked_math.hpp"
+#include "check/static_checks.hpp"
+
+namespace ad::checks {
+
+namespace {
+
+// Key rows per sequence on the unpad path: the replay's (B * Lk) gather view, else kv_length.
+int64_t key_length(const Ctx& ctx) {
+  const int64_t B = ctx.batch.batch->batch_size;
+  if (ctx.replayed && ctx.replayed->path == VarlenPath::mask && ctx.replayed->gather_rows_k > 0 && B > 0)
+    return ctx.replayed->gather_rows_k / B;
+  return ctx.batch.batch->kv_length;
+}
+
+// What the user most likely saw for a failure the replay reproduced, if any.
+std::string replay_failure_message(const Ctx& ctx) {
+  if (!ctx.replayed || !ctx.replayed->failure) return {};
+  const ReplayFailure& f = *ctx.replayed->failure;
+  return f.cuda_symptom.empty() ? f.message : f.cuda_symptom;
+}
+
+}  // namespace
+
+// 6 mask.rank: a 4-D mask (a static-cache mask from generate, transformers#32309) still goes
+// through _get_unpad_data: lengths get shape (B, 1, Q), cu_seqlens (B, 1, Q + 1), and indices
+// enumerate mask entries (for an additive mask: the masked ones). The key gather faults first
+// when an index passes B * Lk ("index out of bounds", flash-attention#1156); otherwise the kernel
+// rejects the shape ("cu_seqlens_q must have shape (batch_size + 1)", flash-attention#742).
+void mask_rank(Ctx& ctx) {
+  const Mask* m = unpad_mask(ctx);
+  if (!m || m->tensor.rank() == 2) return;
+  const IntTensor& t = m->tensor;
+  int64_t nonzero = 0, last = -1;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (t.values[static_cast<size_t>(i)] != 0) {
+      ++nonzero;
+      last = i;
+    }
+  const int64_t B = ctx.batch.batch->batch_size, Lk = key_length(ctx);
+  const auto gather_rows = checked::mul(B, Lk);
+  std::vector<int64_t> cu_shape(t.shape.begin(), t.shape.end() - 1);
+  if (!cu_shape.empty()) cu_shape.back() += 1;
+  const bool gather_faults = gather_rows && last >= *gather_rows;
+  std::string upstream = replay_failure_message(ctx);
+  if (upstream.empty())
+    upstream = gather_faults ? "index out of bounds" : "cu_seqlens_q must have shape (batch_size + 1)";
+  std::string what = m->style == MaskStyle::additive ? "additive (nonzero() selects the masked entries)"
+                     : m->style == MaskStyle::boolean ? "boolean" : "as written";
+  std::string message = "the mask reaching the unpad path has shape " + shape_text(t.shape) + " (rank " +
+                        std::to_string(t.rank()) + ", " + what + "), not (B, S): ";
+  if (cu_shape.size() > 1)
+    message += "cu_seqlens gets shape " + shape_text(cu_shape) + " and ";
+  message += "the " + std::to_string(nonzero) + " unpad indices enumerate mask entries up to " + std::to_string(last);
+  message += gather_faults ? ", past the " + std::to_string(*gather_rows) + " key rows the gather reads"
+                           : " instead of tokens";
+  ctx.report(Severity::error, message,
+             {{"mask_shape", t.shape}, {"cu_seqlens_shape", cu_shape}, {"indices", nonzero}, {"largest_index", last},
+              {"key_rows", checked::to_text(gather_rows)}},
+             upstream);
+}
+
+// 7 mask.binary: segment-id masks ([1, 1, 2, 2, 0]) reach _get_unpad_data unchanged: sum()
+// counts 1 + 1 + 2 + 2 = 6 tokens, nonzero() finds 4, so cu_seqlens[-1] disagrees with the
+// number of gathered rows.
+void mask_binary(Ctx& ctx) {
+  const Mask* m = unpad_mask(ctx);
+  if (!m || m->style != MaskStyle::values) return;  // 4-D boolean/additive masks are 0/1 by construction
+  const IntTensor& t = m->tensor;
+  const int64_t width = t.dim(-1);
+  int64_t first = -1, sum = 0, nonzero = 0;
+  bool sum_overflow = false;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    int64_t v = t.values[static_cast<size_t>(i)];
+    if (v != 0) ++nonzero;
+    if (auto s = checked::add(sum, v)) sum = *s;
+    else sum_overflow = true;
+    if (first < 0 && v != 0 && v != 1) first = i;
+  }
+  if (first < 0) return;
+  const int64_t value = t.values[static_cast<size_t>(first)];
+  ctx.report(Severity::error,
+             "the mask holds " + std::to_string(value) + " at row " + std::to_string(first / width) + ", column " +
+                 std::to_string(first % width) + " (segment ids, not 0/1): sum() counts " +
+                 (sum_overflow ? std::string("more than 2^63") : std::to_string(sum)) + " tokens but nonzero() gathers " +
+                 std::to_string(nonzero),
+             {{"row", first / width}, {"column", first % width}, {"value", value},
+              {"sum", sum_overflow ? nlohmann::json("overflow") : nlohmann::json(sum)}, {"nonzero", nonzero}});
+}
+
+// 8 mask.kv_length: the gather reads row `r * W + c` of the (B * Lk)-row key view for mask
+// entry (r, c) of a width-W mask. W > Lk: indices pass B * Lk -> "index out of bounds" (the
+// Gemma-2 sliding-window crash, flash-attention#1156 / transformers#32309; FLA decoding, FLA
+// #206, #204, #223, #431); otherwise every row after the first reads another sequence's keys.
+void mask_kv_length(Ctx& ctx) {
+  const Mask* m = unpad_mask(ctx);
+  if (!m) return;
+  const IntTensor& t = m->tensor;
+  const int64_t W = t.dim(-1), Lk = key_length(ctx), B = ctx.batch.batch->batch_size;
+  if (W == Lk) return;
+  const auto rows = checked::mul(B, Lk);
+  int64_t past = 0, largest = -1, indices = 0;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (t.values[static_cast<size_t>(i)] != 0) {
+      ++indices;
+      largest = i;
+      if (rows && i >= *rows) ++past;
+    }
+  nlohmann::json ev = {{"mask_width", W}, {"kv_length", Lk}, {"batch_size", B}, {"key_rows", checked::to_text(rows)},
+                       {"indices", indices}, {"largest_index", largest}, {"indices_past_end", past}};
+  std::string message = "attention mask has " + std::to_string(W) + " columns but keys have " + std::to_string(Lk) +
+                        " rows per sequence";
+  std::string upstream = replay_failure_message(ctx);
+  if (past > 0) {
+    message += ": " + std::to_string(past) + " of the " + std::to_string(indices) + " unpad indices point past the " +
+               std::to_string(B) + " x " + std::to_string(Lk) + " = " + checked::to_text(rows) +
+               " key rows (largest " + std::to_string(largest) + ")";
+    if (upstream.empty()) upstream = "index out of bounds";
+  } else {
+    message += ": indices are computed with stride " + std::to_string(W) + " but the key view has stride " +
+               std::to_string(Lk) + ", so rows after the first gather other positions' keys (no error, wrong keys)";
+  }
+  ctx.report(Severity::error, message, ev, upstream);
+}
+
+// 9 mask.padding_side: for Lq not in {1, Lk}, _upad_input unpads the queries with
+// mask[:, -Lq:], which is right only for left padding (transformers#35032). A right-padded row
+// keeps the padding columns as its "queries".
+void mask_padding_side(Ctx& ctx) {
+  const Mask* m = unpad_mask(ctx);
+  if (!m || m->tensor.rank() != 2) return;
+  const BatchInputs& b = *ctx.batch.batch;
+  const int64_t Lq = b.query_length;
+  if (Lq == 1 || Lq == b.kv_length) return;
+  const IntTensor& t = m->tensor;
+  const int64_t rows = t.dim(0), W = t.dim(1);
+  int64_t bad_rows = 0, first_row = -1, first_gap = -1, tokens = 0, kept = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t* row = t.values.data() + r * W;
+    int64_t c = 0;
+    while (c < W && row[c] == 0) ++c;  // left padding
+    int64_t gap = -1;
+    for (; c < W; ++c)
+      if (row[c] == 0) {
+        gap = c;
+        break;
+      }
+    if (gap < 0) continue;
+    ++bad_rows;
+    if (first_row >= 0) continue;
+    first_row = r;
+    first_gap = gap;
+    for (int64_t k = 0; k < W; ++k) tokens += row[k] != 0;
+    for (int64_t k = std::max<int64_t>(0, W - Lq); k < W; ++k) kept += row[k] != 0;
+  }
+  if (first_row < 0) return;
+  const int64_t slice_from = std::max<int64_t>(0, W - Lq);
+  ctx.report(Severity::error,
+             "row " + std::to_string(first_row) + " is not left-padded (padding from column " + std::to_string(first_gap) +
+                 ") but query_length " + std::to_string(Lq) + " is neither 1 nor kv_length " + std::to_string(b.kv_length) +
+                 ": mask[:, -" + std::to_string(Lq) + ":] takes columns " + std::to_string(slice_from) + "-" +
+                 std::to_string(W - 1) + ", which hold " + std::to_string(kept) + " of the row's " + std::to_string(tokens) +
+                 " tokens, as its queries",
+             {{"row", first_row}, {"padding_from_column", first_gap}, {"rows_not_left_padded", bad_rows},
+              {"query_length", Lq}, {"kv_length", b.kv_length}, {"slice_columns", {slice_from, W}},
+              {"tokens_in_row", tokens}, {"tokens_in_slice", kept}});
+}
+
+}  // namespace ad::checks
