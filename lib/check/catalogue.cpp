@@ -34,7 +34,7 @@ const std::vector<Invariant>& table() {
       // ---- static: inputs ---------------------------------------------------------------
       {.number = 1, .id = "input.dtype", .group = G::input, .stage = "input",
        .severity_rule = "error (the host check raises)",
-       .statement = "q/k/v share one dtype the kernel supports (fp16/bf16; fp8 only FA3)",
+       .statement = "q/k/v share one dtype the kernel supports (fp16/bf16; fp8 only on FA3, and FA4 from 4.0.0b10)",
        .when_broken = "raises \"only support fp16 and bf16\"",
        .explanation =
            "flash-attn checks q's dtype on the host before anything runs: FA1 and FA2 accept fp16 and bf16 only, FA3 "
@@ -49,7 +49,8 @@ const std::vector<Invariant>& table() {
       {.number = 2, .id = "input.head_dim", .group = G::input, .stage = "input",
        .severity_rule = "error past the release's limit, or unaligned where the release rejects it (FA1, FA3, FA4); "
                         "warning where FA2 pads an unaligned head dim silently",
-       .statement = "head_dim within the release's limits (<= 256; multiple of 8 before 2.7 pads in Python)",
+       .statement = "head_dim within the release's limits (<= 256; a head dim that is not a multiple of 8 is padded "
+                    "by FA2, in C++ before 2.7 and in Python from 2.7, and rejected by FA1/FA3/FA4)",
        .when_broken = "raises, or pads silently",
        .explanation =
            "FA2 and later support head dims up to 256 (FA1: 128). FA2 pads a head dim that is not a multiple of 8 "

@@ -225,10 +225,20 @@ void cu_seqlens_segments(Ctx& ctx) {
     const char* name;
     bool q;
   };
-  std::vector<Side> sides = {{"k", false}};
-  const bool same_space = !ctx.batch.batch || ctx.batch.batch->query_length == ctx.batch.batch->kv_length;
-  if (same_space && (a->cu_seqlens_q.values != a->cu_seqlens_k.values || a->indices_q.has_value() != a->indices_k.has_value()))
+  // The intent lives in the key/value token space of the padded batch (the mask's width), so
+  // the k segments are compared; q segments too where queries share that space (Lq == Lk).
+  // Without a `batch` block the intent is written in the packed q rows (and an intent derived
+  // from cu_seqlens_q describes them): the q side only.
+  std::vector<Side> sides;
+  if (!ctx.batch.batch || ctx.batch.intent.source == IntentSource::cu_seqlens_q) {
     sides.push_back({"q", true});
+  } else {
+    sides.push_back({"k", false});
+    const bool same_space = ctx.batch.batch->query_length == ctx.batch.batch->kv_length;
+    if (same_space &&
+        (a->cu_seqlens_q.values != a->cu_seqlens_k.values || a->indices_q.has_value() != a->indices_k.has_value()))
+      sides.push_back({"q", true});
+  }
   for (const Side& side : sides) {
     const IntTensor& cu = side.q ? a->cu_seqlens_q : a->cu_seqlens_k;
     if (!well_formed(cu)) continue;
