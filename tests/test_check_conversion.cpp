@@ -35,6 +35,34 @@ TEST_CASE("mask.rank: the mask reaching the unpad path is 2-D", "[check]") {
     CHECK(r.has("cu_seqlens.shape"));
     CHECK(r.has("indices.range"));
   }
+  SECTION("a 2-D mask the release turned into a 4-D one (Gemma-2 on 4.44.0): seen in the replay's cu_seqlens rank") {
+    // What the 4.44.0 replay records for generate's prefill (tests/golden/gemma2-generate-4.44.0.json
+    // on branch replay): the gather fails before the kernel, with cu_seqlens_k of shape (2, 1, 9).
+    ad::VarlenArgs failed;
+    failed.path = ad::VarlenPath::mask;
+    failed.rule_set = "hf-4.44.0";
+    failed.cu_seqlens_k.shape = {2, 1, 9};
+    failed.cu_seqlens_k.values.assign(18, 0);
+    failed.cu_seqlens_k.dtype = ad::DType::int32;
+    failed.indices_k = int64_vector({1, 2, 3, 13, 175});
+    failed.gather_rows_k = 2;
+    failed.failure = ad::ReplayFailure{"_upad_input: index_first_axis(key_layer, indices_k)", "RuntimeError",
+                                       "index 2 is out of bounds for dimension 0 with size 2",
+                                       "CUDA error: device-side assert triggered"};
+    auto r = run(R"({"format": "attn-doctor/batch@1", "environment": {"transformers": "4.44.0", "flash_attn": "2.6.3"},
+                     "model": {"num_heads": 2, "num_kv_heads": 1, "head_dim": 16, "sliding_window": 4, "softcap": 50.0,
+                               "architecture": "gemma2"},
+                     "batch": {"attention_mask": {"lengths": [8, 5], "width": 8, "padding_side": "left"},
+                               "cache": {"kind": "hybrid", "max_cache_len": 11, "past_length": 0}}})",
+                 Replay::given(failed));
+    INFO(r.describe());
+    REQUIRE(r.first() == "mask.rank");
+    CHECK(r.get("mask.rank").evidence["cu_seqlens_shape"] == std::vector<int64_t>{2, 1, 9});
+    CHECK(r.get("mask.rank").evidence["upstream_message"] == "CUDA error: device-side assert triggered");
+    CHECK(r.has("mask.kv_length"));
+    CHECK(r.has("indices.range"));
+    for (const auto& v : r.violations) CHECK(v.id.rfind("cu_seqlens.", 0) != 0);  // the kernel was never called
+  }
   SECTION("a 2-D mask holds") {
     REQUIRE_CLEAN(run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},
                           "batch": {"attention_mask": {"lengths": [4, 2], "width": 4, "padding_side": "left"}}})"));
@@ -317,4 +345,24 @@ TEST_CASE("route.partial_kwargs: varlen kwargs all together, not overridden by a
     auto r = run(kPartialKwargs, Replay::given(dense_replay()));
     REQUIRE_EARLIER_WINS(r, "route.packed_to_dense", "route.partial_kwargs");
   }
+}
+
+// ---- a replay that fails the way the release fails ------------------------------------------
+
+TEST_CASE("a failed replay feeds the conversion checks, not the kernel-argument ones", "[check]") {
+  // tests/golden/transformers-4.44.0.json (branch replay), 012-mask-wider-decode: the key gather
+  // raises before flash_attn_varlen_func; only indices_k, cu_seqlens_k and max_seqlen_k exist.
+  MaskReplay m{{}, {0, 8, 13}, {}, {0, 1, 2, 3, 4, 5, 6, 7, 11, 12, 13, 14, 15}, 0, 10, 0, 8};
+  auto failed = mask_replay(m);
+  failed.cu_seqlens_q = {};
+  failed.indices_q.reset();
+  failed.failure = ad::ReplayFailure{"_upad_input: index_first_axis(key_layer, indices_k)", "RuntimeError",
+                                     "index 11 is out of bounds for dimension 0 with size 10", ""};
+  auto r = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},
+                   "batch": {"attention_mask": {"values": [[1, 1, 1, 1, 1, 1, 1, 1], [0, 0, 0, 1, 1, 1, 1, 1]]},
+                             "query_length": 1, "kv_length": 5}})",
+               Replay::given(failed));
+  INFO(r.describe());
+  REQUIRE(r.ids() == std::vector<std::string>{"mask.kv_length", "indices.range"});
+  CHECK(r.get("indices.range").evidence["upstream_message"] == "index 11 is out of bounds for dimension 0 with size 10");
 }

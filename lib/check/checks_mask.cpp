@@ -4,6 +4,8 @@
 // and `_upad_input` gathers k/v rows of the (B * Lk)-row view with `indices`, then slices
 // mask[:, -Lq:] for a partial query. These checks apply only when the route unpads with the
 // mask (the replay's path, or a mask in the batch when nothing was replayed).
+#include <algorithm>
+
 #include "check/checked_math.hpp"
 #include "check/static_checks.hpp"
 
@@ -35,7 +37,36 @@ std::string replay_failure_message(const Ctx& ctx) {
 // rejects the shape ("cu_seqlens_q must have shape (batch_size + 1)", flash-attention#742).
 void mask_rank(Ctx& ctx) {
   const Mask* m = unpad_mask(ctx);
-  if (!m || m->tensor.rank() == 2) return;
+  if (!m) return;
+  if (m->tensor.rank() == 2) {
+    // The batch's mask is 2-D, but the release may build a 4-D one from it before unpadding
+    // (Gemma-2 on 4.44.0: generate's static-shape mask reached _upad_input). The replay shows it
+    // in the rank of the cu_seqlens it computed: lengths keep every axis but the last.
+    const VarlenArgs* r = ctx.replayed;
+    if (!r || r->path != VarlenPath::mask || r->cu_seqlens_k.rank() <= 1) return;
+    const IntTensor& cu = r->cu_seqlens_k;
+    std::vector<int64_t> mask_shape(cu.shape.begin(), cu.shape.end());
+    mask_shape.back() -= 1;  // Q; the key axis was summed away
+    int64_t largest = -1, count = 0;
+    if (r->indices_k) {
+      count = r->indices_k->numel();
+      for (int64_t v : r->indices_k->values) largest = std::max(largest, v);
+    }
+    const bool gather_faults = r->gather_rows_k > 0 && largest >= r->gather_rows_k;
+    std::string upstream = replay_failure_message(ctx);
+    if (upstream.empty())
+      upstream = gather_faults ? "index out of bounds" : "cu_seqlens_q must have shape (batch_size + 1)";
+    ctx.report(Severity::error,
+               "the batch's 2-D mask is not what reached the unpad path: the replayed release (" + r->rule_set +
+                   ") unpadded a rank-" + std::to_string(cu.rank() + 1) + " mask (its cu_seqlens_k has shape " +
+                   shape_text(cu.shape) + "), whose " + std::to_string(count) +
+                   " indices enumerate mask entries up to " + std::to_string(largest) +
+                   (gather_faults ? ", past the " + std::to_string(r->gather_rows_k) + " key rows the gather reads" : ""),
+               {{"batch_mask_shape", m->tensor.shape}, {"cu_seqlens_shape", cu.shape}, {"mask_shape_without_keys", mask_shape},
+                {"indices", count}, {"largest_index", largest}, {"key_rows", r->gather_rows_k}, {"rule_set", r->rule_set}},
+               upstream);
+    return;
+  }
   const IntTensor& t = m->tensor;
   int64_t nonzero = 0, last = -1;
   for (int64_t i = 0; i < t.numel(); ++i)

@@ -10,7 +10,11 @@ std::vector<Violation> run_static_checks(const Batch& batch, const Conversion& c
   std::vector<Violation> out;
   const auto& fa_release = context.flash_attn ? context.flash_attn : batch.environment.flash_attn;
   const VarlenArgs* replayed = conversion.replayed ? &*conversion.replayed : nullptr;
-  checks::Ctx ctx{batch, conversion, conversion.effective(), replayed, context, resolve_flash_attn(fa_release), out};
+  // A replay that failed the way the release fails (the key gather out of range) never called
+  // the kernel: its partial fields feed the conversion checks, not the kernel-argument ones.
+  const VarlenArgs* reached = conversion.effective();
+  if (reached && reached == replayed && replayed->failure) reached = nullptr;
+  checks::Ctx ctx{batch, conversion, reached, replayed, context, resolve_flash_attn(fa_release), out};
   for (const Invariant& inv : catalogue()) {
     if (!inv.check) continue;
     ctx.current = &inv;

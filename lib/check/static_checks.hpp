@@ -19,6 +19,7 @@ struct Ctx {
   const Batch& batch;
   const Conversion& conversion;
   const VarlenArgs* args;      // what reached the kernel: the explicit block, else the replay
+                               // (nullptr: nothing did, or the replay failed before the kernel)
   const VarlenArgs* replayed;  // the replayed release conversion (nullptr: none ran)
   const CheckContext& options;
   ResolvedFlashAttn fa;        // the flash-attn rule set that applies
