@@ -204,4 +204,9 @@ TEST_CASE("check: values near +-2^62 never overflow", "[check]") {
   CHECK(r.has("cu_seqlens.monotonic"));
   CHECK(r.has("input.int32_range"));
   CHECK(r.get("input.int32_range").evidence["tensors"][0]["elements"] == "more than 2^63");
+  // without max_seqlen_q the loader derives it from the same entries (its difference overflows)
+  auto derived = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},
+                         "varlen": {"cu_seqlens_q": [-4611686018427387904, 4611686018427387904]}})");
+  CHECK(derived.first() == "input.int32_range");
+  CHECK(derived.has("cu_seqlens.start"));
 }
