@@ -21,6 +21,7 @@ struct MaxSeqlen {
   int64_t value = 0;
   bool is_tensor = false;       // a 0-d tensor instead of a host int
   DType dtype = DType::int64;   // of the 0-d tensor when is_tensor
+  bool is_none = false;         // the release passed None (explicit kwargs without max_length)
 };
 
 // The failure the release itself hits while converting (e.g. the key gather out of range).
@@ -103,6 +104,8 @@ struct RuleSetInfo {
 };
 
 const std::vector<RuleSetInfo>& rule_sets();
+// nullptr when no rule set has that name ("hf-4.44.0", "flash_attn-2.7", "fla-attn").
+const RuleSetInfo* find_rule_set(std::string_view name);
 
 struct ResolvedRules {
   const RuleSetInfo* rules = nullptr;  // nullptr: nothing to replay

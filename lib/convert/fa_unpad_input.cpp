@@ -1,0 +1,31 @@
+// flash-attn's `bert_padding.unpad_input(hidden_states, attention_mask)` applied to the keys
+// (B, Lk, Hk, D): the same bookkeeping as transformers' `_get_unpad_data`, rows gathered with
+// torch.gather. It returns four values before 2.7 and five from 2.7.0 (the fifth: the used
+// lengths, flash-attention "unused_mask" change), which broke callers unpacking four
+// (transformers <= 4.48, see hf_4_34.cpp). Golden: tests/golden/flash_attn-<release>.json.
+#include "convert/rules.hpp"
+
+namespace ad::replay {
+
+VarlenArgs fa_unpad_input(const Call& c) {
+  VarlenArgs a;
+  a.path = VarlenPath::mask;
+  UnpadData u = unpad_data(*c.mask);
+  a.indices_k = u.indices;
+  a.cu_seqlens_k = u.cu_seqlens;
+  a.max_seqlen_k = {u.max_seqlen, false, DType::int64};
+  a.gather_rows_k = rows(c.batch, c.kv_length);
+  a.total_k = u.indices.numel();
+  a.indices_q = a.indices_k;
+  a.cu_seqlens_q = a.cu_seqlens_k;
+  a.max_seqlen_q = a.max_seqlen_k;
+  a.total_q = a.total_k;
+  const bool five = c.flash_attn >= version_literal("2.7.0");
+  if (five) a.seqused_k = u.lengths;  // used lengths: the mask's own sums (no unused_mask given)
+  a.steps.push_back(std::string("flash_attn.bert_padding.unpad_input returns ") + (five ? "5" : "4") +
+                    " values in flash-attn " + c.flash_attn.text);
+  a.failure = gather_failure(u.indices, a.gather_rows_k, GatherKind::torch_gather, "unpad_input > forward");
+  return a;
+}
+
+}  // namespace ad::replay

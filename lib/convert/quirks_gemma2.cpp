@@ -1,0 +1,177 @@
+// Gemma-2 (model.architecture "gemma2") with flash_attention_2 in generate: what the first
+// sliding-window layer hands to `_flash_attention_forward`, per era of the model and generate
+// code. The batch describes the model's inputs: the 2-D mask generate holds (width
+// past_length + Lq), Lq, the cache (`cache.past_length`, `cache.max_cache_len`) and the window W.
+// Every era below is observed in tests/golden/gemma2-generate-<release>.json (a tiny random
+// Gemma-2 generating on the real releases; call 0 = prefill, call 2 = first decode step of layer 0).
+//
+//  4.42      Gemma2FlashAttention2 calls is_flash_attn_greater_or_equal, broken in 4.42.x: the
+//            parameter `version` shadows the packaging module -> AttributeError.
+//  4.43      the mask reaches the conversion unchanged; keys: all of them in prefill, the W
+//            cached ones when decoding; no window passed -> decode gathers past the keys.
+//  4.44.0    prepare_inputs_for_generation builds a 4-D (B, 1, Lq, max_cache_len) mask for the
+//            hybrid cache and the layer cuts keys to attention_mask.shape[1] == 1: the unpad gather
+//            reads past B rows (transformers#32309, flash-attention#1156).
+//  4.44.1-   (PR #32522) a 2-D mask again, cut to its last W columns; keys = the W cached ones;
+//  4.46      queries all Lq: a prefill longer than W takes the partial-query path (silently
+//            wrong: queries of one row are split across rows), no crash.
+//  4.47      the attention integration reads module._flash_attn_uses_top_left_mask, which
+//            Gemma2Attention lacks -> AttributeError before the conversion.
+//  4.48-4.51 prefill keeps the whole mask and all keys, window (W, W) passed; decode: last W
+//            columns and the W cached keys.
+//  4.52      a 4-D (B, 1, Lq, max_cache_len - 1) mask reaches the conversion again (observed with
+//            torch 2.6; 4.52 cannot build the model on torch 2.4).
+//  4.53-     prefill as 4.47; decode: the sliding mask is dropped when its last W columns are all
+//            ones (None reaches the conversion), keys = W; position ids are passed.
+//  4.54      as 4.53, and generate adds cu_seq_lens_q/k, max_length_q/k built from the last
+//            position ids with cumsum before the + 1 (cu_k = [0, p0 + 1, p0 + p1 + 1, ...]): the
+//            decode step of the sliding layer takes the kwargs route with cu_k past the W keys.
+#include <algorithm>
+
+#include "convert/rules.hpp"
+
+namespace ad::replay {
+namespace {
+
+// generate's position ids: cumsum(mask) - 1, padded slots 1; the last Lq columns.
+IntTensor generate_position_ids(const MaskTensor& mask, int64_t query_length) {
+  const int64_t B = mask.dim(0), S = mask.dim(1);
+  std::vector<int64_t> out;
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t acc = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      int64_t v = mask.values[static_cast<size_t>(b * S + s)] != 0;
+      acc += v;
+      if (s >= S - query_length) out.push_back(v ? acc - 1 : 1);
+    }
+  }
+  return int_tensor(out, DType::int64, {B, std::min(S, query_length)});
+}
+
+// (B, 1, Lq, K) additive: query q sits at absolute position S - Lq + q of the 2-D mask (width S);
+// key j attended when j < S, the mask has it and j <= that position.
+MaskTensor four_d_from(const MaskTensor& mask, int64_t query_length, int64_t key_width) {
+  const int64_t B = mask.dim(0), S = mask.dim(1);
+  MaskTensor out;
+  out.style = MaskStyle::additive;
+  out.shape = {B, 1, query_length, key_width};
+  out.values.reserve(static_cast<size_t>(B * query_length * key_width));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t q = 0; q < query_length; ++q)
+      for (int64_t j = 0; j < key_width; ++j) {
+        bool attended = j < S && mask.values[static_cast<size_t>(b * S + j)] != 0 && j <= S - query_length + q;
+        out.values.push_back(attended ? 0 : 1);
+      }
+  return out;
+}
+
+}  // namespace
+
+std::optional<LayerCall> gemma2_layer_call(const Batch& batch, const Call& c, Gemma2Era era) {
+  if (batch.model.architecture != "gemma2" || !batch.batch || !batch.batch->cache || !c.sliding_window ||
+      !c.mask || c.mask->rank() != 2)
+    return std::nullopt;
+  const Cache& cache = *batch.batch->cache;
+  const int64_t W = *c.sliding_window;
+  const int64_t past = cache.past_length.value_or(c.mask->dim(1) - c.query_length);
+  const bool prefill = past == 0;
+  const int64_t max_cache = cache.max_cache_len.value_or(c.mask->dim(1));
+  LayerCall l;
+  l.call = c;
+  l.call.position_ids = generate_position_ids(*c.mask, c.query_length);
+  l.call.kwargs.reset();
+  auto note = [&](std::string s) { l.steps.push_back("gemma2 sliding-window layer: " + std::move(s)); };
+  switch (era) {
+    case Gemma2Era::absent:
+      note("Gemma-2 is not part of this release; the batch is replayed as given");
+      l.call.position_ids.reset();
+      return l;
+    case Gemma2Era::v4_42:
+      l.failure = raised("Gemma2FlashAttention2._flash_attention_forward > is_flash_attn_greater_or_equal",
+                         "AttributeError", "'str' object has no attribute 'parse'",
+                         "the same AttributeError (host side, before any kernel)");
+      note("is_flash_attn_greater_or_equal of 4.42.x shadows `packaging.version` with its argument");
+      return l;
+    case Gemma2Era::v4_43:
+      l.call.kv_length = prefill ? c.kv_length : std::min(W, c.kv_length);
+      l.call.sliding_window.reset();
+      l.call.position_ids.reset();
+      note("mask unchanged, " + std::to_string(l.call.kv_length) + " keys, no window passed");
+      return l;
+    case Gemma2Era::v4_44_0:
+      l.call.mask = four_d_from(*c.mask, c.query_length, max_cache);
+      l.call.kv_length = 1;  // key_states[:, :, :attention_mask.shape[1]] with a 4-D mask
+      l.call.sliding_window.reset();
+      l.call.position_ids.reset();
+      note("generate built a 4-D (B, 1, Lq, " + std::to_string(max_cache) +
+           ") mask; keys cut to attention_mask.shape[1] == 1");
+      return l;
+    case Gemma2Era::v4_44_1:
+      l.call.mask = c.mask->last_columns_dim1(W);
+      l.call.kv_length = std::min(W, c.kv_length);
+      l.call.position_ids.reset();
+      note("mask cut to its last W = " + std::to_string(W) + " columns, keys = the W cached ones");
+      return l;
+    case Gemma2Era::v4_47:
+      l.failure = raised("flash_attention_forward", "AttributeError",
+                         "'Gemma2Attention' object has no attribute '_flash_attn_uses_top_left_mask'",
+                         "the same AttributeError (host side, before any kernel)");
+      note("transformers.integrations.flash_attention reads an attribute Gemma2Attention does not have");
+      return l;
+    case Gemma2Era::v4_48: {
+      int64_t effective = std::max(c.query_length, W);
+      l.call.mask = c.mask->last_columns_dim1(effective);
+      int64_t keys = prefill ? c.kv_length : std::min(W, c.kv_length);
+      l.call.kv_length = std::min(keys, l.call.mask->dim(1));
+      l.call.position_ids.reset();
+      note("mask cut to its last max(Lq, W) = " + std::to_string(effective) + " columns, " +
+           std::to_string(l.call.kv_length) + " keys");
+      return l;
+    }
+    case Gemma2Era::v4_52:
+      l.call.mask = four_d_from(*c.mask, c.query_length, max_cache - 1);
+      l.call.position_ids.reset();
+      note("a 4-D (B, 1, Lq, " + std::to_string(max_cache - 1) + ") mask reaches the conversion");
+      return l;
+    case Gemma2Era::v4_53:
+    case Gemma2Era::v4_54: {
+      if (prefill) {
+        if (c.mask->all_nonzero()) l.call.mask.reset();
+      } else {
+        MaskTensor window = c.mask->last_columns_dim1(W);
+        l.call.kv_length = std::min(W, c.kv_length);
+        if (window.all_nonzero()) l.call.mask.reset();
+        else l.call.mask = window;
+      }
+      note(std::string(l.call.mask ? "a 2-D mask" : "no mask (the sliding window holds no padding)") + ", " +
+           std::to_string(l.call.kv_length) + " keys, position ids from generate");
+      if (era == Gemma2Era::v4_54) {
+        // generate's kwargs (4.54): from the last position id of each row
+        const IntTensor& pos = *l.call.position_ids;
+        const int64_t B = pos.dim(0), L = pos.dim(1);
+        FlashKwargs k;
+        std::vector<int64_t> cu_q{0}, cu_k{0};
+        int64_t running = 0, max_k = 0, max_q = 0;
+        for (int64_t b = 0; b < B; ++b) {
+          int64_t p = pos.values[static_cast<size_t>(b * L + L - 1)];
+          running += p;
+          cu_k.push_back(running + 1);
+          max_k = std::max(max_k, p + 1);
+          int64_t q_len = c.query_length == 1 ? 1 : p + 1;
+          cu_q.push_back(cu_q.back() + q_len);
+          max_q = std::max(max_q, q_len);
+        }
+        k.cu_seq_lens_q = cu_q;
+        k.cu_seq_lens_k = cu_k;
+        k.max_length_q = max_q;
+        k.max_length_k = max_k;
+        l.call.kwargs = k;
+        note("generate passes cu_seq_lens_k = [0, cumsum(last positions) + 1]");
+      }
+      return l;
+    }
+  }
+  return l;
+}
+
+}  // namespace ad::replay

@@ -1,0 +1,69 @@
+// Qwen2-VL (model.architecture "qwen2_vl"): which position ids the model hands to
+// `_flash_attention_forward` for text-only input, per era. The batch's position ids are the
+// model's input: (B, S) text ids or (3, B, S) mRoPE ids. Observed in
+// tests/golden/qwen2vl-forward-<release>.json (a tiny random Qwen2-VL, forward on the real
+// releases; batches 060-062):
+//
+//  4.45 - 4.53   none: the attention layer does not pass position ids, so packed rows without a
+//                mask run dense over the packed tokens (silent cross-contamination).
+//  4.54 - 4.56   the text axis: position_ids[0] of the (3, B, S) ids (2-D input is expanded to
+//                3-D first), so packing is detected on plain (B, S) ids.
+//  4.57 -        only when the input carries a text axis in front of the three mRoPE axes
+//                ((4, B, S) ids); (B, S) and (3, B, S) input again passes none.
+//
+// The function-level goldens show what 3-D ids do when they do reach the conversion
+// (batches 035-037: cu = [0, S, 2S, 3S]); no Qwen2-VL release recorded here passes them.
+#include "convert/rules.hpp"
+
+namespace ad::replay {
+
+std::optional<LayerCall> qwen2vl_call(const Batch& batch, const Call& c, Qwen2VLEra era) {
+  if (batch.model.architecture != "qwen2_vl") return std::nullopt;
+  LayerCall l;
+  l.call = c;
+  auto note = [&](std::string s) { l.steps.push_back("qwen2_vl: " + std::move(s)); };
+  switch (era) {
+    case Qwen2VLEra::absent:
+      note("Qwen2-VL is not part of this release; the batch is replayed as given");
+      return l;
+    case Qwen2VLEra::none:
+      if (c.position_ids) note("the attention layer passes no position ids to the conversion");
+      l.call.position_ids.reset();
+      return l;
+    case Qwen2VLEra::four_axis:
+      if (c.position_ids)
+        note("position ids reach the conversion only as the text axis of (4, B, S) ids; (B, S) and (3, B, S) "
+             "input passes none");
+      l.call.position_ids.reset();
+      return l;
+    case Qwen2VLEra::text_axis: {
+      if (!c.position_ids) {
+        // the model's rope index; for text its every axis is cumsum(mask) - 1 (padding 1), or arange
+        std::vector<int64_t> ids;
+        const int64_t B = c.batch, S = c.mask && c.mask->rank() == 2 ? c.mask->dim(1) : c.query_length;
+        for (int64_t b = 0; b < B; ++b) {
+          int64_t acc = 0;
+          for (int64_t s = 0; s < S; ++s) {
+            bool on = !c.mask || c.mask->values[static_cast<size_t>(b * S + s)] != 0;
+            acc += on;
+            ids.push_back(on ? acc - 1 : 1);
+          }
+        }
+        l.call.position_ids = int_tensor(ids, DType::int64, {B, S});
+        note("position ids from the model's rope index (text axis)");
+        return l;
+      }
+      const IntTensor& pos = *c.position_ids;
+      if (pos.rank() == 3) {
+        const int64_t per_axis = pos.dim(1) * pos.dim(2);
+        l.call.position_ids = int_tensor(std::vector<int64_t>(pos.values.begin(), pos.values.begin() + per_axis),
+                                         pos.dtype, {pos.dim(1), pos.dim(2)});
+        note("the text axis position_ids[0] reaches the conversion");
+      }
+      return l;
+    }
+  }
+  return l;
+}
+
+}  // namespace ad::replay

@@ -1,0 +1,204 @@
+// The shared building blocks of every replayed conversion: the mask bookkeeping
+// (`_get_unpad_data`, flash-attn's `unpad_input`), the row gather's failure, the packed path
+// from position ids, and the kernel flags. Linear in mask entries; nothing proportional to
+// B*S*H*D is allocated.
+#include <algorithm>
+#include <limits>
+#include <stdexcept>
+
+#include "convert/replay.hpp"
+
+namespace ad::replay {
+
+int32_t MaskTensor::as_int32(size_t i) const {
+  if (style == MaskStyle::additive) return values[i] != 0 ? std::numeric_limits<int32_t>::min() : 0;
+  return static_cast<int32_t>(static_cast<uint32_t>(values[i]));
+}
+
+MaskTensor MaskTensor::last_columns_dim1(int64_t n) const {
+  if (rank() < 2) throw std::logic_error("mask[:, -n:] needs a mask of rank >= 2");
+  const int64_t d1 = shape[1];
+  const int64_t keep = std::min(n, d1);  // python slicing clamps
+  int64_t inner = 1;
+  for (int i = 2; i < rank(); ++i) inner *= shape[static_cast<size_t>(i)];
+  MaskTensor out;
+  out.style = style;
+  out.shape = shape;
+  out.shape[1] = keep;
+  out.values.reserve(static_cast<size_t>(shape[0] * keep * inner));
+  for (int64_t b = 0; b < shape[0]; ++b) {
+    auto row = values.begin() + (b * d1 + (d1 - keep)) * inner;
+    out.values.insert(out.values.end(), row, row + keep * inner);
+  }
+  return out;
+}
+
+bool MaskTensor::all_nonzero() const {
+  return std::all_of(values.begin(), values.end(), [](int64_t v) { return v != 0; });
+}
+
+MaskTensor mask_tensor(const Mask& m) {
+  MaskTensor t;
+  t.shape = m.tensor.shape;
+  t.values = m.tensor.values;
+  t.style = m.style;
+  return t;
+}
+
+IntTensor int_tensor(std::vector<int64_t> values, DType dtype, std::vector<int64_t> shape) {
+  IntTensor t;
+  t.shape = shape.empty() ? std::vector<int64_t>{static_cast<int64_t>(values.size())} : std::move(shape);
+  t.values = std::move(values);
+  t.dtype = dtype;
+  return t;
+}
+
+Call call_from_batch(const Batch& batch, const std::optional<Version>& flash_attn) {
+  Call c;
+  const BatchInputs& in = *batch.batch;
+  c.batch = in.batch_size;
+  c.query_length = in.query_length;
+  c.kv_length = in.kv_length;
+  c.heads = batch.model.num_heads;
+  c.kv_heads = batch.model.num_kv_heads;
+  c.head_dim = batch.model.head_dim;
+  if (in.attention_mask) c.mask = mask_tensor(*in.attention_mask);
+  if (in.position_ids) c.position_ids = in.position_ids->tensor;
+  c.kwargs = in.flash_kwargs;
+  c.sliding_window = batch.model.sliding_window;
+  c.softcap = batch.model.softcap;
+  c.causal = batch.model.causal;
+  c.dropout = batch.model.dropout;
+  c.flash_attn = flash_attn ? *flash_attn : version_literal("2.6.3");
+  return c;
+}
+
+UnpadData unpad_data(const MaskTensor& mask) {
+  if (mask.rank() < 1) throw std::logic_error("unpad_data: a mask of rank >= 1");
+  const int64_t last = mask.dim(-1);
+  const int64_t outer = last == 0 ? 0 : static_cast<int64_t>(mask.values.size()) / last;  // prod(shape[:-1])
+  UnpadData u;
+  // lengths: sum over the last axis after the int32 cast, wrapping like int32 does
+  u.lengths.resize(static_cast<size_t>(outer));
+  std::vector<int64_t> index_values;
+  for (int64_t r = 0; r < outer; ++r) {
+    uint32_t sum = 0;
+    for (int64_t c = 0; c < last; ++c) {
+      size_t i = static_cast<size_t>(r * last + c);
+      sum += static_cast<uint32_t>(mask.as_int32(i));
+      if (mask.nonzero(i)) index_values.push_back(static_cast<int64_t>(i));
+    }
+    u.lengths[static_cast<size_t>(r)] = static_cast<int32_t>(sum);
+  }
+  u.indices = int_tensor(std::move(index_values), DType::int64);
+  // max over every length (a 0-d reduction), as a host int
+  u.max_seqlen = u.lengths.empty() ? 0 : *std::max_element(u.lengths.begin(), u.lengths.end());
+  // cumsum along dimension 0 of lengths (shape mask.shape[:-1]), int32, then a 0 in front of the
+  // last dimension
+  std::vector<int64_t> lshape(mask.shape.begin(), mask.shape.end() - 1);
+  const int64_t d0 = lshape.empty() ? 1 : lshape[0];
+  const int64_t stride0 = d0 == 0 ? 0 : outer / d0;  // elements per index of dimension 0
+  std::vector<uint32_t> cum(static_cast<size_t>(outer));
+  for (int64_t i = 0; i < outer; ++i) {
+    uint32_t v = static_cast<uint32_t>(static_cast<int32_t>(u.lengths[static_cast<size_t>(i)]));
+    cum[static_cast<size_t>(i)] = i >= stride0 ? cum[static_cast<size_t>(i - stride0)] + v : v;
+  }
+  const int64_t lastdim = lshape.empty() ? 1 : lshape.back();
+  const int64_t groups = lastdim == 0 ? 0 : outer / lastdim;
+  std::vector<int64_t> cu;
+  cu.reserve(static_cast<size_t>(groups * (lastdim + 1)));
+  for (int64_t g = 0; g < groups; ++g) {
+    cu.push_back(0);
+    for (int64_t j = 0; j < lastdim; ++j) cu.push_back(static_cast<int32_t>(cum[static_cast<size_t>(g * lastdim + j)]));
+  }
+  std::vector<int64_t> cshape = lshape.empty() ? std::vector<int64_t>{2} : lshape;
+  if (!lshape.empty()) cshape.back() += 1;
+  u.cu_seqlens = int_tensor(std::move(cu), DType::int32, cshape);
+  return u;
+}
+
+std::optional<ReplayFailure> gather_failure(const IntTensor& indices, int64_t rows_available, GatherKind kind,
+                                            const std::string& where) {
+  for (int64_t idx : indices.values) {
+    if (idx >= 0 && idx < rows_available) continue;
+    return raised(where, kind == GatherKind::torch_gather ? "RuntimeError" : "IndexError",
+                  "index " + std::to_string(idx) + " is out of bounds for dimension 0 with size " +
+                      std::to_string(rows_available),
+                  "device-side assert in the gather (ScatterGatherKernel.cu / IndexKernel.cu: "
+                  "\"index out of bounds\"), then \"CUDA error: device-side assert triggered\"");
+  }
+  return std::nullopt;
+}
+
+ReplayFailure raised(std::string where, std::string type, std::string message, std::string cuda_symptom) {
+  ReplayFailure f;
+  f.where = std::move(where);
+  f.type = std::move(type);
+  f.message = std::move(message);
+  f.cuda_symptom = std::move(cuda_symptom);
+  return f;
+}
+
+VarlenArgs dense_call(const Call& c) {
+  (void)c;
+  VarlenArgs a;
+  a.path = VarlenPath::dense;
+  a.call.function = "flash_attn_func";
+  a.steps.push_back("no mask and no varlen route: flash_attn_func on the padded (B, L, H, D) tensors");
+  return a;
+}
+
+void apply_kernel_flags(VarlenArgs& a, const Call& c, WindowRule window, bool passes_softcap) {
+  a.call.causal = c.causal;
+  a.call.dropout = c.dropout;
+  a.call.window_left = a.call.window_right = -1;
+  // transformers passes a window only when the key length exceeds it
+  if (window != WindowRule::none && c.sliding_window && c.kv_length > *c.sliding_window) {
+    int64_t w = *c.sliding_window - (window == WindowRule::w1_w1 ? 1 : 0);
+    a.call.window_left = a.call.window_right = w;
+  }
+  if (passes_softcap) a.call.softcap = c.softcap;
+}
+
+VarlenArgs packed_from_position_ids(const Call& c, Boundary boundary, MaxRule max_rule, const std::string& where) {
+  const IntTensor& pos = *c.position_ids;
+  VarlenArgs a;
+  a.path = VarlenPath::position_ids;
+  int64_t boundary_value = 0;
+  if (boundary == Boundary::minimum && !pos.values.empty())
+    boundary_value = *std::min_element(pos.values.begin(), pos.values.end());
+  std::vector<int64_t> cu;
+  int64_t max_pos = std::numeric_limits<int64_t>::min();
+  for (size_t i = 0; i < pos.values.size(); ++i) {
+    if (pos.values[i] == boundary_value) cu.push_back(static_cast<int64_t>(i));
+    max_pos = std::max(max_pos, pos.values[i]);
+  }
+  cu.push_back(pos.numel());
+  a.cu_seqlens_q = int_tensor(cu, DType::int32);
+  a.cu_seqlens_k = a.cu_seqlens_q;
+  a.total_q = rows(c.batch, c.query_length);
+  a.total_k = rows(c.batch, c.kv_length);
+  a.steps.push_back(std::string("packed path: a sequence starts wherever position_ids == ") +
+                    (boundary == Boundary::zero ? "0" : "position_ids.min() (" + std::to_string(boundary_value) + ")") +
+                    " in the flattened ids (" + std::to_string(pos.numel()) + " entries)");
+  if (max_rule == MaxRule::plus_one_tensor) {
+    a.max_seqlen_q = {max_pos + 1, true, DType::int64};
+    a.steps.push_back("max_seqlen = position_ids.max() + 1, a 0-d int64 tensor");
+  } else {
+    if (cu.size() < 2) {
+      a.failure = raised(where, "RuntimeError",
+                         "max(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+                         "reduction dim with the 'dim' argument.");
+      a.steps.push_back("no position equals the boundary value: cu_seqlens.diff() is empty and max() raises");
+    }
+    int64_t longest = 0;
+    for (size_t i = 1; i < cu.size(); ++i) longest = std::max(longest, cu[i] - cu[i - 1]);
+    a.max_seqlen_q = {longest, max_rule == MaxRule::diff_tensor, DType::int32};
+    a.steps.push_back(max_rule == MaxRule::diff_item ? "max_seqlen = cu_seqlens.diff().max().item(), a host int"
+                                                     : "max_seqlen = cu_seqlens.diff().max(), a 0-d int32 tensor");
+  }
+  a.max_seqlen_k = a.max_seqlen_q;
+  return a;
+}
+
+}  // namespace ad::replay

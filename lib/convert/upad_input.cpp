@@ -1,0 +1,79 @@
+// `_upad_input`: the attention-mask route of every transformers release (per-model copies up
+// to 4.42, transformers/modeling_flash_attention_utils.py from 4.43), and flash-attn's
+// `bert_padding.unpad_input` which it calls for a partial query.
+#include "convert/replay.hpp"
+
+namespace ad::replay {
+namespace {
+
+bool flash_attn_returns_five(const Version& v) { return v >= version_literal("2.7.0"); }
+
+}  // namespace
+
+VarlenArgs upad_input(const Call& c, const UpadOptions& o) {
+  const MaskTensor& mask = *c.mask;
+  VarlenArgs a;
+  a.path = VarlenPath::mask;
+  UnpadData k = unpad_data(mask);
+  int64_t kv_len = c.kv_length;
+  if (o.truncate_keys_to_mask && kv_len > mask.dim(-1)) {
+    kv_len = mask.dim(-1);
+    a.steps.push_back("keys longer than the mask: cut to its last dimension (" + std::to_string(kv_len) + ")");
+  }
+  a.indices_k = k.indices;
+  a.cu_seqlens_k = k.cu_seqlens;
+  a.max_seqlen_k = o.max_as_tensor ? MaxSeqlen{k.max_seqlen, true, DType::int32} : MaxSeqlen{k.max_seqlen, false, DType::int64};
+  a.gather_rows_k = rows(c.batch, kv_len);
+  a.total_k = k.indices.numel();
+  a.steps.push_back("indices_k = nonzero(mask.flatten()) (" + std::to_string(k.indices.numel()) +
+                    "), cu_seqlens_k = pad(cumsum(mask.sum(-1)))");
+  if (auto f = gather_failure(k.indices, a.gather_rows_k, o.key_gather, o.key_gather_where)) {
+    a.failure = f;
+    a.steps.push_back("the key gather reads past the (B*Lk) = " + std::to_string(a.gather_rows_k) + " rows");
+    return a;
+  }
+  if (c.query_length == kv_len) {
+    a.indices_q = k.indices;
+    a.cu_seqlens_q = k.cu_seqlens;
+    a.max_seqlen_q = a.max_seqlen_k;
+    a.gather_rows_q = rows(c.batch, c.query_length);
+    a.total_q = k.indices.numel();
+    a.steps.push_back("Lq == Lk: queries gathered with the key indices");
+    return a;
+  }
+  if (c.query_length == 1) {
+    std::vector<int64_t> ar;
+    for (int64_t i = 0; i <= c.batch; ++i) ar.push_back(i);
+    a.cu_seqlens_q = int_tensor(ar, DType::int32);
+    ar.pop_back();
+    a.indices_q = int_tensor(ar, DType::int32);
+    a.max_seqlen_q = {1, false, DType::int64};
+    a.gather_rows_q = c.batch;
+    a.total_q = c.batch;
+    a.steps.push_back("Lq == 1: one query per row, cu_seqlens_q = arange(B + 1); the mask is ignored for queries");
+    return a;
+  }
+  // partial query: mask[:, -Lq:] (left padding assumed), then flash-attn's unpad_input on q
+  MaskTensor qmask = mask.last_columns_dim1(c.query_length);
+  UnpadData q = unpad_data(qmask);
+  a.indices_q = q.indices;
+  a.cu_seqlens_q = q.cu_seqlens;
+  a.max_seqlen_q = {q.max_seqlen, false, DType::int64};
+  a.gather_rows_q = rows(c.batch, c.query_length);
+  a.total_q = q.indices.numel();
+  a.steps.push_back("1 < Lq < Lk: queries unpadded with mask[:, -" + std::to_string(c.query_length) +
+                    ":] (assumes left padding) by flash_attn.bert_padding.unpad_input");
+  if (auto f = gather_failure(q.indices, a.gather_rows_q, GatherKind::torch_gather,
+                              "_flash_attention_forward > _upad_input > unpad_input > index_first_axis")) {
+    a.failure = f;
+    return a;
+  }
+  if (o.unpack_four && flash_attn_returns_five(c.flash_attn)) {
+    a.failure = raised(o.unpack_where, "ValueError", "too many values to unpack (expected 4)",
+                       "the same ValueError (raised on the host before any kernel)");
+    a.steps.push_back("flash-attn " + c.flash_attn.text + " unpad_input returns 5 values; this release unpacks 4");
+  }
+  return a;
+}
+
+}  // namespace ad::replay

@@ -1,0 +1,312 @@
+// The conversion replay against the real releases: every golden under tests/golden/ (recorded by
+// tools/parity from the releases' own code) is replayed case by case and must match exactly:
+// path, cu_seqlens (dtype, shape, values), max_seqlen (value and tensor-ness), totals, gather
+// indices, kernel flags, and the failure the release raised (type, message, where).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "batch/batch.hpp"
+#include "convert/convert.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const fs::path kGolden = fs::path(ATTN_DOCTOR_SOURCE_DIR) / "tests" / "golden";
+
+json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  REQUIRE(in.good());
+  return json::parse(in);
+}
+
+std::vector<fs::path> goldens(const std::string& prefix) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(kGolden))
+    if (e.path().filename().string().rfind(prefix, 0) == 0 && e.path().extension() == ".json") out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string dtype_name(ad::DType t) { return ad::to_string(t); }
+
+// Collects every difference of one case, so a failing release shows all its cases at once.
+struct Diff {
+  std::vector<std::string> lines;
+  std::string where;
+  void check(bool ok, const std::string& what) {
+    if (!ok) lines.push_back(where + ": " + what);
+  }
+};
+
+std::string show(const json& j) { return j.dump(); }
+std::string show(const std::vector<int64_t>& v) { return json(v).dump(); }
+
+void compare_tensor(Diff& d, const std::string& name, const json& g, const std::optional<ad::IntTensor>& t) {
+  if (g.is_null()) {
+    d.check(!t.has_value(), name + ": golden null, replay has " + (t ? show(t->values) : ""));
+    return;
+  }
+  if (!t) {
+    d.check(false, name + ": replay has none, golden " + show(g["values"]));
+    return;
+  }
+  d.check(g["dtype"] == dtype_name(t->dtype), name + " dtype " + show(g["dtype"]) + " vs " + dtype_name(t->dtype));
+  if (g.contains("shape"))
+    d.check(g["shape"].get<std::vector<int64_t>>() == t->shape,
+            name + " shape " + show(g["shape"]) + " vs " + show(t->shape));
+  d.check(g["values"].get<std::vector<int64_t>>() == t->values,
+          name + " values " + show(g["values"]) + " vs " + show(t->values));
+}
+
+void compare_max(Diff& d, const std::string& name, const json& g, const ad::MaxSeqlen& m) {
+  if (g["value"].is_null()) {
+    d.check(m.is_none, name + ": golden None, replay " + std::to_string(m.value));
+    return;
+  }
+  d.check(!m.is_none, name + ": replay None");
+  d.check(g["value"].get<int64_t>() == m.value, name + " value " + show(g["value"]) + " vs " + std::to_string(m.value));
+  d.check(g["is_tensor"].get<bool>() == m.is_tensor, name + " is_tensor " + show(g["is_tensor"]));
+  if (m.is_tensor && g.contains("dtype"))
+    d.check(g["dtype"] == dtype_name(m.dtype), name + " dtype " + show(g["dtype"]) + " vs " + dtype_name(m.dtype));
+}
+
+void compare_error(Diff& d, const json& g, const ad::VarlenArgs& a, bool compare_where) {
+  if (!a.failure) {
+    d.check(false, "golden raises " + g["type"].get<std::string>() + ": " + g["message"].get<std::string>() +
+                       ", replay does not");
+    return;
+  }
+  d.check(g["type"] == a.failure->type, "error type " + show(g["type"]) + " vs " + a.failure->type);
+  d.check(g["message"] == a.failure->message, "error message " + show(g["message"]) + " vs " + a.failure->message);
+  if (compare_where) d.check(g["where"] == a.failure->where, "error where " + show(g["where"]) + " vs " + a.failure->where);
+}
+
+// One recorded call (a golden case of transformers-*.json or a generate call).
+void compare_call(Diff& d, const json& c, const ad::VarlenArgs& a, bool compare_where) {
+  if (!c["error"].is_null()) {
+    compare_error(d, c["error"], a, compare_where);
+    if (c.contains("partial") && !c["partial"].is_null()) {
+      const json& p = c["partial"];
+      d.check(p["path"] == ad::to_string(a.path), "partial path " + show(p["path"]) + " vs " + ad::to_string(a.path));
+      if (p.contains("indices_k")) {
+        compare_tensor(d, "partial indices_k", p["indices_k"], a.indices_k);
+        compare_tensor(d, "partial cu_seqlens_k", p["cu_seqlens_k"], a.cu_seqlens_k);
+        compare_max(d, "partial max_seqlen_k", p["max_seqlen_k"], a.max_seqlen_k);
+      }
+      if (p.contains("indices_q")) {
+        compare_tensor(d, "partial indices_q", p["indices_q"], a.indices_q);
+        compare_tensor(d, "partial cu_seqlens_q", p["cu_seqlens_q"], a.cu_seqlens_q);
+        compare_max(d, "partial max_seqlen_q", p["max_seqlen_q"], a.max_seqlen_q);
+      }
+    }
+    return;
+  }
+  d.check(!a.failure, "replay raises " + (a.failure ? a.failure->type + ": " + a.failure->message : "") +
+                          ", the release does not");
+  const json& r = c["result"];
+  d.check(r["path"] == ad::to_string(a.path), "path " + show(r["path"]) + " vs " + ad::to_string(a.path));
+  d.check(r["function"] == a.call.function, "function " + show(r["function"]) + " vs " + a.call.function);
+  if (r["function"] == "flash_attn_varlen_func") {
+    compare_tensor(d, "cu_seqlens_q", r["cu_seqlens_q"], a.cu_seqlens_q);
+    compare_tensor(d, "cu_seqlens_k", r["cu_seqlens_k"], a.cu_seqlens_k);
+    compare_max(d, "max_seqlen_q", r["max_seqlen_q"], a.max_seqlen_q);
+    compare_max(d, "max_seqlen_k", r["max_seqlen_k"], a.max_seqlen_k);
+    d.check(r["total_q"] == a.total_q, "total_q " + show(r["total_q"]) + " vs " + std::to_string(a.total_q));
+    d.check(r["total_k"] == a.total_k, "total_k " + show(r["total_k"]) + " vs " + std::to_string(a.total_k));
+    compare_tensor(d, "indices_q", r["indices_q"], a.indices_q);
+    compare_tensor(d, "indices_k", r["indices_k"], a.indices_k);
+  }
+  d.check(r["causal"] == a.call.causal, "causal " + show(r["causal"]));
+  std::vector<int64_t> w{a.call.window_left, a.call.window_right};
+  d.check(r["window_size"].get<std::vector<int64_t>>() == w, "window_size " + show(r["window_size"]) + " vs " + show(w));
+  double softcap = a.call.softcap.value_or(0.0);
+  d.check(r["softcap"].get<double>() == softcap, "softcap " + show(r["softcap"]) + " vs " + std::to_string(softcap));
+  d.check(r["dropout"].get<double>() == a.call.dropout, "dropout " + show(r["dropout"]));
+}
+
+ad::Batch batch_named(const std::string& name) { return ad::load_batch_file(kGolden / "batches" / name); }
+
+const ad::RuleSetInfo& rules_for(const std::string& release) {
+  auto v = ad::parse_version(release);
+  REQUIRE(v.has_value());
+  ad::ResolvedRules r = ad::resolve_transformers(*v);
+  REQUIRE(r.rules != nullptr);
+  INFO("transformers " << release << " -> " << r.rules->name << " " << r.note);
+  REQUIRE(r.exact);  // every golden release lies in its rule set's documented range
+  return *r.rules;
+}
+
+std::string report(const std::vector<std::string>& lines, size_t limit = 400) {
+  std::ostringstream out;
+  for (size_t i = 0; i < lines.size() && i < limit; ++i) out << lines[i] << "\n";
+  if (lines.size() > limit) out << "... " << lines.size() - limit << " more\n";
+  return out.str();
+}
+
+}  // namespace
+
+TEST_CASE("the replay matches every transformers release golden", "[convert]") {
+  auto files = goldens("transformers-");
+  REQUIRE(files.size() >= 10);
+  std::vector<std::string> mismatches;
+  size_t compared = 0;
+  for (const auto& file : files) {
+    json g = read_json(file);
+    const std::string release = g["release"];
+    const ad::RuleSetInfo& rules = rules_for(release);
+    size_t release_cases = 0;
+    for (const json& c : g["cases"]) {
+      if (c.contains("skipped")) continue;
+      ad::Batch batch = batch_named(c["batch"]);
+      std::string fa = batch.environment.flash_attn ? batch.environment.flash_attn->text : "2.6.3";
+      REQUIRE(fa == c["flash_attn"].get<std::string>());
+      ad::VarlenArgs a = ad::replay_with(batch, rules);
+      Diff d;
+      d.where = release + " (" + rules.name + ") " + c["batch"].get<std::string>();
+      compare_call(d, c, a, true);
+      mismatches.insert(mismatches.end(), d.lines.begin(), d.lines.end());
+      ++release_cases;
+    }
+    CHECK(release_cases >= 40);
+    compared += release_cases;
+  }
+  INFO(compared << " cases compared\n" << report(mismatches));
+  CHECK(compared >= 400);
+  REQUIRE(mismatches.empty());
+}
+
+TEST_CASE("the replay reproduces Gemma-2 generate on every release", "[convert]") {
+  auto files = goldens("gemma2-generate-");
+  REQUIRE(files.size() >= 2);
+  std::vector<std::string> mismatches;
+  bool crash_4440 = false, fixed_4441 = false;
+  for (const auto& file : files) {
+    json g = read_json(file);
+    const std::string release = g["release"];
+    const ad::RuleSetInfo& rules = rules_for(release);
+    const json& calls = g["calls"];
+    for (auto [key, index_key] : {std::pair{"prefill", "prefill_call"}, std::pair{"decode", "decode_call"}}) {
+      size_t index = g[index_key].get<size_t>();
+      const json& outcome = g["outcome"];
+      // generate failed before this call; when it failed right there (nothing recorded yet), the
+      // model-level failure is the truth for it
+      bool failed_here = index == calls.size() && outcome["status"] == "error";
+      if (index >= calls.size() && !failed_here) continue;
+      ad::Batch batch = batch_named(g["model_batches"][key]);
+      ad::VarlenArgs a = ad::replay_with(batch, rules);
+      Diff d;
+      d.where = release + " (" + rules.name + ") gemma2 " + key;
+      if (failed_here) compare_error(d, outcome["error"], a, false);
+      else compare_call(d, calls[index], a, false);
+      mismatches.insert(mismatches.end(), d.lines.begin(), d.lines.end());
+      if (release == "4.44.0" && std::string(key) == "prefill")
+        crash_4440 = a.failure && a.failure->message == "index 2 is out of bounds for dimension 0 with size 2";
+      if (release == "4.44.1" && std::string(key) == "prefill") fixed_4441 = !a.failure;
+    }
+  }
+  INFO(report(mismatches));
+  REQUIRE(mismatches.empty());
+  CHECK(crash_4440);
+  CHECK(fixed_4441);
+}
+
+TEST_CASE("the replay matches flash-attn's bert_padding.unpad_input", "[convert]") {
+  auto files = goldens("flash_attn-");
+  REQUIRE(!files.empty());
+  std::vector<std::string> mismatches;
+  for (const auto& file : files) {
+    json g = read_json(file);
+    const std::string release = g["release"];
+    const ad::RuleSetInfo* rules =
+        ad::find_rule_set(*ad::parse_version(release) < ad::version_literal("2.7.0") ? "flash_attn-2.0" : "flash_attn-2.7");
+    REQUIRE(rules);
+    for (const json& c : g["cases"]) {
+      ad::VarlenArgs a = ad::replay_with(batch_named(c["batch"]), *rules);
+      Diff d;
+      d.where = "flash_attn " + release + " " + c["batch"].get<std::string>();
+      if (!c["error"].is_null()) {
+        compare_error(d, c["error"], a, true);
+      } else {
+        const json& r = c["result"];
+        d.check(!a.failure, "replay raises");
+        d.check((r["returns"] == 5) == a.seqused_k.has_value(), "number of return values " + show(r["returns"]));
+        d.check(r["total_k"] == a.total_k, "total " + show(r["total_k"]));
+        compare_tensor(d, "indices", r["indices"], a.indices_k);
+        compare_tensor(d, "cu_seqlens", r["cu_seqlens"], a.cu_seqlens_k);
+        compare_max(d, "max_seqlen", r["max_seqlen"], a.max_seqlen_k);
+        if (r.contains("used_seqlens") && a.seqused_k)
+          d.check(r["used_seqlens"]["values"].get<std::vector<int64_t>>() == *a.seqused_k, "used_seqlens");
+      }
+      mismatches.insert(mismatches.end(), d.lines.begin(), d.lines.end());
+    }
+  }
+  INFO(report(mismatches));
+  REQUIRE(mismatches.empty());
+}
+
+TEST_CASE("the replay matches FLA's attention-layer unpadding", "[convert]") {
+  auto files = goldens("fla-");
+  REQUIRE(!files.empty());
+  const ad::RuleSetInfo* rules = ad::find_rule_set("fla-attn");
+  REQUIRE(rules);
+  std::vector<std::string> mismatches;
+  for (const auto& file : files) {
+    json g = read_json(file);
+    for (const json& c : g["cases"]) {
+      ad::VarlenArgs a = ad::replay_with(batch_named(c["batch"]), *rules);
+      Diff d;
+      d.where = "fla " + g["release"].get<std::string>() + " " + c["batch"].get<std::string>();
+      if (!c["error"].is_null()) {
+        compare_error(d, c["error"], a, true);
+      } else {
+        const json& r = c["result"];
+        d.check(!a.failure, "replay raises " + (a.failure ? a.failure->message : ""));
+        d.check(r["total_q"] == a.total_q, "total_q " + show(r["total_q"]));
+        d.check(r["total_k"] == a.total_k, "total_k " + show(r["total_k"]));
+        compare_tensor(d, "indices_q", r["indices_q"], a.indices_q);
+        compare_tensor(d, "cu_seqlens_q", r["cu_seqlens_q"], a.cu_seqlens_q);
+        compare_tensor(d, "cu_seqlens_k", r["cu_seqlens_k"], a.cu_seqlens_k);
+        compare_max(d, "max_seqlen_q", r["max_seqlen_q"], a.max_seqlen_q);
+        compare_max(d, "max_seqlen_k", r["max_seqlen_k"], a.max_seqlen_k);
+      }
+      mismatches.insert(mismatches.end(), d.lines.begin(), d.lines.end());
+    }
+  }
+  INFO(report(mismatches));
+  REQUIRE(mismatches.empty());
+}
+
+TEST_CASE("the replay reproduces which position ids Qwen2-VL hands to the conversion", "[convert]") {
+  auto files = goldens("qwen2vl-forward-");
+  REQUIRE(!files.empty());
+  std::vector<std::string> mismatches;
+  size_t compared = 0;
+  for (const auto& file : files) {
+    json g = read_json(file);
+    const std::string release = g["release"];
+    const ad::RuleSetInfo& rules = rules_for(release);
+    for (const json& s : g["scenarios"]) {
+      const std::string scenario = s["scenario"];
+      if (!g["model_batches"].contains(scenario)) continue;  // packed_4d: rank-4 ids, no batch file
+      REQUIRE(s["outcome"]["status"] == "ok");
+      REQUIRE(!s["calls"].empty());
+      ad::VarlenArgs a = ad::replay_with(batch_named(g["model_batches"][scenario]), rules);
+      Diff d;
+      d.where = release + " (" + rules.name + ") qwen2_vl " + scenario;
+      compare_call(d, s["calls"][0], a, false);
+      mismatches.insert(mismatches.end(), d.lines.begin(), d.lines.end());
+      ++compared;
+    }
+  }
+  INFO(compared << " scenarios compared\n" << report(mismatches));
+  REQUIRE(mismatches.empty());
+}

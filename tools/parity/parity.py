@@ -1,0 +1,162 @@
+"""Regenerate the parity goldens under tests/golden/ (tools/parity/README.md).
+
+    python parity.py hf [--releases 4.44.0,4.44.1]   # transformers-<release>.json
+    python parity.py gemma2                          # Gemma-2 generate on every release with Gemma-2
+    python parity.py qwen2vl                         # Qwen2-VL forward: which position ids reach FA
+    python parity.py unpad                           # flash_attn-<ver>.json (real bert_padding.py)
+                                                     # and fla-<ver>.json (real fla/layers/utils.py)
+
+Each release runs in a fresh interpreter (the base venv's python, so the same torch) whose
+PYTHONPATH holds the stand-in flash_attn (with a dist-info for the impersonated version) and the
+release installed by setup_envs.sh under $PARITY_VENVS/tf-<release>.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+CACHE = HERE / ".cache"
+GOLDEN = REPO / "tests" / "golden"
+BATCHES = GOLDEN / "batches"
+VENVS = Path(os.environ.get("PARITY_VENVS", "/work/venvs"))
+PYTHON = os.environ.get("PARITY_PYTHON", str(VENVS / "torch24" / "bin" / "python"))
+
+RELEASES = [
+    "4.36.2", "4.40.2", "4.42.4", "4.43.4", "4.44.0", "4.44.1", "4.44.2", "4.45.2", "4.46.3", "4.47.1",
+    "4.48.3", "4.49.0", "4.50.3", "4.52.4", "4.53.0", "4.53.1", "4.53.3", "4.54.0", "4.54.1", "4.55.4",
+    "4.56.2", "4.57.6", "5.0.0", "5.4.0", "5.5.0", "5.14.1", "5.16.0", "5.20.0", "5.23.0",
+]
+DEFAULT_FLASH_ATTN = "2.6.3"
+
+
+def standin(version):
+    """A directory holding the stand-in package and a dist-info that names `version`."""
+    root = CACHE / f"standin-{version}"
+    if root.exists():
+        shutil.rmtree(root)
+    root.mkdir(parents=True)
+    shutil.copytree(HERE / "standin" / "flash_attn", root / "flash_attn",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    info = root / f"flash_attn-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: flash_attn\nVersion: {version}\n")
+    (info / "top_level.txt").write_text("flash_attn\n")
+    (info / "INSTALLER").write_text("attn-doctor-parity\n")
+    (info / "RECORD").write_text("")
+    return root
+
+
+def python_for(release, what="hf"):
+    """The interpreter (and so the torch) a release runs under: torch 2.4 (the base venv) unless the
+    release requires a newer torch (transformers >= 5.20: torch>=2.6) or cannot run a model on 2.4
+    although it declares support (4.52.x: ALL_PARALLEL_STYLES is None below torch 2.5; 5.14+:
+    core_model_loading imports torch.distributed.tensor.DTensor, torch >= 2.5)."""
+    table = VENVS / f"tf-{release}" / "transformers" / "dependency_versions_table.py"
+    requirement = re.search(r'"torch": "torch>=([\d.]+)"', table.read_text())
+    needs = tuple(int(x) for x in requirement.group(1).split(".")) if requirement else (0,)
+    model_needs_newer = release.startswith("4.52.") or tuple(int(x) for x in release.split(".")[:2]) >= (5, 14)
+    if needs > (2, 4) or (what in ("gemma2", "model") and model_needs_newer):
+        return str(VENVS / "torch26" / "bin" / "python")
+    return PYTHON
+
+
+def run_python(script, args, paths, python=None):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in paths)
+    env["PYTHONHASHSEED"] = "0"
+    env["TRANSFORMERS_NO_ADVISORY_WARNINGS"] = "1"
+    env["HF_HUB_OFFLINE"] = "1"
+    env["TOKENIZERS_PARALLELISM"] = "false"
+    cmd = [python or PYTHON, str(HERE / script)] + args
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout + proc.stderr)
+        raise SystemExit(f"{script} failed for {args[:2]}")
+    return proc
+
+
+def batch_files():
+    return sorted(BATCHES.glob("*.json"))
+
+
+def flash_attn_version(path):
+    doc = json.loads(path.read_text())
+    return doc.get("environment", {}).get("flash_attn", DEFAULT_FLASH_ATTN)
+
+
+def run_hf(releases):
+    groups = defaultdict(list)
+    for path in batch_files():
+        groups[flash_attn_version(path)].append(path)
+    for release in releases:
+        site = VENVS / f"tf-{release}"
+        if not (site / "transformers").is_dir():
+            raise SystemExit(f"transformers {release} is not installed under {site}: run setup_envs.sh")
+        cases, environments = [], {}
+        for version, paths in sorted(groups.items()):
+            out = CACHE / f"hf-{release}-{version}.json"
+            run_python("driver_hf.py", ["--out", str(out)] + [str(p) for p in paths],
+                       [standin(version), site], python=python_for(release))
+            part = json.loads(out.read_text())
+            environments[version] = part["environment"]
+            cases.extend(part["cases"])
+        cases.sort(key=lambda c: c["batch"])
+        env = environments[DEFAULT_FLASH_ATTN]
+        golden = {
+            "format": "attn-doctor/golden@1",
+            "library": "transformers",
+            "release": release,
+            "torch": env["torch"],
+            "torch_device": "cpu",
+            "python": env["python"],
+            "loaded": env["loaded"],
+            "entry_point": env["entry_point"],
+            "stubs": [],
+            "patches": env["patches"],
+            "flash_attn_standin": sorted(environments),
+            "default_flash_attn": DEFAULT_FLASH_ATTN,
+            "cases": cases,
+        }
+        if "note" in env:
+            golden["note"] = env["note"]
+        target = GOLDEN / f"transformers-{release}.json"
+        target.write_text(dumps(golden) + "\n")
+        print(f"wrote {target.relative_to(REPO)} ({len(cases)} cases)")
+
+
+def dumps(obj):
+    """JSON with arrays of numbers kept on one line, so goldens stay readable."""
+    text = json.dumps(obj, indent=1)
+    numbers = re.compile(r"\[\s+((?:-?[\d.eE+]+,\s*)*-?[\d.eE+]+)\s+\]")
+    return numbers.sub(lambda m: "[" + re.sub(r"\s+", " ", m.group(1)) + "]", text)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=["hf", "gemma2", "qwen2vl", "unpad", "all"])
+    ap.add_argument("--releases", default=",".join(RELEASES))
+    args = ap.parse_args()
+    CACHE.mkdir(exist_ok=True)
+    releases = args.releases.split(",")
+    if args.what in ("hf", "all"):
+        run_hf(releases)
+    if args.what in ("gemma2", "all"):
+        import gemma2
+        gemma2.run(run_python, standin, python_for, VENVS, GOLDEN, BATCHES, dumps, CACHE)
+    if args.what in ("qwen2vl", "all"):
+        import qwen2vl
+        qwen2vl.run(run_python, standin, python_for, VENVS, GOLDEN, dumps, CACHE)
+    if args.what in ("unpad", "all"):
+        import unpad_goldens
+        unpad_goldens.run(run_python, lambda _: PYTHON, CACHE, GOLDEN, batch_files(), dumps)
+
+if __name__ == "__main__":
+    main()
