@@ -11,6 +11,7 @@ VarlenArgs fa_unpad_input(const Call& c) {
   VarlenArgs a;
   a.path = VarlenPath::mask;
   UnpadData u = unpad_data(*c.mask);
+  a.unpad_mask_shape = c.mask->shape;
   a.indices_k = u.indices;
   a.cu_seqlens_k = u.cu_seqlens;
   a.max_seqlen_k = {u.max_seqlen, false, DType::int64};
