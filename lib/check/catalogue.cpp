@@ -169,9 +169,12 @@ const std::vector<Invariant>& table() {
            "When only part of each row is new (chunked prefill, speculative decoding: 1 < Lq < Lk) _upad_input "
            "unpads the queries with mask[:, -Lq:], assuming the newest tokens sit in the last columns, i.e. left "
            "padding. With right padding the slice reads padding columns: a row's real queries are dropped or mixed "
-           "with padding, with no error.",
-       .fix = "Pad on the left (tokenizer.padding_side = \"left\") for generation and chunked prefill.",
-       .references = {"huggingface/transformers#35032"},
+           "with padding, with no error. A mask with fewer than Lq columns (Gemma-2 on 4.44.1 - 4.46 cut it to the "
+           "window's last W) gives query indices of the wrong row width: one row's queries are read as another's.",
+       .fix = "Pad on the left (tokenizer.padding_side = \"left\") for generation and chunked prefill, and give the "
+              "unpad path a mask with at least Lq columns (for Gemma-2: transformers >= 4.48).",
+       .references = {"huggingface/transformers#35032",
+                      "huggingface/transformers PR#32522 (4.44.1 - 4.46: the Gemma-2 sliding-layer mask cut to W columns)"},
        .upstream_message = "",
        .check = checks::mask_padding_side},
       {.number = 10, .id = "position_ids.rank", .group = G::conversion, .stage = "conversion",

@@ -20,11 +20,14 @@ const VarlenArgs* varlen_call(const Ctx& ctx) {
   return ctx.args && ctx.args->path != VarlenPath::dense ? ctx.args : nullptr;
 }
 
-// cu_seqlens_k needs its own checks only where it differs from cu_seqlens_q.
-bool k_is_q(const VarlenArgs& a) {
+// cu_seqlens_k needs its own checks only where it differs from cu_seqlens_q: as a tensor
+// (dtype, shape, start, order) ...
+bool same_cu(const VarlenArgs& a) {
   return a.cu_seqlens_k.values == a.cu_seqlens_q.values && a.cu_seqlens_k.shape == a.cu_seqlens_q.shape &&
-         a.total_k == a.total_q;
+         a.cu_seqlens_k.dtype == a.cu_seqlens_q.dtype;
 }
+// ... and against its own tensor's rows.
+bool k_is_q(const VarlenArgs& a) { return same_cu(a) && a.total_k == a.total_q; }
 
 // Both tensors 1-D with >= 2 entries and the same length: what the value checks need.
 bool shapes_ok(const VarlenArgs& a) {
@@ -51,7 +54,7 @@ void cu_seqlens_dtype(Ctx& ctx) {
     ctx.report(Severity::error, std::string(cu_name(q)) + " has dtype " + to_string(cu.dtype) + "; the kernel requires int32",
                {{"tensor", cu_name(q)}, {"dtype", to_string(cu.dtype)}, {"expected", "int32"}},
                for_tensor(ctx.rules().cu_dtype_message, q));
-    if (k_is_q(*a)) break;
+    if (same_cu(*a)) break;
   }
 }
 
@@ -92,7 +95,7 @@ void cu_seqlens_shape(Ctx& ctx) {
                std::string(cu_name(q)) + " has shape " + shape_text(cu.shape) + " (" + std::to_string(cu.numel()) +
                    " entries); it must be 1-D with batch_size + 1 >= 2 entries",
                {{"tensor", cu_name(q)}, {"shape", cu.shape}, {"entries", cu.numel()}}, upstream);
-    if (k_is_q(*a)) break;
+    if (same_cu(*a)) break;
   }
   if (is_vector(a->cu_seqlens_q) && is_vector(a->cu_seqlens_k) && a->cu_seqlens_q.numel() != a->cu_seqlens_k.numel())
     ctx.report(Severity::error,
@@ -125,7 +128,7 @@ void cu_seqlens_start(Ctx& ctx) {
                               : ": rows 0-" + std::to_string(first - 1) + " are never written"),
                {{"tensor", cu_name(q)}, {"first", first}},
                first < 0 ? "an illegal memory access was encountered" : "");
-    if (k_is_q(*a)) break;
+    if (same_cu(*a)) break;
   }
 }
 
@@ -150,7 +153,7 @@ void cu_seqlens_monotonic(Ctx& ctx) {
                      " (a negative length: its rows are never written, and later segments overlap earlier ones)",
                  {{"tensor", cu_name(q)}, {"segment", first}, {"from", v[first]}, {"to", v[first + 1]},
                   {"decreases", decreases}});
-    if (k_is_q(*a)) break;
+    if (same_cu(*a)) break;
   }
 }
 
@@ -193,7 +196,11 @@ void max_seqlen_type(Ctx& ctx) {
   for (bool q : {true, false}) {
     const MaxSeqlen& m = q ? a->max_seqlen_q : a->max_seqlen_k;
     const std::string name = q ? "max_seqlen_q" : "max_seqlen_k";
-    if (m.value <= 0) {
+    if (m.is_none) {
+      ctx.report(Severity::error,
+                 name + " is None (varlen kwargs without max_length): the kernel needs an int to size its grid",
+                 {{"argument", name}, {"is_none", true}}, "incompatible function arguments");
+    } else if (m.value <= 0) {
       ctx.report(Severity::error, name + " is " + std::to_string(m.value) + "; it must be > 0 (the grid is sized from it)",
                  {{"argument", name}, {"value", m.value}});
     } else if (m.is_tensor) {
@@ -205,7 +212,8 @@ void max_seqlen_type(Ctx& ctx) {
                                              : "flash_attn " + ctx.fa.label() + " needs an int for its tile arithmetic"),
                  {{"argument", name}, {"value", m.value}, {"is_tensor", true}, {"flash_attn", ctx.fa.label()}});
     }
-    if (q && a->max_seqlen_k.value == a->max_seqlen_q.value && a->max_seqlen_k.is_tensor == a->max_seqlen_q.is_tensor)
+    if (q && a->max_seqlen_k.value == a->max_seqlen_q.value && a->max_seqlen_k.is_tensor == a->max_seqlen_q.is_tensor &&
+        a->max_seqlen_k.is_none == a->max_seqlen_q.is_none)
       break;
   }
 }

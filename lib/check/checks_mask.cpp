@@ -21,13 +21,6 @@ int64_t key_length(const Ctx& ctx) {
   return ctx.batch.batch->kv_length;
 }
 
-// What the user most likely saw for a failure the replay reproduced, if any.
-std::string replay_failure_message(const Ctx& ctx) {
-  if (!ctx.replayed || !ctx.replayed->failure) return {};
-  const ReplayFailure& f = *ctx.replayed->failure;
-  return f.cuda_symptom.empty() ? f.message : f.cuda_symptom;
-}
-
 }  // namespace
 
 // 6 mask.rank: a 4-D mask (a static-cache mask from generate, transformers#32309) still goes
@@ -40,13 +33,18 @@ void mask_rank(Ctx& ctx) {
   if (!m) return;
   if (m->tensor.rank() == 2) {
     // The batch's mask is 2-D, but the release may build a 4-D one from it before unpadding
-    // (Gemma-2 on 4.44.0: generate's static-shape mask reached _upad_input). The replay shows it
-    // in the rank of the cu_seqlens it computed: lengths keep every axis but the last.
+    // (Gemma-2 on 4.44.0: generate's static-shape mask reached _upad_input). The replay records
+    // the mask it unpadded; lengths keep every axis but the last, so cu_seqlens shows it too.
     const VarlenArgs* r = ctx.replayed;
-    if (!r || r->path != VarlenPath::mask || r->cu_seqlens_k.rank() <= 1) return;
+    if (!r || r->path != VarlenPath::mask) return;
+    const bool reshaped = r->unpad_mask_shape.empty() ? r->cu_seqlens_k.rank() > 1 : r->unpad_mask_shape.size() != 2;
+    if (!reshaped) return;
     const IntTensor& cu = r->cu_seqlens_k;
-    std::vector<int64_t> mask_shape(cu.shape.begin(), cu.shape.end());
-    mask_shape.back() -= 1;  // Q; the key axis was summed away
+    std::vector<int64_t> mask_shape = r->unpad_mask_shape;
+    if (mask_shape.empty() && !cu.shape.empty()) {  // from cu_seqlens: (..., Q + 1) -> (..., Q, ?)
+      mask_shape.assign(cu.shape.begin(), cu.shape.end());
+      mask_shape.back() -= 1;
+    }
     int64_t largest = -1, count = 0;
     if (r->indices_k) {
       count = r->indices_k->numel();
@@ -58,11 +56,11 @@ void mask_rank(Ctx& ctx) {
       upstream = gather_faults ? "index out of bounds" : "cu_seqlens_q must have shape (batch_size + 1)";
     ctx.report(Severity::error,
                "the batch's 2-D mask is not what reached the unpad path: the replayed release (" + r->rule_set +
-                   ") unpadded a rank-" + std::to_string(cu.rank() + 1) + " mask (its cu_seqlens_k has shape " +
+                   ") unpadded a mask of shape " + shape_text(mask_shape) + " (its cu_seqlens_k has shape " +
                    shape_text(cu.shape) + "), whose " + std::to_string(count) +
                    " indices enumerate mask entries up to " + std::to_string(largest) +
                    (gather_faults ? ", past the " + std::to_string(r->gather_rows_k) + " key rows the gather reads" : ""),
-               {{"batch_mask_shape", m->tensor.shape}, {"cu_seqlens_shape", cu.shape}, {"mask_shape_without_keys", mask_shape},
+               {{"batch_mask_shape", m->tensor.shape}, {"cu_seqlens_shape", cu.shape}, {"unpad_mask_shape", mask_shape},
                 {"indices", count}, {"largest_index", largest}, {"key_rows", r->gather_rows_k}, {"rule_set", r->rule_set}},
                upstream);
     return;
@@ -133,16 +131,26 @@ void mask_kv_length(Ctx& ctx) {
   const Mask* m = unpad_mask(ctx);
   if (!m) return;
   const IntTensor& t = m->tensor;
-  const int64_t W = t.dim(-1), Lk = key_length(ctx), B = ctx.batch.batch->batch_size;
+  // the width of the mask the release unpadded (a quirk may have cut it: Gemma-2 on 4.44.1 keeps
+  // the last W columns and as many keys), else the batch's
+  const VarlenArgs* r = ctx.replayed && ctx.replayed->path == VarlenPath::mask ? ctx.replayed : nullptr;
+  const bool from_replay = r && !r->unpad_mask_shape.empty();
+  const int64_t W = from_replay ? r->unpad_mask_shape.back() : t.dim(-1);
+  const int64_t Lk = key_length(ctx), B = ctx.batch.batch->batch_size;
   if (W == Lk) return;
   const auto rows = checked::mul(B, Lk);
   int64_t past = 0, largest = -1, indices = 0;
-  for (int64_t i = 0; i < t.numel(); ++i)
-    if (t.values[static_cast<size_t>(i)] != 0) {
-      ++indices;
-      largest = i;
-      if (rows && i >= *rows) ++past;
-    }
+  auto count = [&](int64_t i) {
+    ++indices;
+    largest = std::max(largest, i);
+    if (rows && i >= *rows) ++past;
+  };
+  if (r && r->indices_k) {
+    for (int64_t i : r->indices_k->values) count(i);
+  } else {
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if (t.values[static_cast<size_t>(i)] != 0) count(i);
+  }
   nlohmann::json ev = {{"mask_width", W}, {"kv_length", Lk}, {"batch_size", B}, {"key_rows", checked::to_text(rows)},
                        {"indices", indices}, {"largest_index", largest}, {"indices_past_end", past}};
   std::string message = "attention mask has " + std::to_string(W) + " columns but keys have " + std::to_string(Lk) +
@@ -161,14 +169,29 @@ void mask_kv_length(Ctx& ctx) {
 }
 
 // 9 mask.padding_side: for Lq not in {1, Lk}, _upad_input unpads the queries with
-// mask[:, -Lq:], which is right only for left padding (transformers#35032). A right-padded row
-// keeps the padding columns as its "queries".
+// mask[:, -Lq:], which is right only for left padding (transformers#35032): a right-padded row
+// keeps the padding columns as its "queries"; and only when the mask has Lq columns to give.
 void mask_padding_side(Ctx& ctx) {
   const Mask* m = unpad_mask(ctx);
   if (!m || m->tensor.rank() != 2) return;
   const BatchInputs& b = *ctx.batch.batch;
-  const int64_t Lq = b.query_length;
-  if (Lq == 1 || Lq == b.kv_length) return;
+  const int64_t Lq = b.query_length, Lk = key_length(ctx);
+  if (Lq == 1 || Lq == Lk) return;
+  // The slice can only return the columns the unpadded mask has: a mask the release cut below
+  // Lq columns (Gemma-2 on 4.44.1 - 4.46: the last W) yields indices in a (B x W) space that
+  // index_first_axis reads from the (B x Lq)-row query view: one row's queries taken as another's.
+  const VarlenArgs* r = ctx.replayed && ctx.replayed->path == VarlenPath::mask ? ctx.replayed : nullptr;
+  const int64_t unpad_width = r && r->unpad_mask_shape.size() == 2 ? r->unpad_mask_shape.back() : m->tensor.dim(1);
+  if (unpad_width < Lq) {
+    ctx.report(Severity::error,
+               "query_length " + std::to_string(Lq) + " takes the partial-query path (keys: " + std::to_string(Lk) +
+                   ") but the mask it slices has only " + std::to_string(unpad_width) + " columns: mask[:, -" +
+                   std::to_string(Lq) + ":] gives query indices for rows of " + std::to_string(unpad_width) +
+                   " tokens, read from a view with " + std::to_string(Lq) + " rows per sequence",
+               {{"query_length", Lq}, {"kv_length", Lk}, {"mask_columns", unpad_width},
+                {"rule_set", r ? r->rule_set : std::string()}});
+    return;
+  }
   const IntTensor& t = m->tensor;
   const int64_t rows = t.dim(0), W = t.dim(1);
   int64_t bad_rows = 0, first_row = -1, first_gap = -1, tokens = 0, kept = 0;
@@ -194,12 +217,12 @@ void mask_padding_side(Ctx& ctx) {
   const int64_t slice_from = std::max<int64_t>(0, W - Lq);
   ctx.report(Severity::error,
              "row " + std::to_string(first_row) + " is not left-padded (padding from column " + std::to_string(first_gap) +
-                 ") but query_length " + std::to_string(Lq) + " is neither 1 nor kv_length " + std::to_string(b.kv_length) +
+                 ") but query_length " + std::to_string(Lq) + " is neither 1 nor kv_length " + std::to_string(Lk) +
                  ": mask[:, -" + std::to_string(Lq) + ":] takes columns " + std::to_string(slice_from) + "-" +
                  std::to_string(W - 1) + ", which hold " + std::to_string(kept) + " of the row's " + std::to_string(tokens) +
                  " tokens, as its queries",
              {{"row", first_row}, {"padding_from_column", first_gap}, {"rows_not_left_padded", bad_rows},
-              {"query_length", Lq}, {"kv_length", b.kv_length}, {"slice_columns", {slice_from, W}},
+              {"query_length", Lq}, {"kv_length", Lk}, {"slice_columns", {slice_from, W}},
               {"tokens_in_row", tokens}, {"tokens_in_slice", kept}});
 }
 

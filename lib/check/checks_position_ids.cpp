@@ -51,7 +51,7 @@ void position_ids_rank(Ctx& ctx) {
   ctx.report(Severity::error, message,
              {{"shape", t.shape}, {"batch_size", B}, {"flattened", flat}, {"segments", boundaries},
               {"cu_seqlens_last", cu_last}, {"q_rows", checked::to_text(rows)}},
-             overrun ? "an illegal memory access was encountered" : "");
+             overrun ? "an illegal memory access was encountered" : replay_failure_message(ctx));
 }
 
 // 11 position_ids.origin: boundaries are only found where the position is the detection value.
@@ -65,9 +65,11 @@ void position_ids_origin(Ctx& ctx) {
   const int64_t origin = ctx.batch.model.position_origin;
   const auto seqs = sequences_in(ctx.batch, pr);
   // the replay's boundaries, as flat token offsets in the (B * S) view
+  // (a single entry is a replay that found no boundary at all: transformers#39814)
   std::vector<int64_t> boundaries;
-  if (ctx.replayed && ctx.replayed->path == VarlenPath::position_ids && is_vector(ctx.replayed->cu_seqlens_q))
-    boundaries = ctx.replayed->cu_seqlens_q.values;
+  const bool replayed = ctx.replayed && ctx.replayed->path == VarlenPath::position_ids &&
+                        ctx.replayed->cu_seqlens_q.rank() == 1 && ctx.replayed->cu_seqlens_q.numel() >= 1;
+  if (replayed) boundaries = ctx.replayed->cu_seqlens_q.values;
   std::sort(boundaries.begin(), boundaries.end());
   auto detected = [&](const IntendedSequence& s) {
     return std::binary_search(boundaries.begin(), boundaries.end(), s.row * pr.width + s.start);
@@ -83,7 +85,7 @@ void position_ids_origin(Ctx& ctx) {
     ++offenders;
     // below the origin: positions the model reserves (padding) -> wrong embeddings whatever
     // the boundaries; above it: harmless only if the release still found the boundary
-    bool error = v < origin || boundaries.empty() || !detected(s);
+    bool error = v < origin || !replayed || !detected(s);
     any_error = any_error || error;
     if (!first) {
       first = &s;
@@ -97,15 +99,16 @@ void position_ids_origin(Ctx& ctx) {
                    ", not at position_origin " + std::to_string(origin) + " (" + std::to_string(offenders) + " of " +
                    std::to_string(seqs.size()) + " sequences)" +
                    (first_value < origin ? ": the model reads positions below its origin as padding"
-                    : boundaries.empty() ? ": boundary detection at the origin value finds no start there"
+                    : !replayed          ? ": boundary detection at the origin value finds no start there"
                     : any_error          ? ": the replayed release found no boundary there"
                                          : "; the replayed release still found every boundary"),
                {{"row", first->row}, {"start", first->start}, {"length", first->length}, {"position", first_value},
-                {"position_origin", origin}, {"sequences_off_origin", offenders}});
+                {"position_origin", origin}, {"sequences_off_origin", offenders}},
+               replay_failure_message(ctx));
     return;
   }
   // every sequence starts at the origin: did the release detect a boundary at each of them?
-  if (boundaries.empty()) return;
+  if (!replayed) return;
   int64_t missed = 0;
   const IntendedSequence* first_missed = nullptr;
   for (const auto& s : seqs)
@@ -120,7 +123,8 @@ void position_ids_origin(Ctx& ctx) {
                  ctx.replayed->rule_set + ") detects boundaries at another value: " + std::to_string(missed) +
                  " sequence starts missed, neighbours merged",
              {{"row", first_missed->row}, {"start", first_missed->start}, {"position_origin", origin},
-              {"missed_boundaries", missed}, {"rule_set", ctx.replayed->rule_set}});
+              {"missed_boundaries", missed}, {"rule_set", ctx.replayed->rule_set}},
+             replay_failure_message(ctx));
 }
 
 // 12 position_ids.consecutive: inside a sequence positions step by exactly 1, and padding does

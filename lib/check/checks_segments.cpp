@@ -38,7 +38,15 @@ std::string span_text(const Span& s, int64_t width) {
 // Packed row -> flat (row * width + column) token of the padded batch.
 struct TokenMap {
   const IntTensor* indices = nullptr;  // nullptr: packed row i is flat token i (the B*S view)
+  // indices of a mask the release cut to its last `unpad_width` columns (Gemma-2 on 4.44.1),
+  // re-expressed in the batch's `width` columns; 0: the same space
+  int64_t unpad_width = 0, width = 0;
   int64_t limit() const { return indices ? indices->numel() : INT64_MAX; }
+  int64_t at(int64_t i) const {
+    int64_t t = indices->values[static_cast<size_t>(i)];
+    if (unpad_width <= 0 || t < 0) return t;
+    return (t / unpad_width) * width + (width - unpad_width) + t % unpad_width;
+  }
 };
 
 // The maximal runs of consecutive flat tokens that packed rows [from, to) map to.
@@ -47,10 +55,9 @@ std::vector<Span> runs_of(const TokenMap& map, int64_t from, int64_t to) {
   to = std::min(to, map.limit());
   if (from >= to) return runs;
   if (!map.indices) return {{from, to - from}};
-  const auto& v = map.indices->values;
-  Span cur{v[static_cast<size_t>(from)], 1};
+  Span cur{map.at(from), 1};
   for (int64_t i = from + 1; i < to; ++i) {
-    int64_t t = v[static_cast<size_t>(i)];
+    int64_t t = map.at(i);
     if (t == cur.end()) {
       ++cur.length;
     } else {
@@ -70,8 +77,11 @@ struct SegmentFindings {
 };
 
 // Compares the non-empty segments of `cu` (through `map`) with the intended spans.
+// `window_keys`: with a sliding window, the keys the call's queries can see at all (W + Lq - 1,
+// the oldest query's window); a k segment that is the last `window_keys` tokens of its sequence
+// (or all of it) is what a sliding-window cache holds, not a split. 0: no window.
 SegmentFindings compare_segments(const IntTensor& cu, const TokenMap& map, const std::vector<Span>& spans,
-                                 int64_t width, bool causal, const char* side) {
+                                 int64_t width, bool causal, const char* side, int64_t window_keys) {
   SegmentFindings f;
   std::vector<char> matched(spans.size(), 0), touched(spans.size(), 0);
   auto note = [&](bool error, const std::string& text, nlohmann::json ev) {
@@ -133,6 +143,10 @@ SegmentFindings compare_segments(const IntTensor& cu, const TokenMap& map, const
              ev);
       }
       if (inside == s.length) matched[*owners.begin()] = 1;
+    } else if (const Span& tail_of = spans[*owners.begin()];
+               window_keys > 0 && runs.size() == 1 && runs[0].end() == tail_of.end() &&
+               inside >= std::min(tail_of.length, window_keys)) {
+      matched[*owners.begin()] = 1;  // the sliding window's keys: the sequence's last tokens
     } else {
       ++f.split;
       const Span& s = spans[*owners.begin()];
@@ -202,7 +216,8 @@ void max_seqlen_single_query(Ctx& ctx) {
 // Compared in the padded batch's token space: mask-path segments through the unpad indices,
 // packed-path segments through the (B * S) view. Merged, split or padded-into sequences are
 // silent cross-contamination (transformers#47496, #39814, #33268); segments of padding alone are
-// a warning (their rows are discarded).
+// a warning (their rows are discarded). With a sliding window, a k segment holding the last
+// W + Lq - 1 tokens of its sequence is the window, not a split (a sliding cache holds no more).
 void cu_seqlens_segments(Ctx& ctx) {
   const VarlenArgs* a = varlen_call(ctx);
   if (!a || ctx.batch.intent.source == IntentSource::none || ctx.batch.intent.sequences.empty()) return;
@@ -213,8 +228,13 @@ void cu_seqlens_segments(Ctx& ctx) {
   auto map_for = [&](bool q) {
     TokenMap map;
     const auto& own = q ? a->indices_q : a->indices_k;
+    const auto& shape = a->unpad_mask_shape;
     if (own) {
       map.indices = &*own;
+      if (shape.size() == 2 && shape.back() < width) {
+        map.unpad_width = shape.back();
+        map.width = width;
+      }
     } else if (ctx.conversion.explicit_args && ctx.replayed && ctx.replayed->path == VarlenPath::mask) {
       const auto& rep = q ? ctx.replayed->indices_q : ctx.replayed->indices_k;
       if (rep && rep->numel() == (q ? a->total_q : a->total_k)) map.indices = &*rep;
@@ -242,7 +262,11 @@ void cu_seqlens_segments(Ctx& ctx) {
   for (const Side& side : sides) {
     const IntTensor& cu = side.q ? a->cu_seqlens_q : a->cu_seqlens_k;
     if (!well_formed(cu)) continue;
-    const auto f = compare_segments(cu, map_for(side.q), spans, width, ctx.batch.model.causal, side.name);
+    int64_t window_keys = 0;
+    if (!side.q && ctx.batch.model.sliding_window && *ctx.batch.model.sliding_window > 0 && ctx.batch.batch)
+      window_keys = checked::add(*ctx.batch.model.sliding_window, ctx.batch.batch->query_length - 1).value_or(INT64_MAX);
+    const auto f =
+        compare_segments(cu, map_for(side.q), spans, width, ctx.batch.model.causal, side.name, window_keys);
     if (f.first_error.empty() && f.first_warning.empty()) continue;
     nlohmann::json ev = f.first_evidence;
     ev["merged"] = f.merged;
@@ -293,10 +317,13 @@ void cu_seqlens_grid(Ctx& ctx) {
 void indices_range(Ctx& ctx) {
   const VarlenArgs* a = unpad_call(ctx);
   if (!a) return;
+  // q gathered with the key indices (Lq == Lk) is the same fault: reported once, for k
+  const bool q_is_k = a->indices_q && a->indices_k && a->indices_q->values == a->indices_k->values &&
+                      a->gather_rows_q == a->gather_rows_k;
   for (bool q : {false, true}) {  // the key gather runs first in _upad_input
     const auto& idx = q ? a->indices_q : a->indices_k;
     const int64_t rows = q ? a->gather_rows_q : a->gather_rows_k;
-    if (!idx || rows <= 0) continue;
+    if (!idx || rows <= 0 || (q && q_is_k)) continue;
     int64_t bad = 0, first = -1, value = 0;
     for (int64_t i = 0; i < idx->numel(); ++i) {
       int64_t v = idx->values[static_cast<size_t>(i)];
@@ -324,10 +351,12 @@ void indices_range(Ctx& ctx) {
 void indices_count(Ctx& ctx) {
   const VarlenArgs* a = unpad_call(ctx);
   if (!a) return;
+  const bool q_is_k = a->indices_q && a->indices_k && a->indices_q->values == a->indices_k->values &&
+                      a->cu_seqlens_q.values == a->cu_seqlens_k.values;
   for (bool q : {false, true}) {
     const auto& idx = q ? a->indices_q : a->indices_k;
     const IntTensor& cu = q ? a->cu_seqlens_q : a->cu_seqlens_k;
-    if (!idx || cu.rank() != 1 || cu.values.empty()) continue;
+    if (!idx || cu.rank() != 1 || cu.values.empty() || (q && q_is_k)) continue;
     const int64_t count = idx->numel(), last = cu.values.back();
     if (count == last) continue;
     const char* name = q ? "indices_q" : "indices_k";

@@ -13,6 +13,12 @@ void Ctx::report(Severity severity, std::string message, nlohmann::json evidence
   out.push_back(make_violation(current->id, severity, std::move(message), std::move(evidence)));
 }
 
+std::string replay_failure_message(const Ctx& ctx) {
+  if (!ctx.replayed || !ctx.replayed->failure) return {};
+  const ReplayFailure& f = *ctx.replayed->failure;
+  return f.cuda_symptom.empty() ? f.message : f.cuda_symptom;
+}
+
 std::optional<VarlenPath> conversion_path(const Ctx& ctx) {
   if (ctx.replayed) return ctx.replayed->path;
   if (!ctx.batch.batch) return std::nullopt;

@@ -85,6 +85,9 @@ void launch_autotune_keys(Ctx&);
 std::optional<VarlenPath> conversion_path(const Ctx& ctx);
 // The route of what reached the kernel: the explicit block's, else conversion_path().
 std::optional<VarlenPath> kernel_path(const Ctx& ctx);
+// What the user most likely saw when the replayed release itself failed ("" when it did not):
+// the CUDA symptom where the replay knows it, else the release's own exception message.
+std::string replay_failure_message(const Ctx& ctx);
 // The mask that reaches the unpad path (nullptr: the route does not unpad with a mask).
 const Mask* unpad_mask(const Ctx& ctx);
 // The position ids that reach packing detection (nullptr: the route ignores position ids).
