@@ -169,15 +169,15 @@ TEST_CASE("worked example partial-query-right-padding gives mask.padding_side (b
   REQUIRE_ONLY(r, "mask.padding_side");
 }
 
-// PENDING until the transformers replay (branch `replay`) is merged: this example needs the
-// 4.40 rule set's conversion (hf-4.34: mask -> _upad_input, queries unpadded with
-// mask[:, -2:]). Tagged [!shouldfail] so it passes while convert() has no replay and fails, as
-// a reminder to drop the tag, as soon as the replay lands.
-TEST_CASE("PENDING (needs the 4.40 replay): partial-query-right-padding end to end", "[check][!shouldfail]") {
+// End to end: the 4.40 release's conversion (rule set hf-4.34: mask -> _upad_input, queries
+// unpadded with mask[:, -2:]) as convert() replays it.
+TEST_CASE("worked example partial-query-right-padding gives mask.padding_side (4.40 replay)", "[check]") {
   auto r = run(kPartialQueryRightPadding, Replay::convert());
-  INFO("pending: convert() has no transformers replay yet (branch replay)");
   REQUIRE(r.conversion.replayed.has_value());
+  CHECK(r.conversion.replayed->rule_set == "hf-4.34");
   CHECK(r.conversion.replayed->path == ad::VarlenPath::mask);
+  // the slice keeps row 1's padding columns: cu_seqlens_q = [0, 2, 2]
+  CHECK(r.conversion.replayed->cu_seqlens_q.values == std::vector<int64_t>{0, 2, 2});
   REQUIRE_ONLY(r, "mask.padding_side");
 }
 
