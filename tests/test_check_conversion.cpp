@@ -166,6 +166,13 @@ TEST_CASE("mask.padding_side: a partial query needs left padding", "[check]") {
                           "batch": {"attention_mask": {"lengths": [6, 3], "width": 6, "padding_side": "right"},
                                     "query_length": 1}})"));
   }
+  SECTION("a mask with fewer columns than queries (Gemma-2's sliding layer on 4.44.1) breaks exactly it") {
+    auto r = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 2, "num_kv_heads": 1, "head_dim": 16},
+                     "batch": {"attention_mask": {"values": [[1, 1, 1, 1], [1, 1, 1, 1]]},
+                               "query_length": 8, "kv_length": 4}})");
+    REQUIRE_ONLY(r, "mask.padding_side");
+    CHECK(r.violations[0].evidence["mask_columns"] == 4);
+  }
   SECTION("a mask narrower than the keys is reported first") {
     auto r = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},
                      "batch": {"attention_mask": {"lengths": [6, 3], "width": 6, "padding_side": "right"},

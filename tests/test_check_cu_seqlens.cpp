@@ -191,6 +191,19 @@ TEST_CASE("max_seqlen.type: a host int > 0; severity follows the release", "[che
     REQUIRE_ONLY(r, "max_seqlen.type");
     CHECK(r.violations[0].severity == ad::Severity::warning);
   }
+  SECTION("None (varlen kwargs without max_length) is an error") {
+    auto replay = packed_replay({0, 3, 6}, 0, 6);
+    replay.path = ad::VarlenPath::kwargs;
+    replay.max_seqlen_q.is_none = replay.max_seqlen_k.is_none = true;
+    auto r = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},
+                     "batch": {"position_ids": {"values": [[0, 1, 2, 0, 1, 2]]},
+                               "flash_kwargs": {"cu_seq_lens_q": [0, 3, 6], "cu_seq_lens_k": [0, 3, 6],
+                                                "max_length_q": 3, "max_length_k": 3}}})",
+                 Replay::given(replay));
+    REQUIRE_ONLY(r, "max_seqlen.type");
+    CHECK(r.violations.size() == 1);
+    CHECK(r.violations[0].evidence["is_none"] == true);
+  }
   SECTION("0 is an error") {
     auto r = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},
                      "varlen": {"cu_seqlens_q": [0, 5, 9], "max_seqlen_q": 0}})");
