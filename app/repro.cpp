@@ -1,24 +1,69 @@
 // `attn-doctor repro DIR|FILE...`: run repro cases and compare with their `expect`.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
 #include <memory>
 
+#include "batch/batch.hpp"
 #include "cli.hpp"
+#include "report/report.hpp"
+#include "repro/repro.hpp"
+#include "util/subprocess.hpp"
 
 namespace ad::cli {
 
-Subcommand add_repro(CLI::App& root, const Globals&) {
+Subcommand add_repro(CLI::App& root, const Globals& globals) {
   struct Args {
     std::vector<std::string> paths;
     std::string format = "text", junit, backend = "auto";
+    unsigned jobs = 0;
+    double timeout = 300;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = root.add_subcommand("repro", "run repro cases (batch files with an expect block) and compare");
   sub->add_option("PATHS", args->paths, "case files or folders of them")->required();
   add_format_option(sub, args->format);
-  sub->add_option("--junit", args->junit, "also write JUnit XML here");
-  sub->add_option("--backend", args->backend, "auto, cpu, cuda, none")->check(CLI::IsMember({"auto", "cpu", "cuda", "none"}));
+  sub->add_option("--junit", args->junit, "also write JUnit XML (one testcase per case) to this file");
+  sub->add_option("--backend", args->backend, "auto, cpu, cuda, none (as in check)")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda", "none"}))
+      ->capture_default_str();
+  sub->add_option("-j,--jobs", args->jobs, "cases run at once (default: one per core)");
+  sub->add_option("--timeout", args->timeout, "seconds per case before it is stopped and failed")->capture_default_str();
   Subcommand s;
   s.app = sub;
-  s.run = []() { return missing_capability("the repro runner"); };
+  s.run = [args, &globals]() {
+    auto cases = collect_cases(args->paths);
+    ReproOptions options;
+    options.executable = self_executable();
+    options.backend = args->backend;
+    options.jobs = args->jobs;
+    options.timeout_seconds = args->timeout;
+    auto results = run_repro(cases, options);
+    int failed = 0;
+    for (const auto& r : results) failed += !r.passed;
+    int passed = static_cast<int>(results.size()) - failed;
+    if (!args->junit.empty()) {
+      std::ofstream out(args->junit);
+      out << junit_xml(results, "attn-doctor repro");
+      if (!out) throw InputError(args->junit, "", "a writable file for --junit", "it cannot be written");
+    }
+    if (args->format == "json") {
+      std::cout << repro_json(results).dump(2) << std::endl;
+    } else {
+      bool color = stdout_wants_color();
+      for (const auto& r : results) {
+        if (globals.quiet && r.passed) continue;
+        std::string tag = r.passed ? (color ? "\033[32mPASS\033[0m" : "PASS") : (color ? "\033[31mFAIL\033[0m" : "FAIL");
+        char ms[32];
+        std::snprintf(ms, sizeof ms, "%6.0f ms", r.ms);
+        std::cout << tag << " " << ms << "  " << r.name;
+        if (!r.passed) std::cout << "  (" << r.file.string() << ")\n       " << r.message;
+        std::cout << "\n";
+      }
+      std::cout << passed << " passed, " << failed << " failed" << std::endl;
+    }
+    return failed == 0 ? 0 : 1;
+  };
   return s;
 }
 

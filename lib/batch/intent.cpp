@@ -7,8 +7,12 @@
 //     position ids restart (a position that is not the previous one plus one), so a packed
 //     row with an all-ones mask still yields its packed sequences.
 //  2. position ids: per row, a sequence starts at `position_origin` or wherever the position
-//     does not increase by one (for 3-D mRoPE ids, the first axis).
+//     does not increase by one (for 3-D mRoPE ids, the first axis). Intent is in key/value
+//     coordinates (a row has Lk tokens): when the position ids cover only the Lq < Lk newest
+//     tokens (decode, chunked prefill), a run whose first query sits at key slot Lk - Lq + j
+//     with position p began p - position_origin slots earlier (clamped to the row start).
 //  3. explicit cu_seqlens_q: one sequence per segment of positive length, in row 0.
+#include <algorithm>
 #include <string>
 
 #include "batch/batch.hpp"
@@ -65,12 +69,16 @@ Intent derive_intent(const Batch& batch) {
     int64_t S = t.dim(-1);
     int64_t B = t.rank() == 1 ? 1 : t.dim(-2);
     in.source = IntentSource::position_ids;
+    const int64_t Lk = batch.batch->kv_length;
+    const int64_t shift = Lk > S ? Lk - S : 0;  // key slot of the first query slot
     for (int64_t r = 0; r < B; ++r) {
       const int64_t* row = t.values.data() + r * S;  // rank 3: first axis
       int64_t start = 0;
       for (int64_t c = 1; c <= S; ++c) {
         if (c == S || restarts(row, c, origin)) {
-          in.sequences.push_back({r, start, c - start});
+          int64_t begin = shift + start, end = shift + c;
+          if (shift > 0) begin = std::max<int64_t>(0, begin - std::max<int64_t>(0, row[start] - origin));
+          in.sequences.push_back({r, begin, end - begin});
           start = c;
         }
       }
@@ -97,7 +105,7 @@ void validate_intent(const Batch& batch, const std::string& file, const std::str
       const Mask& m = *batch.batch->attention_mask;
       width = (m.from ? *m.from : m.tensor).dim(-1);
     } else if (batch.batch->position_ids) {
-      width = batch.batch->position_ids->tensor.dim(-1);
+      width = std::max(batch.batch->kv_length, batch.batch->position_ids->tensor.dim(-1));
       if (batch.batch->position_ids->tensor.rank() >= 2) rows = batch.batch->position_ids->tensor.dim(-2);
     }
   } else if (batch.varlen) {

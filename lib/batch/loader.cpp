@@ -127,7 +127,13 @@ struct Loader {
   IntTensor npy(const Node& n, std::filesystem::path* resolved) {
     auto path = resolve_file(n);
     if (resolved) *resolved = path;
-    IntTensor t = read_npy_file(path, n.path(), limits);
+    IntTensor t;
+    try {
+      t = read_npy_file(path, n.path(), limits);
+    } catch (const InputError& e) {
+      // name the batch file (where the reference is) and the .npy file (what is wrong)
+      throw InputError(file, n.path(), e.expected() + " in " + path.filename().string(), e.found());
+    }
     budget.take(t.numel(), n.path());
     return t;
   }
@@ -147,7 +153,7 @@ struct Loader {
     };
     Mask m;
     if (auto v = n.get("values")) {
-      forbid({"width", "padding_side", "from", "style", "causal", "lengths"}, "dense");
+      forbid({"width", "padding_side", "from", "causal", "lengths"}, "dense");
       m.encoding = MaskEncoding::dense;
       m.tensor = dense(*v, 4);
       if (m.tensor.rank() < 1) v->fail("a non-empty nested array");
@@ -175,7 +181,7 @@ struct Loader {
         std::fill_n(m.tensor.values.begin() + r * width + begin, len, 1);
       }
     } else if (auto f = n.get("file")) {
-      forbid({"width", "padding_side", "from", "style", "causal"}, "file");
+      forbid({"width", "padding_side", "from", "causal"}, "file");
       m.encoding = MaskEncoding::file;
       m.tensor = npy(*f, &m.file);
       if (m.tensor.rank() < 1 || m.tensor.rank() > 4)
@@ -185,6 +191,15 @@ struct Loader {
       forbid({"width", "padding_side"}, "4-D");
       m.encoding = MaskEncoding::four_d;
       four_d(n, m);
+    }
+    // Extension (docs/batch-format.md): "style" on a dense or file mask says how to read a
+    // written-out 4-D mask: "additive" = non-zero entries hold the large negative value (masked),
+    // "boolean" = non-zero entries are attended. Captured generate() masks use it.
+    if (m.encoding == MaskEncoding::dense || m.encoding == MaskEncoding::file) {
+      if (auto st = n.get("style")) {
+        if (m.tensor.rank() != 4) st->fail("\"style\" only on a 4-D mask", "a mask of rank " + std::to_string(m.tensor.rank()));
+        m.style = st->as_enum({"additive", "boolean"}) == "additive" ? MaskStyle::additive : MaskStyle::boolean;
+      }
     }
     if (auto r = n.get("rank")) {
       int rank = static_cast<int>(r->as_int(2, 4));
@@ -529,8 +544,9 @@ struct Loader {
   IntTensor cu_array(const Node& n) {
     IntTensor t = dense(n, 2);
     if (t.dtype == DType::boolean) n.fail("integers", "booleans");
-    for (int64_t v : t.values)
-      if (v < -kMaxIndex || v > kMaxIndex) n.fail("values within +-2^62");
+    for (size_t i = 0; i < t.values.size(); ++i)
+      if (t.values[i] < -kMaxIndex || t.values[i] > kMaxIndex)
+        (t.rank() == 1 ? n[i] : n).fail("a value within +-2^62", std::to_string(t.values[i]));
     t.dtype = DType::int32;
     return t;
   }
@@ -615,10 +631,12 @@ struct Loader {
     if (auto t = n.get("table_length")) r.table_length = t->as_int(0, limits.max_dimension);
     if (auto o = n.get("seqlen_offset")) {
       if (o->is_array()) {
-        r.seqlen_offset = o->as_int_array(0, limits.max_dimension, limits.max_array_elements);
+        // negative offsets are legal: FLA encodes left padding as a negative per-sequence offset
+        // (fla/modules/rotary.py; the FLA#967 fix's tests use them)
+        r.seqlen_offset = o->as_int_array(-limits.max_dimension, limits.max_dimension, limits.max_array_elements);
         r.seqlen_offset_per_sequence = true;
       } else {
-        r.seqlen_offset = {o->as_int(0, limits.max_dimension)};
+        r.seqlen_offset = {o->as_int(-limits.max_dimension, limits.max_dimension)};
       }
     }
     if (auto v = n.get("varlen")) r.varlen = v->as_bool();

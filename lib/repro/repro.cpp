@@ -1,0 +1,218 @@
+// The repro runner: collect, run in isolated children on all cores, judge, render.
+#include "repro/repro.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "batch/batch.hpp"
+#include "check/check.hpp"
+#include "util/subprocess.hpp"
+
+namespace ad {
+
+namespace fs = std::filesystem;
+
+std::vector<fs::path> collect_cases(const std::vector<std::string>& paths) {
+  std::vector<fs::path> out;
+  for (const auto& p : paths) {
+    std::error_code ec;
+    if (fs::is_directory(p, ec)) {
+      std::vector<fs::path> found;
+      for (auto it = fs::recursive_directory_iterator(p, fs::directory_options::skip_permission_denied, ec);
+           !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
+        if (it->is_regular_file() && it->path().extension() == ".json") found.push_back(it->path());
+      if (found.empty()) throw InputError(p, "", "a folder holding repro cases (*.json)", "no .json files");
+      std::sort(found.begin(), found.end());
+      out.insert(out.end(), found.begin(), found.end());
+    } else if (fs::is_regular_file(p, ec)) {
+      out.emplace_back(p);
+    } else {
+      throw InputError(p, "", "a repro case file or a folder of them", "nothing at that path");
+    }
+  }
+  return out;
+}
+
+namespace {
+
+nlohmann::json expect_json(const Expect& e) {
+  nlohmann::json j = nlohmann::json::object();
+  if (e.first_violation_given) j["first_violation"] = e.first_violation ? nlohmann::json(*e.first_violation) : nlohmann::json();
+  if (!e.violations.empty()) j["violations"] = e.violations;
+  if (e.exit_code) j["exit_code"] = *e.exit_code;
+  return j;
+}
+
+std::string first_line(const std::string& s) {
+  auto nl = s.find('\n');
+  std::string line = s.substr(0, nl);
+  return line.size() > 400 ? line.substr(0, 400) + "..." : line;
+}
+
+}  // namespace
+
+ReproResult judge_case(const fs::path& file, int exit_code, const std::string& stdout_text, const std::string& stderr_text) {
+  ReproResult r;
+  r.file = file;
+  r.name = file.stem().string();
+  Expect expect;
+  bool invalid_case = false;
+  try {
+    Batch b = load_batch_file(file);
+    r.name = b.name;
+    if (!b.expect) {
+      r.message = "the case has no \"expect\" block";
+      return r;
+    }
+    expect = *b.expect;
+  } catch (const InputError& e) {
+    // A case may be an invalid batch on purpose (expect exit 2): then it cannot carry a
+    // readable expect block, and only exit code 2 can pass. Such cases live in hostile/
+    // fixtures with an .expect file instead; here an unreadable case fails with the reason.
+    invalid_case = true;
+    r.message = std::string("the case cannot be read: ") + e.what();
+  }
+  r.expected = expect_json(expect);
+  r.got = {{"exit_code", exit_code}};
+  nlohmann::json report;
+  bool have_report = false;
+  if (!stdout_text.empty()) {
+    try {
+      report = nlohmann::json::parse(stdout_text);
+      have_report = report.is_object();
+    } catch (const nlohmann::json::exception&) {
+    }
+  }
+  std::vector<std::string> got_ids;
+  if (have_report) {
+    r.got["status"] = report.value("status", "");
+    const auto& first = report["first_violation"];
+    r.got["first_violation"] = first.is_object() ? first["id"] : nlohmann::json();
+    for (const auto& v : report["violations"]) got_ids.push_back(v.value("id", ""));
+    r.got["violations"] = got_ids;
+  }
+  if (invalid_case) return r;
+
+  std::vector<std::string> problems;
+  for (const auto& id : expect.violations)
+    if (!find_invariant(id)) problems.push_back("expect names unknown invariant \"" + id + "\" (did you mean \"" + closest_invariant_id(id) + "\"?)");
+  if (expect.first_violation && !find_invariant(*expect.first_violation))
+    problems.push_back("expect names unknown invariant \"" + *expect.first_violation + "\" (did you mean \"" +
+                       closest_invariant_id(*expect.first_violation) + "\"?)");
+  if (!have_report && !(expect.exit_code && *expect.exit_code == exit_code && exit_code >= 2)) {
+    problems.push_back("no report (exit " + std::to_string(exit_code) + "): " + first_line(stderr_text));
+  } else if (have_report) {
+    if (expect.first_violation_given) {
+      std::string want = expect.first_violation ? *expect.first_violation : "none";
+      std::string got = r.got["first_violation"].is_string() ? r.got["first_violation"].get<std::string>() : "none";
+      if (want != got) problems.push_back("first_violation: expected " + want + ", got " + got);
+    }
+    for (const auto& id : expect.violations)
+      if (std::find(got_ids.begin(), got_ids.end(), id) == got_ids.end())
+        problems.push_back("violations: expected " + id + " among them, not reported");
+  }
+  if (expect.exit_code && *expect.exit_code != exit_code)
+    problems.push_back("exit code: expected " + std::to_string(*expect.exit_code) + ", got " + std::to_string(exit_code) +
+                       (exit_code >= 2 ? " (" + first_line(stderr_text) + ")" : ""));
+  if (!expect.first_violation_given && expect.violations.empty() && !expect.exit_code)
+    problems.push_back("the expect block is empty");
+  r.passed = problems.empty();
+  for (const auto& p : problems) r.message += (r.message.empty() ? "" : "; ") + p;
+  return r;
+}
+
+std::vector<ReproResult> run_repro(const std::vector<fs::path>& cases, const ReproOptions& options) {
+  std::vector<ReproResult> results(cases.size());
+  std::atomic<size_t> next{0};
+  unsigned jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
+  jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(1, cases.size())));
+  auto worker = [&] {
+    for (size_t i = next++; i < cases.size(); i = next++) {
+      std::vector<std::string> argv = {options.executable, "check", cases[i].string(), "--format", "json",
+                                       "--backend", options.backend};
+      argv.insert(argv.end(), options.extra_args.begin(), options.extra_args.end());
+      ProcessResult p = run_process(argv, options.timeout_seconds);
+      int code = p.exited ? p.exit_code : -1;
+      ReproResult r = judge_case(cases[i], code, p.out, p.err);
+      if (!p.spawn_error.empty()) {
+        r.passed = false;
+        r.message = "could not start " + options.executable + ": " + p.spawn_error;
+      } else if (p.timed_out) {
+        r.passed = false;
+        r.message = "timed out after " + std::to_string(static_cast<int>(options.timeout_seconds)) + " s";
+      } else if (!p.exited) {
+        r.passed = false;
+        r.message = "attn-doctor died with signal " + std::to_string(p.signal) + (r.message.empty() ? "" : "; " + r.message);
+      }
+      r.ms = p.seconds * 1000.0;
+      results[i] = std::move(r);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned k = 0; k < jobs; ++k) pool.emplace_back(worker);
+  for (auto& t : pool) t.join();
+  return results;
+}
+
+nlohmann::json repro_json(const std::vector<ReproResult>& results) {
+  nlohmann::json cases = nlohmann::json::array();
+  int passed = 0;
+  for (const auto& r : results) {
+    cases.push_back({{"file", r.file.string()},
+                     {"name", r.name},
+                     {"expected", r.expected},
+                     {"got", r.got},
+                     {"passed", r.passed},
+                     {"ms", r.ms},
+                     {"message", r.message}});
+    passed += r.passed;
+  }
+  return {{"cases", cases}, {"passed", passed}, {"failed", static_cast<int>(results.size()) - passed}};
+}
+
+namespace {
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        if (c < 0x20 && c != '\n' && c != '\t') out += ' ';
+        else out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+}  // namespace
+
+std::string junit_xml(const std::vector<ReproResult>& results, const std::string& suite_name) {
+  int failures = 0;
+  double total_ms = 0;
+  for (const auto& r : results) {
+    failures += !r.passed;
+    total_ms += r.ms;
+  }
+  std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  out += "<testsuites tests=\"" + std::to_string(results.size()) + "\" failures=\"" + std::to_string(failures) + "\">\n";
+  out += "  <testsuite name=\"" + xml_escape(suite_name) + "\" tests=\"" + std::to_string(results.size()) +
+         "\" failures=\"" + std::to_string(failures) + "\" errors=\"0\" time=\"" + std::to_string(total_ms / 1000.0) + "\">\n";
+  for (const auto& r : results) {
+    out += "    <testcase classname=\"" + xml_escape(r.file.parent_path().string()) + "\" name=\"" + xml_escape(r.name) +
+           "\" file=\"" + xml_escape(r.file.string()) + "\" time=\"" + std::to_string(r.ms / 1000.0) + "\">\n";
+    if (!r.passed)
+      out += "      <failure message=\"" + xml_escape(r.message) + "\" type=\"expectation\">expected: " +
+             xml_escape(r.expected.dump()) + "\ngot: " + xml_escape(r.got.dump()) + "</failure>\n";
+    out += "    </testcase>\n";
+  }
+  out += "  </testsuite>\n</testsuites>\n";
+  return out;
+}
+
+}  // namespace ad

@@ -1,0 +1,45 @@
+// Repro cases: batch files with an `expect` block. Each case runs `attn-doctor check` in a
+// child process (isolation: a case that crashes or hangs cannot take the others with it),
+// cases run in parallel, and the outcome is compared with the expectation.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace ad {
+
+struct ReproOptions {
+  std::string executable;               // attn-doctor binary to run each case with
+  std::string backend = "auto";         // --backend for every case
+  std::vector<std::string> extra_args;  // further `check` arguments
+  unsigned jobs = 0;                    // 0: one per core
+  double timeout_seconds = 300.0;       // per case
+};
+
+struct ReproResult {
+  std::filesystem::path file;
+  std::string name;
+  nlohmann::json expected;  // {"first_violation", "violations", "exit_code"} as given
+  nlohmann::json got;       // {"first_violation", "violations", "exit_code", "status"}
+  bool passed = false;
+  std::string message;      // why it failed (expected vs got), or the error
+  double ms = 0.0;
+};
+
+// Case files from files and folders (folders: every *.json below them, sorted). Throws
+// InputError for a path that does not exist or a folder without cases.
+std::vector<std::filesystem::path> collect_cases(const std::vector<std::string>& paths);
+
+// Compares one `check --format json` outcome with the case's expect block.
+ReproResult judge_case(const std::filesystem::path& file, int exit_code, const std::string& stdout_text,
+                       const std::string& stderr_text);
+
+std::vector<ReproResult> run_repro(const std::vector<std::filesystem::path>& cases, const ReproOptions& options);
+
+nlohmann::json repro_json(const std::vector<ReproResult>& results);
+std::string junit_xml(const std::vector<ReproResult>& results, const std::string& suite_name);
+
+}  // namespace ad

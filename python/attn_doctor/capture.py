@@ -1,0 +1,164 @@
+"""`python -m attn_doctor.capture [--out DIR] [--every|--call N|--first-failure] -- CMD ...`
+
+Runs CMD (`python train.py ...`, `torchrun ...`, `accelerate launch ...`) with the capture
+installed in every Python process it starts: the folder holding attn_doctor's bootstrap
+`sitecustomize` is put first on PYTHONPATH and the options travel in ATTN_DOCTOR_CAPTURE.
+When CMD ends, the batch files its processes wrote (read from DIR/manifest.jsonl) are
+listed with the exact `attn-doctor check` command, and this command exits with CMD's
+status. In first-failure mode CUDA_LAUNCH_BLOCKING=1 is set (unless already set or
+--no-launch-blocking is given) so that an asynchronous device error surfaces in the call
+that caused it rather than in a later one.
+
+This module doubles as `attn_doctor.capture(...)`: importing it must not hide the
+function of the same name, so the module object is callable and forwards to it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import types
+from typing import List, Optional, Sequence
+
+from ._session import MANIFEST, capture as _capture_function, check_command_line
+
+
+def _parse(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m attn_doctor.capture",
+        description="Run a command with varlen-attention capture hooks installed and write "
+                    "attn-doctor batch files for the calls chosen.")
+    parser.add_argument("--out", default="attn-doctor-capture",
+                        help="folder for batch files and manifest.jsonl (default: %(default)s)")
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--first-failure", action="store_true",
+                       help="write the first call that raises (default)")
+    which.add_argument("--every", action="store_true", help="write every call")
+    which.add_argument("--call", type=int, metavar="N", help="write call number N (1-based)")
+    parser.add_argument("--limit", type=int, metavar="N",
+                        help="with --every: stop after N files per process")
+    parser.add_argument("--threshold", type=int, default=None, metavar="ELEMENTS",
+                        help="arrays with more elements go to .npy sidecars (default 4096)")
+    parser.add_argument("--no-launch-blocking", action="store_true",
+                        help="do not set CUDA_LAUNCH_BLOCKING=1 in first-failure mode")
+    parser.add_argument("--attn-doctor", default="attn-doctor", metavar="PROGRAM",
+                        help="program named in the printed check command (default: %(default)s)")
+    parser.add_argument("command", nargs=argparse.REMAINDER,
+                        help="-- followed by the command to run")
+    args = parser.parse_args(list(argv))
+    command = list(args.command)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        parser.error("give the command to run after --, e.g. -- python train.py")
+    if args.call is not None and args.call < 1:
+        parser.error("--call N needs N >= 1")
+    args.command = command
+    return args
+
+
+def _child_environment(args: argparse.Namespace, session: str) -> dict:
+    env = dict(os.environ)
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    bootstrap = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bootstrap")
+    paths = [bootstrap, package_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    mode = "every" if args.every else "call" if args.call is not None else "first-failure"
+    config = {"out": os.path.abspath(args.out), "mode": mode, "session": session,
+              "announce": False, "check_command": args.attn_doctor}
+    if args.call is not None:
+        config["call"] = args.call
+    if args.limit is not None:
+        config["limit"] = args.limit
+    if args.threshold is not None:
+        config["threshold"] = args.threshold
+    env["ATTN_DOCTOR_CAPTURE"] = json.dumps(config, sort_keys=True)
+    if mode == "first-failure" and not args.no_launch_blocking:
+        env.setdefault("CUDA_LAUNCH_BLOCKING", "1")
+    return env
+
+
+def _manifest_entries(out: str, session: str) -> List[dict]:
+    path = os.path.join(out, MANIFEST)
+    entries = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if entry.get("session") == session:
+                    entries.append(entry)
+    except FileNotFoundError:
+        pass
+    return entries
+
+
+def _report(args: argparse.Namespace, entries: List[dict], status: int) -> None:
+    out = os.path.abspath(args.out)
+    err = sys.stderr
+    failures = [e for e in entries if e.get("failed")]
+    if not entries:
+        if args.call is not None:
+            print(f"attn-doctor: the run made fewer than {args.call} attention calls; "
+                  "nothing written", file=err)
+        elif args.every:
+            print("attn-doctor: the run made no hooked attention call; nothing written", file=err)
+        else:
+            print(f"attn-doctor: no attention call raised (exit status {status}); "
+                  "nothing written", file=err)
+        return
+    for entry in failures:
+        where = f", layer {entry['layer_idx']}" if "layer_idx" in entry else ""
+        print(f"attn-doctor: call {entry['call']} into {entry['entry']}{where} raised "
+              f"{entry.get('exception', '')}", file=err)
+        print(f"attn-doctor: batch file written; reproduce with:\n"
+              f"  {check_command_line(args.attn_doctor, os.path.join(out, entry['file']))}",
+              file=err)
+    if not failures or len(entries) > len(failures):
+        print(f"attn-doctor: wrote {len(entries)} batch file(s) into "
+              f"{os.path.relpath(out) if not os.path.relpath(out).startswith('..') else out} "
+              f"(index: {MANIFEST}); check one with:\n"
+              f"  {check_command_line(args.attn_doctor, os.path.join(out, entries[0]['file']))}",
+              file=err)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = _parse(sys.argv[1:] if argv is None else argv)
+    session = f"{os.getpid()}-{time.time_ns()}"
+    env = _child_environment(args, session)
+    try:
+        child = subprocess.Popen(args.command, env=env)
+    except OSError as exc:
+        print(f"attn-doctor: cannot run {args.command[0]!r}: {exc}", file=sys.stderr)
+        return 127
+    # Ctrl-C reaches the child through the process group; wait for it to finish.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        status = child.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    status = status if status >= 0 else 128 - status
+    _report(args, _manifest_entries(os.path.abspath(args.out), session), status)
+    return status
+
+
+class _CallableModule(types.ModuleType):
+    """`attn_doctor.capture(...)` keeps working after `import attn_doctor.capture`."""
+
+    def __call__(self, *args, **kwargs):
+        return _capture_function(*args, **kwargs)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+else:
+    sys.modules[__name__].__class__ = _CallableModule

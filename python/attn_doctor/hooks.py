@@ -1,0 +1,254 @@
+"""Where the hooks go, and how they are put in and taken out again.
+
+Entry points wrapped (whichever the run has loaded, now or later):
+
+  transformers.modeling_flash_attention_utils._flash_attention_forward   (>= 4.42)
+  transformers.integrations.flash_attention.flash_attention_forward      (>= 4.48, 5.x: the
+      function the model's attention calls through ALL_ATTENTION_FUNCTIONS; gives the module)
+  transformers.models.*: XFlashAttention2._flash_attention_forward        (<= 4.41, records)
+                         XFlashAttention2.forward                         (<= 4.47, gives the module)
+  flash_attn[.flash_attn_interface].flash_attn_varlen_func / flash_attn_func
+  fla.modules[.rotary[.ops]].RotaryEmbedding.forward
+
+A function is imported by name into many modules (each 4.42-4.47 model file holds its own
+reference to `_flash_attention_forward`; 5.x caches flash_attn's functions in module
+globals), so after wrapping a definition every loaded module's attribute that still refers
+to the original is re-pointed at the wrapper, and the same happens to each watched module
+imported later (a meta-path hook wraps its loader). Everything is recorded and restored in
+reverse order by `Patcher.restore`.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.abc
+import importlib.machinery
+import sys
+import threading
+from typing import Any, Callable, Dict, List, Tuple
+
+# (module name, attribute, entry kind)
+FUNCTION_TARGETS: Tuple[Tuple[str, str, str], ...] = (
+    ("transformers.modeling_flash_attention_utils", "_flash_attention_forward", "transformers"),
+    ("transformers.integrations.flash_attention", "flash_attention_forward", "module_context"),
+    ("flash_attn.flash_attn_interface", "flash_attn_varlen_func", "flash_attn_varlen"),
+    ("flash_attn.flash_attn_interface", "flash_attn_func", "flash_attn_dense"),
+    ("flash_attn", "flash_attn_varlen_func", "flash_attn_varlen"),
+    ("flash_attn", "flash_attn_func", "flash_attn_dense"),
+)
+ROTARY_MODULES = ("fla.modules.rotary.ops", "fla.modules.rotary", "fla.modules")
+WATCHED_PREFIXES = ("transformers.models.",)
+WATCHED = frozenset([m for m, _, _ in FUNCTION_TARGETS] + list(ROTARY_MODULES)
+                    + ["transformers.modeling_utils", "transformers.integrations"])
+
+ENTRY_NAMES = {
+    "transformers": "transformers._flash_attention_forward",
+    "transformers_method": "transformers.FlashAttention2._flash_attention_forward",
+    "flash_attn_varlen": "flash_attn.flash_attn_varlen_func",
+    "flash_attn_dense": "flash_attn.flash_attn_func",
+    "fla_rotary": "fla.RotaryEmbedding.forward",
+}
+
+_MARK = "__attn_doctor_original__"
+
+# id(original) -> (original, wrapper), never emptied: references to a wrapper that a library
+# kept after a capture ended must find the same wrapper when the next capture starts.
+_WRAPPERS: Dict[int, Tuple[Any, Callable]] = {}
+
+
+def original_of(fn: Any) -> Any:
+    return getattr(fn, _MARK, None)
+
+
+class Patcher:
+    """Wraps functions and methods and re-points references; `restore` undoes all of it."""
+
+    def __init__(self, make_wrapper: Callable[[Any, str], Callable]):
+        self._make_wrapper = make_wrapper
+        self._wrappers: Dict[int, Tuple[Any, Callable]] = {}   # id(original) -> (original, wrapper)
+        self._undo: List[Tuple[Any, str, Any, bool]] = []       # (owner, key, old, is_mapping)
+        self._patched_classes: set = set()
+        self._lock = threading.RLock()
+
+    # -- primitives -----------------------------------------------------------------------
+
+    def _set(self, owner: Any, key: str, value: Any, mapping: bool = False) -> None:
+        old = owner[key] if mapping else owner.__dict__.get(key) if isinstance(owner, type) \
+            else getattr(owner, key)
+        self._undo.append((owner, key, old, mapping))
+        if mapping:
+            owner[key] = value
+        else:
+            setattr(owner, key, value)
+
+    def wrapper_for(self, original: Any, kind: str) -> Callable:
+        entry = self._wrappers.get(id(original))
+        if entry is not None and entry[0] is original:
+            return entry[1]
+        # One wrapper per original for the life of the process (see _WRAPPERS).
+        entry = _WRAPPERS.get(id(original))
+        if entry is None or entry[0] is not original:
+            wrapper = self._make_wrapper(original, kind)
+            try:
+                functools.update_wrapper(wrapper, original)
+            except Exception:
+                pass
+            setattr(wrapper, _MARK, original)
+            entry = _WRAPPERS[id(original)] = (original, wrapper)
+        self._wrappers[id(original)] = entry
+        return entry[1]
+
+    def wrap_attribute(self, owner: Any, name: str, kind: str) -> None:
+        value = getattr(owner, name, None) if not isinstance(owner, type) else owner.__dict__.get(name)
+        if value is None or not callable(value) or original_of(value) is not None:
+            return
+        self._set(owner, name, self.wrapper_for(value, kind))
+
+    def rebind_module(self, module: Any) -> None:
+        """Point every attribute of `module` that holds a wrapped original at its wrapper."""
+        try:
+            items = list(vars(module).items())
+        except TypeError:
+            return
+        for key, value in items:
+            entry = self._wrappers.get(id(value))
+            if entry is not None and entry[0] is value:
+                self._set(module, key, entry[1])
+
+    def rebind_mapping(self, mapping: Any) -> None:
+        if not isinstance(mapping, dict):
+            return
+        for key, value in list(mapping.items()):
+            entry = self._wrappers.get(id(value))
+            if entry is not None and entry[0] is value:
+                self._set(mapping, key, entry[1], mapping=True)
+
+    def restore(self) -> None:
+        with self._lock:
+            for owner, key, old, mapping in reversed(self._undo):
+                try:
+                    if mapping:
+                        owner[key] = old
+                    elif isinstance(owner, type) and old is None:
+                        delattr(owner, key)
+                    else:
+                        setattr(owner, key, old)
+                except Exception:
+                    pass
+            self._undo.clear()
+            self._wrappers.clear()
+            self._patched_classes.clear()
+
+    # -- the targets ----------------------------------------------------------------------
+
+    def scan(self) -> None:
+        """Wrap every target present in sys.modules and re-point references to it."""
+        with self._lock:
+            for module_name, attr, kind in FUNCTION_TARGETS:
+                module = sys.modules.get(module_name)
+                if module is not None:
+                    self.wrap_attribute(module, attr, kind)
+            for module_name in ROTARY_MODULES:
+                module = sys.modules.get(module_name)
+                cls = getattr(module, "RotaryEmbedding", None) if module is not None else None
+                if isinstance(cls, type) and id(cls) not in self._patched_classes:
+                    self._patched_classes.add(id(cls))
+                    self.wrap_attribute(cls, "forward", "fla_rotary")
+            for name, module in list(sys.modules.items()):
+                if name.startswith("transformers.models.") and module is not None:
+                    self._patch_model_classes(module)
+            for name, module in list(sys.modules.items()):
+                if module is not None and _may_hold_references(name):
+                    self.rebind_module(module)
+            self._rebind_attention_registry()
+
+    def _patch_model_classes(self, module: Any) -> None:
+        """<= 4.47: per-model `XFlashAttention2` classes. Their `forward` provides the module
+        (config, layer) to the recording below it; <= 4.41 their `_flash_attention_forward`
+        method is the conversion entry itself."""
+        for cls in list(vars(module).values()):
+            if not (isinstance(cls, type) and cls.__name__.endswith("FlashAttention2")
+                    and cls.__module__ == module.__name__) or id(cls) in self._patched_classes:
+                continue
+            self._patched_classes.add(id(cls))
+            if "_flash_attention_forward" in cls.__dict__:
+                self.wrap_attribute(cls, "_flash_attention_forward", "transformers_method")
+            if "forward" in cls.__dict__:
+                self.wrap_attribute(cls, "forward", "module_context")
+
+    def _rebind_attention_registry(self) -> None:
+        """>= 4.48: models look up `flash_attention_forward` in ALL_ATTENTION_FUNCTIONS."""
+        module = sys.modules.get("transformers.modeling_utils")
+        registry = getattr(module, "ALL_ATTENTION_FUNCTIONS", None) if module is not None else None
+        if registry is None:
+            return
+        for attr in ("_global_mapping", "_local_mapping"):
+            self.rebind_mapping(getattr(registry, attr, None))
+
+
+def _may_hold_references(name: str) -> bool:
+    # Every module may have done `from flash_attn import flash_attn_varlen_func`; scanning
+    # all of sys.modules once per watched import is cheap (a dict walk per module).
+    return not name.startswith(("attn_doctor", "importlib", "encodings", "_frozen"))
+
+
+class _LoaderProxy(importlib.abc.Loader):
+    """Runs the real loader, then lets the patcher see the freshly executed module."""
+
+    def __init__(self, loader: Any, on_loaded: Callable[[Any], None]):
+        self._loader = loader
+        self._on_loaded = on_loaded
+
+    def create_module(self, spec):  # noqa: D401 - loader protocol
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        try:
+            self._on_loaded(module)
+        except Exception as exc:  # a broken hook must never break the user's import
+            _warn(f"could not hook {module.__name__}: {exc!r}")
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+class ImportHook(importlib.abc.MetaPathFinder):
+    """Meta-path finder that only decorates the loaders of watched modules."""
+
+    def __init__(self, on_loaded: Callable[[Any], None]):
+        self._on_loaded = on_loaded
+        self._busy = threading.local()
+
+    def find_spec(self, fullname, path=None, target=None):
+        if not (fullname in WATCHED or fullname.startswith(WATCHED_PREFIXES)):
+            return None
+        if getattr(self._busy, "active", False):
+            return None
+        self._busy.active = True
+        try:
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    break
+            else:
+                return None
+        finally:
+            self._busy.active = False
+        if spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        spec.loader = _LoaderProxy(spec.loader, self._on_loaded)
+        return spec
+
+
+_warned: set = set()
+
+
+def _warn(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        print(f"attn-doctor: warning: {message}", file=sys.stderr)
+
+
+__all__ = ["Patcher", "ImportHook", "ENTRY_NAMES", "original_of"]

@@ -1,0 +1,472 @@
+"""Batch documents built from the arguments of one hooked call.
+
+One builder per entry point:
+
+  transformers  `_flash_attention_forward(query_states, key_states, value_states,
+                attention_mask, query_length, ...)` (>= 4.42, module function) and the
+                model-level `XFlashAttention2._flash_attention_forward(self, ...)` (<= 4.41).
+                q is (B, Lq, H, D), k/v (B, Lk, Hk, D). Writes what the framework held: the
+                `batch` block (mask, position ids, lengths, explicit `flash_kwargs`), never the
+                cu_seqlens transformers derives from them, so that `attn-doctor check` replays
+                the conversion instead of reading back its answer.
+  flash_attn    `flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                max_seqlen_k, ...)`: q (total_q, H, D). Writes the `varlen` block as passed.
+                `flash_attn_func(q, k, v, ...)`: q (B, Lq, H, D). Writes a dense `batch` block.
+  fla           `RotaryEmbedding.forward(self, q, k, seqlen_offset, cu_seqlens, max_seqlen)`:
+                q (B, T, H, D). Writes the `rotary` block (and `varlen` with cu_seqlens).
+
+Each builder runs *before* the real call, so a call that kills the CUDA context (a
+device-side assert) can still be written: everything it needs is already on the host.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import _tensors as T
+from .batchfile import FORMAT, Encoder
+
+# model_type values whose positions start at padding_idx + 1 (RoBERTa-style embeddings)
+_ROBERTA_LIKE = {"roberta", "xlm-roberta", "xlm_roberta", "camembert", "roberta-prelayernorm",
+                 "roberta_prelayernorm", "xmod", "data2vec-text", "data2vec_text", "longformer",
+                 "markuplm", "ibert", "mpnet"}
+
+_VERSION_DISTS = (("transformers", "transformers"), ("flash_attn", "flash-attn"),
+                  ("torch", "torch"), ("triton", "triton"))
+
+
+def bind_arguments(fn: Any, args: tuple, kwargs: dict) -> Dict[str, Any]:
+    """The call's arguments by parameter name; **kwargs entries are merged in."""
+    try:
+        sig = inspect.signature(fn)
+        bound = sig.bind_partial(*args, **kwargs)
+    except (TypeError, ValueError):
+        return dict(kwargs)
+    out: Dict[str, Any] = {}
+    for name, value in bound.arguments.items():
+        param = sig.parameters[name]
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            for k, v in value.items():
+                out.setdefault(k, v)
+        elif param.kind is not inspect.Parameter.VAR_POSITIONAL:
+            out[name] = value
+    return out
+
+
+def library_versions(known: Dict[str, str], missed: set) -> Dict[str, str]:
+    """Versions of the libraries the run uses: the imported module's __version__ first
+    (what actually runs), else the installed distribution's metadata (looked up once per
+    name). `known` and `missed` persist between calls: a library imported lazily inside
+    the first attention call (transformers 5.x imports flash_attn there) is found later."""
+    import sys
+    for module_name, dist in _VERSION_DISTS:
+        if module_name in known:
+            continue
+        mod = sys.modules.get(module_name)
+        version = getattr(mod, "__version__", None) if mod is not None else None
+        if not isinstance(version, str) and module_name not in missed:
+            try:
+                from importlib import metadata
+                version = metadata.version(dist)
+            except Exception:
+                missed.add(module_name)
+        if isinstance(version, str) and version:
+            known[module_name] = version
+    return {name: known[name] for name, _ in _VERSION_DISTS if name in known}
+
+
+class HostCache:
+    """Host copies of small index tensors, reused while the same unmodified tensor is passed
+    again (every layer of a forward receives the same mask and position ids). Entries hold
+    a reference to their tensor so that its id and memory cannot be reused while cached."""
+
+    def __init__(self, size: int = 8):
+        self.size = size
+        self._entries: List[Tuple[Any, Any, List[Any]]] = []
+
+    def get(self, t: Any) -> List[Any]:
+        key = (getattr(t, "_version", None), tuple(T.shape(t)), T.dtype_name(t))
+        for tensor, k, flat in self._entries:
+            if tensor is t and k == key:
+                return flat
+        flat = T.flatten(T.host_list(t))
+        self._entries.append((t, key, flat))
+        if len(self._entries) > self.size:
+            self._entries.pop(0)
+        return flat
+
+
+class Context:
+    """What a builder may read besides the call's arguments."""
+
+    def __init__(self, encoder: Encoder, cache: HostCache, versions: Dict[str, str],
+                 module: Any = None, name: str = "", description: str = ""):
+        self.encoder, self.cache, self.versions = encoder, cache, versions
+        self.module, self.name, self.description = module, name, description
+
+
+# -- pieces shared by the builders -------------------------------------------------------
+
+def _config_of(module: Any) -> Any:
+    return getattr(module, "config", None) if module is not None else None
+
+
+def architecture_of(config: Any) -> Optional[str]:
+    model_type = getattr(config, "model_type", None)
+    if not isinstance(model_type, str) or not model_type:
+        return None
+    # sub-configs of multimodal models (qwen2_vl_text) carry the family's quirks
+    for suffix in ("_text", "_text_model"):
+        if model_type.endswith(suffix):
+            model_type = model_type[: -len(suffix)]
+    return model_type
+
+
+def _int_attr(obj: Any, *names: str) -> Optional[int]:
+    for name in names:
+        v = getattr(obj, name, None)
+        if isinstance(v, int) and not isinstance(v, bool):
+            return v
+    return None
+
+
+def _model_dtype(name: str) -> str:
+    return name if name in T.MODEL_DTYPES else "fp32"
+
+
+def _environment(ctx: Context, q: Any) -> Dict[str, Any]:
+    env: Dict[str, Any] = dict(ctx.versions)
+    env["device"] = T.device_name(q)
+    return env
+
+
+def _override(tensors: Dict[str, Dict[str, Any]], name: str, key: str, value: Any) -> None:
+    tensors.setdefault(name, {})[key] = value
+
+
+def _index_tensor_overrides(tensors: Dict[str, Dict[str, Any]], name: str, t: Any,
+                            q_device: str) -> None:
+    """int32 on q's device is what a correct call passes; anything else is recorded."""
+    if T.dtype_name(t) != "int32":
+        _override(tensors, name, "dtype", T.dtype_name(t))
+    if T.device_name(t) != q_device:
+        _override(tensors, name, "device", T.device_name(t))
+
+
+def _qkv_overrides(tensors: Dict[str, Dict[str, Any]], q: Any, k: Any, v: Any,
+                   model_dtype: str, q_dtype: str) -> None:
+    if q_dtype != model_dtype:
+        _override(tensors, "q", "dtype", q_dtype)
+    for name, t in (("k", k), ("v", v)):
+        if t is None:
+            continue
+        if T.dtype_name(t) != q_dtype:
+            _override(tensors, name, "dtype", T.dtype_name(t))
+        if T.device_name(t) != T.device_name(q):
+            _override(tensors, name, "device", T.device_name(t))
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if t is not None and not T.last_dim_contiguous(t):
+            _override(tensors, name, "contiguous", False)
+
+
+def _document(ctx: Context, env: Dict[str, Any], model: Dict[str, Any], **blocks: Any
+              ) -> Dict[str, Any]:
+    doc: Dict[str, Any] = {"format": FORMAT}
+    if ctx.name:
+        doc["name"] = ctx.name
+    if ctx.description:
+        doc["description"] = ctx.description
+    doc["environment"] = env
+    doc["model"] = model
+    for key in ("batch", "varlen", "tensors", "rotary"):
+        value = blocks.get(key)
+        if value:
+            doc[key] = value
+    return doc
+
+
+def _mask_block(ctx: Context, mask: Any) -> Tuple[Dict[str, Any], Optional[Tuple[List[int], List[int]]]]:
+    """(mask object, (flat values, shape) when 2-D binary) for the attention mask."""
+    shape = T.shape(mask)
+    floating = T.is_floating(mask)
+    if len(shape) == 4:
+        recovered = analyse_mask_4d(mask)
+        flat = None if recovered is not None else ctx.cache.get(mask)
+        return ctx.encoder.mask_4d(shape, floating, recovered=recovered, flat=flat), None
+    flat = ctx.cache.get(mask)
+    obj = ctx.encoder.mask(flat, shape, T.dtype_name(mask), floating=floating)
+    if len(shape) == 2 and not floating:
+        return obj, ([int(v) for v in flat], shape)
+    return obj, None
+
+
+def analyse_mask_4d(mask: Any) -> Optional[Tuple[List[int], bool]]:
+    """(2-D mask, causal) a (B, 1, Q, K) mask was built from, or None. With torch the test
+    runs on the mask's device and only the (B, K) result is copied to the host."""
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is None or not isinstance(mask, torch.Tensor):
+        from .batchfile import recover_2d_from_4d
+        flat = T.flatten(T.host_list(mask))
+        attended = [(v == 0) if T.is_floating(mask) else (v != 0) for v in flat]
+        return recover_2d_from_4d(attended, T.shape(mask))
+    b, h, q, k = mask.shape
+    if h != 1 or q == 0:
+        return None
+    attended = (mask == 0) if mask.is_floating_point() else (mask != 0)
+    from_2d = attended.any(dim=2, keepdim=True)                      # (B, 1, 1, K)
+    rows = torch.arange(q, device=mask.device).view(1, 1, q, 1)
+    cols = torch.arange(k, device=mask.device).view(1, 1, 1, k)
+    for causal in (True, False):
+        built = from_2d.expand(b, 1, q, k)
+        if causal:
+            built = built & (cols <= rows + (k - q))
+        if torch.equal(built, attended):
+            return [int(v) for v in from_2d.reshape(-1).tolist()], causal
+    return None
+
+
+# -- transformers ------------------------------------------------------------------------
+
+def transformers_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
+    """Batch document for `_flash_attention_forward` (module function or model method)."""
+    q, k, v = a["query_states"], a["key_states"], a["value_states"]
+    module = a.get("self", ctx.module)
+    config = _config_of(module)
+    q_shape, k_shape = T.shape(q), T.shape(k)
+    q_device = T.device_name(q)
+
+    q_dtype = T.dtype_name(q)
+    target = a.get("target_dtype")
+    # transformers casts fp32 q/k/v (PEFT-upcast layer norms) back to target_dtype first
+    kernel_dtype = T.dtype_name(target) if (target is not None and q_dtype == "fp32") else q_dtype
+
+    model: Dict[str, Any] = {"num_heads": q_shape[2], "num_kv_heads": k_shape[2],
+                             "head_dim": q_shape[3]}
+    hidden = _int_attr(config, "hidden_size")
+    if hidden is not None:
+        model["hidden_size"] = hidden
+    model["dtype"] = _model_dtype(kernel_dtype)
+    causal = a.get("is_causal")
+    if causal is None:
+        causal = getattr(module, "is_causal", True)
+    model["causal"] = bool(causal)
+
+    window = a.get("sliding_window")
+    if window is None and a.get("use_sliding_windows"):
+        # <= 4.41 Mistral-style layers pass a flag and read the window from the config
+        window = _int_attr(config, "sliding_window")
+    if isinstance(window, int) and not isinstance(window, bool) and window > 0:
+        model["sliding_window"] = window
+    softcap = a.get("softcap")
+    if isinstance(softcap, (int, float)) and not isinstance(softcap, bool) and softcap:
+        model["softcap"] = float(softcap)
+    dropout = a.get("dropout")
+    if isinstance(dropout, (int, float)) and dropout:
+        model["dropout"] = float(dropout)
+    arch = architecture_of(config)
+    if arch:
+        model["architecture"] = arch
+    origin = 0
+    if arch in _ROBERTA_LIKE:
+        pad = _int_attr(config, "pad_token_id")
+        if pad is not None:
+            origin = pad + 1
+            model["position_origin"] = origin
+
+    batch: Dict[str, Any] = {}
+    tensors: Dict[str, Dict[str, Any]] = {}
+    mask_2d = None
+    mask = a.get("attention_mask")
+    if T.is_tensor(mask):
+        batch["attention_mask"], mask_2d = _mask_block(ctx, mask)
+    pos = a.get("position_ids")
+    if T.is_tensor(pos):
+        batch["position_ids"] = ctx.encoder.position_ids(
+            ctx.cache.get(pos), T.shape(pos), T.dtype_name(pos), mask_2d, origin, q_shape[0])
+        if T.device_name(pos) != q_device:
+            _override(tensors, "position_ids", "device", T.device_name(pos))
+    query_length = a.get("query_length")
+    batch["query_length"] = int(query_length) if query_length is not None else q_shape[1]
+    batch["kv_length"] = k_shape[1]
+    # B is written when neither the mask nor the position ids' rows give it
+    pos_obj = batch.get("position_ids")
+    if "attention_mask" not in batch and (pos_obj is None or pos_obj.get("from") == "arange"):
+        batch["batch_size"] = q_shape[0]
+
+    kwargs = {}
+    for hf_name, tensor_name in (("cu_seq_lens_q", "cu_seqlens_q"), ("cu_seq_lens_k", "cu_seqlens_k")):
+        cu = a.get(hf_name)
+        if T.is_tensor(cu):
+            kwargs[hf_name] = [int(x) for x in ctx.cache.get(cu)]
+            _index_tensor_overrides(tensors, tensor_name, cu, q_device)
+    for hf_name in ("max_length_q", "max_length_k"):
+        value, _ = T.scalar_arg(a.get(hf_name))
+        if value is not None:
+            kwargs[hf_name] = value
+    if kwargs:
+        batch["flash_kwargs"] = kwargs
+
+    _qkv_overrides(tensors, q, k, v, model["dtype"], kernel_dtype)
+    return _document(ctx, _environment(ctx, q), model, batch=batch, tensors=tensors)
+
+
+# -- flash_attn --------------------------------------------------------------------------
+
+def _window_and_softcap(model: Dict[str, Any], a: Dict[str, Any]) -> None:
+    window = a.get("window_size")
+    if isinstance(window, (tuple, list)) and len(window) == 2 and int(window[0]) >= 0:
+        # FA's window_size=(left, right) is inclusive; left = W - 1 covers W keys
+        model["sliding_window"] = int(window[0]) + 1
+    softcap = a.get("softcap")
+    if isinstance(softcap, (int, float)) and not isinstance(softcap, bool) and softcap > 0:
+        model["softcap"] = float(softcap)
+    dropout = a.get("dropout_p")
+    if isinstance(dropout, (int, float)) and dropout:
+        model["dropout"] = float(dropout)
+
+
+def _kernel_model(q: Any, k: Any, a: Dict[str, Any], ctx: Context) -> Dict[str, Any]:
+    qs, ks = T.shape(q), T.shape(k)
+    model: Dict[str, Any] = {"num_heads": qs[-2], "num_kv_heads": ks[-2], "head_dim": qs[-1]}
+    config = _config_of(ctx.module)
+    hidden = _int_attr(config, "hidden_size")
+    if hidden is not None:
+        model["hidden_size"] = hidden
+    model["dtype"] = _model_dtype(T.dtype_name(q))
+    model["causal"] = bool(a.get("causal", False))
+    _window_and_softcap(model, a)
+    arch = architecture_of(config)
+    if arch:
+        model["architecture"] = arch
+    return model
+
+
+def varlen_arguments(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
+    """The `varlen` block (and which tensors differ from a correct call) for the arguments
+    of `flash_attn_varlen_func`; also used for the summary of an observed inner call."""
+    q, k = a["q"], a["k"]
+    block: Dict[str, Any] = {}
+    cu_q, cu_k = a.get("cu_seqlens_q"), a.get("cu_seqlens_k")
+    if T.is_tensor(cu_q):
+        ctx.encoder.cu_seqlens_q(block, [int(x) for x in ctx.cache.get(cu_q)], T.dtype_name(cu_q))
+    if T.is_tensor(cu_k):
+        block["cu_seqlens_k"] = [int(x) for x in ctx.cache.get(cu_k)]
+    for name in ("max_seqlen_q", "max_seqlen_k"):
+        value, is_tensor = T.scalar_arg(a.get(name))
+        if value is not None:
+            block[name] = {"tensor": value} if is_tensor else value
+    used = a.get("seqused_k")
+    if T.is_tensor(used):
+        block["seqused_k"] = [int(x) for x in ctx.cache.get(used)]
+    block["total_q"] = T.shape(q)[0]
+    block["total_k"] = T.shape(k)[0]
+    return block
+
+
+def flash_attn_varlen_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
+    q, k, v = a["q"], a["k"], a.get("v")
+    model = _kernel_model(q, k, a, ctx)
+    tensors: Dict[str, Dict[str, Any]] = {}
+    for name in ("cu_seqlens_q", "cu_seqlens_k"):
+        t = a.get(name)
+        if T.is_tensor(t):
+            _index_tensor_overrides(tensors, name, t, T.device_name(q))
+    _qkv_overrides(tensors, q, k, v, model["dtype"], T.dtype_name(q))
+    return _document(ctx, _environment(ctx, q), model,
+                     varlen=varlen_arguments(ctx, a), tensors=tensors)
+
+
+def flash_attn_dense_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
+    q, k, v = a["q"], a["k"], a.get("v")
+    model = _kernel_model(q, k, a, ctx)
+    qs, ks = T.shape(q), T.shape(k)
+    tensors: Dict[str, Dict[str, Any]] = {}
+    _qkv_overrides(tensors, q, k, v, model["dtype"], T.dtype_name(q))
+    batch = {"batch_size": qs[0], "query_length": qs[1], "kv_length": ks[1]}
+    return _document(ctx, _environment(ctx, q), model, batch=batch, tensors=tensors)
+
+
+def observed_kernel_call(ctx: Context, entry: str, a: Dict[str, Any]) -> Dict[str, Any]:
+    """Summary of a kernel call made inside a recorded transformers call: what transformers
+    actually passed. Kept in the capture manifest (the batch file stays the framework's view)."""
+    q = a.get("q")
+    out: Dict[str, Any] = {"entry": entry}
+    if entry.endswith("varlen_func"):
+        block = varlen_arguments(ctx, a)
+        out.update(block)
+        for name in ("cu_seqlens_q", "cu_seqlens_k"):
+            t = a.get(name)
+            if T.is_tensor(t):
+                out[name + "_dtype"] = T.dtype_name(t)
+    elif q is not None:
+        out["q_shape"] = T.shape(q)
+        if a.get("k") is not None:
+            out["k_shape"] = T.shape(a["k"])
+    for name in ("causal", "window_size", "softcap"):
+        value = a.get(name)
+        if isinstance(value, (bool, int, float)):
+            out[name] = value
+        elif isinstance(value, (tuple, list)):
+            out[name] = [int(x) for x in value]
+    return out
+
+
+# -- fla ---------------------------------------------------------------------------------
+
+def fla_rotary_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
+    rotary_module = a["self"]
+    q, k = a["q"], a.get("k")
+    qs = T.shape(q)
+    model: Dict[str, Any] = {"num_heads": qs[-2], "head_dim": qs[-1]}
+    if k is not None:
+        model["num_kv_heads"] = T.shape(k)[-2]
+    config = _config_of(ctx.module)
+    hidden = _int_attr(config, "hidden_size")
+    if hidden is not None:
+        model["hidden_size"] = hidden
+    model["dtype"] = _model_dtype(T.dtype_name(q))
+
+    rotary: Dict[str, Any] = {"implementation": "fla"}
+    dim = _int_attr(rotary_module, "dim", "rotary_dim")
+    if dim is not None:
+        rotary["dim"] = dim
+    base = getattr(rotary_module, "base", None)
+    if isinstance(base, (int, float)) and not isinstance(base, bool):
+        rotary["base"] = float(base)
+    rotary["interleaved"] = bool(getattr(rotary_module, "interleaved", False))
+    offset = a.get("seqlen_offset", a.get("seqlen_offsets", 0))
+    if T.is_tensor(offset):
+        values = [int(x) for x in ctx.cache.get(offset)]
+        rotary["seqlen_offset"] = values[0] if T.ndim(offset) == 0 else values
+    elif isinstance(offset, int) and offset:
+        rotary["seqlen_offset"] = int(offset)
+    cu = a.get("cu_seqlens")
+    rotary["varlen"] = T.is_tensor(cu)
+    rotary["layout"] = "BTHD"
+
+    varlen: Dict[str, Any] = {}
+    tensors: Dict[str, Dict[str, Any]] = {}
+    if T.is_tensor(cu):
+        ctx.encoder.cu_seqlens_q(varlen, [int(x) for x in ctx.cache.get(cu)], T.dtype_name(cu))
+        # packed input: (1, total, H, D)
+        varlen["total_q"] = qs[0] * qs[1]
+        _index_tensor_overrides(tensors, "cu_seqlens_q", cu, T.device_name(q))
+    return _document(ctx, _environment(ctx, q), model, varlen=varlen, tensors=tensors,
+                     rotary=rotary)
+
+
+def fla_rotary_table_length(rotary_module: Any) -> Optional[int]:
+    """Rows of FLA's cached cos/sin table (read after the call: the call grows it)."""
+    return _int_attr(rotary_module, "_seq_len_cached")
+
+
+BUILDERS = {
+    "transformers": transformers_call,
+    "flash_attn_varlen": flash_attn_varlen_call,
+    "flash_attn_dense": flash_attn_dense_call,
+    "fla_rotary": fla_rotary_call,
+}
+
+__all__ = ["BUILDERS", "Context", "HostCache", "bind_arguments", "library_versions",
+           "observed_kernel_call", "analyse_mask_4d"]

@@ -1,0 +1,1 @@
+from .rotary import RotaryEmbedding  # noqa: F401

@@ -1,0 +1,160 @@
+// Report model: the JSON schema of report-format.md, first-violation order, exit codes,
+// array summaries, and the text rendering (no colour unless asked).
+#include <catch2/catch.hpp>
+
+#include "batch/batch.hpp"
+#include "check/check.hpp"
+#include "doctor/doctor.hpp"
+#include "report/report.hpp"
+
+using namespace ad;
+using nlohmann::json;
+
+namespace {
+
+Report sample_report() {
+  Report r;
+  r.version = "0.1.0";
+  r.input = "repro_cases/x.json";
+  r.name = "x";
+  r.rules = {{"transformers", "4.44.0"}, {"flash_attn", "2.6.3"}};
+  r.backend = "cpu";
+  r.add(make_violation("unpad.gather", Severity::error, "gather index 17 >= 8 in the key gather", {{"index", 17}, {"bound", 8}}));
+  r.add(make_violation("mask.kv_length", Severity::error, "attention mask has 4096 columns but keys have 5000 rows",
+                       {{"mask_width", 4096}, {"kv_length", 5000}}));
+  r.add(make_violation("max_seqlen.type", Severity::warning, "max_seqlen_q is a 0-d tensor"));
+  r.varlen = {{"path", "mask"}, {"cu_seqlens_q", {0, 5, 9}}, {"cu_seqlens_k", {0, 5, 9}}, {"max_seqlen_q", 5},
+              {"max_seqlen_k", 5}, {"max_seqlen_is_tensor", false}, {"total_q", 9}, {"total_k", 9}};
+  r.stages.push_back({"conversion", "ok", 0.21, "", json::object()});
+  return r;
+}
+
+// Required keys and their JSON types (report-format.md `check --format json`).
+void require_schema(const json& j) {
+  for (const char* k : {"tool", "version", "input", "name", "status", "backend"}) {
+    INFO(k);
+    REQUIRE(j.contains(k));
+    CHECK(j[k].is_string());
+  }
+  CHECK(j["tool"] == "attn-doctor");
+  CHECK((j["status"] == "ok" || j["status"] == "violation" || j["status"] == "error"));
+  REQUIRE(j["rules"].is_object());
+  REQUIRE(j.contains("first_violation"));
+  REQUIRE(j["violations"].is_array());
+  REQUIRE(j.contains("varlen"));
+  REQUIRE(j["stages"].is_array());
+  auto check_violation = [](const json& v) {
+    for (const char* k : {"id", "stage", "severity", "message", "explanation", "fix"}) {
+      INFO(k);
+      REQUIRE(v.contains(k));
+      CHECK(v[k].is_string());
+    }
+    CHECK(v["evidence"].is_object());
+    CHECK(v["references"].is_array());
+    CHECK((v["severity"] == "error" || v["severity"] == "warning"));
+  };
+  if (!j["first_violation"].is_null()) {
+    check_violation(j["first_violation"]);
+    CHECK(j["first_violation"] == j["violations"][0]);
+  }
+  for (const auto& v : j["violations"]) check_violation(v);
+  for (const auto& s : j["stages"]) {
+    CHECK(s["name"].is_string());
+    CHECK(s["status"].is_string());
+    CHECK(s["ms"].is_number());
+  }
+  if (j["varlen"].is_object()) {
+    const auto& v = j["varlen"];
+    for (const char* k : {"path", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "max_seqlen_is_tensor",
+                          "total_q", "total_k"}) {
+      INFO(k);
+      CHECK(v.contains(k));
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("report JSON follows report-format.md", "[report]") {
+  Report r = sample_report();
+  json j = to_json(r, {});
+  require_schema(j);
+  CHECK(j["status"] == "violation");
+  CHECK(j["first_violation"]["id"] == "mask.kv_length");  // catalogue order, not insertion order
+  CHECK(j["first_violation"]["stage"] == "conversion");
+  CHECK(j["first_violation"]["evidence"]["mask_width"] == 4096);
+  CHECK(j["violations"].size() == 3);
+  CHECK(j["violations"][1]["id"] == "max_seqlen.type");
+  CHECK(j["violations"][2]["id"] == "unpad.gather");
+  CHECK(!j["first_violation"]["explanation"].get<std::string>().empty());
+  // round trip through text
+  CHECK(json::parse(j.dump()) == j);
+}
+
+TEST_CASE("status and exit codes", "[report]") {
+  Report ok;
+  CHECK(ok.status() == "ok");
+  CHECK(exit_code_for(ok, false) == 0);
+  Report warn;
+  warn.add(make_violation("max_seqlen.type", Severity::warning, "0-d tensor"));
+  CHECK(warn.status() == "violation");
+  CHECK(exit_code_for(warn, false) == 0);
+  CHECK(exit_code_for(warn, true) == 1);  // --strict
+  Report err = sample_report();
+  CHECK(exit_code_for(err, false) == 1);
+  Report failed;
+  failed.stage_error = true;
+  failed.error_message = "device lost";
+  CHECK(failed.status() == "error");
+  CHECK(exit_code_for(failed, false) == 3);
+  json j = to_json(failed, {});
+  require_schema(j);
+  CHECK(j["error"] == "device lost");
+  CHECK(j["first_violation"].is_null());
+}
+
+TEST_CASE("long arrays are summarised unless --full", "[report]") {
+  std::vector<int64_t> v(100);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>(i * 3);
+  json s = summarise_array(v, false);
+  CHECK(s["summarised"] == true);
+  CHECK(s["count"] == 100);
+  CHECK(s["head"].size() == 16);
+  CHECK(s["head"][0] == 0);
+  CHECK(s["tail"].back() == 297);
+  CHECK(summarise_array(v, true).size() == 100);
+  std::vector<int64_t> shortv{0, 5, 9};
+  CHECK(summarise_array(shortv, false) == json({0, 5, 9}));
+}
+
+TEST_CASE("text report names the first violation, its evidence, fix and verdict", "[report]") {
+  std::string text = render_text(sample_report(), {});
+  CHECK(text.find("first violation: mask.kv_length") != std::string::npos);
+  CHECK(text.find("mask_width=4096") != std::string::npos);
+  CHECK(text.find("also violated:") != std::string::npos);
+  CHECK(text.find("unpad.gather") != std::string::npos);
+  CHECK(text.find("verdict: VIOLATION (2 errors, 1 warning)") != std::string::npos);
+  CHECK(text.find("\033[") == std::string::npos);  // no colour unless asked
+  std::string coloured = render_text(sample_report(), {true, false, false});
+  CHECK(coloured.find("\033[31m") != std::string::npos);
+}
+
+TEST_CASE("diagnose: explicit overrun with --backend none gives the JSON schema and cu_seqlens.total", "[report]") {
+  Batch b = parse_batch_text(R"({"format": "attn-doctor/batch@1", "name": "cu-overrun",
+      "model": {"num_heads": 16, "num_kv_heads": 4, "head_dim": 128},
+      "varlen": {"cu_seqlens_q": [0, 100, 137, 400], "max_seqlen_q": 263, "total_q": 387}})",
+                             "cu-overrun.json");
+  CheckOptions options;
+  options.backend = BackendChoice::none;
+  Report r = diagnose(b, options, "cu-overrun.json");
+  json j = to_json(r, {});
+  require_schema(j);
+  CHECK(j["name"] == "cu-overrun");
+  CHECK(j["backend"] == "none");
+  CHECK(j["first_violation"]["id"] == "cu_seqlens.total");
+  CHECK(j["first_violation"]["evidence"]["last"] == 400);
+  CHECK(j["first_violation"]["evidence"]["rows"] == 387);
+  CHECK(j["varlen"]["path"] == "explicit");
+  CHECK(j["varlen"]["cu_seqlens_q"] == json({0, 100, 137, 400}));
+  CHECK(exit_code_for(r, false) == 1);
+}
