@@ -340,12 +340,13 @@ const std::vector<Invariant>& table() {
        .when_broken = "0-d tensor: host sync, compile graph break, FA4 DSL error",
        .explanation =
            "max_seqlen sizes the grid on the host. transformers 4.44 - 4.53 passed position_ids.max() + 1 as a 0-d "
-           "tensor on the packed path (4.54 switched to an int): FA2 and FA3 convert it, which synchronises with the "
-           "device and breaks torch.compile graphs; FA4's CuTe interface uses it in integer tile arithmetic and "
-           "fails. A value <= 0 launches no tiles.",
+           "tensor on the packed path, 4.54 an int, and 5.4 onwards a 0-d tensor again (cu_seqlens.diff().max(); "
+           "5.4 - 5.13 on the mask path too): FA2 and FA3 convert it, which synchronises with the device and breaks "
+           "torch.compile graphs; FA4's CuTe interface uses it in integer tile arithmetic and fails. A value <= 0 "
+           "(or None, varlen kwargs without max_length) cannot size the grid.",
        .fix = "Pass a Python int computed once per batch: int((cu_seqlens[1:] - cu_seqlens[:-1]).max()).",
-       .references = {"huggingface/transformers modeling_flash_attention_utils.py (4.44.0 - 4.53.x: 0-d tensor; "
-                      "4.54.0: .item())",
+       .references = {"huggingface/transformers modeling_flash_attention_utils.py (4.44.0 - 4.53.x and 5.4 -: 0-d "
+                      "tensor; 4.54: .item()), as replayed in lib/convert and tests/golden",
                       "Dao-AILab/flash-attention fa4-v4.0.0.beta0 flash_attn/cute/interface.py"},
        .upstream_message = "",
        .check = checks::max_seqlen_type},
