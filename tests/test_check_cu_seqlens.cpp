@@ -407,4 +407,11 @@ TEST_CASE("indices.count: one unpad index per packed row", "[check]") {
     REQUIRE_EARLIER_WINS(r, "mask.binary", "indices.count");
     CHECK(r.has("cu_seqlens.total"));
   }
+  SECTION("a segment past the last unpad index (cu_seqlens from sums, indices from nonzero)") {
+    MaskReplay m{{0, 2, 3}, {0, 2, 3}, {0, 1}, {0, 1}, 2, 2, 2, 2};
+    auto r = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},
+                     "batch": {"attention_mask": {"values": [[2], [1]]}}})",
+                 Replay::given(mask_replay(m)));
+    REQUIRE_EARLIER_WINS(r, "mask.binary", "indices.count");
+  }
 }

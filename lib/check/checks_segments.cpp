@@ -94,6 +94,7 @@ SegmentFindings compare_segments(const IntTensor& cu, const TokenMap& map, const
     const int64_t from = cu.values[j], to = cu.values[j + 1];
     if (from == to) continue;  // empty segments compute nothing
     const auto runs = runs_of(map, from, to);
+    if (runs.empty()) continue;  // rows past the unpad indices: indices.count reports them
     std::set<size_t> owners;
     int64_t inside = 0, total = 0;
     bool leading_padding = false;
