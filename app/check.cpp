@@ -1,11 +1,14 @@
 // `attn-doctor check FILE`: the whole pipeline on one batch file.
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "batch/batch.hpp"
 #include "cli.hpp"
 #include "doctor/doctor.hpp"
+#include "html/html.hpp"
 #include "report/report.hpp"
 #include "util/log.hpp"
 
@@ -18,6 +21,7 @@ struct CheckArgs {
   std::string format = "text";
   std::string backend = "auto";
   std::string transformers, flash_attn;
+  std::string html;
   uint64_t seed = 0;
   int64_t budget = 0;
   bool full = false, strict = false, raw = false;
@@ -48,6 +52,7 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
   sub->add_flag("--full", args->full, "print arrays in full and check every row regardless of the budget");
   sub->add_flag("--strict", args->strict, "treat warnings as failures (exit 1)");
   sub->add_flag("--raw", args->raw, "also run the unchecked form of the failing stage in a child process");
+  sub->add_option("--html", args->html, "also write a picture of the batch and the report to this HTML file");
 
   Subcommand s;
   s.app = sub;
@@ -62,9 +67,32 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
     options.exec.raw = args->raw;
     options.strict = args->strict;
 
+    // opened before anything runs, so an unwritable path is a command-line error (exit 2)
+    std::ofstream html_out;
+    if (!args->html.empty()) {
+      html_out.open(args->html, std::ios::binary | std::ios::trunc);
+      if (!html_out) throw CLI::ValidationError("--html", "cannot write " + args->html);
+    }
+    // an input or a stage that fails leaves no half-written page behind
+    struct RemoveUnlessWritten {
+      const std::string& path;
+      bool written = false;
+      ~RemoveUnlessWritten() {
+        std::error_code ignored;
+        if (!path.empty() && !written) std::filesystem::remove(path, ignored);
+      }
+    } html_guard{args->html};
     Batch batch = load_batch_file(args->file);
     log::debug("loaded " + args->file + " (" + batch.name + ")");
     Report report = diagnose(batch, options, args->file);
+    if (html_out.is_open()) {
+      Conversion conversion = convert(batch, ConvertOptions{options.transformers, options.flash_attn});
+      html_out << render_check_html(batch, conversion, report, HtmlOptions{.full = args->full});
+      html_out.close();
+      if (!html_out) throw std::runtime_error("writing " + args->html + " failed");
+      html_guard.written = true;
+      log::info("wrote " + args->html);
+    }
     RenderOptions render{stdout_wants_color() && args->format == "text", args->full, globals.verbosity > 0};
     if (args->format == "json") {
       std::cout << to_json(report, render).dump(2) << std::endl;

@@ -3,6 +3,8 @@
 // A row whose output differs from the row above is marked, so the release where behaviour
 // changed stands out. Exit code: 0 when every row holds, 1 when some row violates an
 // error-severity invariant or fails the way its release fails, 2 for invalid input.
+#include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -12,6 +14,7 @@
 #include "check/check.hpp"
 #include "cli.hpp"
 #include "convert/convert.hpp"
+#include "html/html.hpp"
 #include "report/report.hpp"
 
 namespace ad {
@@ -122,7 +125,7 @@ void print_text(const std::string& file, const std::vector<Row>& rows) {
 
 Subcommand add_compare(CLI::App& root, const Globals&) {
   struct Args {
-    std::string file, releases, format = "text";
+    std::string file, releases, format = "text", html;
     bool full = false;
   };
   auto args = std::make_shared<Args>();
@@ -131,10 +134,25 @@ Subcommand add_compare(CLI::App& root, const Globals&) {
   sub->add_option("--releases", args->releases,
                   "comma-separated releases (4.44.0) or rule sets (hf-4.44.0), or all (default: every rule set)");
   sub->add_flag("--full", args->full, "print arrays in full (json)");
+  sub->add_option("--html", args->html, "also write the releases as aligned pictures of the batch to this HTML file");
   add_format_option(sub, args->format);
   Subcommand s;
   s.app = sub;
   s.run = [args]() {
+    // opened before anything runs (an unwritable path is exit 2); removed again if the run fails
+    std::ofstream html_out;
+    if (!args->html.empty()) {
+      html_out.open(args->html, std::ios::binary | std::ios::trunc);
+      if (!html_out) throw CLI::ValidationError("--html", "cannot write " + args->html);
+    }
+    struct RemoveUnlessWritten {
+      const std::string& path;
+      bool written = false;
+      ~RemoveUnlessWritten() {
+        std::error_code ignored;
+        if (!path.empty() && !written) std::filesystem::remove(path, ignored);
+      }
+    } html_guard{args->html};
     Batch batch = load_batch_file(args->file);
     if (!batch.batch) throw InputError(args->file, "/batch", "a `batch` block to replay", "none");
     std::vector<Row> rows = rows_for(args->releases);
@@ -154,6 +172,15 @@ Subcommand add_compare(CLI::App& root, const Globals&) {
       r.changed = !previous.empty() && sig != previous;
       previous = sig;
       violated = violated || r.first || r.args.failure;
+    }
+    if (html_out.is_open()) {
+      std::vector<CompareBand> bands;
+      for (const Row& r : rows)
+        bands.push_back({r.label, r.rules->name, &r.args, r.first ? &*r.first : nullptr, r.note, r.changed});
+      html_out << render_compare_html(batch, bands, args->file, HtmlOptions{.full = args->full});
+      html_out.close();
+      if (!html_out) throw std::runtime_error("writing " + args->html + " failed");
+      html_guard.written = true;
     }
     if (args->format == "json") {
       nlohmann::json out;

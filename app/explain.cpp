@@ -15,6 +15,8 @@ nlohmann::json entry_json(const Invariant& inv) {
           {"number", inv.number},
           {"group", to_string(inv.group)},
           {"stage", inv.stage},
+          {"static", inv.check != nullptr},
+          {"severity", inv.severity_rule},
           {"statement", inv.statement},
           {"when_broken", inv.when_broken},
           {"explanation", inv.explanation},
@@ -50,6 +52,7 @@ Subcommand add_explain(CLI::App& root, const Globals&) {
     std::cout << inv->id << "  (#" << inv->number << ", " << to_string(inv->group) << ", stage " << inv->stage << ")\n\n";
     std::cout << "holds when: " << inv->statement << "\n";
     std::cout << "when broken, the real stack: " << inv->when_broken << "\n";
+    if (!inv->severity_rule.empty()) std::cout << "severity: " << inv->severity_rule << "\n";
     if (!inv->upstream_message.empty()) std::cout << "message users see: \"" << inv->upstream_message << "\"\n";
     if (!inv->explanation.empty()) std::cout << "\n" << inv->explanation << "\n";
     if (!inv->fix.empty()) std::cout << "\nfix: " << inv->fix << "\n";

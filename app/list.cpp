@@ -1,9 +1,11 @@
-// `attn-doctor list invariants|rules`.
+// `attn-doctor list invariants|rules|flash-attn`. `--format markdown` prints what
+// docs/invariants.md and docs/flash-attn-features.md embed.
 #include <iomanip>
 #include <iostream>
 #include <memory>
 
 #include "check/check.hpp"
+#include "check/flash_attn_rules.hpp"
 #include "cli.hpp"
 
 namespace ad::cli {
@@ -14,17 +16,42 @@ Subcommand add_list(CLI::App& root, const Globals&) {
     std::string format = "text";
   };
   auto args = std::make_shared<Args>();
-  CLI::App* sub = root.add_subcommand("list", "list invariants (in the order that decides \"first\") or rule sets");
-  sub->add_option("WHAT", args->what, "invariants | rules")->required()->check(CLI::IsMember({"invariants", "rules"}));
-  add_format_option(sub, args->format);
+  CLI::App* sub = root.add_subcommand(
+      "list", "list invariants (in the order that decides \"first\"), rule sets, or the flash-attn release rules");
+  sub->add_option("WHAT", args->what, "invariants | rules | flash-attn")
+      ->required()
+      ->check(CLI::IsMember({"invariants", "rules", "flash-attn"}));
+  sub->add_option("--format", args->format, "output format (markdown: the tables docs/ embeds)")
+      ->check(CLI::IsMember({"text", "json", "markdown"}))
+      ->capture_default_str();
   Subcommand s;
   s.app = sub;
   s.run = [args]() {
     if (args->what == "rules") return missing_capability("the conversion replay (list rules)");
+    if (args->what == "flash-attn") {
+      if (args->format == "json") {
+        nlohmann::json out = nlohmann::json::array();
+        for (const auto& r : flash_attn_rule_sets())
+          out.push_back({{"rule_set", r.name}, {"first", r.first}, {"family", r.family}, {"fp8", r.fp8},
+                         {"max_head_dim", r.max_head_dim}, {"gqa", r.gqa}, {"window", r.window}, {"alibi", r.alibi},
+                         {"softcap", r.softcap}, {"softcap_with_dropout", r.softcap_with_dropout}, {"dropout", r.dropout},
+                         {"varlen_single_query_swap", r.varlen_single_query_swap},
+                         {"max_seqlen_tensor_ok", r.max_seqlen_tensor_ok}, {"source", r.source}});
+        std::cout << out.dump(2) << std::endl;
+      } else {
+        std::cout << flash_attn_features_markdown();
+      }
+      return 0;
+    }
+    if (args->format == "markdown") {
+      std::cout << catalogue_markdown();
+      return 0;
+    }
     if (args->format == "json") {
       nlohmann::json out = nlohmann::json::array();
       for (const auto& inv : catalogue())
-        out.push_back({{"number", inv.number}, {"id", inv.id}, {"stage", inv.stage}, {"statement", inv.statement}});
+        out.push_back({{"number", inv.number}, {"id", inv.id}, {"stage", inv.stage}, {"statement", inv.statement},
+                       {"static", inv.check != nullptr}});
       std::cout << out.dump(2) << std::endl;
       return 0;
     }

@@ -532,7 +532,12 @@ struct Loader {
   static int64_t largest_segment(const IntTensor& cu) {
     int64_t best = 0;
     if (cu.rank() != 1) return 0;
-    for (size_t i = 1; i < cu.values.size(); ++i) best = std::max(best, cu.values[i] - cu.values[i - 1]);
+    // entries are within +-2^62, so a difference can reach 2^63: overflow-checked (a segment too
+    // long for int64 is left to the checks, which report it)
+    for (size_t i = 1; i < cu.values.size(); ++i) {
+      int64_t length;
+      if (!__builtin_sub_overflow(cu.values[i], cu.values[i - 1], &length)) best = std::max(best, length);
+    }
     return best;
   }
 

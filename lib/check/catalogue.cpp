@@ -6,6 +6,7 @@
 
 #include "batch/json_node.hpp"
 #include "check/check.hpp"
+#include "check/static_checks.hpp"
 
 namespace ad {
 
@@ -24,113 +25,541 @@ namespace {
 
 using G = InvariantGroup;
 
+// Texts: `statement` and `when_broken` follow the spec's table; `explanation`, `fix` and
+// `references` come from the public reports in ../shared/references.md and from the upstream
+// source each check reproduces (cited in the check's own file). Dynamic invariants (33-39) are
+// observed by the execution backends; their entries here only name them.
 const std::vector<Invariant>& table() {
   static const std::vector<Invariant> t = {
-      {1, "input.dtype", G::input, "input", "q/k/v share one dtype the kernel supports (fp16/bf16; fp8 only FA3)",
-       "raises \"only support fp16 and bf16\"", "", "", {}, "FlashAttention only support fp16 and bf16 data type"},
-      {2, "input.head_dim", G::input, "input", "head_dim within the release's limits (<= 256; multiple of 8 before 2.7 pads in Python)",
-       "raises, or pads silently", "", "", {}, "FlashAttention forward only supports head dimension at most 256"},
-      {3, "input.gqa", G::input, "input", "num_heads % num_kv_heads == 0", "raises", "", "", {},
-       "Number of heads in key/value must divide number of heads in query"},
-      {4, "input.feature", G::input, "input",
-       "every requested feature exists in the release (softcap >= 2.6.0, window >= 2.3.0) and combinations are allowed (no softcap with dropout)",
-       "raises, or transformers silently drops the feature", "", "", {}, ""},
-      {5, "input.int32_range", G::input, "input", "every tensor's element count and row offset < 2^31",
-       "illegal memory access on 32-bit index paths", "", "", {}, "an illegal memory access was encountered"},
-      {6, "mask.rank", G::conversion, "conversion", "the mask reaching the unpad path is 2-D (B, S)",
-       "4-D mask: indices enumerate mask entries, cu_seqlens gets rank 3 -> \"index out of bounds\" gather assert or \"cu_seqlens_q must have shape (batch_size + 1)\"",
-       "", "", {}, "cu_seqlens_q must have shape (batch_size + 1)"},
-      {7, "mask.binary", G::conversion, "conversion", "mask values are 0/1",
-       "segment-id masks: sum != number of nonzero -> cu_seqlens total != indices count", "", "", {}, ""},
-      {8, "mask.kv_length", G::conversion, "conversion", "mask width == key/value length",
-       "indices past B*Lk -> gather assert (the Gemma-2 sliding-window and FLA decoding crashes), or silently wrong keys",
-       "", "", {}, "index out of bounds"},
-      {9, "mask.padding_side", G::conversion, "conversion",
-       "when Lq is not 1 or Lk the mask is left-padded (the mask[:, -Lq:] slice assumes it)", "silently wrong query rows",
-       "", "", {}, ""},
-      {10, "position_ids.rank", G::conversion, "conversion",
-       "position ids reaching packing detection are (B, S) (or (S) with B == 1)",
-       "3-D mRoPE ids read as packing -> cu_seqlens = [0, S, 2S, 3S] -> illegal memory access", "", "", {},
-       "an illegal memory access was encountered"},
-      {11, "position_ids.origin", G::conversion, "conversion",
-       "every intended sequence starts at position_origin and boundaries are detected at that value",
-       "boundaries missed or invented -> merged or split sequences", "", "", {}, ""},
-      {12, "position_ids.consecutive", G::conversion, "conversion",
-       "within an intended sequence positions increase by exactly 1; padding does not restart at the origin",
-       "each padded 0 opens a length-1 segment (thousands of segments, grid overflow)", "", "", {}, ""},
-      {13, "route.packed_to_dense", G::conversion, "conversion",
-       "a row holding several intended sequences reaches a path with varlen metadata",
-       "silent cross-contamination between packed sequences", "", "", {}, ""},
-      {14, "route.partial_kwargs", G::conversion, "conversion",
-       "explicit varlen kwargs are given all together and are not overridden by a mask",
-       "silent fallback to the dense kernel", "", "", {}, ""},
-      {15, "cu_seqlens.dtype", G::conversion, "conversion", "int32", "raises \"cu_seqlens_q must have dtype int32\"", "",
-       "", {}, "cu_seqlens_q must have dtype int32"},
-      {16, "cu_seqlens.device", G::conversion, "conversion", "on the same device as q",
-       "raises (PyTorch device check) or, across GPUs, illegal memory access", "", "", {}, "cu_seqlens_q must be on CUDA"},
-      {17, "cu_seqlens.shape", G::conversion, "conversion", "1-D, length N + 1 >= 2, and q and k have the same N",
-       "raises \"cu_seqlens_q must have shape (batch_size + 1)\"", "", "", {},
-       "cu_seqlens_q must have shape (batch_size + 1)"},
-      {18, "cu_seqlens.start", G::conversion, "conversion", "cu[0] == 0",
-       "negative start -> huge offset -> illegal memory access; positive start -> leading rows never written", "", "",
-       {}, "an illegal memory access was encountered"},
-      {19, "cu_seqlens.monotonic", G::conversion, "conversion", "non-decreasing",
-       "negative lengths: rows left unwritten (garbage), overlapping segments written twice", "", "", {}, ""},
-      {20, "cu_seqlens.total", G::conversion, "conversion", "cu_q[-1] == rows of q and cu_k[-1] == rows of k/v",
-       "overshoot: reads/writes past the tensors (illegal memory access or corruption of neighbours); undershoot: tail rows uninitialised, NaN gradients",
-       "", "", {}, "an illegal memory access was encountered"},
-      {21, "max_seqlen.type", G::conversion, "conversion", "max_seqlen is a host integer > 0",
-       "0-d tensor: host sync, compile graph break, FA4 DSL error", "", "", {}, ""},
-      {22, "max_seqlen.covers", G::conversion, "conversion",
-       "max_seqlen_q >= every q segment length and max_seqlen_k >= every k segment length",
-       "q: rows past it never computed (silent garbage); k: keys dropped in split-KV/paged/backward", "", "", {}, ""},
-      {23, "max_seqlen.single_query", G::conversion, "conversion",
-       "if max_seqlen_q == 1 and H > Hk, every segment has exactly one query",
-       "reshape error, or tokens silently assigned to the wrong sequence", "", "", {}, "shape '[3, 3, 3, 64]' is invalid"},
-      {24, "cu_seqlens.segments", G::conversion, "conversion",
-       "the segments are exactly the intended sequences (none merged, none split, none shifted)",
-       "silent cross-contamination or truncated context", "", "", {}, ""},
-      {25, "cu_seqlens.grid", G::conversion, "conversion", "the launch grid the segment count implies fits the kernel's grid limits",
-       "\"invalid argument\" launch failure", "", "", {}, "Triton Error [CUDA]: invalid argument"},
-      {26, "indices.range", G::conversion, "conversion", "every unpad index lies in [0, rows) of the tensor it gathers from",
-       "\"index out of bounds\" device assert in the gather", "", "", {}, "index out of bounds"},
-      {27, "indices.count", G::conversion, "conversion", "number of unpad indices == cu_seqlens[-1]",
-       "packed tensor and cu_seqlens disagree -> overrun or unwritten rows", "", "", {}, ""},
-      {28, "rotary.dim", G::rotary, "rotary",
-       "rotary dim <= head_dim (the value passed is the per-head width, not the model width)",
-       "reads/writes past each head -> illegal memory access at the tensor end, silent cross-head corruption elsewhere",
-       "", "", {}, "an illegal memory access was encountered"},
-      {29, "rotary.even", G::rotary, "rotary", "rotary dim is even (multiple of 16 where the fused kv-cache path requires it)",
-       "reads past the head", "", "", {}, ""},
-      {30, "rotary.layout", G::rotary, "rotary",
-       "the tensor layout is one the kernel supports; with cu_seqlens the batch dimension is 1",
-       "wrong strides -> illegal memory access", "", "", {}, ""},
-      {31, "rotary.table", G::rotary, "rotary",
-       "the cos/sin table covers every position used (max position + 1 rows, in varlen the packed length for FLA)",
-       "positions past the table silently left unrotated, or out-of-bounds table reads", "", "", {}, "TR must be >= T"},
-      {32, "rotary.positions", G::rotary, "rotary",
-       "in packed input each sequence's positions restart (cu_seqlens or per-sequence offsets reach the rotary kernel)",
-       "silently wrong rotation for every sequence but the first", "", "", {}, ""},
-      {33, "unpad.gather", G::dynamic, "unpad", "every gather index in bounds",
-       "first offending index, its bound, the thread that read it", "", "", {}, "index out of bounds"},
-      {34, "rotary.access", G::dynamic, "rotary", "every rotary read/write within its head and tensor",
-       "first offending element", "", "", {}, "an illegal memory access was encountered"},
-      {35, "attention.access", G::dynamic, "attention", "every q/k/v/out/lse access within its tensor",
-       "first offending row, segment, tile", "", "", {}, "an illegal memory access was encountered"},
-      {36, "attention.coverage", G::dynamic, "attention",
-       "every output row of every segment written exactly once; nothing outside them written",
-       "rows left unwritten (poison survives) or written twice", "", "", {}, ""},
-      {37, "pad.scatter", G::dynamic, "pad", "every scatter index in bounds", "first offending index", "", "", {}, ""},
-      {38, "result.finite", G::dynamic, "result",
-       "outputs contain no NaN/Inf (except the defined +inf LSE of an empty row)", "first non-finite element", "", "", {},
-       ""},
-      {39, "result.reference", G::dynamic, "result",
-       "output equals attention computed directly over the intended sequences, within tolerance",
-       "worst row, its error, the sequence it belongs to", "", "", {}, ""},
-      {40, "launch.autotune_keys", G::launch, "launch",
-       "every autotune key names a kernel parameter that has a value when the key is built; with Triton <= 3.1 keys are looked up by position among the valued parameters",
-       "IndexError: list index out of range in the autotuner, or a wrong cache key", "", "", {},
-       "IndexError: list index out of range"},
+      // ---- static: inputs ---------------------------------------------------------------
+      {.number = 1, .id = "input.dtype", .group = G::input, .stage = "input",
+       .severity_rule = "error (the host check raises)",
+       .statement = "q/k/v share one dtype the kernel supports (fp16/bf16; fp8 only on FA3, and FA4 from 4.0.0b10)",
+       .when_broken = "raises \"only support fp16 and bf16\"",
+       .explanation =
+           "flash-attn checks q's dtype on the host before anything runs: FA1 and FA2 accept fp16 and bf16 only, FA3 "
+           "adds fp8_e4m3, FA4 adds fp8 from 4.0.0b10. k and v must then have q's dtype (\"query and key must have "
+           "the same dtype\"). An fp32 model, or a tensor left in fp32 after an upcast, fails here.",
+       .fix = "Cast q, k and v to one supported dtype (the model's torch_dtype or the autocast dtype) before the call; "
+              "use FA3 on Hopper for fp8.",
+       .references = {"Dao-AILab/flash-attention v2.6.3 csrc/flash_attn/flash_api.cpp (mha_varlen_fwd dtype checks)",
+                      "Dao-AILab/flash-attention v2.8.3 hopper/flash_api.cpp (FA3: fp8_e4m3)"},
+       .upstream_message = "FlashAttention only support fp16 and bf16 data type",
+       .check = checks::input_dtype},
+      {.number = 2, .id = "input.head_dim", .group = G::input, .stage = "input",
+       .severity_rule = "error past the release's limit, or unaligned where the release rejects it (FA1, FA3, FA4); "
+                        "warning where FA2 pads an unaligned head dim silently",
+       .statement = "head_dim within the release's limits (<= 256; a head dim that is not a multiple of 8 is padded "
+                    "by FA2, in C++ before 2.7 and in Python from 2.7, and rejected by FA1/FA3/FA4)",
+       .when_broken = "raises, or pads silently",
+       .explanation =
+           "FA2 and later support head dims up to 256 (FA1: 128). FA2 pads a head dim that is not a multiple of 8 "
+           "with zeros: inside mha_varlen_fwd up to 2.6, in flash_attn_interface.py from 2.7.0 (the C++ op then "
+           "requires a multiple of 8). The call works but copies q, k, v and out every time, and before 2.7 the "
+           "single-query GQA path is off. FA1, FA3 and FA4 reject an unaligned head dim (16 for fp8 on FA3/FA4).",
+       .fix = "Use a head dim the release supports (<= 256, a multiple of 8), or run such models with sdpa/eager "
+              "attention; upgrade from FA1 for head dims above 128.",
+       .references = {"Dao-AILab/flash-attention v2.6.3 csrc/flash_attn/flash_api.cpp (pads head_size_og % 8 in C++)",
+                      "Dao-AILab/flash-attention v2.7.0 flash_attn/flash_attn_interface.py (pads in Python)"},
+       .upstream_message = "FlashAttention forward only supports head dimension at most 256",
+       .check = checks::input_head_dim},
+      {.number = 3, .id = "input.gqa", .group = G::input, .stage = "input",
+       .severity_rule = "error (the host check raises)",
+       .statement = "num_heads % num_kv_heads == 0",
+       .when_broken = "raises",
+       .explanation =
+           "Grouped-query attention maps query head h to kv head h / (H / Hk), so H must be a multiple of Hk and the "
+           "host check raises otherwise. FA1 has no multi-query or grouped-query attention: k and v must carry "
+           "num_heads heads. A wrong num_key_value_heads in a config, or k/v repeated for another group size, shows up "
+           "here.",
+       .fix = "Pass num_kv_heads dividing num_heads (check the config's num_key_value_heads); on FA1 repeat k/v to "
+              "num_heads heads or upgrade to FA2.",
+       .references = {"Dao-AILab/flash-attention v2.0.0 csrc/flash_attn/flash_api.cpp (GQA check)",
+                      "Dao-AILab/flash-attention v1.0.9 csrc/flash_attn/fmha_api.cpp (k/v take num_heads)"},
+       .upstream_message = "Number of heads in key/value must divide number of heads in query",
+       .check = checks::input_gqa},
+      {.number = 4, .id = "input.feature", .group = G::input, .stage = "input",
+       .severity_rule = "error when the call raises or its output changes (softcap missing, softcap with dropout, a "
+                        "missing window the batch's key ranges exceed); warning when a missing window does not matter "
+                        "for this batch, or FA3/FA4 drop dropout",
+       .statement = "every requested feature exists in the release (softcap >= 2.6.0, window >= 2.3.0) and "
+                    "combinations are allowed (no softcap with dropout)",
+       .when_broken = "raises, or transformers silently drops the feature",
+       .explanation =
+           "window_size exists from flash-attn 2.3.0: transformers checks flash_attn_func's signature and on older "
+           "releases silently runs full attention instead of the sliding window. softcap exists from 2.6.0: "
+           "transformers <= 4.54 passes it anyway (TypeError), 4.55 - 5.17 drop it silently (uncapped logits), 5.23 "
+           "raises. Every FA2 release with softcap rejects it together with dropout. FA3 and FA4 have no dropout "
+           "argument.",
+       .fix = "Upgrade flash-attn to a release with the feature (>= 2.3.0 for sliding windows, >= 2.6.0 for softcap) "
+              "or run the model with eager/sdpa attention; set attention dropout to 0 with softcap.",
+       .references = {"huggingface/transformers modeling_flash_attention_utils.py (_flash_supports_window_size; "
+                      "softcap kwarg 4.42 - 5.23)",
+                      "Dao-AILab/flash-attention v2.3.0 (window_size), v2.6.0 (softcap) csrc/flash_attn/flash_api.cpp"},
+       .upstream_message = "flash_attn_varlen_func() got an unexpected keyword argument 'softcap'",
+       .check = checks::input_feature},
+      {.number = 5, .id = "input.int32_range", .group = G::input, .stage = "input",
+       .severity_rule = "error; warning on FA3 (64-bit offsets)",
+       .statement = "every tensor's element count and row offset < 2^31",
+       .when_broken = "illegal memory access on 32-bit index paths",
+       .explanation =
+           "Parts of FA2 and of the kernels around it compute element offsets in 32-bit integers. A q, k, v or out "
+           "of 2^31 elements or more, or a row offset past 2^31, wraps around and the kernel reads or writes far "
+           "outside the tensor. Reported for long sequences times wide heads (flash-attention#767); FA3 uses 64-bit "
+           "offsets and was reported to work there.",
+       .fix = "Split the call so every tensor stays below 2^31 elements (fewer tokens per call, fewer heads per "
+              "tensor-parallel rank), or use FA3 on Hopper.",
+       .references = {"Dao-AILab/flash-attention#767", "Dao-AILab/flash-attention PR#1500"},
+       .upstream_message = "an illegal memory access was encountered",
+       .check = checks::input_int32_range},
+
+      // ---- static: conversion (mask / position ids -> varlen arguments) --------------------
+      {.number = 6, .id = "mask.rank", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "the mask reaching the unpad path is 2-D (B, S)",
+       .when_broken = "4-D mask: indices enumerate mask entries, cu_seqlens gets rank 3 -> \"index out of bounds\" "
+                      "gather assert or \"cu_seqlens_q must have shape (batch_size + 1)\"",
+       .explanation =
+           "_get_unpad_data sums the mask over its last axis and flattens it. On a 4-D (B, 1, Q, K) mask (generate's "
+           "static-cache mask; Gemma-2 on transformers 4.44.0) lengths get shape (B, 1, Q), cu_seqlens (B, 1, Q + 1), "
+           "and nonzero() enumerates mask entries rather than tokens (for an additive mask: the masked ones). The key "
+           "gather in _upad_input faults with a device-side \"index out of bounds\" assert as soon as an index passes "
+           "B x Lk; when none does, flash-attn rejects the rank-3 cu_seqlens.",
+       .fix = "Hand the flash-attention path the 2-D (B, S) padding mask, not the 4-D causal mask: upgrade to "
+              "transformers >= 4.44.1 for Gemma-2, or pass generate a 2-D mask (the reported workaround).",
+       .references = {"Dao-AILab/flash-attention#1156", "huggingface/transformers#32309",
+                      "huggingface/transformers#32522", "Dao-AILab/flash-attention#742"},
+       .upstream_message = "index out of bounds",
+       .check = checks::mask_rank},
+      {.number = 7, .id = "mask.binary", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "mask values are 0/1",
+       .when_broken = "segment-id masks: sum != number of nonzero -> cu_seqlens total != indices count",
+       .explanation =
+           "A mask holding segment ids ([1, 1, 2, 2, 0], from a packing collator) reaches _get_unpad_data unchanged: "
+           "lengths = mask.sum() counts 1 + 1 + 2 + 2 = 6 tokens while nonzero() gathers 4, so cu_seqlens[-1] no "
+           "longer matches the packed tensor, and both sequences of the row land in one segment.",
+       .fix = "Pass a 0/1 mask (mask != 0) and give the boundaries as position ids or cu_seq_lens kwargs instead.",
+       .references = {"huggingface/transformers modeling_flash_attention_utils.py (_get_unpad_data: sum vs nonzero)"},
+       .upstream_message = "",
+       .check = checks::mask_binary},
+      {.number = 8, .id = "mask.kv_length", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "mask width == key/value length",
+       .when_broken = "indices past B*Lk -> gather assert (the Gemma-2 sliding-window and FLA decoding crashes), or "
+                      "silently wrong keys",
+       .explanation =
+           "The unpad indices of a width-W mask address row r*W + c of the (B*Lk)-row key view. W > Lk (a full-length "
+           "mask against a sliding-window cache or a cache that was never prefilled) sends indices past B*Lk and the "
+           "gather asserts \"index out of bounds\" (Gemma-2 generation on transformers 4.44.0; FLA decoding). W < Lk "
+           "raises nothing, but every row after the first gathers another position's keys.",
+       .fix = "Give the unpad path a mask as wide as the keys actually present (slice it to the cache window), "
+              "upgrade transformers to >= 4.44.1 for Gemma-2 (#32522), and run prefill before decoding in FLA layers.",
+       .references = {"Dao-AILab/flash-attention#1156", "huggingface/transformers#32309",
+                      "huggingface/transformers#32522", "fla-org/flash-linear-attention#206",
+                      "fla-org/flash-linear-attention#204", "fla-org/flash-linear-attention#223",
+                      "fla-org/flash-linear-attention#431"},
+       .upstream_message = "index out of bounds",
+       .check = checks::mask_kv_length},
+      {.number = 9, .id = "mask.padding_side", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error (silently wrong query rows)",
+       .statement = "when Lq is not 1 or Lk the mask is left-padded (the mask[:, -Lq:] slice assumes it)",
+       .when_broken = "silently wrong query rows",
+       .explanation =
+           "When only part of each row is new (chunked prefill, speculative decoding: 1 < Lq < Lk) _upad_input "
+           "unpads the queries with mask[:, -Lq:], assuming the newest tokens sit in the last columns, i.e. left "
+           "padding. With right padding the slice reads padding columns: a row's real queries are dropped or mixed "
+           "with padding, with no error. A mask with fewer than Lq columns (Gemma-2 on 4.44.1 - 4.46 cut it to the "
+           "window's last W) gives query indices of the wrong row width: one row's queries are read as another's.",
+       .fix = "Pad on the left (tokenizer.padding_side = \"left\") for generation and chunked prefill, and give the "
+              "unpad path a mask with at least Lq columns (for Gemma-2: transformers >= 4.48).",
+       .references = {"huggingface/transformers#35032",
+                      "huggingface/transformers PR#32522 (4.44.1 - 4.46: the Gemma-2 sliding-layer mask cut to W columns)"},
+       .upstream_message = "",
+       .check = checks::mask_padding_side},
+      {.number = 10, .id = "position_ids.rank", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "position ids reaching packing detection are (B, S) (or (S) with B == 1)",
+       .when_broken = "3-D mRoPE ids read as packing -> cu_seqlens = [0, S, 2S, 3S] -> illegal memory access",
+       .explanation =
+           "Packing detection flattens position_ids and opens a segment wherever the value restarts. Qwen2-VL-style "
+           "3-D mRoPE ids (3, B, S) restart once per axis: cu_seqlens = [0, S, 2S, 3S] for one sequence, three times "
+           "the rows q has, and the kernel reads and writes past q, k, v and out.",
+       .fix = "Hand packing detection (B, S) text position ids (one axis of the mRoPE ids), or use a transformers "
+              "release that handles 3-D ids there.",
+       .references = {"huggingface/transformers#38007", "huggingface/transformers#39168",
+                      "huggingface/transformers#44643", "Dao-AILab/flash-attention#2381"},
+       .upstream_message = "an illegal memory access was encountered",
+       .check = checks::position_ids_rank},
+      {.number = 11, .id = "position_ids.origin", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error; warning for sequences that start above the origin when the replayed release still "
+                        "found their boundaries",
+       .statement = "every intended sequence starts at position_origin and boundaries are detected at that value",
+       .when_broken = "boundaries missed or invented -> merged or split sequences",
+       .explanation =
+           "Boundaries are found where the position equals the detection value (0; the minimum, or the model's "
+           "origin, in later releases). A chunk whose ids start at an offset has no 0: transformers 4.54.1 found no "
+           "boundary and built a one-entry cu_seqlens (#39814); a trainer keeping absolute positions built "
+           "cu_seqlens = [1024, 3072] (prime-rl PR#2392). A collator numbering from 0 for a model whose positions "
+           "start at padding_idx + 1 feeds it positions it treats as padding (#47496).",
+       .fix = "Number every packed sequence from the model's origin (padding_idx + 1 for RoBERTa-like models, else "
+              "0), or pass the boundaries explicitly (cu_seq_lens kwargs) instead of relying on detection.",
+       .references = {"huggingface/transformers#39814", "huggingface/transformers#47496",
+                      "huggingface/transformers PR#47525", "PrimeIntellect-ai/prime-rl PR#2392"},
+       .upstream_message = "",
+       .check = checks::position_ids_origin},
+      {.number = 12, .id = "position_ids.consecutive", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "within an intended sequence positions increase by exactly 1; padding does not restart at the "
+                    "origin",
+       .when_broken = "each padded 0 opens a length-1 segment (thousands of segments, grid overflow)",
+       .explanation =
+           "Detection treats every position equal to the origin as a new sequence. Padding numbered 0 (padding-free "
+           "collators that pad position_ids with zeros) opens one length-1 segment per padded token: thousands of "
+           "segments that overflow the launch grid (\"Triton Error [CUDA]: invalid argument\"). A jump inside a "
+           "sequence splits it in releases that also open a segment where positions stop increasing.",
+       .fix = "Give padding positions that continue the last sequence, or drop padding from padding-free batches; "
+              "keep positions consecutive inside every sequence.",
+       .references = {"hiyouga/LlamaFactory#10452", "axolotl-ai-cloud/axolotl PR#2739",
+                      "fla-org/flash-linear-attention#1077"},
+       .upstream_message = "Triton Error [CUDA]: invalid argument",
+       .check = checks::position_ids_consecutive},
+      {.number = 13, .id = "route.packed_to_dense", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error (silent cross-contamination)",
+       .statement = "a row holding several intended sequences reaches a path with varlen metadata",
+       .when_broken = "silent cross-contamination between packed sequences",
+       .explanation =
+           "A padding-free row needs its boundaries in cu_seqlens. When the release does not take the varlen path "
+           "(position ids that lost their packing information, kwargs dropped on the way, a batch shape the "
+           "detection skips) the dense kernel runs causal attention over the whole row: later sequences attend to "
+           "earlier ones, with no error. EasyR1 trained like this after 3-D ids lost their text axis; TRL's "
+           "padding-free batches reported a loss of 0.0.",
+       .fix = "Pass the boundaries in a form the release uses for this batch (position ids restarting per sequence, "
+              "or all four cu_seq_lens/max_length kwargs); `attn-doctor compare` shows the route per release.",
+       .references = {"hiyouga/EasyR1 PR#494", "huggingface/trl PR#3942"},
+       .upstream_message = "",
+       .check = checks::route_packed_to_dense},
+      {.number = 14, .id = "route.partial_kwargs", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error; warning when the replayed release used partial kwargs anyway",
+       .statement = "explicit varlen kwargs are given all together and are not overridden by a mask",
+       .when_broken = "silent fallback to the dense kernel",
+       .explanation =
+           "transformers accepts cu_seq_lens_q/k and max_length_q/k from a collator, but uses them only when all four "
+           "are given and no attention mask is (the mask branch comes first in every release). A collator that sends "
+           "only cu_seq_lens, or keeps the mask, silently gets another path, typically the dense kernel over packed "
+           "tokens.",
+       .fix = "Send all four kwargs (cu_seq_lens_q, cu_seq_lens_k, max_length_q, max_length_k) and no attention mask "
+              "for padding-free batches.",
+       .references = {"huggingface/transformers PR#47170"},
+       .upstream_message = "",
+       .check = checks::route_partial_kwargs},
+      {.number = 15, .id = "cu_seqlens.dtype", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error (the host check raises)",
+       .statement = "int32",
+       .when_broken = "raises \"cu_seqlens_q must have dtype int32\"",
+       .explanation =
+           "The kernel reads cu_seqlens as int32 and the host check enforces it. torch.cumsum returns int64 unless "
+           "told otherwise, so hand-built cu_seqlens (Qwen2-VL's vision tower) are int64.",
+       .fix = "Build cu_seqlens with dtype=torch.int32: torch.cumsum(lengths, 0, dtype=torch.int32), then pad a "
+              "leading 0.",
+       .references = {"QwenLM/Qwen2-VL vision tower (cu_seqlens built as int64)"},
+       .upstream_message = "cu_seqlens_q must have dtype int32",
+       .check = checks::cu_seqlens_dtype},
+      {.number = 16, .id = "cu_seqlens.device", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "on the same device as q",
+       .when_broken = "raises (PyTorch device check) or, across GPUs, illegal memory access",
+       .explanation =
+           "cu_seqlens must live on q's GPU. A CPU tensor is rejected by the host check (CHECK_DEVICE); one on another "
+           "GPU passes it and the kernel dereferences another device's pointer: an illegal memory access, or silently "
+           "wrong boundaries with peer access enabled.",
+       .fix = "Move cu_seqlens to q.device once per batch.",
+       .references = {"vllm-project/vllm#44180"},
+       .upstream_message = "cu_seqlens_q must be on CUDA",
+       .check = checks::cu_seqlens_device},
+      {.number = 17, .id = "cu_seqlens.shape", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error (the host check raises)",
+       .statement = "1-D, length N + 1 >= 2, and q and k have the same N",
+       .when_broken = "raises \"cu_seqlens_q must have shape (batch_size + 1)\"",
+       .explanation =
+           "flash-attn takes batch_size = cu_seqlens_q.numel() - 1, requires it > 0, and checks both tensors against "
+           "(batch_size + 1,). A rank-3 cu_seqlens from a 4-D mask (transformers 4.35, flash-attention#742) and a "
+           "one-entry cu_seqlens from packing detection that found no boundary (transformers#39814) fail here.",
+       .fix = "Pass 1-D cu_seqlens_q/k with N + 1 entries each: a 2-D mask on the unpad path, position ids that "
+              "contain the boundary value on the packed path.",
+       .references = {"Dao-AILab/flash-attention#742", "huggingface/transformers#39814"},
+       .upstream_message = "cu_seqlens_q must have shape (batch_size + 1)",
+       .check = checks::cu_seqlens_shape},
+      {.number = 18, .id = "cu_seqlens.start", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "cu[0] == 0",
+       .when_broken = "negative start -> huge offset -> illegal memory access; positive start -> leading rows never "
+                      "written",
+       .explanation =
+           "The kernel takes row offsets from cu[b] as unsigned 32-bit values: a negative first entry becomes a huge "
+           "offset (illegal memory access), a positive one leaves rows 0 .. cu[0] - 1 of the output unwritten. "
+           "Context-parallel trainers that built cu_seqlens from absolute positions produced [1024, 3072].",
+       .fix = "Start cu_seqlens at 0: build it from per-sequence lengths with a leading 0, or subtract cu[0].",
+       .references = {"PrimeIntellect-ai/prime-rl PR#2392"},
+       .upstream_message = "an illegal memory access was encountered",
+       .check = checks::cu_seqlens_start},
+      {.number = 19, .id = "cu_seqlens.monotonic", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "non-decreasing",
+       .when_broken = "negative lengths: rows left unwritten (garbage), overlapping segments written twice",
+       .explanation =
+           "Segment b has length cu[b+1] - cu[b]. A decrease is a negative length: the kernel computes no tile for "
+           "it, its rows keep whatever memory held, and the following segments overlap earlier rows, which are "
+           "written twice. Equal entries (empty sequences) are legal for FA2 but have crashed FLA's chunked kernels "
+           "(FLA #103).",
+       .fix = "Build cu_seqlens as the cumulative sum of non-negative lengths.",
+       .references = {"fla-org/flash-linear-attention#103"},
+       .upstream_message = "",
+       .check = checks::cu_seqlens_monotonic},
+      {.number = 20, .id = "cu_seqlens.total", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "cu_q[-1] == rows of q and cu_k[-1] == rows of k/v",
+       .when_broken = "overshoot: reads/writes past the tensors (illegal memory access or corruption of neighbours); "
+                      "undershoot: tail rows uninitialised, NaN gradients",
+       .explanation =
+           "cu[-1] must equal the rows of the packed tensor. Past it the kernel reads q/k/v and writes out beyond the "
+           "tensors: an illegal memory access, or silent corruption of whatever the allocator placed next "
+           "(flash-attention#855, LongQLoRA's shifted groups, the mRoPE [0, S, 2S, 3S]). Short of it the tail rows "
+           "are never written and turn into NaN gradients (flash-attention#1661, PR#2324).",
+       .fix = "Derive cu_seqlens from the same lengths that built the packed tensor: cu_seqlens_q[-1] == "
+              "q.shape[0], cu_seqlens_k[-1] == k.shape[0].",
+       .references = {"Dao-AILab/flash-attention#1661", "Dao-AILab/flash-attention PR#2324",
+                      "Dao-AILab/flash-attention#855", "yangjianxin1/LongQLoRA#6", "PrimeIntellect-ai/prime-rl PR#2392",
+                      "huggingface/transformers#38007"},
+       .upstream_message = "an illegal memory access was encountered",
+       .check = checks::cu_seqlens_total},
+      {.number = 21, .id = "max_seqlen.type", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error for a value <= 0 and where the kernel needs an int (FA4); warning for a 0-d tensor on "
+                        "FA1/FA2/FA3 (accepted at the cost of a host sync)",
+       .statement = "max_seqlen is a host integer > 0",
+       .when_broken = "0-d tensor: host sync, compile graph break, FA4 DSL error",
+       .explanation =
+           "max_seqlen sizes the grid on the host. transformers 4.44 - 4.53 passed position_ids.max() + 1 as a 0-d "
+           "tensor on the packed path, 4.54 an int, and 5.4 onwards a 0-d tensor again (cu_seqlens.diff().max(); "
+           "5.4 - 5.13 on the mask path too): FA2 and FA3 convert it, which synchronises with the device and breaks "
+           "torch.compile graphs; FA4's CuTe interface uses it in integer tile arithmetic and fails. A value <= 0 "
+           "(or None, varlen kwargs without max_length) cannot size the grid.",
+       .fix = "Pass a Python int computed once per batch: int((cu_seqlens[1:] - cu_seqlens[:-1]).max()).",
+       .references = {"huggingface/transformers modeling_flash_attention_utils.py (4.44.0 - 4.53.x and 5.4 -: 0-d "
+                      "tensor; 4.54: .item()), as replayed in lib/convert and tests/golden",
+                      "Dao-AILab/flash-attention fa4-v4.0.0.beta0 flash_attn/cute/interface.py"},
+       .upstream_message = "",
+       .check = checks::max_seqlen_type},
+      {.number = 22, .id = "max_seqlen.covers", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "max_seqlen_q >= every q segment length and max_seqlen_k >= every k segment length",
+       .when_broken = "q: rows past it never computed (silent garbage); k: keys dropped in split-KV/paged/backward",
+       .explanation =
+           "The forward grid has ceil(max_seqlen_q / BLOCK_M) query tiles per sequence, so rows of a longer segment "
+           "past them are never computed and keep whatever memory held. A max_seqlen_k shorter than a key segment "
+           "truncates keys in the split-KV, paged and backward kernels, which size their loops from it.",
+       .fix = "Compute max_seqlen_q and max_seqlen_k from the cu_seqlens actually passed (the largest cu[i+1] - "
+              "cu[i] of each).",
+       .references = {"Dao-AILab/flash-attention#1773"},
+       .upstream_message = "",
+       .check = checks::max_seqlen_covers},
+      {.number = 23, .id = "max_seqlen.single_query", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error (checked where the release takes the swapped path: FA2 >= 2.5.0, no window, no "
+                        "dropout, aligned head dim)",
+       .statement = "if max_seqlen_q == 1 and H > Hk, every segment has exactly one query",
+       .when_broken = "reshape error, or tokens silently assigned to the wrong sequence",
+       .explanation =
+           "With max_seqlen_q == 1 and H > Hk, FA2 (2.5.0 -) reshapes q (total_q, H, D) to (N, Hk, H / Hk, D) so one "
+           "kernel row serves a whole kv-head group. That assumes each of the N segments holds exactly one query: an "
+           "empty segment (a finished sequence in a continuous-batching decode step) makes the reshape fail, and a "
+           "mix of empty and two-query segments with the right total silently attributes queries to the wrong "
+           "sequences.",
+       .fix = "Drop empty sequences from the decode batch, or pass the real max_seqlen_q; declare max_seqlen_q = 1 "
+              "only when every segment has exactly one query.",
+       .references = {"Dao-AILab/flash-attention#1537", "Dao-AILab/flash-attention#1619"},
+       .upstream_message = "shape '[3, 3, 3, 64]' is invalid",
+       .check = checks::max_seqlen_single_query},
+      {.number = 24, .id = "cu_seqlens.segments", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error for merged, split, dropped or padding-attending sequences; warning for segments of "
+                        "padding alone (their rows are discarded)",
+       .statement = "the segments are exactly the intended sequences (none merged, none split, none shifted)",
+       .when_broken = "silent cross-contamination or truncated context",
+       .explanation =
+           "Every shape and value check can hold while the segments are still the wrong ones: a mask with holes or "
+           "segment ids merges sequences, detection at the wrong position value merges or splits them, a packed row "
+           "on the mask path is one segment. The kernel cannot tell: tokens attend across sequence boundaries or lose "
+           "part of their context, with no error.",
+       .fix = "Make the boundaries explicit (cu_seq_lens kwargs, or position ids restarting at the origin per "
+              "sequence) and compare the replayed cu_seqlens in the report with the sequences you meant.",
+       .references = {"huggingface/transformers#47496", "huggingface/transformers#39814",
+                      "huggingface/transformers#33268"},
+       .upstream_message = "",
+       .check = checks::cu_seqlens_segments},
+      {.number = 25, .id = "cu_seqlens.grid", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error (the launch fails)",
+       .statement = "the launch grid the segment count implies fits the kernel's grid limits",
+       .when_broken = "\"invalid argument\" launch failure",
+       .explanation =
+           "FA2 launches (ceil(max_seqlen_q / BLOCK_M), N, H) blocks: N and H are gridDim.y and gridDim.z, which CUDA "
+           "caps at 65535, and the varlen rotary kernels put N on such an axis too. Padding that opens one segment "
+           "per token (position ids padded with 0) passes the cap in a single batch.",
+       .fix = "Keep the number of sequences per call at most 65535: fix the padding that creates length-1 segments, "
+              "or split the batch.",
+       .references = {"hiyouga/LlamaFactory#10452", "axolotl-ai-cloud/axolotl PR#2739",
+                      "fla-org/flash-linear-attention#1077"},
+       .upstream_message = "Triton Error [CUDA]: invalid argument",
+       .check = checks::cu_seqlens_grid},
+      {.number = 26, .id = "indices.range", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error (device-side assert)",
+       .statement = "every unpad index lies in [0, rows) of the tensor it gathers from",
+       .when_broken = "\"index out of bounds\" device assert in the gather",
+       .explanation =
+           "index_first_axis gathers rows of the (B * L)-row view of q, k and v with the unpad indices; an index "
+           "outside it trips the gather kernel's device-side assert. Launches being asynchronous, the error often "
+           "surfaces later at an unrelated call as \"device-side assert triggered\".",
+       .fix = "Make the mask match the tensors it unpads (see mask.kv_length and mask.rank); rerun with "
+              "CUDA_LAUNCH_BLOCKING=1 to see the failing gather.",
+       .references = {"Dao-AILab/flash-attention#1156", "huggingface/transformers#32309",
+                      "fla-org/flash-linear-attention#206", "fla-org/flash-linear-attention#204"},
+       .upstream_message = "index out of bounds",
+       .check = checks::indices_range},
+      {.number = 27, .id = "indices.count", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "number of unpad indices == cu_seqlens[-1]",
+       .when_broken = "packed tensor and cu_seqlens disagree -> overrun or unwritten rows",
+       .explanation =
+           "The packed tensor has one row per unpad index while cu_seqlens[-1] comes from the mask's sum; for a 0/1 "
+           "mask they agree. When they do not (segment-id masks, lengths and indices taken from differently sliced "
+           "masks) the kernel reads past the packed rows or never attends to the last ones.",
+       .fix = "Compute lengths and indices from the same 0/1 mask.",
+       .references = {"huggingface/transformers modeling_flash_attention_utils.py (_get_unpad_data)",
+                      "Dao-AILab/flash-attention flash_attn/bert_padding.py (unpad_input)"},
+       .upstream_message = "",
+       .check = checks::indices_count},
+
+      // ---- static: rotary -----------------------------------------------------------------
+      {.number = 28, .id = "rotary.dim", .group = G::rotary, .stage = "rotary",
+       .severity_rule = "error",
+       .statement = "rotary dim <= head_dim (the value passed is the per-head width, not the model width)",
+       .when_broken = "reads/writes past each head -> illegal memory access at the tensor end, silent cross-head "
+                      "corruption elsewhere",
+       .explanation =
+           "The rotary dimension is per head. FLA's rotary kernel bounds its columns by the dim it was given, not by "
+           "the head dim: RotaryEmbedding(dim=hidden_size) rotates hidden_size elements from the start of each head, "
+           "overwriting the following heads and, at the last head of the last token, memory past the tensor (an "
+           "illegal memory access under torch.compile, FLA #180). flash_attn's apply_rotary rejects it on the host; "
+           "transformers' apply_rotary_pos_emb fails to broadcast.",
+       .fix = "Construct the rotary embedding with the head dim (or its rotary fraction): "
+              "RotaryEmbedding(dim=head_dim).",
+       .references = {"fla-org/flash-linear-attention#180"},
+       .upstream_message = "an illegal memory access was encountered",
+       .check = checks::rotary_dim},
+      {.number = 29, .id = "rotary.even", .group = G::rotary, .stage = "rotary",
+       .severity_rule = "error",
+       .statement = "rotary dim is even (multiple of 16 where the fused kv-cache path requires it)",
+       .when_broken = "reads past the head",
+       .explanation =
+           "Rotary rotates pairs of elements: the table has ceil(dim / 2) frequencies, so an odd dim makes the kernel "
+           "rotate dim + 1 elements, one past the rotary part (past the head when dim == head_dim). "
+           "flash_attn_with_kvcache's fused rotary also requires a multiple of 16.",
+       .fix = "Use an even rotary dim (a multiple of 16 with flash_attn_with_kvcache's fused rotary).",
+       .references = {"Dao-AILab/flash-attention v2.8.3 csrc/flash_attn/flash_api.cpp (mha_fwd_kvcache rotary_dim % "
+                      "16)"},
+       .upstream_message = "",
+       .check = checks::rotary_even},
+      {.number = 30, .id = "rotary.layout", .group = G::rotary, .stage = "rotary",
+       .severity_rule = "error",
+       .statement = "the tensor layout is one the kernel supports; with cu_seqlens the batch dimension is 1",
+       .when_broken = "wrong strides -> illegal memory access",
+       .explanation =
+           "flash_attn's apply_rotary takes (batch, seqlen, nheads, headdim), or (total_seqlen, nheads, headdim) with "
+           "cu_seqlens; FLA's takes [B, T, H, D] and, in varlen, addresses rows from cu_seqlens with no batch stride, "
+           "so B must be 1. A (B, H, T, D) tensor is read with heads as positions, and a padded batch with cu_seqlens "
+           "is read with packed offsets: wrong rows and, past the end, an illegal memory access.",
+       .fix = "Hand the rotary kernel the layout it expects: the packed (1, T, H, D) or (T, H, D) tensor with "
+              "cu_seqlens, (B, T, H, D) without; transpose (B, H, T, D) tensors first.",
+       .references = {"Dao-AILab/flash-attention v2.8.3 flash_attn/ops/triton/rotary.py (apply_rotary)",
+                      "fla-org/flash-linear-attention fla/modules/rotary.py"},
+       .upstream_message = "",
+       .check = checks::rotary_layout},
+      {.number = 31, .id = "rotary.table", .group = G::rotary, .stage = "rotary",
+       .severity_rule = "error",
+       .statement = "the cos/sin table covers every position used (max position + 1 rows, in varlen the packed length "
+                    "for FLA)",
+       .when_broken = "positions past the table silently left unrotated, or out-of-bounds table reads",
+       .explanation =
+           "The cos/sin table needs a row for every position rotated. FLA asserts TR >= T on the tensor it is given, "
+           "and in varlen that tensor is the packed one: the table must cover the packed length, not the longest "
+           "sequence (FLA #515: unpadded to one row while max_seqlen kept the padded length). flash_attn asserts "
+           "seqlen_ro >= max_seqlen but leaves positions that per-sequence offsets push past the table unrotated.",
+       .fix = "Let the table grow to the largest position used (FLA's RotaryEmbedding does when given the packed "
+              "length), or pass max_seqlen and offsets that cover every sequence.",
+       .references = {"fla-org/flash-linear-attention#515"},
+       .upstream_message = "TR must be >= T",
+       .check = checks::rotary_table},
+      {.number = 32, .id = "rotary.positions", .group = G::rotary, .stage = "rotary",
+       .severity_rule = "error (silently wrong rotation)",
+       .statement = "in packed input each sequence's positions restart (cu_seqlens or per-sequence offsets reach the "
+                    "rotary kernel)",
+       .when_broken = "silently wrong rotation for every sequence but the first",
+       .explanation =
+           "In a packed row every sequence starts again at its first position. The rotary kernel learns where from "
+           "cu_seqlens (flash_attn, FLA) or from position ids (transformers); rotating the packed row without them "
+           "continues the positions across sequences, so every sequence but the first is rotated as if it continued "
+           "the previous one, with no error.",
+       .fix = "Pass cu_seqlens and max_seqlen to the rotary embedding for packed input, or position ids that restart "
+              "per sequence.",
+       .references = {"Dao-AILab/flash-attention v2.8.3 flash_attn/ops/triton/rotary.py (cu_seqlens, seqlen_offsets)",
+                      "fla-org/flash-linear-attention fla/modules/rotary.py"},
+       .upstream_message = "",
+       .check = checks::rotary_positions},
+
+      // ---- dynamic: observed by the execution backends (lib/exec) -------------------------
+      {.number = 33, .id = "unpad.gather", .group = G::dynamic, .stage = "unpad",
+       .statement = "every gather index in bounds",
+       .when_broken = "first offending index, its bound, the thread that read it",
+       .upstream_message = "index out of bounds"},
+      {.number = 34, .id = "rotary.access", .group = G::dynamic, .stage = "rotary",
+       .statement = "every rotary read/write within its head and tensor",
+       .when_broken = "first offending element",
+       .upstream_message = "an illegal memory access was encountered"},
+      {.number = 35, .id = "attention.access", .group = G::dynamic, .stage = "attention",
+       .statement = "every q/k/v/out/lse access within its tensor",
+       .when_broken = "first offending row, segment, tile",
+       .upstream_message = "an illegal memory access was encountered"},
+      {.number = 36, .id = "attention.coverage", .group = G::dynamic, .stage = "attention",
+       .statement = "every output row of every segment written exactly once; nothing outside them written",
+       .when_broken = "rows left unwritten (poison survives) or written twice"},
+      {.number = 37, .id = "pad.scatter", .group = G::dynamic, .stage = "pad",
+       .statement = "every scatter index in bounds",
+       .when_broken = "first offending index"},
+      {.number = 38, .id = "result.finite", .group = G::dynamic, .stage = "result",
+       .statement = "outputs contain no NaN/Inf (except the defined +inf LSE of an empty row)",
+       .when_broken = "first non-finite element"},
+      {.number = 39, .id = "result.reference", .group = G::dynamic, .stage = "result",
+       .statement = "output equals attention computed directly over the intended sequences, within tolerance",
+       .when_broken = "worst row, its error, the sequence it belongs to"},
+
+      // ---- launch -----------------------------------------------------------------------
+      {.number = 40, .id = "launch.autotune_keys", .group = G::launch, .stage = "launch",
+       .severity_rule = "error when Triton <= 3.1's positional lookup runs past the end (IndexError) or a key is no "
+                        "parameter; warning for a wrong or missing cache-key entry, and for every finding when no "
+                        "triton release is given",
+       .statement = "every autotune key names a kernel parameter that has a value when the key is built; with Triton "
+                    "<= 3.1 keys are looked up by position among the valued parameters",
+       .when_broken = "IndexError: list index out of range in the autotuner, or a wrong cache key",
+       .explanation =
+           "Triton <= 3.1 looks an autotune key up by its position in the full signature, but in the list of the "
+           "parameters that have a value when the key is built (passed, or filled by an outer @triton.heuristics). A "
+           "parameter the autotune configs supply (BK) placed before a key shifts every later lookup by one: past the "
+           "end it raises IndexError (chunk_scaled_dot_kkt_fwd_kernel in FLA's DeltaNet and RWKV7, FLA #354), "
+           "otherwise the cache key holds another parameter's value. Triton 3.2 looks keys up by name (triton "
+           "PR#4808) and silently leaves keys without a value out.",
+       .fix = "Put every autotune key before all config-supplied parameters in the kernel signature (or drop it from "
+              "key=[...]), or upgrade to Triton >= 3.2.",
+       .references = {"fla-org/flash-linear-attention#354", "triton-lang/triton PR#4808"},
+       .upstream_message = "IndexError: list index out of range",
+       .check = checks::launch_autotune_keys},
   };
   return t;
 }

@@ -19,17 +19,27 @@ namespace ad {
 enum class InvariantGroup { input, conversion, rotary, dynamic, launch };
 std::string to_string(InvariantGroup g);
 
+namespace checks {
+struct Ctx;
+}
+// The host-side check of one static invariant: appends its violations through the context
+// (checks::Ctx::report), never another invariant's. nullptr for dynamic invariants, which the
+// execution backends observe.
+using CheckFn = void (*)(checks::Ctx&);
+
 struct Invariant {
   int number;                      // position in the catalogue (1-based); decides "first"
   std::string_view id;             // "mask.kv_length"
   InvariantGroup group;
   std::string_view stage;          // stage named in violations: "input", "conversion", ...
+  std::string_view severity_rule;  // when a violation is an error and when a warning
   std::string_view statement;      // holds when ...
   std::string_view when_broken;    // what the real stack does
   std::string_view explanation;    // longer: why, and what the user saw
   std::string_view fix;            // what to change
   std::vector<std::string_view> references;
   std::string_view upstream_message;  // the message users most likely saw, if any
+  CheckFn check = nullptr;         // static invariants: the host check; dynamic: nullptr
 };
 
 std::span<const Invariant> catalogue();
@@ -44,7 +54,13 @@ Violation make_violation(std::string_view id, Severity severity, std::string mes
 
 struct CheckContext {
   bool strict = false;
+  std::optional<Version> flash_attn;  // --flash-attn: overrides environment.flash_attn
 };
+
+// The catalogue as Markdown (docs/invariants.md embeds it between generated markers) and the
+// flash-attn release table as Markdown (docs/flash-attn-features.md).
+std::string catalogue_markdown();
+std::string flash_attn_features_markdown();
 
 // Every static invariant (groups input, conversion, rotary, launch) evaluated against the
 // batch and the conversion. Linear in tokens; allocates nothing proportional to B*S*H*D.

@@ -1,4 +1,5 @@
-// run_static_checks(): every static group, then the violations in catalogue order.
+// run_static_checks(): every static invariant's check, in catalogue order, then the violations
+// sorted by catalogue order (stable: a check's own violations keep their order).
 #include <algorithm>
 
 #include "check/static_checks.hpp"
@@ -7,8 +8,18 @@ namespace ad {
 
 std::vector<Violation> run_static_checks(const Batch& batch, const Conversion& conversion, const CheckContext& context) {
   std::vector<Violation> out;
-  checks::Ctx ctx{batch, conversion, conversion.effective(), context, out};
-  checks::cu_seqlens(ctx);
+  const auto& fa_release = context.flash_attn ? context.flash_attn : batch.environment.flash_attn;
+  const VarlenArgs* replayed = conversion.replayed ? &*conversion.replayed : nullptr;
+  // A replay that failed the way the release fails (the key gather out of range) never called
+  // the kernel: its partial fields feed the conversion checks, not the kernel-argument ones.
+  const VarlenArgs* reached = conversion.effective();
+  if (reached && reached == replayed && replayed->failure) reached = nullptr;
+  checks::Ctx ctx{batch, conversion, reached, replayed, context, resolve_flash_attn(fa_release), out};
+  for (const Invariant& inv : catalogue()) {
+    if (!inv.check) continue;
+    ctx.current = &inv;
+    inv.check(ctx);
+  }
   std::stable_sort(out.begin(), out.end(), [](const Violation& a, const Violation& b) { return a.order < b.order; });
   return out;
 }

@@ -1,21 +1,128 @@
-// Internal: the static check groups, one file each, called in catalogue order by
-// run_static_checks(). Each appends violations; none allocates per token beyond O(tokens).
+// Internal: the static check functions (one per invariant, grouped in one file per pipeline
+// step: checks_input.cpp, checks_mask.cpp, ...) and the facts several of them share. The
+// catalogue (catalogue.cpp) pairs each id with its function; run_static_checks() calls them in
+// catalogue order. No check allocates anything proportional to B*S*H*D: tensors the batch file
+// describes by size only (a 2^31-element q) are reasoned about with checked arithmetic.
 #pragma once
 
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "check/check.hpp"
+#include "check/flash_attn_rules.hpp"
 
 namespace ad::checks {
 
 struct Ctx {
   const Batch& batch;
   const Conversion& conversion;
-  const VarlenArgs* args;  // what reached the kernel (nullptr: no varlen call)
+  const VarlenArgs* args;      // what reached the kernel: the explicit block, else the replay
+                               // (nullptr: nothing did, or the replay failed before the kernel)
+  const VarlenArgs* replayed;  // the replayed release conversion (nullptr: none ran)
   const CheckContext& options;
+  ResolvedFlashAttn fa;        // the flash-attn rule set that applies
   std::vector<Violation>& out;
+  const Invariant* current = nullptr;  // the invariant being checked (set by the runner)
+
+  const FlashAttnRules& rules() const { return *fa.rules; }
+  // A violation of the current invariant. `upstream` is the message the user most likely saw
+  // for this very case (evidence "upstream_message"); empty: none or the catalogue's generic one.
+  void report(Severity severity, std::string message, nlohmann::json evidence = nlohmann::json::object(),
+              std::string_view upstream = {});
 };
 
-void cu_seqlens(Ctx& ctx);  // cu_seqlens.dtype/device/shape/start/monotonic/total, max_seqlen.type/covers
+// ---- the checks, in catalogue order -------------------------------------------------------
+// checks_input.cpp
+void input_dtype(Ctx&);
+void input_head_dim(Ctx&);
+void input_gqa(Ctx&);
+void input_feature(Ctx&);
+void input_int32_range(Ctx&);
+// checks_mask.cpp
+void mask_rank(Ctx&);
+void mask_binary(Ctx&);
+void mask_kv_length(Ctx&);
+void mask_padding_side(Ctx&);
+// checks_position_ids.cpp
+void position_ids_rank(Ctx&);
+void position_ids_origin(Ctx&);
+void position_ids_consecutive(Ctx&);
+// checks_route.cpp
+void route_packed_to_dense(Ctx&);
+void route_partial_kwargs(Ctx&);
+// checks_cu_seqlens.cpp
+void cu_seqlens_dtype(Ctx&);
+void cu_seqlens_device(Ctx&);
+void cu_seqlens_shape(Ctx&);
+void cu_seqlens_start(Ctx&);
+void cu_seqlens_monotonic(Ctx&);
+void cu_seqlens_total(Ctx&);
+void max_seqlen_type(Ctx&);
+void max_seqlen_covers(Ctx&);
+// checks_segments.cpp
+void max_seqlen_single_query(Ctx&);
+void cu_seqlens_segments(Ctx&);
+void cu_seqlens_grid(Ctx&);
+void indices_range(Ctx&);
+void indices_count(Ctx&);
+// checks_rotary.cpp
+void rotary_dim(Ctx&);
+void rotary_even(Ctx&);
+void rotary_layout(Ctx&);
+void rotary_table(Ctx&);
+void rotary_positions(Ctx&);
+// checks_launch.cpp
+void launch_autotune_keys(Ctx&);
+
+// ---- facts shared by several checks (facts.cpp) ------------------------------------------
+
+// The route the conversion took: the replay's path. Without a replay, what every transformers
+// release since 4.34 does with the batch as described: a mask -> the unpad path; else all four
+// varlen kwargs -> kwargs; else position ids -> packing detection; else dense. nullopt: the
+// batch file has no `batch` block and nothing was replayed.
+std::optional<VarlenPath> conversion_path(const Ctx& ctx);
+// The route of what reached the kernel: the explicit block's, else conversion_path().
+std::optional<VarlenPath> kernel_path(const Ctx& ctx);
+// What the user most likely saw when the replayed release itself failed ("" when it did not):
+// the CUDA symptom where the replay knows it, else the release's own exception message.
+std::string replay_failure_message(const Ctx& ctx);
+// The mask that reaches the unpad path (nullptr: the route does not unpad with a mask).
+const Mask* unpad_mask(const Ctx& ctx);
+// The position ids that reach packing detection (nullptr: the route ignores position ids).
+const PositionIds* packing_position_ids(const Ctx& ctx);
+
+// Position ids seen as (rows, width) rows of the padded batch: rank 1 is one row, rank 3
+// (mRoPE) is read on its first (temporal) axis.
+struct PositionRows {
+  const int64_t* data = nullptr;
+  int64_t rows = 0, width = 0;
+  int64_t at(int64_t r, int64_t c) const { return data[r * width + c]; }
+};
+PositionRows position_rows(const PositionIds& p);
+
+// A half-open token range in the flat (row * width + column) space of the padded batch.
+struct Span {
+  int64_t start = 0, length = 0;
+  int64_t end() const { return start + length; }
+};
+// Width of one row of the padded batch, the space `intent` is written in: the 2-D mask's
+// width, else the position ids' width, else kv_length; with only a varlen block, total_q.
+int64_t intent_row_width(const Batch& batch);
+// The intended sequences as flat spans, sorted by start (overflow-safe: the loader bounds rows
+// and widths).
+std::vector<Span> intent_spans(const Batch& batch);
+// Index of the first span in `spans` (sorted, disjoint) whose end is past `token`.
+size_t first_span_ending_after(const std::vector<Span>& spans, int64_t token);
+
+// A 1-D int tensor's segment lengths are cu[i+1] - cu[i]; nullopt when a difference overflows.
+std::optional<int64_t> segment_length(const IntTensor& cu, size_t i);
+bool is_vector(const IntTensor& t);  // rank 1 with at least 2 entries
+
+// JSON for a long list: the first entries and the count (evidence stays small).
+nlohmann::json head_of(const std::vector<int64_t>& values, size_t n = 8);
+std::string join_ints(const std::vector<int64_t>& values, size_t n = 8);
+std::string shape_text(const std::vector<int64_t>& shape);  // "(2, 1, 5, 5)"
 
 }  // namespace ad::checks

@@ -52,6 +52,8 @@ struct VarlenArgs {
   std::optional<IntTensor> indices_k;
   int64_t gather_rows_q = 0;              // rows of the (B*Lq) view indices_q gather from
   int64_t gather_rows_k = 0;              // rows of the (B*Lk) view indices_k gather from
+  std::vector<int64_t> unpad_mask_shape;  // mask path: the mask the unpad helper received, after
+                                          // any release quirk (empty: not the mask path)
   KernelCall call;
   std::optional<ReplayFailure> failure;   // the release fails here; fields above hold what it
                                           // computed before failing

@@ -10,6 +10,7 @@ namespace ad::replay {
 VarlenArgs fa_unpad_input(const Call& c) {
   VarlenArgs a;
   UnpadData u = unpad_data(*c.mask);
+  a.unpad_mask_shape = c.mask->shape;  // the mask the unpad helper received
   set_key_side(a, u, rows(c.batch, c.kv_length), {u.max_seqlen, false, DType::int64});
   set_queries_like_keys(a);  // one call unpads one tensor: the same arguments serve q and k
   const bool five = c.flash_attn >= version_literal("2.7.0");

@@ -11,6 +11,7 @@ namespace ad::replay {
 VarlenArgs fla_attn(const Call& c) {
   VarlenArgs a;
   UnpadData u = unpad_data(*c.mask);
+  a.unpad_mask_shape = c.mask->shape;  // the mask the unpad helper received
   set_key_side(a, u, rows(c.batch, c.kv_length), {u.max_seqlen, false, DType::int64});
   if (auto f = gather_failure(u.indices, a.gather_rows_k, GatherKind::torch_gather, "unpad_input > <genexpr> > forward")) {
     a.failure = f;

@@ -47,6 +47,15 @@ VarlenArgs posids_route_4_47(const Call& c);
 VarlenArgs forward_4_47(const Call& c, bool unpack_four);
 // >= 4.53: keys cut to the mask, `_index_first_axis` (IndexError).
 UpadOptions upad_options_4_53();
+// The forward of 4.56 and later (hf_late.cpp), by its options.
+struct Late {
+  Boundary boundary = Boundary::zero;
+  MaxRule max_rule = MaxRule::diff_item;
+  bool lazy_guarded_packing = false;  // 5.20: packing checked last, never for B != 1 or one-token ids
+  bool unpad_max_tensor = false;      // 5.4 - 5.13: _get_unpad_data's max a 0-d int32 tensor
+  bool none_max_dropped = false;      // 5.4: max_length None not passed (TypeError in flash-attn)
+};
+VarlenArgs late_forward(const Call& c, const Late& v);
 // `_is_packed_sequence` of 4.55 - 5.19 (with `guard_single_token`: of 5.20 -).
 bool is_packed_sequence(const Call& c, bool guard_single_token, std::optional<ReplayFailure>& failure);
 

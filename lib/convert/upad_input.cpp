@@ -14,6 +14,7 @@ VarlenArgs upad_input(const Call& c, const UpadOptions& o) {
   const MaskTensor& mask = *c.mask;
   VarlenArgs a;
   UnpadData k = unpad_data(mask);
+  a.unpad_mask_shape = mask.shape;
   int64_t kv_len = c.kv_length;
   if (o.truncate_keys_to_mask && kv_len > mask.dim(-1)) {
     kv_len = mask.dim(-1);

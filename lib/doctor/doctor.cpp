@@ -93,7 +93,7 @@ Report diagnose(const Batch& batch, const CheckOptions& options, const std::stri
 
   // 2. static checks
   t0 = Clock::now();
-  std::vector<Violation> found = run_static_checks(batch, conversion, CheckContext{options.strict});
+  std::vector<Violation> found = run_static_checks(batch, conversion, CheckContext{options.strict, options.flash_attn});
   StageRecord static_stage{"static", found.empty() ? "ok" : "violation", ms_since(t0), "", nlohmann::json::object()};
   static_stage.data["checked"] = catalogue().size();
   for (auto& v : found) r.add(std::move(v));

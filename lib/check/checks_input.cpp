@@ -1,0 +1,231 @@
+// Static: inputs (ids 1-5). What flash-attn's host code checks before any kernel runs, per the
+// release named in environment.flash_attn (flash_attn_rules.cpp gives each release's rules and
+// messages), plus the 32-bit index limit the kernels do not check.
+#include "check/checked_math.hpp"
+#include "check/static_checks.hpp"
+
+namespace ad::checks {
+
+namespace {
+
+DType tensor_dtype(const Batch& b, const char* name) {
+  if (const TensorOverride* o = b.override_for(name); o && o->dtype) return *o->dtype;
+  return b.model.dtype;
+}
+
+bool dtype_supported(const FlashAttnRules& r, DType t) {
+  return t == DType::fp16 || t == DType::bf16 || (r.fp8 && t == DType::fp8_e4m3);
+}
+
+std::string family_name(const FlashAttnRules& r) { return "FA" + std::to_string(r.family); }
+
+// The longest key range a query sees in this call: the longest k segment of what reached the
+// kernel, else the key length of the padded batch.
+int64_t longest_key_range(const Ctx& ctx) {
+  int64_t longest = 0;
+  if (ctx.args && ctx.args->path != VarlenPath::dense && is_vector(ctx.args->cu_seqlens_k)) {
+    const IntTensor& cu = ctx.args->cu_seqlens_k;
+    for (size_t i = 0; i + 1 < cu.values.size(); ++i)
+      if (auto l = segment_length(cu, i); l && *l > longest) longest = *l;
+    return longest;
+  }
+  return ctx.batch.batch ? ctx.batch.batch->kv_length : 0;
+}
+
+}  // namespace
+
+// 1 input.dtype: flash_api.cpp checks q's dtype first ("only support fp16 and bf16"), then that k
+// and v match it ("query and key must have the same dtype"); FA3 adds fp8_e4m3, FA4 from
+// 4.0.0b10 too.
+void input_dtype(Ctx& ctx) {
+  const FlashAttnRules& r = ctx.rules();
+  DType q = tensor_dtype(ctx.batch, "q"), k = tensor_dtype(ctx.batch, "k"), v = tensor_dtype(ctx.batch, "v");
+  nlohmann::json ev = {{"q", to_string(q)}, {"k", to_string(k)}, {"v", to_string(v)}, {"flash_attn", ctx.fa.label()}};
+  if (!dtype_supported(r, q)) {
+    ev["supported"] = r.fp8 ? "fp16, bf16, fp8_e4m3" : "fp16, bf16";
+    ctx.report(Severity::error,
+               "q is " + to_string(q) + " but " + family_name(r) + " (flash_attn " + ctx.fa.label() + ") only runs " +
+                   ev["supported"].get<std::string>(),
+               ev, r.dtype_message);
+    return;
+  }
+  if (k != q || v != q) {
+    const char* other = k != q ? "key" : "value";
+    ctx.report(Severity::error,
+               "q, k and v do not share one dtype (q " + to_string(q) + ", k " + to_string(k) + ", v " + to_string(v) + ")", ev,
+               r.family == 1 ? std::string("Expected k.dtype() == q_dtype to be true, but got false.")
+                             : "query and " + std::string(other) + " must have the same dtype");
+  }
+}
+
+// 2 input.head_dim: at most 256 (FA1: 128); a head dim that is not a multiple of 8 is padded
+// silently by FA2 (in C++ up to 2.6, in flash_attn_interface.py from 2.7.0) and rejected by FA1,
+// FA3 and FA4 (16 for fp8 on FA3/FA4).
+void input_head_dim(Ctx& ctx) {
+  const FlashAttnRules& r = ctx.rules();
+  const int64_t D = ctx.batch.model.head_dim;
+  const int64_t align = head_dim_alignment(r, tensor_dtype(ctx.batch, "q"));
+  nlohmann::json ev = {{"head_dim", D}, {"max_head_dim", r.max_head_dim}, {"alignment", align}, {"flash_attn", ctx.fa.label()}};
+  if (D > r.max_head_dim) {
+    ctx.report(Severity::error,
+               "head_dim " + std::to_string(D) + " is above the " + std::to_string(r.max_head_dim) + " that " + family_name(r) +
+                   " (flash_attn " + ctx.fa.label() + ") supports",
+               ev, r.head_dim_message);
+    return;
+  }
+  if (D % align == 0) return;
+  const int64_t padded = (D / align + 1) * align;
+  ev["padded_to"] = padded;
+  if (r.alignment == HeadDimAlignment::required) {
+    ctx.report(Severity::error,
+               "head_dim " + std::to_string(D) + " is not a multiple of " + std::to_string(align) + "; " + family_name(r) +
+                   " (flash_attn " + ctx.fa.label() + ") rejects it",
+               ev, r.alignment_message);
+    return;
+  }
+  const char* where = r.alignment == HeadDimAlignment::padded_in_cpp ? "in C++ (mha_varlen_fwd, releases 2.0 - 2.6)"
+                                                                      : "in Python (flash_attn_interface.py, releases 2.7 -)";
+  ctx.report(Severity::warning,
+             "head_dim " + std::to_string(D) + " is not a multiple of 8: flash-attn pads q, k and v to " +
+                 std::to_string(padded) + " " + where +
+                 ", an extra copy of every tensor per call, and the GQA single-query fast path is off",
+             ev);
+}
+
+// 3 input.gqa: "Number of heads in key/value must divide number of heads in query" (FA2, FA3),
+// "num_head must be divisible by num_head_kv" (FA4); FA1 takes k/v with num_heads heads only.
+void input_gqa(Ctx& ctx) {
+  const FlashAttnRules& r = ctx.rules();
+  const int64_t H = ctx.batch.model.num_heads, Hk = ctx.batch.model.num_kv_heads;
+  nlohmann::json ev = {{"num_heads", H}, {"num_kv_heads", Hk}, {"flash_attn", ctx.fa.label()}};
+  if (!r.gqa && H != Hk) {
+    ctx.report(Severity::error,
+               "num_kv_heads " + std::to_string(Hk) + " differs from num_heads " + std::to_string(H) +
+                   "; FA1 has no multi-query / grouped-query attention",
+               ev, "k must have shape (total_k, num_heads, head_size)");
+    return;
+  }
+  if (H % Hk != 0)
+    ctx.report(Severity::error,
+               "num_heads " + std::to_string(H) + " is not a multiple of num_kv_heads " + std::to_string(Hk) +
+                   " (remainder " + std::to_string(H % Hk) + ")",
+               ev,
+               r.family == 4 ? "num_head must be divisible by num_head_kv"
+                             : "Number of heads in key/value must divide number of heads in query");
+}
+
+// 4 input.feature: window_size exists from 2.3.0 (transformers checks the signature and
+// silently drops the window before that); softcap from 2.6.0 (transformers <= 4.54 passes it
+// anyway -> TypeError; 4.55 - 5.17 drop it silently; 5.23 raises); softcap with dropout raises
+// on every FA2 release that has softcap; FA3/FA4 have no dropout argument.
+void input_feature(Ctx& ctx) {
+  const FlashAttnRules& r = ctx.rules();
+  const Model& m = ctx.batch.model;
+  const auto& tf = ctx.batch.environment.transformers;
+  if (m.sliding_window && *m.sliding_window > 0 && !r.window) {
+    const int64_t W = *m.sliding_window, longest = longest_key_range(ctx);
+    const bool matters = longest > W;
+    ctx.report(matters ? Severity::error : Severity::warning,
+               "sliding_window " + std::to_string(W) + " needs flash-attn >= 2.3.0 (window_size); with flash_attn " +
+                   ctx.fa.label() + " transformers drops the window silently and computes full attention" +
+                   (matters ? " over key ranges up to " + std::to_string(longest) + " tokens"
+                            : " (no key range in this batch is longer than the window)"),
+               {{"feature", "sliding_window"}, {"sliding_window", W}, {"longest_key_range", longest},
+                {"needs", "2.3.0"}, {"flash_attn", ctx.fa.label()}});
+  }
+  if (m.softcap && *m.softcap > 0 && !r.softcap) {
+    std::string upstream, what;
+    if (tf && *tf >= version_literal("5.23.0")) {
+      upstream = "This flash attention implementation does not support `softcap`. Try using `eager` or `flex_attention` instead.";
+      what = "transformers " + tf->text + " raises";
+    } else if (tf && *tf >= version_literal("4.55.0")) {
+      what = "transformers " + tf->text + " drops softcap silently (supports_mapping), so logits are not capped";
+    } else {
+      upstream = "flash_attn_varlen_func() got an unexpected keyword argument 'softcap'";
+      what = tf ? "transformers " + tf->text + " passes softcap anyway and the call raises TypeError"
+                : "transformers <= 4.54 passes it anyway (TypeError), 4.55 - 5.17 drop it silently";
+    }
+    ctx.report(Severity::error,
+               "softcap " + nlohmann::json(*m.softcap).dump() + " needs flash-attn >= 2.6.0; flash_attn " + ctx.fa.label() +
+                   " has none: " + what,
+               {{"feature", "softcap"}, {"softcap", *m.softcap}, {"needs", "2.6.0"}, {"flash_attn", ctx.fa.label()}}, upstream);
+  }
+  if (m.softcap && *m.softcap > 0 && m.dropout > 0 && r.softcap && r.dropout && !r.softcap_with_dropout)
+    ctx.report(Severity::error,
+               "softcap and dropout " + nlohmann::json(m.dropout).dump() + " together: flash_attn " + ctx.fa.label() +
+                   " rejects the combination",
+               {{"feature", "softcap+dropout"}, {"softcap", *m.softcap}, {"dropout", m.dropout}, {"flash_attn", ctx.fa.label()}},
+               "Softcapping does not support dropout for now");
+  if (m.dropout > 0 && !r.dropout)
+    ctx.report(Severity::warning,
+               "dropout " + nlohmann::json(m.dropout).dump() + " requested but FA" + std::to_string(r.family) +
+                   " has no dropout argument: transformers drops it (supports_mapping) or the call raises TypeError",
+               {{"feature", "dropout"}, {"dropout", m.dropout}, {"flash_attn", ctx.fa.label()}});
+}
+
+// 5 input.int32_range: FA2 addresses elements with 32-bit arithmetic on some paths; a tensor of
+// 2^31 elements or more gives "an illegal memory access" (Dao-AILab/flash-attention#767; FA3
+// was reported to work there, hence a warning on FA3). Counted, never materialised.
+void input_int32_range(Ctx& ctx) {
+  const Model& m = ctx.batch.model;
+  struct Tensor {
+    std::string name;
+    int64_t rows;
+    int64_t heads;
+  };
+  std::vector<Tensor> tensors;
+  auto rows_override = [&](const char* name) -> std::optional<int64_t> {
+    const TensorOverride* o = ctx.batch.override_for(name);
+    return o && o->rows ? o->rows : std::nullopt;
+  };
+  const bool packed = ctx.args && ctx.args->path != VarlenPath::dense;
+  if (ctx.batch.batch) {
+    const BatchInputs& b = *ctx.batch.batch;
+    // the padded (B, L, heads, D) tensors exist before unpadding, whatever the route
+    if (auto rows = checked::mul(b.batch_size, b.query_length)) tensors.push_back({"q (padded, B x Lq rows)", *rows, m.num_heads});
+    if (auto rows = checked::mul(b.batch_size, b.kv_length)) {
+      tensors.push_back({"k (padded, B x Lk rows)", *rows, m.num_kv_heads});
+      tensors.push_back({"v (padded, B x Lk rows)", *rows, m.num_kv_heads});
+    }
+  }
+  if (packed) {
+    tensors.push_back({"q", rows_override("q").value_or(ctx.args->total_q), m.num_heads});
+    tensors.push_back({"k", rows_override("k").value_or(ctx.args->total_k), m.num_kv_heads});
+    tensors.push_back({"v", rows_override("v").value_or(ctx.args->total_k), m.num_kv_heads});
+    tensors.push_back({"out", rows_override("out").value_or(ctx.args->total_q), m.num_heads});
+  }
+  nlohmann::json offenders = nlohmann::json::array();
+  std::string first;
+  for (const auto& t : tensors) {
+    auto elements = checked::product({t.rows, t.heads, m.head_dim});
+    if (elements && *elements < checked::kInt32Limit) continue;
+    offenders.push_back({{"tensor", t.name}, {"rows", t.rows}, {"heads", t.heads}, {"head_dim", m.head_dim},
+                         {"elements", checked::to_text(elements)}});
+    if (first.empty())
+      first = t.name + " has " + checked::to_text(elements) + " elements (" + std::to_string(t.rows) + " rows x " +
+              std::to_string(t.heads) + " heads x " + std::to_string(m.head_dim) + ")";
+  }
+  // the row offset the kernel computes for the last segment start: cu[-1] * row stride
+  if (packed) {
+    for (bool q : {true, false}) {
+      const IntTensor& cu = q ? ctx.args->cu_seqlens_q : ctx.args->cu_seqlens_k;
+      if (cu.values.empty()) continue;
+      int64_t last = cu.values.back();
+      auto offset = checked::product({last < 0 ? -last : last, q ? m.num_heads : m.num_kv_heads, m.head_dim});
+      int64_t rows = q ? ctx.args->total_q : ctx.args->total_k;
+      if (last <= rows || (offset && *offset < checked::kInt32Limit)) continue;  // covered by the tensor count
+      const char* name = q ? "cu_seqlens_q[-1] x row stride" : "cu_seqlens_k[-1] x row stride";
+      offenders.push_back({{"tensor", name}, {"row", last}, {"elements", checked::to_text(offset)}});
+      if (first.empty()) first = std::string(name) + " reaches element " + checked::to_text(offset);
+    }
+  }
+  if (offenders.empty()) return;
+  const bool fa3 = ctx.rules().offsets_64bit;
+  ctx.report(fa3 ? Severity::warning : Severity::error,
+             first + ", past the 2^31 a 32-bit index can address" +
+                 (fa3 ? " (FA3 uses 64-bit offsets; other kernels on the path may not)" : ""),
+             {{"limit", checked::kInt32Limit}, {"tensors", offenders}, {"flash_attn", ctx.fa.label()}},
+             "an illegal memory access was encountered");
+}
+
+}  // namespace ad::checks

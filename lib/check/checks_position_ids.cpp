@@ -1,0 +1,190 @@
+// Static: position ids on the packed path (ids 10-12). transformers' packed path
+// (`_prepare_from_posids` / `prepare_fa2_from_position_ids`, 4.44 - 5.x) flattens the ids and
+// opens a segment wherever the position equals the boundary value (0; the minimum, or the
+// model's origin, in later releases). These checks apply only when the route infers boundaries
+// from position ids (the replay's path; without a replay: position ids and no mask).
+#include <algorithm>
+
+#include "check/checked_math.hpp"
+#include "check/static_checks.hpp"
+
+namespace ad::checks {
+
+namespace {
+
+// Intended sequences of the rows the position ids cover, sorted by (row, start).
+std::vector<IntendedSequence> sequences_in(const Batch& batch, const PositionRows& pr) {
+  std::vector<IntendedSequence> out;
+  for (const auto& s : batch.intent.sequences)
+    if (s.row < pr.rows && s.start + s.length <= pr.width) out.push_back(s);
+  std::sort(out.begin(), out.end(), [](const IntendedSequence& a, const IntendedSequence& b) {
+    return a.row != b.row ? a.row < b.row : a.start < b.start;
+  });
+  return out;
+}
+
+}  // namespace
+
+// 10 position_ids.rank: 3-D mRoPE ids (3, B, S) reaching packing detection are flattened to
+// 3 * B * S values; each axis restarts at 0, so cu_seqlens = [0, S, 2S, 3S] for B = 1 and the
+// kernel reads 3x the rows q has (transformers#38007, #39168, #44643; flash-attention#2381).
+void position_ids_rank(Ctx& ctx) {
+  const PositionIds* p = packing_position_ids(ctx);
+  if (!p) return;
+  const IntTensor& t = p->tensor;
+  const int64_t B = ctx.batch.batch->batch_size, S = t.dim(-1);
+  if (t.rank() == 2 || (t.rank() == 1 && B == 1)) return;
+  // what flattening produces: boundaries where the value is the minimum (0 for these ids)
+  int64_t minimum = t.values.empty() ? 0 : *std::min_element(t.values.begin(), t.values.end());
+  int64_t boundaries = std::count(t.values.begin(), t.values.end(), minimum);
+  const int64_t flat = t.numel();
+  const auto rows = checked::mul(B, S);
+  int64_t cu_last = flat;
+  if (ctx.replayed && ctx.replayed->path == VarlenPath::position_ids && !ctx.replayed->cu_seqlens_q.values.empty())
+    cu_last = ctx.replayed->cu_seqlens_q.values.back();
+  std::string message = "position ids of shape " + shape_text(t.shape) +
+                        (t.rank() == 3 ? " (mRoPE: 3 axes)" : " for batch size " + std::to_string(B)) +
+                        " reach packing detection: flattened to " + std::to_string(flat) + " values that restart " +
+                        std::to_string(boundaries) + " times, so cu_seqlens ends at " + std::to_string(cu_last) +
+                        " while q has " + checked::to_text(rows) + " rows";
+  const bool overrun = rows && cu_last > *rows;
+  ctx.report(Severity::error, message,
+             {{"shape", t.shape}, {"batch_size", B}, {"flattened", flat}, {"segments", boundaries},
+              {"cu_seqlens_last", cu_last}, {"q_rows", checked::to_text(rows)}},
+             overrun ? "an illegal memory access was encountered" : replay_failure_message(ctx));
+}
+
+// 11 position_ids.origin: boundaries are only found where the position is the detection value.
+// A chunk whose ids start at 1024 has no 0 (transformers#39814, 4.54.1: no boundary ->
+// cu_seqlens of one entry; prime-rl PR#2392); a collator that numbers from 0 for a model whose
+// positions start at padding_idx + 1 feeds wrong positions (transformers#47496, fix PR#47525).
+void position_ids_origin(Ctx& ctx) {
+  const PositionIds* p = packing_position_ids(ctx);
+  if (!p) return;
+  const PositionRows pr = position_rows(*p);
+  const int64_t origin = ctx.batch.model.position_origin;
+  const auto seqs = sequences_in(ctx.batch, pr);
+  // the replay's boundaries, as flat token offsets in the (B * S) view
+  // (a single entry is a replay that found no boundary at all: transformers#39814)
+  std::vector<int64_t> boundaries;
+  const bool replayed = ctx.replayed && ctx.replayed->path == VarlenPath::position_ids &&
+                        ctx.replayed->cu_seqlens_q.rank() == 1 && ctx.replayed->cu_seqlens_q.numel() >= 1;
+  if (replayed) boundaries = ctx.replayed->cu_seqlens_q.values;
+  std::sort(boundaries.begin(), boundaries.end());
+  auto detected = [&](const IntendedSequence& s) {
+    return std::binary_search(boundaries.begin(), boundaries.end(), s.row * pr.width + s.start);
+  };
+  int64_t offenders = 0;
+  const IntendedSequence* first = nullptr;
+  int64_t first_value = 0;
+  bool any_error = false;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const auto& s = seqs[i];
+    int64_t v = pr.at(s.row, s.start);
+    if (v == origin) continue;
+    ++offenders;
+    // below the origin: positions the model reserves (padding) -> wrong embeddings whatever
+    // the boundaries; above it: harmless only if the release still found the boundary
+    bool error = v < origin || !replayed || !detected(s);
+    any_error = any_error || error;
+    if (!first) {
+      first = &s;
+      first_value = v;
+    }
+  }
+  if (first) {
+    ctx.report(any_error ? Severity::error : Severity::warning,
+               "intended sequence at row " + std::to_string(first->row) + ", tokens " + std::to_string(first->start) + "-" +
+                   std::to_string(first->start + first->length - 1) + " starts at position " + std::to_string(first_value) +
+                   ", not at position_origin " + std::to_string(origin) + " (" + std::to_string(offenders) + " of " +
+                   std::to_string(seqs.size()) + " sequences)" +
+                   (first_value < origin ? ": the model reads positions below its origin as padding"
+                    : !replayed          ? ": boundary detection at the origin value finds no start there"
+                    : any_error          ? ": the replayed release found no boundary there"
+                                         : "; the replayed release still found every boundary"),
+               {{"row", first->row}, {"start", first->start}, {"length", first->length}, {"position", first_value},
+                {"position_origin", origin}, {"sequences_off_origin", offenders}},
+               replay_failure_message(ctx));
+    return;
+  }
+  // every sequence starts at the origin: did the release detect a boundary at each of them?
+  if (!replayed) return;
+  int64_t missed = 0;
+  const IntendedSequence* first_missed = nullptr;
+  for (const auto& s : seqs)
+    if (!detected(s)) {
+      ++missed;
+      if (!first_missed) first_missed = &s;
+    }
+  if (!first_missed) return;
+  ctx.report(Severity::error,
+             "intended sequence at row " + std::to_string(first_missed->row) + ", token " + std::to_string(first_missed->start) +
+                 " starts at position_origin " + std::to_string(origin) + " but the replayed release (" +
+                 ctx.replayed->rule_set + ") detects boundaries at another value: " + std::to_string(missed) +
+                 " sequence starts missed, neighbours merged",
+             {{"row", first_missed->row}, {"start", first_missed->start}, {"position_origin", origin},
+              {"missed_boundaries", missed}, {"rule_set", ctx.replayed->rule_set}},
+             replay_failure_message(ctx));
+}
+
+// 12 position_ids.consecutive: inside a sequence positions step by exactly 1, and padding does
+// not restart at the origin: a padding-free collator that pads position ids with 0 opens one
+// length-1 segment per padded token (LlamaFactory#10452, axolotl PR#2739, FLA #1077).
+void position_ids_consecutive(Ctx& ctx) {
+  const PositionIds* p = packing_position_ids(ctx);
+  if (!p) return;
+  const PositionRows pr = position_rows(*p);
+  const int64_t origin = ctx.batch.model.position_origin;
+  const auto seqs = sequences_in(ctx.batch, pr);
+  // (1) a jump inside an intended sequence
+  for (const auto& s : seqs)
+    for (int64_t c = s.start + 1; c < s.start + s.length; ++c) {
+      int64_t prev = pr.at(s.row, c - 1), cur = pr.at(s.row, c);
+      if (auto next = checked::add(prev, 1); next && cur == *next) continue;
+      ctx.report(Severity::error,
+                 "inside the intended sequence at row " + std::to_string(s.row) + ", tokens " + std::to_string(s.start) + "-" +
+                     std::to_string(s.start + s.length - 1) + ", the position goes from " + std::to_string(prev) + " to " +
+                     std::to_string(cur) + " at token " + std::to_string(c) +
+                     (cur == origin ? ": boundary detection opens a new segment there" : ""),
+                 {{"row", s.row}, {"token", c}, {"from", prev}, {"to", cur}, {"position_origin", origin}});
+      return;
+    }
+  // (2) padding (tokens outside every intended sequence) numbered at the origin
+  int64_t padding_at_origin = 0, first_row = -1, first_col = -1;
+  if (ctx.batch.intent.source == IntentSource::none) {
+    return;
+  } else if (ctx.batch.intent.source != IntentSource::position_ids) {
+    size_t k = 0;
+    for (int64_t r = 0; r < pr.rows; ++r)
+      for (int64_t c = 0; c < pr.width; ++c) {
+        while (k < seqs.size() && (seqs[k].row < r || (seqs[k].row == r && seqs[k].start + seqs[k].length <= c))) ++k;
+        bool inside = k < seqs.size() && seqs[k].row == r && seqs[k].start <= c;
+        if (inside || pr.at(r, c) != origin) continue;
+        if (padding_at_origin++ == 0) {
+          first_row = r;
+          first_col = c;
+        }
+      }
+  } else {
+    // intent derived from the ids themselves: runs of origin values are padding restarting
+    for (int64_t r = 0; r < pr.rows; ++r)
+      for (int64_t c = 0; c < pr.width; ++c) {
+        bool run = pr.at(r, c) == origin && ((c + 1 < pr.width && pr.at(r, c + 1) == origin) ||
+                                             (c > 0 && pr.at(r, c - 1) == origin));
+        if (!run) continue;
+        if (padding_at_origin++ == 0) {
+          first_row = r;
+          first_col = c;
+        }
+      }
+  }
+  if (padding_at_origin == 0) return;
+  ctx.report(Severity::error,
+             std::to_string(padding_at_origin) + " padding tokens have position " + std::to_string(origin) +
+                 " (the origin), from row " + std::to_string(first_row) + ", token " + std::to_string(first_col) +
+                 ": each opens its own length-1 segment",
+             {{"padding_tokens_at_origin", padding_at_origin}, {"row", first_row}, {"token", first_col},
+              {"position_origin", origin}});
+}
+
+}  // namespace ad::checks

@@ -1,0 +1,119 @@
+// Facts several static checks share: which route the conversion took, which mask / position
+// ids reach it, and the intended sequences as flat token spans.
+#include <algorithm>
+
+#include "check/checked_math.hpp"
+#include "check/static_checks.hpp"
+
+namespace ad::checks {
+
+void Ctx::report(Severity severity, std::string message, nlohmann::json evidence, std::string_view upstream) {
+  if (!evidence.is_object()) evidence = nlohmann::json{{"value", evidence}};
+  if (!upstream.empty()) evidence["upstream_message"] = std::string(upstream);
+  out.push_back(make_violation(current->id, severity, std::move(message), std::move(evidence)));
+}
+
+std::string replay_failure_message(const Ctx& ctx) {
+  if (!ctx.replayed || !ctx.replayed->failure) return {};
+  const ReplayFailure& f = *ctx.replayed->failure;
+  return f.cuda_symptom.empty() ? f.message : f.cuda_symptom;
+}
+
+std::optional<VarlenPath> conversion_path(const Ctx& ctx) {
+  if (ctx.replayed) return ctx.replayed->path;
+  if (!ctx.batch.batch) return std::nullopt;
+  const BatchInputs& b = *ctx.batch.batch;
+  if (b.attention_mask) return VarlenPath::mask;
+  if (b.flash_kwargs && b.flash_kwargs->cu_seq_lens_q && b.flash_kwargs->cu_seq_lens_k && b.flash_kwargs->max_length_q &&
+      b.flash_kwargs->max_length_k)
+    return VarlenPath::kwargs;
+  if (b.position_ids) return VarlenPath::position_ids;
+  return VarlenPath::dense;
+}
+
+std::optional<VarlenPath> kernel_path(const Ctx& ctx) {
+  if (ctx.conversion.explicit_args) return ctx.conversion.explicit_args->path;
+  return conversion_path(ctx);
+}
+
+const Mask* unpad_mask(const Ctx& ctx) {
+  if (!ctx.batch.batch || !ctx.batch.batch->attention_mask) return nullptr;
+  return conversion_path(ctx) == VarlenPath::mask ? &*ctx.batch.batch->attention_mask : nullptr;
+}
+
+const PositionIds* packing_position_ids(const Ctx& ctx) {
+  if (!ctx.batch.batch || !ctx.batch.batch->position_ids) return nullptr;
+  return conversion_path(ctx) == VarlenPath::position_ids ? &*ctx.batch.batch->position_ids : nullptr;
+}
+
+PositionRows position_rows(const PositionIds& p) {
+  const IntTensor& t = p.tensor;
+  PositionRows r;
+  r.data = t.values.data();
+  r.width = t.dim(-1);
+  r.rows = t.rank() == 1 ? 1 : t.dim(-2);  // rank 3: the first of the three (B, S) planes
+  return r;
+}
+
+int64_t intent_row_width(const Batch& batch) {
+  if (batch.batch) {
+    const BatchInputs& b = *batch.batch;
+    if (b.attention_mask) {
+      const Mask& m = *b.attention_mask;
+      return (m.from ? *m.from : m.tensor).dim(-1);
+    }
+    if (b.position_ids) return b.position_ids->tensor.dim(-1);
+    return b.kv_length;
+  }
+  if (batch.varlen) return std::max<int64_t>(batch.varlen->total_q, 1);
+  return 1;
+}
+
+std::vector<Span> intent_spans(const Batch& batch) {
+  const int64_t width = intent_row_width(batch);
+  std::vector<Span> spans;
+  spans.reserve(batch.intent.sequences.size());
+  for (const auto& s : batch.intent.sequences) {
+    // rows and widths are bounded by the loader (<= 2^40 each, product checked), so this fits
+    auto base = checked::mul(s.row, width);
+    auto start = base ? checked::add(*base, s.start) : std::nullopt;
+    if (!start) continue;
+    spans.push_back({*start, s.length});
+  }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+  return spans;
+}
+
+size_t first_span_ending_after(const std::vector<Span>& spans, int64_t token) {
+  auto it = std::upper_bound(spans.begin(), spans.end(), token,
+                             [](int64_t t, const Span& s) { return t < s.end(); });
+  return static_cast<size_t>(it - spans.begin());
+}
+
+std::optional<int64_t> segment_length(const IntTensor& cu, size_t i) {
+  return checked::sub(cu.values[i + 1], cu.values[i]);
+}
+
+bool is_vector(const IntTensor& t) { return t.rank() == 1 && t.numel() >= 2; }
+
+nlohmann::json head_of(const std::vector<int64_t>& values, size_t n) {
+  if (values.size() <= n) return values;
+  return {{"first", std::vector<int64_t>(values.begin(), values.begin() + static_cast<long>(n))},
+          {"count", values.size()}};
+}
+
+std::string join_ints(const std::vector<int64_t>& values, size_t n) {
+  std::string s = "[";
+  for (size_t i = 0; i < values.size() && i < n; ++i) s += (i ? ", " : "") + std::to_string(values[i]);
+  if (values.size() > n) s += ", ... (" + std::to_string(values.size()) + " in all)";
+  return s + "]";
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  if (shape.size() == 1) s += ",";
+  return s + ")";
+}
+
+}  // namespace ad::checks

@@ -1,0 +1,109 @@
+// The flash-attn release table (see flash_attn_rules.hpp). Each row was read from the tagged
+// release in Dao-AILab/flash-attention; the thresholds (window 2.3.0, alibi 2.4.0, varlen
+// single-query swap 2.5.0, softcap 2.6.0, padding moved to Python 2.7.0, FA4 fp8 4.0.0b10) are the
+// first tags whose source has the feature. docs/flash-attn-features.md shows the same rows.
+#include "check/flash_attn_rules.hpp"
+
+#include <vector>
+
+namespace ad {
+
+namespace {
+
+using A = HeadDimAlignment;
+
+constexpr std::string_view kFa2Dtype = "FlashAttention only support fp16 and bf16 data type";
+constexpr std::string_view kFa2HeadDim = "FlashAttention forward only supports head dimension at most 256";
+constexpr std::string_view kFa2CuDtype = "cu_seqlens_q must have dtype int32";
+
+// clang-format off
+const std::vector<FlashAttnRules>& table() {
+  static const std::vector<FlashAttnRules> t = {
+      // name      first       fam fp8    maxD  alignment          gqa    window alibi  softcap sc+drop dropout swap   tensor grid   off64
+      {"fa1",     "1.0.0",     1, false, 128, A::required,        false, false, false, false, false,  true,  false, true,  false, false,
+       "Expected q_dtype == torch::kFloat16 || ((is_sm8x || is_sm90) && q_dtype == torch::kBFloat16) to be true, but got false.",
+       "Expected (head_size % 8 == 0) && (head_size <= 128) to be true, but got false.",
+       "Expected (head_size % 8 == 0) && (head_size <= 128) to be true, but got false.",
+       "Expected cu_seqlens_q.dtype() == torch::kInt32 to be true, but got false.",
+       "v1.0.9 csrc/flash_attn/fmha_api.cpp mha_fwd (k/v take num_heads: no MQA/GQA)"},
+      {"fa2-2.0", "2.0.0",     2, false, 256, A::padded_in_cpp,   true,  false, false, false, false,  true,  false, true,  true,  false,
+       kFa2Dtype, kFa2HeadDim, "", kFa2CuDtype,
+       "v2.0.0 csrc/flash_attn/flash_api.cpp mha_varlen_fwd (pads head_size_og % 8 != 0 in C++)"},
+      {"fa2-2.3", "2.3.0",     2, false, 256, A::padded_in_cpp,   true,  true,  false, false, false,  true,  false, true,  true,  false,
+       kFa2Dtype, kFa2HeadDim, "", kFa2CuDtype,
+       "v2.3.0 flash_api.cpp: window_size_left/right first appear"},
+      {"fa2-2.4", "2.4.0",     2, false, 256, A::padded_in_cpp,   true,  true,  true,  false, false,  true,  false, true,  true,  false,
+       kFa2Dtype, kFa2HeadDim, "", kFa2CuDtype,
+       "v2.4.0 flash_api.cpp: alibi_slopes first appear"},
+      {"fa2-2.5", "2.5.0",     2, false, 256, A::padded_in_cpp,   true,  true,  true,  false, false,  true,  true,  true,  true,  false,
+       kFa2Dtype, kFa2HeadDim, "", kFa2CuDtype,
+       "v2.5.0 flash_api.cpp mha_varlen_fwd: seqlenq_ngroups_swapped when max_seqlen_q == 1"},
+      {"fa2-2.6", "2.6.0",     2, false, 256, A::padded_in_cpp,   true,  true,  true,  true,  false,  true,  true,  true,  true,  false,
+       kFa2Dtype, kFa2HeadDim, "", kFa2CuDtype,
+       "v2.6.0 flash_api.cpp: softcap; \"Softcapping does not support dropout for now\""},
+      {"fa2-2.7", "2.7.0",     2, false, 256, A::padded_in_python, true, true,  true,  true,  false,  true,  true,  true,  true,  false,
+       kFa2Dtype, kFa2HeadDim, "", kFa2CuDtype,
+       "v2.7.0 flash_attn_interface.py pads head_size_og % 8 != 0; flash_api.cpp then requires a multiple of 8 "
+       "(unchanged through v2.8.3)"},
+      {"fa3",     "3.0.0b1",   3, true,  256, A::required,        true,  true,  false, true,  false,  false, false, true,  false, true,
+       "FlashAttention only supports fp16, bf16, and fp8_e4m3 data type",
+       "FlashAttention forward only supports head dimension at most 256",
+       "head_size should be a multiple of 8",
+       "cu_seqlens_q must have dtype torch.int32",
+       "hopper/flash_api.cpp and hopper/flash_attn_interface.py as of v2.8.3 (no dropout argument; "
+       "64-bit offsets per Dao-AILab/flash-attention#767)"},
+      {"fa4",     "4.0.0b0",   4, false, 256, A::required,        true,  true,  false, true,  false,  false, false, false, false, false,
+       "inputs must be float16 or bfloat16",
+       "head_dim must be less than or equal to 256",
+       "head_dim must be divisible by 8",
+       "cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k must be int32",
+       "fa4-v4.0.0.beta0 flash_attn/cute/interface.py (max_seqlen typed Optional[int], used in tile arithmetic)"},
+      {"fa4-fp8", "4.0.0b10",  4, true,  256, A::required,        true,  true,  false, true,  false,  false, false, false, false, false,
+       "inputs must be float16, bfloat16, fp8 e4m3fn, or fp8 e5m2",
+       "head_dim must be less than or equal to 256",
+       "head_dim must be divisible by 8",
+       "cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k must be int32",
+       "fa4-v4.0.0.beta10 flash_attn/cute/interface.py (fp8 accepted; alignment 16 bytes)"},
+  };
+  return t;
+}
+// clang-format on
+
+}  // namespace
+
+std::span<const FlashAttnRules> flash_attn_rule_sets() { return table(); }
+
+std::string ResolvedFlashAttn::label() const {
+  std::string r = release.empty() ? std::string("none given") : release;
+  return r + " (rule set " + std::string(rules->name) + ")";
+}
+
+ResolvedFlashAttn resolve_flash_attn(const std::optional<Version>& release) {
+  const auto& t = table();
+  ResolvedFlashAttn out;
+  if (!release) {
+    for (const auto& r : t)
+      if (r.family == 2) out.rules = &r;  // the newest FA2 row
+    out.note = "no flash_attn release given: the newest FA2 rule set (" + std::string(out.rules->name) + ") applies";
+    return out;
+  }
+  out.release = release->text;
+  for (const auto& r : t)
+    if (version_literal(r.first) <= *release) out.rules = &r;
+  if (!out.rules) {
+    out.rules = &t.front();
+    out.note = "flash_attn " + release->text + " is older than every known rule set; " + std::string(t.front().name) +
+               " applies";
+  } else if (!(version_literal(out.rules->first) == *release)) {
+    out.note = "flash_attn " + release->text + " mapped to rule set " + std::string(out.rules->name) + " (first release " +
+               std::string(out.rules->first) + ")";
+  }
+  return out;
+}
+
+int64_t head_dim_alignment(const FlashAttnRules& rules, DType dtype) {
+  if (rules.family >= 3 && dtype == DType::fp8_e4m3) return 16;  // 16 bytes of 1-byte elements
+  return 8;
+}
+
+}  // namespace ad

@@ -1,0 +1,68 @@
+// What each flash-attn release accepts: dtypes, head-dim limits, features, and the host-side
+// behaviours the static checks reproduce. One row per rule set (the first release where the
+// behaviour appears); a release maps to the nearest rule set at or below it. Every row was read
+// from the release's own source (csrc/flash_attn/flash_api.cpp, flash_attn/flash_attn_interface.py,
+// hopper/flash_api.cpp for FA3, flash_attn/cute/interface.py for FA4): `source` says where.
+// docs/flash-attn-features.md is generated from this table (`attn-doctor list flash-attn`).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "batch/batch.hpp"
+
+namespace ad {
+
+// How a head dim that is not a multiple of the alignment is treated.
+enum class HeadDimAlignment {
+  required,        // the host check raises
+  padded_in_cpp,   // mha_fwd/mha_varlen_fwd pad q/k/v to a multiple of 8 (2.0 - 2.6)
+  padded_in_python // flash_attn_interface.py pads before the op (2.7 -)
+};
+
+struct FlashAttnRules {
+  std::string_view name;   // "fa2-2.6"
+  std::string_view first;  // first release the row covers ("2.6.0")
+  int family;              // 1, 2, 3 (hopper), 4 (cute)
+  bool fp8;                // fp8_e4m3 q/k/v accepted (fp16/bf16 always are)
+  int64_t max_head_dim;
+  HeadDimAlignment alignment;
+  bool gqa;                // num_kv_heads may differ from num_heads (must divide it)
+  bool window;             // window_size (local / sliding-window attention)
+  bool alibi;
+  bool softcap;
+  bool softcap_with_dropout;     // false: "Softcapping does not support dropout for now"
+  bool dropout;                  // the varlen function has a dropout_p argument
+  bool varlen_single_query_swap; // max_seqlen_q == 1 && H > Hk swaps heads into rows
+  bool max_seqlen_tensor_ok;     // a 0-d tensor max_seqlen works (host sync) rather than failing
+  bool grid_batch_on_y;          // forward grid (m_blocks, batch, heads): batch <= 65535
+  bool offsets_64bit;            // element offsets past 2^31 reported to work (FA #767)
+  std::string_view dtype_message;     // what the host check raises for an unsupported dtype
+  std::string_view head_dim_message;  // ... for a head dim past the limit
+  std::string_view alignment_message; // ... for a misaligned head dim (alignment == required)
+  std::string_view cu_dtype_message;  // ... for int64 cu_seqlens
+  std::string_view source;            // where the row was read
+};
+
+std::span<const FlashAttnRules> flash_attn_rule_sets();
+
+struct ResolvedFlashAttn {
+  const FlashAttnRules* rules = nullptr;  // never null
+  std::string release;                    // the release asked for ("2.6.3"), or "" when none
+  std::string note;                       // how the rule set was chosen
+  // "2.6.3 (rule set fa2-2.6)" / "none given (rule set fa2-2.7, the newest FA2)"
+  std::string label() const;
+};
+
+// The rule set for a flash-attn release: the nearest row at or below it; none given -> the
+// newest FA2 row (what transformers' "flash_attention_2" loads); below the oldest -> the oldest.
+ResolvedFlashAttn resolve_flash_attn(const std::optional<Version>& release);
+
+// Head-dim alignment the release requires or pads to, for a dtype (FA3/FA4: 16 bytes -> 8
+// elements for 16-bit types, 16 for fp8).
+int64_t head_dim_alignment(const FlashAttnRules& rules, DType dtype);
+
+}  // namespace ad

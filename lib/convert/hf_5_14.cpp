@@ -1,0 +1,8 @@
+// hf-5.14 (5.14 - 5.15): _get_unpad_data's max is a host int again; otherwise as hf-5.4.
+#include "convert/rules.hpp"
+
+namespace ad::replay {
+
+VarlenArgs hf_5_14(const Call& c) { return late_forward(c, {Boundary::zero, MaxRule::diff_tensor, false, false, true}); }
+
+}  // namespace ad::replay

@@ -1,0 +1,9 @@
+// hf-5.20 (5.20 -): packing is checked after the mask and the kwargs, and never for B != 1 or
+// one-token ids; given cu_seq_lens without max lengths are then ignored in favour of the ids.
+#include "convert/rules.hpp"
+
+namespace ad::replay {
+
+VarlenArgs hf_5_20(const Call& c) { return late_forward(c, {Boundary::minimum, MaxRule::diff_tensor, true, false, true}); }
+
+}  // namespace ad::replay
