@@ -629,6 +629,9 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
         args.total_q = p.rows_q_src;
         args.total_k = p.rows_k_src;
         p.notes.push_back("dense path: flash_attn_func over the padded (B, L) tensors, executed as one segment per row");
+        if (a->total_k <= 0)
+          p.notes.push_back("the conversion does not say how many keys the dense call received: assumed kv_length = " +
+                            std::to_string(Lk) + " per row");
       } else {
         if (args.total_q <= 0) args.total_q = p.rows_q_src;
         if (args.total_k <= 0) args.total_k = p.rows_k_src;
