@@ -14,13 +14,9 @@
 #include "check/check.hpp"
 #include "cli.hpp"
 #include "convert/convert.hpp"
+#include "doctor/doctor.hpp"
 #include "html/html.hpp"
 #include "report/report.hpp"
-
-namespace ad {
-// lib/doctor/doctor.cpp: the report's `varlen` block (report-format.md)
-nlohmann::json varlen_json(const VarlenArgs& a, bool full);
-}  // namespace ad
 
 namespace ad::cli {
 namespace {

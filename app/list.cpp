@@ -6,6 +6,7 @@
 
 #include "check/check.hpp"
 #include "check/flash_attn_rules.hpp"
+#include "convert/convert.hpp"
 #include "cli.hpp"
 
 namespace ad::cli {
@@ -27,7 +28,29 @@ Subcommand add_list(CLI::App& root, const Globals&) {
   Subcommand s;
   s.app = sub;
   s.run = [args]() {
-    if (args->what == "rules") return missing_capability("the conversion replay (list rules)");
+    if (args->what == "rules") {
+      if (args->format == "json") {
+        nlohmann::json out = nlohmann::json::array();
+        for (const auto& r : rule_sets())
+          out.push_back({{"name", r.name}, {"library", r.library}, {"first", r.first}, {"last", r.last},
+                         {"source", r.source}, {"summary", r.summary}});
+        std::cout << out.dump(2) << std::endl;
+        return 0;
+      }
+      bool markdown = args->format == "markdown";
+      if (markdown) std::cout << "| rule set | library | releases | summary | source |\n|---|---|---|---|---|\n";
+      for (const auto& r : rule_sets()) {
+        std::string range = r.first + (r.last == r.first ? "" : " - " + (r.last.empty() ? std::string("...") : r.last));
+        if (markdown) {
+          std::cout << "| `" << r.name << "` | " << r.library << " | " << range << " | " << r.summary << " | " << r.source
+                    << " |\n";
+        } else {
+          std::cout << std::left << std::setw(14) << r.name << std::setw(13) << r.library << std::setw(20) << range
+                    << r.summary << "\n" << std::string(47, ' ') << "source: " << r.source << std::right << "\n";
+        }
+      }
+      return 0;
+    }
     if (args->what == "flash-attn") {
       if (args->format == "json") {
         nlohmann::json out = nlohmann::json::array();

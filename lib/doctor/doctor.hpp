@@ -31,6 +31,10 @@ class CapabilityError : public std::runtime_error {
 
 extern const char* const kToolVersion;  // "0.1.0"
 
+// The report's `varlen` block (report-format.md) for one set of kernel arguments; long arrays
+// summarised unless `full`.
+nlohmann::json varlen_json(const VarlenArgs& args, bool full);
+
 Report diagnose(const Batch& batch, const CheckOptions& options, const std::string& input_label);
 
 }  // namespace ad
