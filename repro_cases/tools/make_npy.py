@@ -22,8 +22,8 @@ CASES = Path(__file__).resolve().parent.parent
 def llamafactory_10452_position_ids() -> np.ndarray:
     """One neat_packing row (hiyouga/LlamaFactory#10452): three real samples whose positions
     restart at 0, then the collator's dummy padding tail whose position ids are all 0.
-    Shape (1, 9800), int64 (what the collator emits)."""
-    samples = [3000, 2500, 1800]
+    Shape (1, 2652), int64 (what the collator emits)."""
+    samples = [64, 48, 40]
     padding = 2500
     row = np.concatenate([np.arange(n, dtype=np.int64) for n in samples] + [np.zeros(padding, dtype=np.int64)])
     return row.reshape(1, -1)
