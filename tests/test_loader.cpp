@@ -390,6 +390,14 @@ TEST_CASE("error: string too long", "[loader][errors]") {
                     Catch::Contains("/description"));
 }
 
+TEST_CASE("error: a key twice in one object", "[loader][errors]") {
+  CHECK_THROWS_WITH(parse_batch_text(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "num_heads": 16}})", "k.json"),
+                    Catch::Contains("the key \"num_heads\" twice in one object"));
+  // the same key in two different objects is fine
+  CHECK_NOTHROW(parse_batch_text(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},
+      "varlen": {"cu_seqlens_q": [0, 2]}, "tensors": {"q": {"rows": 2}, "k": {"rows": 2}}})", "k.json"));
+}
+
 TEST_CASE("error: the root is not an object", "[loader][errors]") {
   CHECK_THROWS_WITH(parse_batch_text("[1, 2]", "r.json"), Catch::Contains("expected a JSON object (a batch file), found an array"));
 }

@@ -121,8 +121,27 @@ json parse_json_text(std::string_view text, const std::string& label, const Load
     throw InputError(label, "", "a JSON object", "an empty file");
   check_depth(text, label, limits);
   json j;
+  // Duplicate keys: JSON parsers disagree on which one wins, so a batch file must not have
+  // them. The callback sees every key; one set of seen keys per open object.
+  std::vector<std::vector<std::string>> seen_keys;
+  std::string duplicate;
+  auto on_event = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    switch (event) {
+      case json::parse_event_t::object_start: seen_keys.emplace_back(); break;
+      case json::parse_event_t::object_end: seen_keys.pop_back(); break;
+      case json::parse_event_t::key: {
+        const auto& key = parsed.get_ref<const std::string&>();
+        auto& keys = seen_keys.back();
+        if (duplicate.empty() && std::find(keys.begin(), keys.end(), key) != keys.end()) duplicate = key;
+        keys.push_back(key);
+        break;
+      }
+      default: break;
+    }
+    return true;
+  };
   try {
-    j = json::parse(text.begin(), text.end());
+    j = json::parse(text.begin(), text.end(), on_event);
   } catch (const json::parse_error& e) {
     std::string what = e.what();
     // nlohmann: "[json.exception.parse_error.101] parse error at line 1, column 5: syntax error ..."
@@ -136,6 +155,8 @@ json parse_json_text(std::string_view text, const std::string& label, const Load
     throw InputError(label, "", "valid JSON with finite numbers",
                      close == std::string::npos ? what : what.substr(close + 2));
   }
+  if (!duplicate.empty())
+    throw InputError(label, "", "each key once per object", "the key \"" + duplicate + "\" twice in one object");
   check_values(j, label, limits);
   return j;
 }

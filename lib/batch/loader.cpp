@@ -127,7 +127,13 @@ struct Loader {
   IntTensor npy(const Node& n, std::filesystem::path* resolved) {
     auto path = resolve_file(n);
     if (resolved) *resolved = path;
-    IntTensor t = read_npy_file(path, n.path(), limits);
+    IntTensor t;
+    try {
+      t = read_npy_file(path, n.path(), limits);
+    } catch (const InputError& e) {
+      // name the batch file (where the reference is) and the .npy file (what is wrong)
+      throw InputError(file, n.path(), e.expected() + " in " + path.filename().string(), e.found());
+    }
     budget.take(t.numel(), n.path());
     return t;
   }
@@ -533,8 +539,9 @@ struct Loader {
   IntTensor cu_array(const Node& n) {
     IntTensor t = dense(n, 2);
     if (t.dtype == DType::boolean) n.fail("integers", "booleans");
-    for (int64_t v : t.values)
-      if (v < -kMaxIndex || v > kMaxIndex) n.fail("values within +-2^62");
+    for (size_t i = 0; i < t.values.size(); ++i)
+      if (t.values[i] < -kMaxIndex || t.values[i] > kMaxIndex)
+        (t.rank() == 1 ? n[i] : n).fail("a value within +-2^62", std::to_string(t.values[i]));
     t.dtype = DType::int32;
     return t;
   }

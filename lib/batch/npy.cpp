@@ -17,7 +17,7 @@ class HeaderParser {
       : s_(text), label_(label), path_(json_path) {}
 
   [[noreturn]] void fail(const std::string& expected, const std::string& found) const {
-    throw InputError(label_, path_, "a .npy header " + expected, found);
+    throw InputError(label_, path_, "a .npy header with " + expected, found);
   }
 
   void skip_ws() {

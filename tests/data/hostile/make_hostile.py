@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+"""Writes the hostile-input fixture: files attn-doctor must reject with exit 2 and a precise
+message. Each NAME.json (and any .npy it references) comes with NAME.expect: one line, text
+the error message must contain. Regenerate with: python3 tests/data/hostile/make_hostile.py"""
+import json, os, struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+M = '"model": {"num_heads": 8, "head_dim": 64}'
+F = '"format": "attn-doctor/batch@1"'
+
+
+def npy(descr, shape, data, fortran=False, magic=b"\x93NUMPY", major=1):
+    h = "{'descr': '%s', 'fortran_order': %s, 'shape': %s, }" % (descr, fortran, shape)
+    h += " " * ((64 - (10 + len(h) + 1) % 64) % 64) + "\n"
+    return magic + bytes([major, 0]) + struct.pack("<H", len(h)) + h.encode() + data
+
+
+def mask_file(name):
+    return "{%s, %s, \"batch\": {\"attention_mask\": {\"file\": \"%s\"}}}" % (F, M, name)
+
+
+CASES = {
+    # name: (batch file bytes, expected text, {sidecar: bytes})
+    "empty": (b"", "found an empty file", {}),
+    "whitespace-only": (b" \n\t\n", "found an empty file", {}),
+    "truncated": (("{%s, %s, \"batch\": {\"attention_mask\": {\"lengths\": [3, " % (F, M)).encode(), "expected valid JSON", {}),
+    "not-an-object": (b"[1, 2, 3]", "expected a JSON object (a batch file)", {}),
+    "wrong-format": (b'{"format": "attn-doctor/batch@7", "model": {}}', 'expected "attn-doctor/batch@1"', {}),
+    "unknown-key": (("{%s, %s, \"batch\": {\"atention_mask\": {\"lengths\": [1], \"width\": 1}}}" % (F, M)).encode(),
+                    'did you mean "attention_mask"?', {}),
+    "duplicate-key": (("{%s, %s, %s}" % (F, M, M)).encode(), 'the key "model" twice', {}),
+    "wrong-type": (('{%s, "model": {"num_heads": "eight", "head_dim": 64}, "varlen": {"cu_seqlens_q": [0, 1]}}' % F).encode(),
+                   '/model/num_heads: expected an integer', {}),
+    "huge-float": (('{%s, "model": {"num_heads": 8, "head_dim": 64, "softcap": 1e999}, "varlen": {"cu_seqlens_q": [0, 1]}}' % F).encode(),
+                   "finite numbers", {}),
+    "integer-overflow": (('{%s, %s, "varlen": {"cu_seqlens_q": [0, 99999999999999999999999]}}' % (F, M)).encode(),
+                         "/varlen/cu_seqlens_q/1: expected an integer", {}),
+    "int64-min": (('{%s, %s, "varlen": {"cu_seqlens_q": [0, -9223372036854775808]}}' % (F, M)).encode(),
+                  "/varlen/cu_seqlens_q/1: expected a value within +-2^62", {}),
+    "negative-head-dim": (('{%s, "model": {"num_heads": 8, "head_dim": -64}, "varlen": {"cu_seqlens_q": [0, 1]}}' % F).encode(),
+                          "/model/head_dim: expected an integer in [1,", {}),
+    "nan-literal": (('{%s, "model": {"num_heads": NaN, "head_dim": 64}}' % F).encode(), "expected valid JSON", {}),
+    "invalid-utf8": (('{%s, %s, "name": "' % (F, M)).encode() + b"\xc3\x28\xff" + b'", "varlen": {"cu_seqlens_q": [0, 1]}}',
+                     "expected valid JSON (UTF-8)", {}),
+    "deep-nesting": (b"[" * 5000 + b"]" * 5000, "nested at most 64 levels", {}),
+    "ragged-mask": (('{%s, %s, "batch": {"attention_mask": {"values": [[1,1,1],[1,1],[1]]}}}' % (F, M)).encode(),
+                    "(ragged array)", {}),
+    "mixed-mask-values": (('{%s, %s, "batch": {"attention_mask": {"values": [[1, true]]}}}' % (F, M)).encode(),
+                          "expected an integer (the array's first element is an integer)", {}),
+    "length-beyond-width": (('{%s, %s, "batch": {"attention_mask": {"lengths": [3, 9], "width": 8}}}' % (F, M)).encode(),
+                            "a length at most the width 8", {}),
+    "lengths-huge": (('{%s, %s, "batch": {"attention_mask": {"lengths": [1099511627776], "width": 1099511627776}}}' % (F, M)).encode(),
+                     "at most 33554432 entries", {}),
+    "packed-huge": (('{%s, %s, "batch": {"position_ids": {"from": "packed", "lengths": [1000000000000, 1000000000000]}}}' % (F, M)).encode(),
+                    "at most 33554432 elements", {}),
+    "four-d-huge": (('{%s, %s, "batch": {"attention_mask": {"shape": [4, 1, 65536, 65536], "from": {"lengths": [1,1,1,1], "width": 1}}}}' % (F, M)).encode(),
+                    "at most 33554432 elements", {}),
+    "path-escape": (mask_file("../../../../etc/passwd").encode(), "resolves outside it", {}),
+    "path-absolute": (mask_file("/etc/hostname").encode(), "resolves outside it", {}),
+    "npy-missing": (mask_file("missing.npy").encode(), "an existing regular file", {}),
+    "npy-not-npy": (mask_file("npy-not-npy.npy").encode(), "expected a .npy file (magic", {"npy-not-npy.npy": b"this is text, not numpy\n"}),
+    "npy-truncated": (mask_file("npy-truncated.npy").encode(), "(truncated file)",
+                      {"npy-truncated.npy": npy("<i8", "(2, 4)", struct.pack("<5q", 1, 1, 1, 1, 1))}),
+    "npy-trailing": (mask_file("npy-trailing.npy").encode(), "(trailing bytes)",
+                     {"npy-trailing.npy": npy("<i8", "(1, 2)", struct.pack("<3q", 1, 1, 1))}),
+    "npy-float": (mask_file("npy-float.npy").encode(), "an integer or bool dtype",
+                  {"npy-float.npy": npy("<f4", "(1, 2)", struct.pack("<2f", 1.0, 0.0))}),
+    "npy-fortran": (mask_file("npy-fortran.npy").encode(), "C-order",
+                    {"npy-fortran.npy": npy("<i8", "(2, 2)", struct.pack("<4q", 1, 1, 1, 0), fortran=True)}),
+    "npy-huge-shape": (mask_file("npy-huge-shape.npy").encode(), "at most 33554432 elements",
+                       {"npy-huge-shape.npy": npy("<i8", "(4294967296, 4294967296)", b"")}),
+    "npy-bad-header": (mask_file("npy-bad-header.npy").encode(), "a .npy header",
+                       {"npy-bad-header.npy": b"\x93NUMPY\x01\x00\x10\x00{'descr': __import__\n" + b"\0" * 8}),
+    "npy-version": (mask_file("npy-version.npy").encode(), "found version 7.0",
+                    {"npy-version.npy": npy("<i8", "(1,)", struct.pack("<q", 1), major=7)}),
+    "long-string": (('{%s, %s, "description": "%s", "varlen": {"cu_seqlens_q": [0, 1]}}' % (F, M, "x" * (2 << 20))).encode(),
+                    "a string of at most 1048576 bytes", {}),
+    "bad-version": (('{%s, %s, "environment": {"transformers": "4.44.0; rm -rf /"}, "varlen": {"cu_seqlens_q": [0, 1]}}' % (F, M)).encode(),
+                    "a PEP 440 version", {}),
+    "intent-out-of-row": (('{%s, %s, "batch": {"attention_mask": {"lengths": [4], "width": 4}}, '
+                           '"intent": {"sequences": [{"row": 0, "start": 3, "length": 9}]}}' % (F, M)).encode(),
+                          "within the row width 4", {}),
+    "binary-garbage": (bytes(range(256)) * 4, "expected valid JSON", {}),
+}
+
+
+def main():
+    for name, (body, expect, sidecars) in CASES.items():
+        with open(os.path.join(HERE, name + ".json"), "wb") as f:
+            f.write(body)
+        with open(os.path.join(HERE, name + ".expect"), "w") as f:
+            f.write(expect + "\n")
+        for side, data in sidecars.items():
+            with open(os.path.join(HERE, side), "wb") as f:
+                f.write(data)
+    print(f"{len(CASES)} hostile files written")
+
+
+if __name__ == "__main__":
+    main()
