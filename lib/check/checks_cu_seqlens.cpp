@@ -82,7 +82,20 @@ void cu_seqlens_device(Ctx& ctx) {
 // transformers 4.35: a rank-3 cu_seqlens from a 4-D mask; transformers#39814: a single entry).
 void cu_seqlens_shape(Ctx& ctx) {
   const VarlenArgs* a = varlen_call(ctx);
-  if (!a) return;
+  if (!a) {
+    // A replay that failed on the position-ids path built cu_seqlens before failing: when that
+    // tensor is what makes the release fail (transformers 4.54.1 with no position 0 builds a
+    // single entry, then `cu.diff().max()` raises: transformers#39814), the shape is the cause.
+    const VarlenArgs* r = ctx.replayed;
+    if (r && r->failure && r->path == VarlenPath::position_ids && r->cu_seqlens_q.numel() > 0 &&
+        !is_vector(r->cu_seqlens_q))
+      ctx.report(Severity::error,
+                 "the release builds cu_seqlens_q of shape " + shape_text(r->cu_seqlens_q.shape) + " (" +
+                     std::to_string(r->cu_seqlens_q.numel()) + " entries) and fails on it before calling the kernel",
+                 {{"tensor", "cu_seqlens_q"}, {"shape", r->cu_seqlens_q.shape}, {"entries", r->cu_seqlens_q.numel()}},
+                 r->failure->type + ": " + r->failure->message);
+    return;
+  }
   const bool fa2 = ctx.rules().family == 2;
   for (bool q : {true, false}) {
     const IntTensor& cu = q ? a->cu_seqlens_q : a->cu_seqlens_k;
