@@ -67,10 +67,29 @@ MaskTensor four_d_from(const MaskTensor& mask, int64_t query_length, int64_t key
 
 }  // namespace
 
+// A forward without a cache (training, scoring): only 4.44.0 differs from the plain replay.
+// Its Gemma2DecoderLayer cuts the 2-D flash-attention mask to the last W columns on every
+// sliding layer unconditionally (`attention_mask[:, -self.sliding_window:]`; 4.44.1 adds `if
+// past_key_value is not None`, PR #32522), and Gemma2FlashAttention2 then keeps the first
+// `attention_mask.shape[1]` keys (modeling_gemma2.py 4.44.0, read from the release wheel). A
+// prompt longer than W therefore reaches the partial-query path with a W-column mask: silently
+// wrong segments, no crash.
+std::optional<LayerCall> gemma2_forward_without_cache(const Call& c, Gemma2Era era) {
+  if (era != Gemma2Era::v4_44_0 || c.mask->dim(1) <= *c.sliding_window) return std::nullopt;
+  const int64_t W = *c.sliding_window;
+  LayerCall l;
+  l.call = c;
+  l.call.mask = c.mask->last_columns_dim1(W);
+  l.call.kv_length = std::min(W, c.kv_length);
+  l.steps.push_back("gemma2 sliding-window layer (no cache): mask cut to its last W = " + std::to_string(W) +
+                    " columns, keys cut to the first " + std::to_string(l.call.kv_length));
+  return l;
+}
+
 std::optional<LayerCall> gemma2_layer_call(const Batch& batch, const Call& c, Gemma2Era era) {
-  if (batch.model.architecture != "gemma2" || !batch.batch || !batch.batch->cache || !c.sliding_window ||
-      !c.mask || c.mask->rank() != 2)
+  if (batch.model.architecture != "gemma2" || !batch.batch || !c.sliding_window || !c.mask || c.mask->rank() != 2)
     return std::nullopt;
+  if (!batch.batch->cache) return gemma2_forward_without_cache(c, era);
   const Cache& cache = *batch.batch->cache;
   const int64_t W = *c.sliding_window;
   const int64_t past = cache.past_length.value_or(c.mask->dim(1) - c.query_length);

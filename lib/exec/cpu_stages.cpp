@@ -189,6 +189,17 @@ RotaryResult rotary_apply(const ExecPlan& plan, bool is_q, const float* x, float
   const int workers = stays_in_head ? std::max(1, threads) : 1;  // cross-head writes: launch order
   std::vector<RotaryResult> part(static_cast<size_t>(workers));
 
+  if (r.contract == RotaryContract::flash_attn && !r.varlen) {
+    // Padding rows rotated before the gather drops them: flash_attn's kernel masks the cos/sin
+    // load only from above (position < seqlen_ro), so a negative position (FLA's left-padding
+    // offsets) reads before the start of the table (flash_attn/ops/triton/rotary.py).
+    const auto& dropped = is_q ? r.dropped_rows_q : r.dropped_rows_k;
+    for (const auto& [row, pos] : dropped)
+      if (pos < 0)
+        for (int64_t h = 0; h < heads; ++h)
+          res.table.note({static_cast<uint64_t>(h) * static_cast<uint64_t>(dropped.size()) + static_cast<uint64_t>(row), 0},
+                         AccessKind::read, ExecBuffer::cos, pos * c.r.half, c.table_elems, false, {row, 0, h}, row, -1, h);
+  }
   if (r.contract == RotaryContract::hf || !r.varlen) {
     const auto& pos = is_q ? r.positions_q : r.positions_k;
     const int64_t n = std::min<int64_t>(rows, static_cast<int64_t>(pos.size()));

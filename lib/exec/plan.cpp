@@ -243,7 +243,8 @@ void plan_rotary(ExecPlan& p, const Batch& batch, const VarlenArgs& a, const std
   r.varlen = r.contract != RotaryContract::hf && cfg.varlen.value_or(has_cu) && has_cu;
   const int64_t D = p.head_dim;
   const int64_t rotary_dim = 2 * r.half;
-  const int64_t N = a.cu_seqlens_q.numel() - 1;
+  // sequences the offsets index: cu_seqlens segments in varlen, else the batch rows
+  const int64_t N = r.varlen ? a.cu_seqlens_q.numel() - 1 : (batch.batch ? batch.batch->batch_size : 1);
 
   // offsets
   int64_t scalar_offset = 0;
@@ -330,6 +331,11 @@ void plan_rotary(ExecPlan& p, const Batch& batch, const VarlenArgs& a, const std
       if (src_row < 0) return 0;
       if (L <= 0) return src_row + scalar_offset;
       const int64_t r0 = src_row / L, c = src_row % L;
+      // per-sequence offsets index the batch rows (flash_attn apply_rotary: seqlen_offsets
+      // of shape (batch,); FLA: negative offsets for left padding)
+      const int64_t row_offset = !r.offsets_per_sequence ? scalar_offset
+                                 : r0 < static_cast<int64_t>(r.offsets_q.size()) ? r.offsets_q[static_cast<size_t>(r0)]
+                                                                                  : 0;
       if (pos) {
         const IntTensor& t = pos->tensor;
         const int64_t S = t.dim(-1);
@@ -337,12 +343,26 @@ void plan_rotary(ExecPlan& p, const Batch& batch, const VarlenArgs& a, const std
         const int64_t idx = (t.rank() == 1 ? 0 : r0 * S) + col;
         if (col >= 0 && col < S && idx >= 0 && idx < t.numel()) return t.values[static_cast<size_t>(idx)];
       }
-      return c + shift + scalar_offset;
+      return c + shift + row_offset;
     };
     r.positions_q.resize(q_src_index.size());
     for (size_t i = 0; i < q_src_index.size(); ++i) r.positions_q[i] = position_of(q_src_index[i], Lq, std::max<int64_t>(Lk - Lq, 0));
     r.positions_k.resize(k_src_index.size());
     for (size_t i = 0; i < k_src_index.size(); ++i) r.positions_k[i] = position_of(k_src_index[i], Lk, 0);
+    if (a.path == VarlenPath::mask && batch.batch) {
+      const int64_t B = batch.batch->batch_size;
+      auto dropped = [&](const std::vector<int64_t>& gathered, int64_t L, int64_t shift,
+                         std::vector<std::pair<int64_t, int64_t>>& out) {
+        if (L <= 0 || B > (int64_t{1} << 24) / std::max<int64_t>(L, 1)) return;  // bounded: padded rows only
+        std::vector<uint8_t> kept(static_cast<size_t>(B * L), 0);
+        for (int64_t g : gathered)
+          if (g >= 0 && g < B * L) kept[static_cast<size_t>(g)] = 1;
+        for (int64_t row = 0; row < B * L; ++row)
+          if (!kept[static_cast<size_t>(row)]) out.emplace_back(row, position_of(row, L, shift));
+      };
+      dropped(q_src_index, Lq, std::max<int64_t>(Lk - Lq, 0), r.dropped_rows_q);
+      dropped(k_src_index, Lk, 0, r.dropped_rows_k);
+    }
   }
   if (r.contract == RotaryContract::fla && rotary_dim > D)
     r.note = "fla bounds the rotation by dim/2 = " + std::to_string(r.half) + " columns, not by head_dim " +
@@ -436,6 +456,11 @@ void plan_reference(ExecPlan& p, const Batch& batch, const VarlenArgs& a, int64_
         if (ke <= kb) continue;
         r.k_src_first = kb;
         r.k_count = ke - kb;
+        // FA2's seqused_k: only the first seqused_k[b] keys of the segment are used, and the
+        // causal diagonal aligns with them (flash_api.cpp mha_varlen_fwd, block_info.h)
+        if (a.seqused_k && static_cast<size_t>(seg) < a.seqused_k->size())
+          r.k_count = std::clamp<int64_t>((*a.seqused_k)[static_cast<size_t>(seg)], 0, r.k_count);
+        if (r.k_count <= 0) continue;
         const int64_t qlen = cq[static_cast<size_t>(seg) + 1] - cq[static_cast<size_t>(seg)];
         r.q_key_first = r.k_count - qlen + (s.start - cq[static_cast<size_t>(seg)]);
       }

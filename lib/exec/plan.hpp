@@ -85,6 +85,10 @@ struct RotaryPlan {
   std::vector<int64_t> offsets_q, offsets_k;  // size 1 (scalar) or one per segment
   // non-varlen / hf: the position of every packed row.
   std::vector<int64_t> positions_q, positions_k;
+  // non-varlen on the mask path: rotary runs on the padded tensor before the unpad gather
+  // (transformers' models, FLA's layers without cu_seqlens), so the padding rows the gather
+  // drops are rotated too. Their (padded row, position) pairs, for the table reads they make.
+  std::vector<std::pair<int64_t, int64_t>> dropped_rows_q, dropped_rows_k;
   int64_t block_rows = 0;     // rows per program: flash_attn BLOCK_M, fla BT
   bool inplace = true;        // flash_attn layer rotates in place; fla writes a new tensor
   std::optional<HostRaise> raises;
