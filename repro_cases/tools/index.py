@@ -3,6 +3,7 @@
 
     python3 repro_cases/tools/index.py --binary build/attn-doctor            # table + coverage
     python3 repro_cases/tools/index.py --binary build/attn-doctor --check    # exit 1 if README.md is stale
+    python3 repro_cases/tools/index.py --binary build/attn-doctor --write    # rewrite README.md's table
 
 The catalogue comes from `attn-doctor list invariants --format json`, so the coverage report follows
 the binary's catalogue (ids in catalogue order). Standard library only.
@@ -70,6 +71,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--binary", required=True, help="attn-doctor binary (for the catalogue)")
     ap.add_argument("--check", action="store_true", help="fail if README.md's table is not the generated one")
+    ap.add_argument("--write", action="store_true", help="rewrite README.md's table in place")
     args = ap.parse_args()
     catalogue = json.loads(subprocess.run([args.binary, "list", "invariants", "--format", "json"],
                                           check=True, capture_output=True, text=True).stdout)
@@ -82,7 +84,13 @@ def main() -> int:
             print("repro_cases/README.md: case table is stale; regenerate with tools/index.py", file=sys.stderr)
             return 1
         return 0
-    print(generated)
+    if args.write:
+        readme = (CASES / "README.md").read_text()
+        head, rest = readme.split(BEGIN, 1)
+        tail = rest.split(END, 1)[1]
+        (CASES / "README.md").write_text(head + BEGIN + "\n" + generated + "\n" + END + tail)
+    else:
+        print(generated)
     lines, missing, unknown = coverage(cases, catalogue)
     print(f"\n{len(cases)} cases; coverage of the catalogue as expected first violation:", file=sys.stderr)
     print("\n".join(lines), file=sys.stderr)
