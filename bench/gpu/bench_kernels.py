@@ -150,9 +150,10 @@ def bench_attention(lib, args, gen, record):
                 lse_err = float("nan")
                 if ref_lse.shape == lse.shape:
                     lse_err = (lse - ref_lse).abs().max().item()
-                if not (err < 2e-2) or rec["count"] != 0:
-                    raise RuntimeError(f"verification failed: d={head_dim} causal={causal} total={total} "
-                                       f"rel_err={err} record={rec}")
+                verified = bool(err < 2e-2) and rec["count"] == 0
+                if not verified:
+                    print(f"VERIFICATION FAILED: d={head_dim} causal={causal} total={total} rel_err={err} "
+                          f"record={rec}", flush=True)
                 times = time_round_robin({
                     "checked": lambda: ours(True),
                     "unchecked": lambda: ours(False),
@@ -166,7 +167,7 @@ def bench_attention(lib, args, gen, record):
                     "min_len": min(lens), "max_len": max_len, "gflop": flop / 1e9,
                     "ms": med, "ms_min_max": spread,
                     "tflops": {n: flop / (m * 1e-3) / 1e12 for n, m in med.items()},
-                    "rel_err_vs_fa2": err, "lse_max_abs_err_vs_fa2": lse_err,
+                    "rel_err_vs_fa2": err, "lse_max_abs_err_vs_fa2": lse_err, "verified": verified,
                 }
                 row["ours_over_fa2"] = row["tflops"]["checked"] / row["tflops"]["fa2"]
                 row["check_overhead"] = med["checked"] / med["unchecked"] - 1.0
@@ -174,7 +175,7 @@ def bench_attention(lib, args, gen, record):
                 print(f"attn d={head_dim:3d} causal={int(causal)} tokens={total:6d} segs={len(lens):3d} "
                       f"ours {row['tflops']['checked']:6.1f} (unchecked {row['tflops']['unchecked']:6.1f}) "
                       f"FA2 {row['tflops']['fa2']:6.1f} TFLOP/s  ratio {row['ours_over_fa2']:.2f} "
-                      f"overhead {100 * row['check_overhead']:+.1f}%  err {err:.1e}", flush=True)
+                      f"overhead {100 * row['check_overhead']:+.1f}%  err {err:.1e}{'' if verified else '  UNVERIFIED'}", flush=True)
                 del q, k, v, out, lse
     return rows
 
@@ -349,7 +350,12 @@ def main():
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
             "argv": sys.argv, "time": time.strftime("%Y-%m-%d %H:%M:%S")}
     att = bench_attention(lib, args, gen, record)
-    mem = None if args.skip_memory else bench_memory(lib, args, gen, record)
+    mem = None
+    if not args.skip_memory:
+        try:
+            mem = bench_memory(lib, args, gen, record)
+        except Exception as e:  # report, keep the attention results
+            print(f"MEMORY BENCH FAILED: {e}", flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "attention": att, "memory": mem}, f, indent=1)
