@@ -28,7 +28,9 @@ void launch_rotary(const RotaryParams& p, int64_t grid_rows, Checks checks, cuda
 int64_t rotary_grid_rows(const RotaryParams& p, const int32_t* host_cu_seqlens);
 
 // ---- varlen attention forward (kernels/varlen_attention*.cu) ----------------------------
-enum class AttnKernel { automatic, tensor_core, generic };
+// tensor_core_alt: the tensor-core kernel with its other warp layout (benchmarks only; needs
+// a build with ATTN_DOCTOR_TC_BOTH_SHAPES).
+enum class AttnKernel { automatic = 0, tensor_core = 1, generic = 2, tensor_core_alt = 3 };
 
 // FA2's host-side normalisation of the call (flash_api.cpp, mha_varlen_fwd): causal is
 // dropped when max_seqlen_q == 1, causal sets window_right = 0, the single-query GQA swap,
@@ -57,8 +59,8 @@ void probe_kernel_versions(int* binary_version, int* ptx_version);
 
 // ---- internal: per-type entry points of the tensor-core kernel --------------------------
 namespace detail {
-void launch_varlen_fwd_tc_bf16(const VarlenFwdParams& p, bool checked, cudaStream_t stream);
-void launch_varlen_fwd_tc_fp16(const VarlenFwdParams& p, bool checked, cudaStream_t stream);
+void launch_varlen_fwd_tc_bf16(const VarlenFwdParams& p, bool checked, bool alt_shape, cudaStream_t stream);
+void launch_varlen_fwd_tc_fp16(const VarlenFwdParams& p, bool checked, bool alt_shape, cudaStream_t stream);
 void launch_varlen_fwd_generic(const VarlenFwdParams& p, bool checked, cudaStream_t stream);
 }  // namespace detail
 

@@ -218,11 +218,14 @@ bool varlen_fwd_has_tensor_core_path(const VarlenFwdParams& p) {
 }
 
 std::string varlen_fwd_kernel_name(const VarlenFwdParams& p, Checks checks, AttnKernel which) {
-  const bool tc = which == AttnKernel::tensor_core ||
+  const bool tc = which == AttnKernel::tensor_core || which == AttnKernel::tensor_core_alt ||
                   (which == AttnKernel::automatic && varlen_fwd_has_tensor_core_path(p));
   std::string name = tc ? "varlen_fwd_tc<" : "varlen_fwd_generic<";
   name += to_string(p.elem);
-  if (tc) name += ",d" + std::to_string(p.head_dim);
+  if (tc) {
+    const int mt = which == AttnKernel::tensor_core_alt ? 3 - attn::kDefaultMT : attn::kDefaultMT;
+    name += ",d" + std::to_string(p.head_dim) + ",warp" + std::to_string(16 * mt) + "rows";
+  }
   name += std::string(",") + to_string(checks) + ">";
   return name;
 }
@@ -253,15 +256,16 @@ void launch_varlen_fwd(const VarlenFwdParams& p_in, Checks checks, cudaStream_t 
   check_config(p.batch <= 65535 && p.num_heads <= 65535,
                "grid (" + std::to_string(grid_x) + ", " + std::to_string(p.batch) + ", " + std::to_string(p.num_heads) +
                    ") exceeds the 65535 limit of grid.y/grid.z: invalid argument");
-  const bool tc = which == AttnKernel::tensor_core ||
+  const bool tc = which == AttnKernel::tensor_core || which == AttnKernel::tensor_core_alt ||
                   (which == AttnKernel::automatic && varlen_fwd_has_tensor_core_path(p));
+  const bool alt = which == AttnKernel::tensor_core_alt;
   if (tc) {
     check_config(varlen_fwd_has_tensor_core_path(p), "no tensor-core kernel for " + std::string(to_string(p.elem)) +
                                                          " head_dim " + std::to_string(p.head_dim));
     if (p.elem == ElemType::bf16)
-      detail::launch_varlen_fwd_tc_bf16(p, checked, stream);
+      detail::launch_varlen_fwd_tc_bf16(p, checked, alt, stream);
     else
-      detail::launch_varlen_fwd_tc_fp16(p, checked, stream);
+      detail::launch_varlen_fwd_tc_fp16(p, checked, alt, stream);
   } else {
     detail::launch_varlen_fwd_generic(p, checked, stream);
   }

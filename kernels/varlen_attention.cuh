@@ -38,16 +38,25 @@
 namespace ad::kern::attn {
 
 inline constexpr int kBlockM = kFa2BlockM;  // 128
-inline constexpr int kWarps = 8;
-inline constexpr int kThreads = kWarps * 32;
 inline constexpr int kGenericThreads = 128;
 
-template <int D>
+// The tensor-core kernel's shape. MT: 16-row m tiles per warp. MT = 2 is FA2's layout (4
+// warps of 32 rows: each K/V fragment read from shared memory feeds two MMAs, Q is re-read
+// from shared memory every step); MT = 1 is 8 warps of 16 rows with Q held in registers.
+template <int D, int MT>
 struct TileShape {
-  static constexpr int kBlockN = D <= 64 ? 128 : 64;  // FA2: hdim64 128x128, hdim128 128x64
+  // FA2: hdim64 128x128, hdim128 128x64; with 32 rows per warp, 64 keys keep S and O in
+  // registers without spilling.
+  static constexpr int kBlockN = MT == 1 ? (D <= 64 ? 128 : 64) : (D <= 64 ? 64 : 32);
   static constexpr int kChunks = D / 8;                // 16-byte chunks per row
+  static constexpr int kWarps = kBlockM / (16 * MT);
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kMinBlocks = MT == 2 ? 2 : 1;   // CTAs per SM the registers allow
+  static constexpr bool kQInRegisters = MT == 1;
   static constexpr size_t smem_elems() { return size_t(kBlockM) * D + 4 * size_t(kBlockN) * D; }
 };
+// The shape the launcher uses (bench/gpu picks the other one through AttnKernel).
+inline constexpr int kDefaultMT = 2;
 
 // ---------------------------------------------------------------------------------------
 // segment and row addressing (shared by both kernels)
@@ -151,43 +160,78 @@ __device__ __forceinline__ int swz(int row, int col) {
 
 // Streams one K or V tile (rows [n * BN, n * BN + BN) of the segment) into shared memory.
 // The pipeline and the tile must have the same role: a K pipeline cannot fill a V tile.
-template <class T, int D, bool Checked, class Role>
+// Checked form: the rows of a tile are contiguous, so one comparison per tile decides
+// whether every row lies inside the buffer; only a tile that reaches past it takes the
+// per-row path that records and zero-fills, and the hot loop stays the unchecked one.
+template <class T, int D, int MT, bool Checked, class Role>
 __device__ __forceinline__ void load_kv_tile(const VarlenFwdParams& p, const PipelineParams<Role>& pipe,
                                              SmemTile<Role, T> tile, const Segment& seg, int b, int h_kv,
                                              int n, Buffer which) {
-  constexpr int BN = TileShape<D>::kBlockN;
-  constexpr int C = TileShape<D>::kChunks;
-  const T* src = static_cast<const T*>(pipe.src.data);
+  using Shape = TileShape<D, MT>;
+  constexpr int BN = Shape::kBlockN;
+  constexpr int C = Shape::kChunks;
+  constexpr int NT = Shape::kThreads;
+  const T* src = static_cast<const T*>(pipe.src.data) + int64_t(h_kv) * D;
   const int64_t row_elems = int64_t(pipe.src.heads) * D;
+  bool per_row = false;
+  if constexpr (Checked) {
+    const int valid = min(BN, seg.len_k - n * BN);
+    per_row = uint64_t(seg.start_k) + uint64_t(n * BN) + uint64_t(valid) > uint64_t(pipe.src.rows);
+  }
+  if (!per_row) {
 #pragma unroll
-  for (int it = 0; it < BN * C / kThreads; ++it) {
-    const int i = threadIdx.x + it * kThreads;
+    for (int it = 0; it < BN * C / NT; ++it) {
+      const int i = threadIdx.x + it * NT;
+      const int r = i / C, c = i % C;
+      T* dst = tile.data + swz<D>(r, c * 8);
+      const int kr = n * BN + r;
+      if (kr < seg.len_k) {
+        cp_async_16(dst, src + int64_t(uint64_t(seg.start_k) + uint64_t(kr)) * row_elems + c * 8);
+      } else {
+        *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+      }
+    }
+    return;
+  }
+  for (int i = threadIdx.x; i < BN * C; i += NT) {
     const int r = i / C, c = i % C;
     T* dst = tile.data + swz<D>(r, c * 8);
     const int kr = n * BN + r;
-    bool ok = kr < seg.len_k;
     const uint64_t row = uint64_t(seg.start_k) + uint64_t(kr);
-    if constexpr (Checked) {
-      if (ok && row >= uint64_t(pipe.src.rows)) {
-        if (c == 0) record_violation(p.record, which, Access::read, int64_t(row), pipe.src.rows, b, kr, h_kv, n);
-        ok = false;
-      }
+    bool ok = kr < seg.len_k;
+    if (ok && row >= uint64_t(pipe.src.rows)) {
+      if (c == 0) record_violation(p.record, which, Access::read, int64_t(row), pipe.src.rows, b, kr, h_kv, n);
+      ok = false;
     }
     if (ok) {
-      cp_async_16(dst, src + int64_t(row) * row_elems + int64_t(h_kv) * D + c * 8);
+      cp_async_16(dst, src + int64_t(row) * row_elems + c * 8);
     } else {
       *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
     }
   }
 }
 
-template <class T, int D, bool Checked>
-__global__ void __launch_bounds__(kThreads, 1) varlen_fwd_tc_kernel(const VarlenFwdParams p) {
-  constexpr int BN = TileShape<D>::kBlockN;
-  constexpr int C = TileShape<D>::kChunks;
-  constexpr int NB = BN / 8;   // n8 blocks of S per warp row
+// Whether the query rows [row0, row0 + 128) of a tile that the segment holds all lie inside
+// the q/out buffers (false: the checked form goes row by row).
+__device__ __forceinline__ bool query_tile_in_bounds(const VarlenFwdParams& p, const Segment& seg, int b, int h,
+                                                     int row0) {
+  const int valid = min(kBlockM, seg.len_q - row0);
+  if (p.seqlenq_ngroups_swapped) return uint64_t(b) < uint64_t(p.q.rows) && uint64_t(b) < uint64_t(p.out.rows);
+  const uint64_t end = uint64_t(seg.start_q) + uint64_t(row0) + uint64_t(valid);
+  return end <= uint64_t(p.q.rows) && end <= uint64_t(p.out.rows);
+}
+
+template <class T, int D, int MT, bool Checked>
+__global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::kMinBlocks)
+    varlen_fwd_tc_kernel(const VarlenFwdParams p) {
+  using Shape = TileShape<D, MT>;
+  constexpr int BN = Shape::kBlockN;
+  constexpr int C = Shape::kChunks;
+  constexpr int NT = Shape::kThreads;
+  constexpr int NB = BN / 8;   // n8 blocks of S per m tile
   constexpr int DB = D / 8;    // n8 blocks of O
   constexpr int KQ = D / 16;   // k16 steps of Q·Kᵀ
+  constexpr int WR = 16 * MT;  // rows per warp
   extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
   // Double-buffered K and V tiles (buffer index by arithmetic, not a local array: a
@@ -205,34 +249,37 @@ __global__ void __launch_bounds__(kThreads, 1) varlen_fwd_tc_kernel(const Varlen
   const ValuePipelineParams vpipe = value_pipeline(p);
   const int h_kv = h / kpipe.group;
   const KeyRange kr = key_range(p, seg, row0, BN);
+  bool q_rows_checked = false;  // checked form, tile reaching past q/out: row by row
+  if constexpr (Checked) q_rows_checked = !query_tile_in_bounds(p, seg, b, h, row0);
 
   const float scale_nat = p.softcap > 0.f ? 1.f : p.softmax_scale;
   const float scale_log2 = scale_nat * 1.4426950408889634f;
   const float cap_in = p.softcap > 0.f ? p.softmax_scale / p.softcap : 0.f;
 
-  float o[DB][4];
+  float o[MT][DB][4];
 #pragma unroll
-  for (int i = 0; i < DB; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-  float m_i[2] = {-INFINITY, -INFINITY};
-  float l_i[2] = {0.f, 0.f};
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < DB; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.f;
+  float m_i[MT][2], l_i[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) m_i[mt][0] = m_i[mt][1] = -INFINITY, l_i[mt][0] = l_i[mt][1] = 0.f;
 
   if (kr.n_max > kr.n_min) {
     // Q tile -> shared (rows past the segment zero-filled).
     const T* qsrc = static_cast<const T*>(p.q.data);
     const int64_t q_row_elems = int64_t(p.q.heads) * D;
 #pragma unroll
-    for (int it = 0; it < kBlockM * C / kThreads; ++it) {
-      const int i = tid + it * kThreads;
+    for (int it = 0; it < kBlockM * C / NT; ++it) {
+      const int i = tid + it * NT;
       const int r = i / C, c = i % C;
       T* dst = sQ + swz<D>(r, c * 8);
       const int lr = row0 + r;
       bool ok = lr < seg.len_q;
       const QueryRow qr = query_row(p, seg, b, h, lr);
-      if constexpr (Checked) {
-        if (ok && qr.row >= uint64_t(p.q.rows)) {
-          if (c == 0) record_violation(p.record, Buffer::q, Access::read, int64_t(qr.row), p.q.rows, b, lr, qr.head, m_block);
-          ok = false;
-        }
+      if (Checked && q_rows_checked && ok && qr.row >= uint64_t(p.q.rows)) {
+        if (c == 0) record_violation(p.record, Buffer::q, Access::read, int64_t(qr.row), p.q.rows, b, lr, qr.head, m_block);
+        ok = false;
       }
       if (ok) {
         cp_async_16(dst, qsrc + int64_t(qr.row) * q_row_elems + int64_t(qr.head) * D + c * 8);
@@ -240,51 +287,67 @@ __global__ void __launch_bounds__(kThreads, 1) varlen_fwd_tc_kernel(const Varlen
         *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
       }
     }
-    load_kv_tile<T, D, Checked>(p, kpipe, k_tile(0), seg, b, h_kv, kr.n_max - 1, Buffer::k);
+    load_kv_tile<T, D, MT, Checked>(p, kpipe, k_tile(0), seg, b, h_kv, kr.n_max - 1, Buffer::k);
     cp_async_commit();
-    load_kv_tile<T, D, Checked>(p, vpipe, v_tile(0), seg, b, h_kv, kr.n_max - 1, Buffer::v);
+    load_kv_tile<T, D, MT, Checked>(p, vpipe, v_tile(0), seg, b, h_kv, kr.n_max - 1, Buffer::v);
     cp_async_commit();
 
-    uint32_t qf[KQ][4];
+    uint32_t qf[Shape::kQInRegisters ? KQ : 1][4];
     int buf = 0;
-    const int row_a = row0 + warp * 16 + (lane >> 2);  // this thread's rows: row_a, row_a + 8
+    const int row_a = row0 + warp * WR + (lane >> 2);  // m tile mt: rows row_a + 16 mt (+ 8)
     for (int n = kr.n_max - 1; n >= kr.n_min; --n) {
       const bool has_next = n > kr.n_min;
-      if (has_next) load_kv_tile<T, D, Checked>(p, kpipe, k_tile(buf ^ 1), seg, b, h_kv, n - 1, Buffer::k);
+      if (has_next) load_kv_tile<T, D, MT, Checked>(p, kpipe, k_tile(buf ^ 1), seg, b, h_kv, n - 1, Buffer::k);
       cp_async_commit();
       cp_async_wait<2>();
       __syncthreads();
-      if (n == kr.n_max - 1) {
+      if constexpr (Shape::kQInRegisters) {
+        if (n == kr.n_max - 1) {
 #pragma unroll
-        for (int kk = 0; kk < KQ; ++kk) {
-          const int r = warp * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-          const int c = kk * 16 + (lane >> 4) * 8;
-          ldmatrix_x4(qf[kk], sQ + swz<D>(r, c));
+          for (int kk = 0; kk < KQ; ++kk)
+            ldmatrix_x4(qf[kk], sQ + swz<D>(warp * WR + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 16 + (lane >> 4) * 8));
         }
       }
 
-      // S = Q Kᵀ
-      float s[NB][4];
+      // S = Q Kᵀ: each K fragment read once from shared memory feeds MT MMAs.
+      float s[MT][NB][4];
 #pragma unroll
-      for (int i = 0; i < NB; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < NB; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < KQ; ++kk) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          if constexpr (Shape::kQInRegisters) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) a[mt][e] = qf[kk][e];
+          } else {
+            ldmatrix_x4(a[mt], sQ + swz<D>(warp * WR + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                          kk * 16 + (lane >> 4) * 8));
+          }
+        }
 #pragma unroll
         for (int nb2 = 0; nb2 < NB / 2; ++nb2) {
           uint32_t kf[4];
-          const int r = nb2 * 16 + (lane & 7) + ((lane >> 4) << 3);
-          const int c = kk * 16 + ((lane >> 3) & 1) * 8;
-          ldmatrix_x4(kf, k_tile(buf).data + swz<D>(r, c));
-          Mma<T>::run(s[2 * nb2], qf[kk], kf[0], kf[1]);
-          Mma<T>::run(s[2 * nb2 + 1], qf[kk], kf[2], kf[3]);
+          ldmatrix_x4(kf, k_tile(buf).data + swz<D>(nb2 * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                                   kk * 16 + ((lane >> 3) & 1) * 8));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            Mma<T>::run(s[mt][2 * nb2], a[mt], kf[0], kf[1]);
+            Mma<T>::run(s[mt][2 * nb2 + 1], a[mt], kf[2], kf[3]);
+          }
         }
       }
 
       if (p.softcap > 0.f) {
 #pragma unroll
-        for (int i = 0; i < NB; ++i)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) s[i][e] = p.softcap * tanhf(s[i][e] * cap_in);
+          for (int i = 0; i < NB; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[mt][i][e] = p.softcap * tanhf(s[mt][i][e] * cap_in);
       }
 
       // Masking: only tiles that reach past the segment's keys or cross the window.
@@ -293,123 +356,138 @@ __global__ void __launch_bounds__(kThreads, 1) varlen_fwd_tc_kernel(const Varlen
                              (p.window_left >= 0 && n * BN < row0 + kBlockM - 1 + kr.diag - p.window_left);
       if (need_mask) {
 #pragma unroll
-        for (int i = 0; i < NB; ++i)
+        for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int col = n * BN + i * 8 + 2 * (lane & 3) + (e & 1);
-            const int row = row_a + (e >> 1) * 8;
-            if (!key_visible(p, seg, kr.diag, row, col)) s[i][e] = -INFINITY;
+          for (int i = 0; i < NB; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int col = n * BN + i * 8 + 2 * (lane & 3) + (e & 1);
+              const int row = row_a + mt * 16 + (e >> 1) * 8;
+              if (!key_visible(p, seg, kr.diag, row, col)) s[mt][i][e] = -INFINITY;
+            }
+      }
+
+      // Online softmax (each row spread over the 4 lanes of a quad).
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          float mx = m_i[mt][half];
+#pragma unroll
+          for (int i = 0; i < NB; ++i) mx = fmaxf(mx, fmaxf(s[mt][i][2 * half], s[mt][i][2 * half + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          const float m_scaled = (mx == -INFINITY ? 0.f : mx) * scale_log2;
+          const float corr = fast_exp2(m_i[mt][half] * scale_log2 - m_scaled);
+          m_i[mt][half] = mx;
+          float rs = 0.f;
+#pragma unroll
+          for (int i = 0; i < NB; ++i) {
+            s[mt][i][2 * half] = fast_exp2(fmaf(s[mt][i][2 * half], scale_log2, -m_scaled));
+            s[mt][i][2 * half + 1] = fast_exp2(fmaf(s[mt][i][2 * half + 1], scale_log2, -m_scaled));
+            rs += s[mt][i][2 * half] + s[mt][i][2 * half + 1];
           }
-      }
-
-      // Online softmax (rows row_a and row_a + 8; each row spread over 4 lanes).
+          l_i[mt][half] = l_i[mt][half] * corr + rs;
 #pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        float mx = m_i[half];
-#pragma unroll
-        for (int i = 0; i < NB; ++i) mx = fmaxf(mx, fmaxf(s[i][2 * half], s[i][2 * half + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_scaled = (mx == -INFINITY ? 0.f : mx) * scale_log2;
-        const float corr = fast_exp2(m_i[half] * scale_log2 - m_scaled);
-        m_i[half] = mx;
-        float rs = 0.f;
-#pragma unroll
-        for (int i = 0; i < NB; ++i) {
-          s[i][2 * half] = fast_exp2(fmaf(s[i][2 * half], scale_log2, -m_scaled));
-          s[i][2 * half + 1] = fast_exp2(fmaf(s[i][2 * half + 1], scale_log2, -m_scaled));
-          rs += s[i][2 * half] + s[i][2 * half + 1];
+          for (int i = 0; i < DB; ++i) {
+            o[mt][i][2 * half] *= corr;
+            o[mt][i][2 * half + 1] *= corr;
+          }
         }
-        l_i[half] = l_i[half] * corr + rs;
-#pragma unroll
-        for (int i = 0; i < DB; ++i) {
-          o[i][2 * half] *= corr;
-          o[i][2 * half + 1] *= corr;
-        }
-      }
 
-      if (has_next) load_kv_tile<T, D, Checked>(p, vpipe, v_tile(buf ^ 1), seg, b, h_kv, n - 1, Buffer::v);
+      if (has_next) load_kv_tile<T, D, MT, Checked>(p, vpipe, v_tile(buf ^ 1), seg, b, h_kv, n - 1, Buffer::v);
       cp_async_commit();
       cp_async_wait<2>();
       __syncthreads();
 
-      // O += P V  (P from the S accumulators: two n8 blocks form one k16 A fragment)
+      // O += P V  (P from the S accumulators: two n8 blocks form one k16 A fragment); each
+      // V fragment read once feeds MT MMAs.
 #pragma unroll
       for (int kc = 0; kc < NB / 2; ++kc) {
-        const uint32_t a[4] = {Elem<T>::pack(s[2 * kc][0], s[2 * kc][1]), Elem<T>::pack(s[2 * kc][2], s[2 * kc][3]),
-                               Elem<T>::pack(s[2 * kc + 1][0], s[2 * kc + 1][1]),
-                               Elem<T>::pack(s[2 * kc + 1][2], s[2 * kc + 1][3])};
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          a[mt][0] = Elem<T>::pack(s[mt][2 * kc][0], s[mt][2 * kc][1]);
+          a[mt][1] = Elem<T>::pack(s[mt][2 * kc][2], s[mt][2 * kc][3]);
+          a[mt][2] = Elem<T>::pack(s[mt][2 * kc + 1][0], s[mt][2 * kc + 1][1]);
+          a[mt][3] = Elem<T>::pack(s[mt][2 * kc + 1][2], s[mt][2 * kc + 1][3]);
+        }
 #pragma unroll
         for (int db2 = 0; db2 < DB / 2; ++db2) {
           uint32_t vf[4];
-          const int r = kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8;
-          const int c = db2 * 16 + (lane >> 4) * 8;
-          ldmatrix_x4_trans(vf, v_tile(buf).data + swz<D>(r, c));
-          Mma<T>::run(o[2 * db2], a, vf[0], vf[1]);
-          Mma<T>::run(o[2 * db2 + 1], a, vf[2], vf[3]);
+          ldmatrix_x4_trans(vf, v_tile(buf).data + swz<D>(kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                                         db2 * 16 + (lane >> 4) * 8));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            Mma<T>::run(o[mt][2 * db2], a[mt], vf[0], vf[1]);
+            Mma<T>::run(o[mt][2 * db2 + 1], a[mt], vf[2], vf[3]);
+          }
         }
       }
       buf ^= 1;
     }
   }
 
-  // Epilogue: normalise, stage the warp's 16 rows in shared memory (its own Q rows, no
-  // longer read), store 16-byte chunks, then the LSE. An empty key range ends here with
+  // Epilogue: normalise, stage the warp's rows in shared memory (its own Q rows: no other
+  // warp reads them), store 16-byte chunks, then the LSE. An empty key range ends here with
   // O = 0 and LSE = +inf (FA2: row_sum == 0).
-  float lse[2];
+  float lse[MT][2];
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    float l = l_i[half];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const bool empty = l == 0.f || l != l;
-    const float inv = empty ? 1.f : 1.f / l;
-    lse[half] = empty ? INFINITY : m_i[half] * scale_nat + logf(l);
-#pragma unroll
-    for (int i = 0; i < DB; ++i) {
-      o[i][2 * half] *= inv;
-      o[i][2 * half + 1] *= inv;
-    }
-  }
-  T* sO = sQ;
-#pragma unroll
-  for (int i = 0; i < DB; ++i)
+  for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int r = warp * 16 + (lane >> 2) + half * 8;
-      const int c = i * 8 + 2 * (lane & 3);
-      *reinterpret_cast<uint32_t*>(sO + swz<D>(r, c)) = Elem<T>::pack(o[i][2 * half], o[i][2 * half + 1]);
+      float l = l_i[mt][half];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const bool empty = l == 0.f || l != l;
+      const float inv = empty ? 1.f : 1.f / l;
+      lse[mt][half] = empty ? INFINITY : m_i[mt][half] * scale_nat + logf(l);
+#pragma unroll
+      for (int i = 0; i < DB; ++i) {
+        o[mt][i][2 * half] *= inv;
+        o[mt][i][2 * half + 1] *= inv;
+      }
     }
+  if constexpr (!Shape::kQInRegisters) __syncwarp();  // this warp's last Q reads are done
+  T* sO = sQ;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < DB; ++i)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = warp * WR + mt * 16 + (lane >> 2) + half * 8;
+        const int c = i * 8 + 2 * (lane & 3);
+        *reinterpret_cast<uint32_t*>(sO + swz<D>(r, c)) = Elem<T>::pack(o[mt][i][2 * half], o[mt][i][2 * half + 1]);
+      }
   __syncwarp();
   T* out = static_cast<T*>(p.out.data);
   const int64_t o_row_elems = int64_t(p.out.heads) * D;
 #pragma unroll
-  for (int it = 0; it < 16 * C / 32; ++it) {
+  for (int it = 0; it < WR * C / 32; ++it) {
     const int i = lane + it * 32;
     const int r = i / C, c = i % C;
-    const int lr = row0 + warp * 16 + r;
+    const int lr = row0 + warp * WR + r;
     if (lr >= seg.len_q) continue;
     const QueryRow qr = query_row(p, seg, b, h, lr);
-    if constexpr (Checked) {
-      if (qr.row >= uint64_t(p.out.rows)) {
-        if (c == 0) record_violation(p.record, Buffer::out, Access::write, int64_t(qr.row), p.out.rows, b, lr, qr.head, m_block);
-        continue;
-      }
+    if (Checked && q_rows_checked && qr.row >= uint64_t(p.out.rows)) {
+      if (c == 0) record_violation(p.record, Buffer::out, Access::write, int64_t(qr.row), p.out.rows, b, lr, qr.head, m_block);
+      continue;
     }
     *reinterpret_cast<uint4*>(out + int64_t(qr.row) * o_row_elems + int64_t(qr.head) * D + c * 8) =
-        *reinterpret_cast<const uint4*>(sO + swz<D>(warp * 16 + r, c * 8));
+        *reinterpret_cast<const uint4*>(sO + swz<D>(warp * WR + r, c * 8));
   }
   if ((lane & 3) == 0) {
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int lr = row0 + warp * 16 + (lane >> 2) + half * 8;
-      if (lr >= seg.len_q) continue;
-      const QueryRow qr = query_row(p, seg, b, h, lr);
-      if constexpr (Checked) {
-        if (qr.row >= uint64_t(p.out.rows)) continue;  // already recorded with the output row
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int lr = row0 + warp * WR + mt * 16 + (lane >> 2) + half * 8;
+        if (lr >= seg.len_q) continue;
+        const QueryRow qr = query_row(p, seg, b, h, lr);
+        if (Checked && qr.row >= uint64_t(p.out.rows)) continue;  // recorded with the output row
+        write_lse<Checked>(p, qr, b, lr, m_block, lse[mt][half]);
       }
-      write_lse<Checked>(p, qr, b, lr, m_block, lse[half]);
-    }
   }
 }
 
@@ -423,25 +501,41 @@ __global__ void __launch_bounds__(kThreads, 1) varlen_fwd_tc_kernel(const Varlen
 
 namespace ad::kern::attn {
 
-template <class T, int D, bool Checked>
+template <class T, int D, int MT, bool Checked>
 void launch_tc_one(const VarlenFwdParams& p, cudaStream_t stream) {
-  const size_t smem = TileShape<D>::smem_elems() * sizeof(T);
-  auto kernel = &varlen_fwd_tc_kernel<T, D, Checked>;
+  using Shape = TileShape<D, MT>;
+  const size_t smem = Shape::smem_elems() * sizeof(T);
+  auto kernel = &varlen_fwd_tc_kernel<T, D, MT, Checked>;
   AD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
   const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.batch, p.num_heads);
-  kernel<<<grid, kThreads, smem, stream>>>(p);
+  kernel<<<grid, Shape::kThreads, smem, stream>>>(p);
 }
 
-template <class T>
-void launch_tc(const VarlenFwdParams& p, bool checked, cudaStream_t stream) {
+template <class T, int MT>
+void launch_tc_mt(const VarlenFwdParams& p, bool checked, cudaStream_t stream) {
   if (p.head_dim == 64) {
-    checked ? launch_tc_one<T, 64, true>(p, stream) : launch_tc_one<T, 64, false>(p, stream);
+    checked ? launch_tc_one<T, 64, MT, true>(p, stream) : launch_tc_one<T, 64, MT, false>(p, stream);
   } else if (p.head_dim == 128) {
-    checked ? launch_tc_one<T, 128, true>(p, stream) : launch_tc_one<T, 128, false>(p, stream);
+    checked ? launch_tc_one<T, 128, MT, true>(p, stream) : launch_tc_one<T, 128, MT, false>(p, stream);
   } else {
     throw cuda::LaunchConfigError("tensor-core varlen forward: head_dim " + std::to_string(p.head_dim) +
                                   " has no tensor-core instantiation (64, 128)");
   }
+}
+
+// alt_shape: the other warp layout (MT 1 <-> 2), compiled only with
+// ATTN_DOCTOR_TC_BOTH_SHAPES (benchmarks of the layout choice).
+template <class T>
+void launch_tc(const VarlenFwdParams& p, bool checked, bool alt_shape, cudaStream_t stream) {
+#ifdef ATTN_DOCTOR_TC_BOTH_SHAPES
+  if (alt_shape) {
+    launch_tc_mt<T, 3 - kDefaultMT>(p, checked, stream);
+    return;
+  }
+#else
+  if (alt_shape) throw cuda::LaunchConfigError("this build carries one tensor-core shape (ATTN_DOCTOR_TC_BOTH_SHAPES off)");
+#endif
+  launch_tc_mt<T, kDefaultMT>(p, checked, stream);
 }
 
 }  // namespace ad::kern::attn

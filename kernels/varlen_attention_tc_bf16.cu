@@ -4,7 +4,7 @@
 #include "launch.hpp"
 
 namespace ad::kern::detail {
-void launch_varlen_fwd_tc_bf16(const VarlenFwdParams& p, bool checked, cudaStream_t stream) {
-  attn::launch_tc<__nv_bfloat16>(p, checked, stream);
+void launch_varlen_fwd_tc_bf16(const VarlenFwdParams& p, bool checked, bool alt_shape, cudaStream_t stream) {
+  attn::launch_tc<__nv_bfloat16>(p, checked, alt_shape, stream);
 }
 }  // namespace ad::kern::detail

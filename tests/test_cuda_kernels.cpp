@@ -348,6 +348,15 @@ TEST_CASE("cuda: checked, unchecked and generic forms compute the same output", 
     for (size_t i = 0; i < checked.out.size(); ++i)
       worst = std::max(worst, double(std::abs(checked.out[i] - generic.out[i])));
     CHECK(worst < 3e-2);
+    // The other warp layout, when this build carries it (ATTN_DOCTOR_TC_BOTH_SHAPES).
+    try {
+      const AttnRun alt = c.run(Checks::checked, kern::AttnKernel::tensor_core_alt);
+      const Compare cmp = compare(c, alt);
+      CHECK(alt.record.count == 0);
+      CHECK(cmp.nan_mismatch == 0);
+      CHECK(cmp.worst < tolerance(ElemType::bf16));
+    } catch (const cuda::LaunchConfigError&) {
+    }
   }
 }
 
