@@ -7,6 +7,7 @@
 // segments) are resolved before computing: the last CTA in launch order (largest bidb)
 // keeps the row, so the output is deterministic and threads never write the same row.
 #pragma GCC optimize("fp-contract=fast")
+#pragma GCC diagnostic ignored "-Wpsabi"  // vector helpers are always inlined: no ABI boundary
 
 #include <cmath>
 #include <cstring>
@@ -56,16 +57,21 @@ struct RowDesc {
   int32_t acc_slot;  // index into the scratch accumulators
 };
 
+// Scratch of one worker. Rows of V and of the accumulators are padded to Dp (a multiple of
+// 16 floats) so the register-blocked loops below run on whole vectors.
 struct Scratch {
-  std::vector<float> kT, vb, s, p, acc, rmax, rsum;
+  std::vector<float> kT, vb, s, p, acc, rmax, rsum, zeros;
+  int64_t Dp = 0;
   void ensure(int64_t D, int64_t BN, int64_t BM) {
-    kT.resize(static_cast<size_t>(D * BN));
-    vb.resize(static_cast<size_t>(BN * D));
-    s.resize(static_cast<size_t>(BN));
-    p.resize(static_cast<size_t>(BN));
-    acc.resize(static_cast<size_t>(BM * D));
+    Dp = (D + 15) / 16 * 16;
+    kT.assign(static_cast<size_t>(Dp * BN), 0.f);
+    vb.assign(static_cast<size_t>(BN * Dp), 0.f);
+    s.resize(static_cast<size_t>(BM * BN));
+    p.resize(static_cast<size_t>(BM * BN));
+    acc.resize(static_cast<size_t>(BM * Dp));
     rmax.resize(static_cast<size_t>(BM));
     rsum.resize(static_cast<size_t>(BM));
+    zeros.assign(static_cast<size_t>(Dp), 0.f);
   }
 };
 
@@ -85,68 +91,148 @@ struct Numerics {
   float softcap_in;     // softmax_scale / softcap (0: off)
 };
 
-// One block of keys [j0, j0 + nb) for every row of a CTA; the body of the kernel's n-block
-// loop. Vectorised over keys (scores) and over the head dim (PV).
+// 16 fp32 lanes; GCC lowers it to SSE, AVX2 or AVX-512 per clone. Unaligned loads via memcpy.
+typedef float vf16 __attribute__((vector_size(64)));
+__attribute__((always_inline)) inline vf16 vload(const float* p) {
+  vf16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+__attribute__((always_inline)) inline void vstore(float* p, vf16 v) { std::memcpy(p, &v, sizeof v); }
+
+// S = Q K^T for two rows and NV*16 keys starting at key column c of the transposed block:
+// the accumulators stay in registers over the head dim (the kernel's first gemm).
+template <int NV>
+__attribute__((always_inline)) inline void qk_pair(const float* __restrict q0, const float* __restrict q1,
+                                                   const float* __restrict kT, int64_t D, int64_t BN, int64_t c,
+                                                   float* __restrict s0, float* __restrict s1) {
+  vf16 a0[NV], a1[NV];
+  for (int v = 0; v < NV; ++v) a0[v] = a1[v] = vf16{};
+  for (int64_t d = 0; d < D; ++d) {
+    const float* kr = kT + d * BN + c;
+    const vf16 b0 = vf16{} + q0[d], b1 = vf16{} + q1[d];
+    for (int v = 0; v < NV; ++v) {
+      const vf16 kv = vload(kr + 16 * v);
+      a0[v] += b0 * kv;
+      a1[v] += b1 * kv;
+    }
+  }
+  for (int v = 0; v < NV; ++v) {
+    vstore(s0 + c + 16 * v, a0[v]);
+    vstore(s1 + c + 16 * v, a1[v]);
+  }
+}
+
+// O += P V for two rows over keys [lo, hi) and NV*16 columns from c (the second gemm).
+template <int NV>
+__attribute__((always_inline)) inline void pv_pair(const float* __restrict p0, const float* __restrict p1,
+                                                   const float* __restrict vb, int64_t Dp, int64_t lo, int64_t hi,
+                                                   int64_t c, float* __restrict o0, float* __restrict o1) {
+  vf16 a0[NV], a1[NV];
+  for (int v = 0; v < NV; ++v) {
+    a0[v] = vload(o0 + c + 16 * v);
+    a1[v] = vload(o1 + c + 16 * v);
+  }
+  for (int64_t j = lo; j < hi; ++j) {
+    const float* vr = vb + j * Dp + c;
+    const vf16 b0 = vf16{} + p0[j], b1 = vf16{} + p1[j];
+    for (int v = 0; v < NV; ++v) {
+      const vf16 x = vload(vr + 16 * v);
+      a0[v] += b0 * x;
+      a1[v] += b1 * x;
+    }
+  }
+  for (int v = 0; v < NV; ++v) {
+    vstore(o0 + c + 16 * v, a0[v]);
+    vstore(o1 + c + 16 * v, a1[v]);
+  }
+}
+
+// One block of keys [j0, j0 + nb) for every row of a CTA: the body of the kernel's n-block
+// loop (softmax_rescale_o between the two gemms; P converted to the input dtype for PV).
 template <num::Precision P>
 AD_CLONES void block_step(const RowDesc* rows, int nrows, const KeySource& ks, int64_t j0, int64_t nb, const Numerics& nm,
                           Scratch& sc, double& macs) {
-  const int64_t D = nm.D, BN = nm.BN;
+  const int64_t D = nm.D, BN = nm.BN, Dp = sc.Dp;
   float* __restrict kT = sc.kT.data();
   float* __restrict vb = sc.vb.data();
   // load K (transposed) and V; out-of-bounds rows were recorded by the caller and read as 0
   for (int64_t jj = 0; jj < BN; ++jj) {
     const int64_t kr = ks.start + j0 + jj;
     const bool ok = jj < nb && kr >= 0 && kr < ks.total;
-    const float* krow = ok ? ks.k + kr * ks.row_elems + ks.head_off : nullptr;
-    const float* vrow = ok ? ks.v + kr * ks.row_elems + ks.head_off : nullptr;
-    for (int64_t d = 0; d < D; ++d) kT[d * BN + jj] = ok ? krow[d] : 0.f;
-    if (ok) std::memcpy(vb + jj * D, vrow, static_cast<size_t>(D) * sizeof(float));
-    else std::memset(vb + jj * D, 0, static_cast<size_t>(D) * sizeof(float));
+    const float* krow = ok ? ks.k + kr * ks.row_elems + ks.head_off : sc.zeros.data();
+    const float* vrow = ok ? ks.v + kr * ks.row_elems + ks.head_off : sc.zeros.data();
+    for (int64_t d = 0; d < D; ++d) kT[d * BN + jj] = krow[d];
+    std::memcpy(vb + jj * Dp, vrow, static_cast<size_t>(D) * sizeof(float));
   }
-  float* __restrict s = sc.s.data();
-  float* __restrict pr = sc.p.data();
-  for (int r = 0; r < nrows; ++r) {
-    const RowDesc& row = rows[r];
+  // the rows with a visible key in this block
+  int act[512];
+  int nact = 0;
+  for (int r = 0; r < nrows; ++r)
+    if (std::min<int64_t>(rows[r].hi - j0, nb) > std::max<int64_t>(rows[r].lo - j0, 0)) act[nact++] = r;
+  if (nact == 0) return;
+  // scores, two rows at a time
+  for (int a = 0; a < nact; a += 2) {
+    const RowDesc& r0 = rows[act[a]];
+    const RowDesc& r1 = rows[act[a + 1 < nact ? a + 1 : a]];
+    const float* q0 = r0.q ? r0.q : sc.zeros.data();
+    const float* q1 = r1.q ? r1.q : sc.zeros.data();
+    float* s0 = sc.s.data() + static_cast<int64_t>(r0.acc_slot) * BN;
+    float* s1 = sc.s.data() + static_cast<int64_t>(r1.acc_slot) * BN;
+    int64_t c = 0;
+    for (; c + 64 <= BN; c += 64) qk_pair<4>(q0, q1, kT, D, BN, c, s0, s1);
+    for (; c < BN; c += 32) qk_pair<2>(q0, q1, kT, D, BN, c, s0, s1);
+  }
+  // online softmax per row
+  for (int a = 0; a < nact; ++a) {
+    const RowDesc& row = rows[act[a]];
+    const size_t slot = static_cast<size_t>(row.acc_slot);
+    float* __restrict s = sc.s.data() + static_cast<int64_t>(slot) * BN;
+    float* __restrict pr = sc.p.data() + static_cast<int64_t>(slot) * BN;
     const int64_t lo = std::max<int64_t>(row.lo - j0, 0), hi = std::min<int64_t>(row.hi - j0, nb);
-    if (hi <= lo) continue;  // fully masked here: leaves max, sum and acc unchanged
-    for (int64_t jj = 0; jj < BN; ++jj) s[jj] = 0.f;
-    if (row.q) {
-      const float* __restrict qv = row.q;
-      for (int64_t d = 0; d < D; ++d) {
-        const float qd = qv[d];
-        const float* __restrict kr = kT + d * BN;
-        for (int64_t jj = 0; jj < BN; ++jj) s[jj] += qd * kr[jj];
-      }
-    }
     if (nm.softcap_in > 0.f)
       for (int64_t jj = 0; jj < BN; ++jj) s[jj] = std::tanh(s[jj] * nm.softcap_in);
-    float m_prev = sc.rmax[static_cast<size_t>(row.acc_slot)];
+    const float m_prev = sc.rmax[slot];
     float m_new = m_prev;
     for (int64_t jj = 0; jj < BN; ++jj) {
-      const bool vis = jj >= lo && jj < hi;
-      s[jj] = vis ? s[jj] : kNegInf;
+      s[jj] = (jj >= lo && jj < hi) ? s[jj] : kNegInf;
       m_new = s[jj] > m_new ? s[jj] : m_new;
     }
     // softmax_rescale_o with Check_inf (varlen): a still-empty row rescales by exp2(-inf) = 0
     const float cur = m_new == kNegInf ? 0.f : m_new;
     const float rescale = exp2_vec((m_prev - cur) * nm.scale_log2);
-    float* __restrict acc = sc.acc.data() + static_cast<int64_t>(row.acc_slot) * D;
-    float sum = sc.rsum[static_cast<size_t>(row.acc_slot)] * rescale;
-    for (int64_t d = 0; d < D; ++d) acc[d] *= rescale;
+    float* __restrict acc = sc.acc.data() + static_cast<int64_t>(slot) * Dp;
+    for (int64_t d = 0; d < Dp; ++d) acc[d] *= rescale;
     const float max_scaled = m_new == kNegInf ? 0.f : m_new * nm.scale_log2;
     for (int64_t jj = 0; jj < BN; ++jj) s[jj] = exp2_vec(s[jj] * nm.scale_log2 - max_scaled);
     float block_sum = 0.f;
     for (int64_t jj = lo; jj < hi; ++jj) block_sum += s[jj];  // the row sum keeps fp32 P
-    for (int64_t jj = 0; jj < BN; ++jj) pr[jj] = num::round_to(P, s[jj]);  // P in the input dtype for PV
-    sum += block_sum;
-    sc.rmax[static_cast<size_t>(row.acc_slot)] = m_new;
-    sc.rsum[static_cast<size_t>(row.acc_slot)] = sum;
-    for (int64_t jj = lo; jj < hi; ++jj) {
-      const float pj = pr[jj];
-      const float* __restrict vr = vb + jj * D;
-      for (int64_t d = 0; d < D; ++d) acc[d] += pj * vr[d];
-    }
+    for (int64_t jj = 0; jj < BN; ++jj) pr[jj] = num::round_to(P, s[jj]);  // P in the input dtype
+    sc.rmax[slot] = m_new;
+    sc.rsum[slot] = sc.rsum[slot] * rescale + block_sum;
     macs += double(nb) * double(D) + double(hi - lo) * double(D);
+  }
+  // O += P V, two rows at a time over the union of their visible keys (P is 0 elsewhere)
+  for (int a = 0; a < nact; a += 2) {
+    const bool pair = a + 1 < nact;
+    const RowDesc& r0 = rows[act[a]];
+    const RowDesc& r1 = rows[act[pair ? a + 1 : a]];
+    const int64_t lo = std::max<int64_t>(std::min(r0.lo, r1.lo) - j0, 0);
+    const int64_t hi = std::min<int64_t>(std::max(r0.hi, r1.hi) - j0, nb);
+    const float* p0 = sc.p.data() + static_cast<int64_t>(r0.acc_slot) * BN;
+    const float* p1 = sc.p.data() + static_cast<int64_t>(r1.acc_slot) * BN;
+    float* o0 = sc.acc.data() + static_cast<int64_t>(r0.acc_slot) * Dp;
+    float* o1 = pair ? sc.acc.data() + static_cast<int64_t>(r1.acc_slot) * Dp : sc.zeros.data();
+    if (!pair) {
+      // single row: accumulate into a throw-away copy for the second lane
+      thread_local std::vector<float> dummy;
+      dummy.assign(static_cast<size_t>(Dp), 0.f);
+      o1 = dummy.data();
+    }
+    int64_t c = 0;
+    for (; c + 64 <= Dp; c += 64) pv_pair<4>(p0, p1, vb, Dp, lo, hi, c, o0, o1);
+    for (; c + 32 <= Dp; c += 32) pv_pair<2>(p0, p1, vb, Dp, lo, hi, c, o0, o1);
+    for (; c < Dp; c += 16) pv_pair<1>(p0, p1, vb, Dp, lo, hi, c, o0, o1);
   }
 }
 
@@ -160,7 +246,7 @@ void finish_rows(const RowDesc* rows, int nrows, const Numerics& nm, Scratch& sc
     const float m = sc.rmax[static_cast<size_t>(row.acc_slot)];
     const bool empty = sum == 0.f || sum != sum;
     const float inv = empty ? 1.f : 1.f / sum;
-    const float* acc = sc.acc.data() + static_cast<int64_t>(row.acc_slot) * D;
+    const float* acc = sc.acc.data() + static_cast<int64_t>(row.acc_slot) * sc.Dp;
     for (int64_t d = 0; d < D; ++d) row.out[d] = num::round_to(P, acc[d] * inv);
     if (row.lse) *row.lse = empty ? std::numeric_limits<float>::infinity() : m * nm.scale_softmax + std::log(sum);
     no_keys += empty ? 1 : 0;
@@ -173,7 +259,7 @@ void run_rows(RowDesc* rows, int nrows, const KeySource& ks, int64_t key_begin, 
   for (int r = 0; r < nrows; ++r) {
     sc.rmax[static_cast<size_t>(r)] = kNegInf;
     sc.rsum[static_cast<size_t>(r)] = 0.f;
-    std::fill_n(sc.acc.data() + static_cast<int64_t>(r) * nm.D, nm.D, 0.f);
+    std::fill_n(sc.acc.data() + static_cast<int64_t>(r) * sc.Dp, sc.Dp, 0.f);
     rows[r].acc_slot = r;
   }
   // blocks from n_block_max - 1 down to n_block_min, as the kernel iterates

@@ -2,14 +2,118 @@
 // fp64, on the source inputs (before any gather), with the rotary the model means applied in
 // fp64 and rounded to the dtype like any real pipeline stores it. Nothing here shares code
 // with the kernel emulation: the reference knows sequences, not segments, tiles or indices.
+#pragma GCC optimize("fp-contract=fast")
+#pragma GCC diagnostic ignored "-Wpsabi"  // vector helpers are always inlined: no ABI boundary
+
 #include <atomic>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "exec/cpu_kernels.hpp"
 
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define AD_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#else
+#define AD_CLONES
+#endif
+
 namespace ad::cpu {
 namespace {
+
+typedef double vd8 __attribute__((vector_size(64)));
+typedef float vf8 __attribute__((vector_size(32)));
+__attribute__((always_inline)) inline vd8 load_f8(const float* p) {
+  vf8 v;
+  std::memcpy(&v, p, sizeof v);
+  return __builtin_convertvector(v, vd8);
+}
+
+// Scores s[j] = q . k_j in fp64 for keys [j0, j1) of a transposed key block kT (D, np);
+// rows of kT are padded to a multiple of 32 so whole vectors can be read.
+AD_CLONES void ref_scores(const float* __restrict q, const float* __restrict kT, int64_t np, int64_t D, int64_t j0,
+                          int64_t j1, double* __restrict s) {
+  for (int64_t j = j0 / 32 * 32; j < j1; j += 32) {
+    vd8 a0{}, a1{}, a2{}, a3{};
+    for (int64_t d = 0; d < D; ++d) {
+      const float* kr = kT + d * np + j;
+      const vd8 b = vd8{} + static_cast<double>(q[d]);
+      a0 += b * load_f8(kr);
+      a1 += b * load_f8(kr + 8);
+      a2 += b * load_f8(kr + 16);
+      a3 += b * load_f8(kr + 24);
+    }
+    std::memcpy(s + j, &a0, sizeof a0);
+    std::memcpy(s + j + 8, &a1, sizeof a1);
+    std::memcpy(s + j + 16, &a2, sizeof a2);
+    std::memcpy(s + j + 24, &a3, sizeof a3);
+  }
+}
+
+// exp(x) for x <= 0 in fp64, branch-free so the loop vectorises: x = n ln2 + r with |r| <=
+// ln2/2 and a degree-13 Taylor polynomial (relative error below 1e-15); 0 below -708.
+__attribute__((always_inline)) inline double exp_neg(double x) {
+  const double xc = x < -708.0 ? -708.0 : x;
+  const double n = __builtin_rint(xc * 1.4426950408889634);
+  const double r = (xc - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
+  double p = 1.0 / 6227020800.0;
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  const int64_t bits = (static_cast<int64_t>(n) + 1023) << 52;
+  double sc;
+  std::memcpy(&sc, &bits, sizeof sc);
+  return x < -708.0 ? 0.0 : p * sc;
+}
+
+// p[j] = exp(s[j] - mx) for j in [j0, j1); returns their sum.
+AD_CLONES double ref_exp(double* __restrict s, int64_t j0, int64_t j1, double mx) {
+  for (int64_t j = j0; j < j1; ++j) s[j] = exp_neg(s[j] - mx);
+  double sum = 0.0;
+  for (int64_t j = j0; j < j1; ++j) sum += s[j];
+  return sum;
+}
+
+// o[d] = sum_j p[j] v_j[d] in fp64 over keys [j0, j1); v rows `stride` floats apart.
+AD_CLONES void ref_pv(const double* __restrict p, const float* __restrict v, int64_t stride, int64_t D, int64_t j0,
+                      int64_t j1, double* __restrict o) {
+  int64_t d = 0;
+  for (; d + 32 <= D; d += 32) {
+    vd8 a0{}, a1{}, a2{}, a3{};
+    for (int64_t j = j0; j < j1; ++j) {
+      const float* vr = v + j * stride + d;
+      const vd8 b = vd8{} + p[j];
+      a0 += b * load_f8(vr);
+      a1 += b * load_f8(vr + 8);
+      a2 += b * load_f8(vr + 16);
+      a3 += b * load_f8(vr + 24);
+    }
+    std::memcpy(o + d, &a0, sizeof a0);
+    std::memcpy(o + d + 8, &a1, sizeof a1);
+    std::memcpy(o + d + 16, &a2, sizeof a2);
+    std::memcpy(o + d + 24, &a3, sizeof a3);
+  }
+  for (; d + 8 <= D; d += 8) {
+    vd8 a0{};
+    for (int64_t j = j0; j < j1; ++j) a0 += (vd8{} + p[j]) * load_f8(v + j * stride + d);
+    std::memcpy(o + d, &a0, sizeof a0);
+  }
+  for (; d < D; ++d) {
+    double a = 0;
+    for (int64_t j = j0; j < j1; ++j) a += p[j] * static_cast<double>(v[j * stride + d]);
+    o[d] = a;
+  }
+}
 
 // Rotates rows [first, first + count) of a (rows, heads, D) tensor in place, row t at
 // position t + pos0 (fp64 angles, pairs as the contract pairs them).
@@ -90,11 +194,12 @@ ReferenceResult reference_compare(const ExecPlan& plan, const float* q_src, cons
   }
 
   // keys of one (sequence, kv head), transposed (D, n) so the score loop runs over keys
+  auto padded = [](int64_t n) { return (n + 31) / 32 * 32; };
   auto transpose_keys = [&](const RefSequence& s, int64_t g, float* kT, int64_t j0, int64_t j1) {
-    const int64_t n = s.k_count;
+    const int64_t np = padded(s.k_count);
     for (int64_t j = j0; j < j1; ++j) {
       const float* kr = kv + (s.k_src_first + j) * Hk * D + g * D;
-      for (int64_t d = 0; d < D; ++d) kT[d * n + j] = kr[d];
+      for (int64_t d = 0; d < D; ++d) kT[d * np + j] = kr[d];
     }
   };
 
@@ -104,7 +209,7 @@ ReferenceResult reference_compare(const ExecPlan& plan, const float* q_src, cons
     const int64_t n = s.k_count;
     const int64_t fr = s.q_final_first + t;
     thread_local std::vector<double> sc, o;
-    sc.resize(static_cast<size_t>(n));
+    sc.resize(static_cast<size_t>(padded(n)));
     o.resize(static_cast<size_t>(D));
     Worst& wst = worst[static_cast<size_t>(w)];
     const int64_t iq = s.q_key_first + t;  // the query's key index within the sequence
@@ -119,12 +224,7 @@ ReferenceResult reference_compare(const ExecPlan& plan, const float* q_src, cons
       if (hi > lo) {
         double* __restrict scp = sc.data();
         if (kT) {
-          for (int64_t j = lo; j < hi; ++j) scp[j] = 0.0;
-          for (int64_t d = 0; d < D; ++d) {
-            const double qd = q[d];
-            const float* __restrict kr = kT + d * n;
-            for (int64_t j = lo; j < hi; ++j) scp[j] += qd * static_cast<double>(kr[j]);
-          }
+          ref_scores(q, kT, padded(n), D, lo, hi, scp);
         } else {
           for (int64_t j = lo; j < hi; ++j) {
             const float* kr = kv + (s.k_src_first + j) * Hk * D + g * D;
@@ -134,23 +234,13 @@ ReferenceResult reference_compare(const ExecPlan& plan, const float* q_src, cons
           }
         }
         double mx = -std::numeric_limits<double>::infinity();
-        for (int64_t j = lo; j < hi; ++j) {
-          double v = scp[j] * ref.softmax_scale;
-          if (ref.softcap > 0) v = ref.softcap * std::tanh(v / ref.softcap);
-          scp[j] = v;
-          mx = std::max(mx, v);
-        }
-        double sum = 0.0;
-        for (int64_t j = lo; j < hi; ++j) {
-          scp[j] = std::exp(scp[j] - mx);
-          sum += scp[j];
-        }
-        double* __restrict od = o.data();
-        for (int64_t j = lo; j < hi; ++j) {
-          const double p = scp[j] / sum;
-          const float* __restrict vr = v_src + (s.k_src_first + j) * Hk * D + g * D;
-          for (int64_t d = 0; d < D; ++d) od[d] += p * static_cast<double>(vr[d]);
-        }
+        for (int64_t j = lo; j < hi; ++j) scp[j] *= ref.softmax_scale;
+        if (ref.softcap > 0)
+          for (int64_t j = lo; j < hi; ++j) scp[j] = ref.softcap * std::tanh(scp[j] / ref.softcap);
+        for (int64_t j = lo; j < hi; ++j) mx = std::max(mx, scp[j]);
+        const double sum = ref_exp(scp, lo, hi, mx);
+        for (int64_t j = lo; j < hi; ++j) scp[j] /= sum;
+        ref_pv(scp, v_src + s.k_src_first * Hk * D + g * D, Hk * D, D, lo, hi, o.data());
         macs[static_cast<size_t>(w)] += 2.0 * double(hi - lo) * double(D);
       }
       // max|o - ref| / max|ref| over the head's D values; a non-finite output is infinitely off
@@ -205,7 +295,7 @@ ReferenceResult reference_compare(const ExecPlan& plan, const float* q_src, cons
     const float* kT = nullptr;
     thread_local std::vector<float> buf;
     if (ts.size() >= 16) {
-      buf.resize(static_cast<size_t>(s.k_count * D));
+      buf.assign(static_cast<size_t>(padded(s.k_count) * D), 0.f);
       transpose_keys(s, pr.g, buf.data(), 0, s.k_count);
       kT = buf.data();
     }
@@ -215,7 +305,7 @@ ReferenceResult reference_compare(const ExecPlan& plan, const float* q_src, cons
   for (const Pair& pr : large) {
     const RefSequence& s = ref.sequences[static_cast<size_t>(pr.si)];
     const auto& ts = rows_of[static_cast<size_t>(pr.si)];
-    shared.resize(static_cast<size_t>(s.k_count * D));
+    shared.assign(static_cast<size_t>(padded(s.k_count) * D), 0.f);
     const int64_t chunk = 4096;
     parallel_for(workers, (s.k_count + chunk - 1) / chunk, 1, [&](int64_t c, int) {
       transpose_keys(s, pr.g, shared.data(), c * chunk, std::min(s.k_count, (c + 1) * chunk));
