@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "check/check.hpp"
+#include "exec/plan.hpp"
 
 namespace ad {
 
@@ -98,14 +99,49 @@ Report diagnose(const Batch& batch, const CheckOptions& options, const std::stri
   for (auto& v : found) r.add(std::move(v));
   r.stages.push_back(static_stage);
 
-  // 3. dynamic stages
+  // 3. dynamic stages: run after static violations too, so the report shows the symptom
+  // next to its cause. auto = CUDA when a CUDA backend can run, else CPU; cuda without one
+  // is a capability error (exit 3); none = static checks only.
   if (options.backend == BackendChoice::none) {
     r.backend = "none";
     return r;
   }
-  throw CapabilityError(
-      "dynamic execution (unpad, rotary, attention, pad, result stages) is not built into this attn-doctor yet; "
-      "run with --backend none for the static checks");
+  std::unique_ptr<Backend> backend;
+  if (options.backend == BackendChoice::automatic || options.backend == BackendChoice::cuda) {
+    std::string why;
+    backend = make_cuda_backend(&why);
+    if (!backend && options.backend == BackendChoice::cuda) throw CapabilityError("--backend cuda: " + why);
+  }
+  if (!backend) backend = make_cpu_backend();
+  r.backend = backend->name();
+  ExecOptions exec = options.exec;
+  if (options.flash_attn) exec.flash_attn = options.flash_attn;
+  t0 = Clock::now();
+  const ExecPlan plan = make_exec_plan(batch, conversion, exec);
+  const double plan_ms = ms_since(t0);
+  for (const std::string& n : plan.notes) r.notes.push_back(n);
+  try {
+    ExecResult res = backend->run(plan, exec);
+    r.backend = res.backend;
+    bool first = true;
+    for (StageRecord& st : res.stages) {
+      if (first) st.ms += plan_ms;  // building the plan is part of the first dynamic stage
+      first = false;
+      r.stages.push_back(std::move(st));
+    }
+    for (Violation& v : res.violations) r.add(std::move(v));
+    for (std::string& n : res.notes) r.notes.push_back(std::move(n));
+  } catch (const std::bad_alloc&) {
+    r.stage_error = true;
+    r.error_message = "the " + r.backend + " backend ran out of memory executing the call (memory estimate " +
+                      std::to_string(plan.memory.bytes) + " bytes)";
+    r.stages.push_back(StageRecord{"execute", "error", ms_since(t0), r.error_message, nlohmann::json::object()});
+  } catch (const std::exception& e) {
+    r.stage_error = true;
+    r.error_message = "the " + r.backend + " backend failed: " + std::string(e.what());
+    r.stages.push_back(StageRecord{"execute", "error", ms_since(t0), r.error_message, nlohmann::json::object()});
+  }
+  return r;
 }
 
 }  // namespace ad

@@ -25,6 +25,8 @@ struct ExecOptions {
   int64_t memory_budget_bytes = int64_t{4} << 30;  // device/host buffers the stages may hold
   bool raw = false;                                 // also run the unchecked failing stage
   bool full = false;                                // check every row regardless of budget
+  std::optional<Version> flash_attn;                // --flash-attn: the kernel contract's release
+  int threads = 0;                                  // CPU worker threads; 0 = all cores
 };
 
 // The validated description of one call. Built by make_exec_plan(); every size in it has
@@ -35,6 +37,7 @@ struct ExecResult {
   std::string backend;               // "cpu" | "cuda"
   std::vector<StageRecord> stages;
   std::vector<Violation> violations; // dynamic invariants (ids 33-39)
+  std::vector<std::string> notes;    // e.g. how many rows were sampled
 };
 
 class Backend {

@@ -1,0 +1,336 @@
+// The reference for `result.reference`: plain attention over each intended sequence in
+// fp64, on the source inputs (before any gather), with the rotary the model means applied in
+// fp64 and rounded to the dtype like any real pipeline stores it. Nothing here shares code
+// with the kernel emulation: the reference knows sequences, not segments, tiles or indices.
+#pragma GCC optimize("fp-contract=fast")
+#pragma GCC diagnostic ignored "-Wpsabi"  // vector helpers are always inlined: no ABI boundary
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "exec/cpu_kernels.hpp"
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define AD_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#else
+#define AD_CLONES
+#endif
+
+namespace ad::cpu {
+namespace {
+
+typedef double vd8 __attribute__((vector_size(64)));
+typedef float vf8 __attribute__((vector_size(32)));
+__attribute__((always_inline)) inline vd8 load_f8(const float* p) {
+  vf8 v;
+  std::memcpy(&v, p, sizeof v);
+  return __builtin_convertvector(v, vd8);
+}
+
+// Scores s[j] = q . k_j in fp64 for keys [j0, j1) of a transposed key block kT (D, np);
+// rows of kT are padded to a multiple of 32 so whole vectors can be read.
+AD_CLONES void ref_scores(const float* __restrict q, const float* __restrict kT, int64_t np, int64_t D, int64_t j0,
+                          int64_t j1, double* __restrict s) {
+  for (int64_t j = j0 / 32 * 32; j < j1; j += 32) {
+    vd8 a0{}, a1{}, a2{}, a3{};
+    for (int64_t d = 0; d < D; ++d) {
+      const float* kr = kT + d * np + j;
+      const vd8 b = vd8{} + static_cast<double>(q[d]);
+      a0 += b * load_f8(kr);
+      a1 += b * load_f8(kr + 8);
+      a2 += b * load_f8(kr + 16);
+      a3 += b * load_f8(kr + 24);
+    }
+    std::memcpy(s + j, &a0, sizeof a0);
+    std::memcpy(s + j + 8, &a1, sizeof a1);
+    std::memcpy(s + j + 16, &a2, sizeof a2);
+    std::memcpy(s + j + 24, &a3, sizeof a3);
+  }
+}
+
+// exp(x) for x <= 0 in fp64, branch-free so the loop vectorises: x = n ln2 + r with |r| <=
+// ln2/2 and a degree-13 Taylor polynomial (relative error below 1e-15); 0 below -708.
+__attribute__((always_inline)) inline double exp_neg(double x) {
+  const double xc = x < -708.0 ? -708.0 : x;
+  const double n = __builtin_rint(xc * 1.4426950408889634);
+  const double r = (xc - n * 6.93147180369123816490e-01) - n * 1.90821492927058770002e-10;
+  double p = 1.0 / 6227020800.0;
+  p = p * r + 1.0 / 479001600.0;
+  p = p * r + 1.0 / 39916800.0;
+  p = p * r + 1.0 / 3628800.0;
+  p = p * r + 1.0 / 362880.0;
+  p = p * r + 1.0 / 40320.0;
+  p = p * r + 1.0 / 5040.0;
+  p = p * r + 1.0 / 720.0;
+  p = p * r + 1.0 / 120.0;
+  p = p * r + 1.0 / 24.0;
+  p = p * r + 1.0 / 6.0;
+  p = p * r + 0.5;
+  p = p * r + 1.0;
+  p = p * r + 1.0;
+  const int64_t bits = (static_cast<int64_t>(n) + 1023) << 52;
+  double sc;
+  std::memcpy(&sc, &bits, sizeof sc);
+  return x < -708.0 ? 0.0 : p * sc;
+}
+
+// p[j] = exp(s[j] - mx) for j in [j0, j1); returns their sum.
+AD_CLONES double ref_exp(double* __restrict s, int64_t j0, int64_t j1, double mx) {
+  for (int64_t j = j0; j < j1; ++j) s[j] = exp_neg(s[j] - mx);
+  double sum = 0.0;
+  for (int64_t j = j0; j < j1; ++j) sum += s[j];
+  return sum;
+}
+
+// o[d] = sum_j p[j] v_j[d] in fp64 over keys [j0, j1); v rows `stride` floats apart.
+AD_CLONES void ref_pv(const double* __restrict p, const float* __restrict v, int64_t stride, int64_t D, int64_t j0,
+                      int64_t j1, double* __restrict o) {
+  int64_t d = 0;
+  for (; d + 32 <= D; d += 32) {
+    vd8 a0{}, a1{}, a2{}, a3{};
+    for (int64_t j = j0; j < j1; ++j) {
+      const float* vr = v + j * stride + d;
+      const vd8 b = vd8{} + p[j];
+      a0 += b * load_f8(vr);
+      a1 += b * load_f8(vr + 8);
+      a2 += b * load_f8(vr + 16);
+      a3 += b * load_f8(vr + 24);
+    }
+    std::memcpy(o + d, &a0, sizeof a0);
+    std::memcpy(o + d + 8, &a1, sizeof a1);
+    std::memcpy(o + d + 16, &a2, sizeof a2);
+    std::memcpy(o + d + 24, &a3, sizeof a3);
+  }
+  for (; d + 8 <= D; d += 8) {
+    vd8 a0{};
+    for (int64_t j = j0; j < j1; ++j) a0 += (vd8{} + p[j]) * load_f8(v + j * stride + d);
+    std::memcpy(o + d, &a0, sizeof a0);
+  }
+  for (; d < D; ++d) {
+    double a = 0;
+    for (int64_t j = j0; j < j1; ++j) a += p[j] * static_cast<double>(v[j * stride + d]);
+    o[d] = a;
+  }
+}
+
+// Rotates rows [first, first + count) of a (rows, heads, D) tensor in place, row t at
+// position t + pos0 (fp64 angles, pairs as the contract pairs them).
+void rotate_rows_fp64(float* x, int64_t heads, int64_t D, int64_t first, int64_t count, int64_t pos0,
+                      const ReferencePlan& ref, num::Precision prec) {
+  const int64_t half = ref.rotary_dim / 2;
+  for (int64_t t = 0; t < count; ++t) {
+    const double pos = static_cast<double>(pos0 + t);
+    float* row = x + (first + t) * heads * D;
+    for (int64_t i = 0; i < half; ++i) {
+      const double freq = std::pow(ref.rotary_base, -2.0 * static_cast<double>(i) / static_cast<double>(ref.rotary_freq_dim));
+      const double co = std::cos(pos * freq), si = std::sin(pos * freq);
+      const int64_t i0 = ref.rotary_interleaved ? 2 * i : i, i1 = ref.rotary_interleaved ? 2 * i + 1 : i + half;
+      for (int64_t h = 0; h < heads; ++h) {
+        float* v = row + h * D;
+        const double a = v[i0], b = v[i1];
+        v[i0] = num::round_to(prec, static_cast<float>(a * co - b * si));
+        v[i1] = num::round_to(prec, static_cast<float>(a * si + b * co));
+      }
+    }
+  }
+}
+
+struct Worst {
+  double err = -1.0;
+  int64_t row = -1, head = -1, seq = -1, dim = -1;
+  double value = 0, expected = 0;
+  bool better_than(const Worst& o) const {
+    if (err != o.err) return err > o.err;
+    if (row != o.row) return row < o.row;
+    return head < o.head;
+  }
+};
+
+}  // namespace
+
+ReferenceResult reference_compare(const ExecPlan& plan, const float* q_src, const float* k_src, const float* v_src,
+                                  const float* out_final, const std::vector<uint8_t>& checkable, int threads) {
+  const ReferencePlan& ref = plan.reference;
+  ReferenceResult res;
+  const int64_t H = plan.num_heads, Hk = plan.num_kv_heads, D = plan.head_dim;
+  const int64_t groups = std::max<int64_t>(1, H / Hk);
+
+  // the model's rotary on copies of the source rows each sequence uses
+  std::vector<float> q_rot, k_rot;
+  const float* qv = q_src;
+  const float* kv = k_src;
+  if (ref.rotary && ref.rotary_dim >= 2) {
+    q_rot.assign(q_src, q_src + plan.rows_q_src * H * D);
+    k_rot.assign(k_src, k_src + plan.rows_k_src * Hk * D);
+    parallel_for(threads, static_cast<int64_t>(ref.sequences.size()), 1, [&](int64_t si, int) {
+      const RefSequence& s = ref.sequences[static_cast<size_t>(si)];
+      rotate_rows_fp64(k_rot.data(), Hk, D, s.k_src_first, s.k_count, 0, ref, plan.precision);
+      rotate_rows_fp64(q_rot.data(), H, D, s.q_src_first, s.q_count, s.q_key_first, ref, plan.precision);
+    });
+    qv = q_rot.data();
+    kv = k_rot.data();
+  }
+
+  const int workers = std::max(1, threads);
+  std::vector<Worst> worst(static_cast<size_t>(workers));
+  std::vector<double> macs(static_cast<size_t>(workers), 0.0);
+  std::vector<uint8_t> failed(static_cast<size_t>(std::max<int64_t>(plan.rows_final, 0)), 0);
+  std::vector<uint8_t> checked(failed.size(), 0);
+  const bool sampled = !ref.sample.empty();
+
+  // the query rows of each sequence that are compared
+  std::vector<std::vector<int64_t>> rows_of(ref.sequences.size());
+  for (size_t si = 0; si < ref.sequences.size(); ++si) {
+    const RefSequence& s = ref.sequences[si];
+    for (int64_t t = 0; t < s.q_count; ++t) {
+      const int64_t fr = s.q_final_first + t;
+      if (sampled && !ref.sample[static_cast<size_t>(fr)]) continue;
+      if (!checkable[static_cast<size_t>(fr)]) continue;
+      rows_of[si].push_back(t);
+      checked[static_cast<size_t>(fr)] = 1;
+    }
+  }
+
+  // keys of one (sequence, kv head), transposed (D, n) so the score loop runs over keys
+  auto padded = [](int64_t n) { return (n + 31) / 32 * 32; };
+  auto transpose_keys = [&](const RefSequence& s, int64_t g, float* kT, int64_t j0, int64_t j1) {
+    const int64_t np = padded(s.k_count);
+    for (int64_t j = j0; j < j1; ++j) {
+      const float* kr = kv + (s.k_src_first + j) * Hk * D + g * D;
+      for (int64_t d = 0; d < D; ++d) kT[d * np + j] = kr[d];
+    }
+  };
+
+  // one query row t of sequence si against kv head g (all q heads of the group)
+  auto compare_row = [&](int64_t si, int64_t g, int64_t t, const float* kT, int w) {
+    const RefSequence& s = ref.sequences[static_cast<size_t>(si)];
+    const int64_t n = s.k_count;
+    const int64_t fr = s.q_final_first + t;
+    thread_local std::vector<double> sc, o;
+    sc.resize(static_cast<size_t>(padded(n)));
+    o.resize(static_cast<size_t>(D));
+    Worst& wst = worst[static_cast<size_t>(w)];
+    const int64_t iq = s.q_key_first + t;  // the query's key index within the sequence
+    int64_t lo = 0, hi = n;
+    if (ref.causal) hi = std::min(hi, iq + 1);
+    if (ref.window_left >= 0) lo = std::max(lo, iq - ref.window_left);
+    if (ref.window_right >= 0 && !ref.causal) hi = std::min(hi, iq + ref.window_right + 1);
+    for (int64_t x = 0; x < groups; ++x) {
+      const int64_t h = g * groups + x;
+      const float* q = qv + (s.q_src_first + t) * H * D + h * D;
+      for (int64_t d = 0; d < D; ++d) o[static_cast<size_t>(d)] = 0.0;
+      if (hi > lo) {
+        double* __restrict scp = sc.data();
+        if (kT) {
+          ref_scores(q, kT, padded(n), D, lo, hi, scp);
+        } else {
+          for (int64_t j = lo; j < hi; ++j) {
+            const float* kr = kv + (s.k_src_first + j) * Hk * D + g * D;
+            double acc = 0.0;
+            for (int64_t d = 0; d < D; ++d) acc += static_cast<double>(q[d]) * static_cast<double>(kr[d]);
+            scp[j] = acc;
+          }
+        }
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t j = lo; j < hi; ++j) scp[j] *= ref.softmax_scale;
+        if (ref.softcap > 0)
+          for (int64_t j = lo; j < hi; ++j) scp[j] = ref.softcap * std::tanh(scp[j] / ref.softcap);
+        for (int64_t j = lo; j < hi; ++j) mx = std::max(mx, scp[j]);
+        const double sum = ref_exp(scp, lo, hi, mx);
+        for (int64_t j = lo; j < hi; ++j) scp[j] /= sum;
+        ref_pv(scp, v_src + s.k_src_first * Hk * D + g * D, Hk * D, D, lo, hi, o.data());
+        macs[static_cast<size_t>(w)] += 2.0 * double(hi - lo) * double(D);
+      }
+      // max|o - ref| / max|ref| over the head's D values; a non-finite output is infinitely off
+      const float* got = out_final + fr * H * D + h * D;
+      double num = 0.0, den = 0.0, worst_v = 0, worst_e = 0;
+      int64_t worst_d = -1;
+      bool finite = true;
+      for (int64_t d = 0; d < D; ++d) {
+        const double e = o[static_cast<size_t>(d)], gv = got[d];
+        den = std::max(den, std::fabs(e));
+        if (!std::isfinite(gv)) {
+          if (finite) {
+            finite = false;
+            worst_d = d;
+            worst_v = gv;
+            worst_e = e;
+          }
+          continue;
+        }
+        const double diff = std::fabs(gv - e);
+        if (finite && (worst_d < 0 || diff > num)) {
+          num = diff;
+          worst_d = d;
+          worst_v = gv;
+          worst_e = e;
+        }
+      }
+      const double inf = std::numeric_limits<double>::infinity();
+      const double err = !finite ? inf : den > 0 ? num / den : (num > 0 ? inf : 0.0);
+      if (err > ref.tolerance) std::atomic_ref<uint8_t>(failed[static_cast<size_t>(fr)]).store(1, std::memory_order_relaxed);
+      Worst cand{err, fr, h, si, worst_d, worst_v, worst_e};
+      if (cand.better_than(wst)) wst = cand;
+    }
+  };
+
+  // (sequence, kv head) pairs: small ones in parallel, each with its own transposed keys
+  // (or none, for a handful of rows); large ones one at a time with the rows in parallel.
+  struct Pair {
+    int64_t si, g;
+  };
+  std::vector<Pair> small, large;
+  for (size_t si = 0; si < ref.sequences.size(); ++si) {
+    const int64_t c = static_cast<int64_t>(rows_of[si].size());
+    if (c == 0) continue;
+    const double work = double(c) * double(ref.sequences[si].k_count);
+    for (int64_t g = 0; g < Hk; ++g) (work < double(1 << 20) ? small : large).push_back({static_cast<int64_t>(si), g});
+  }
+  parallel_for(workers, static_cast<int64_t>(small.size()), 1, [&](int64_t pi, int w) {
+    const Pair pr = small[static_cast<size_t>(pi)];
+    const RefSequence& s = ref.sequences[static_cast<size_t>(pr.si)];
+    const auto& ts = rows_of[static_cast<size_t>(pr.si)];
+    const float* kT = nullptr;
+    thread_local std::vector<float> buf;
+    if (ts.size() >= 16) {
+      buf.assign(static_cast<size_t>(padded(s.k_count) * D), 0.f);
+      transpose_keys(s, pr.g, buf.data(), 0, s.k_count);
+      kT = buf.data();
+    }
+    for (int64_t t : ts) compare_row(pr.si, pr.g, t, kT, w);
+  });
+  std::vector<float> shared;
+  for (const Pair& pr : large) {
+    const RefSequence& s = ref.sequences[static_cast<size_t>(pr.si)];
+    const auto& ts = rows_of[static_cast<size_t>(pr.si)];
+    shared.assign(static_cast<size_t>(padded(s.k_count) * D), 0.f);
+    const int64_t chunk = 4096;
+    parallel_for(workers, (s.k_count + chunk - 1) / chunk, 1, [&](int64_t c, int) {
+      transpose_keys(s, pr.g, shared.data(), c * chunk, std::min(s.k_count, (c + 1) * chunk));
+    });
+    parallel_for(workers, static_cast<int64_t>(ts.size()), 1,
+                 [&](int64_t i, int w) { compare_row(pr.si, pr.g, ts[static_cast<size_t>(i)], shared.data(), w); });
+  }
+  Worst best;
+  for (const Worst& w : worst)
+    if (w.better_than(best)) best = w;
+  for (size_t i = 0; i < failed.size(); ++i) {
+    res.rows_failed += failed[i];
+    res.rows_checked += checked[i];
+  }
+  if (best.err >= 0) {
+    res.worst_error = best.err;
+    res.worst_row = best.row;
+    res.worst_head = best.head;
+    res.worst_sequence = best.seq;
+    res.worst_dim = best.dim;
+    res.worst_value = best.value;
+    res.worst_expected = best.expected;
+  }
+  for (double m : macs) res.macs += m;
+  return res;
+}
+
+}  // namespace ad::cpu

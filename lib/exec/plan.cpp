@@ -1,0 +1,763 @@
+// make_exec_plan(): from the batch and the conversion to the one description of the call a
+// backend executes. All policy lives here: the frames the tensors live in, what the
+// libraries check (and raise) on the host before launching, FA2's host-side adjustments of
+// the kernel flags, tile sizes, the intended sequences for the reference, the compute budget
+// (sampling) and the memory bound.
+#include "exec/plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <thread>
+
+namespace ad {
+
+std::string to_string(ExecBuffer b) {
+  switch (b) {
+    case ExecBuffer::q_src: return "q (padded)";
+    case ExecBuffer::k_src: return "k (padded)";
+    case ExecBuffer::v_src: return "v (padded)";
+    case ExecBuffer::q: return "q";
+    case ExecBuffer::k: return "k";
+    case ExecBuffer::v: return "v";
+    case ExecBuffer::q_rot: return "q (rotary output)";
+    case ExecBuffer::k_rot: return "k (rotary output)";
+    case ExecBuffer::out: return "out";
+    case ExecBuffer::lse: return "softmax_lse";
+    case ExecBuffer::out_final: return "out (padded)";
+    case ExecBuffer::cos: return "cos";
+    case ExecBuffer::sin: return "sin";
+  }
+  return "?";
+}
+
+std::string to_string(RotaryContract c) {
+  switch (c) {
+    case RotaryContract::flash_attn: return "flash_attn";
+    case RotaryContract::fla: return "fla";
+    case RotaryContract::hf: return "hf";
+  }
+  return "?";
+}
+
+std::vector<StageRecord> skipped_stages(const std::string& why) {
+  std::vector<StageRecord> out;
+  for (const char* s : kDynamicStages) out.push_back(StageRecord{s, "skipped", 0.0, why, nlohmann::json::object()});
+  return out;
+}
+
+namespace {
+
+constexpr int64_t kInt32Max = 2147483647;
+
+// Checked arithmetic for sizes: any overflow marks the plan as unholdable.
+struct Sizes {
+  bool overflow = false;
+  int64_t mul(int64_t a, int64_t b) {
+    int64_t r = 0;
+    if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r)) {
+      overflow = true;
+      return 0;
+    }
+    return r;
+  }
+  int64_t mul(int64_t a, int64_t b, int64_t c) { return mul(mul(a, b), c); }
+  int64_t add(int64_t a, int64_t b) {
+    int64_t r = 0;
+    if (__builtin_add_overflow(a, b, &r)) {
+      overflow = true;
+      return 0;
+    }
+    return r;
+  }
+};
+
+std::string human_bytes(int64_t b) {
+  char buf[64];
+  if (b >= (int64_t{1} << 30)) std::snprintf(buf, sizeof buf, "%.1f GiB", double(b) / double(int64_t{1} << 30));
+  else if (b >= (int64_t{1} << 20)) std::snprintf(buf, sizeof buf, "%.1f MiB", double(b) / double(1 << 20));
+  else std::snprintf(buf, sizeof buf, "%lld bytes", static_cast<long long>(b));
+  return buf;
+}
+
+num::Precision precision_of(DType t) {
+  switch (t) {
+    case DType::bf16: return num::Precision::bf16;
+    case DType::fp16: return num::Precision::fp16;
+    default: return num::Precision::fp32;
+  }
+}
+
+std::vector<int32_t> int32_view(const IntTensor& t) {
+  std::vector<int32_t> v(t.values.size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(t.values[i])));
+  return v;
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+HostRaise raise(std::string where, std::string type, std::string message) {
+  return HostRaise{std::move(where), std::move(type), std::move(message)};
+}
+
+// The row width the intent's (row, start, length) are written in.
+int64_t intent_width(const Batch& b) {
+  if (!b.batch) return -1;
+  if (b.batch->attention_mask) {
+    const Mask& m = *b.batch->attention_mask;
+    const IntTensor& t = m.from ? *m.from : m.tensor;
+    return t.dim(-1);
+  }
+  if (b.batch->position_ids) return b.batch->position_ids->tensor.dim(-1);
+  return b.batch->kv_length;
+}
+
+// ---------------------------------------------------------------------------------------
+// attention: mha_varlen_fwd's host side (flash_api.cpp v2.6.3), in its order.
+
+void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool dense) {
+  AttentionPlan& at = p.attention;
+  const std::string where = dense ? "flash_attn_func > mha_fwd" : "flash_attn_varlen_func > mha_varlen_fwd";
+  at.num_heads = p.num_heads;
+  at.num_kv_heads = p.num_kv_heads;
+  at.head_dim = p.head_dim;
+  at.ngroups = p.num_kv_heads > 0 ? std::max<int64_t>(1, p.num_heads / p.num_kv_heads) : 1;
+  at.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.head_dim)));
+  at.softcap = a.call.softcap && *a.call.softcap > 0 ? static_cast<float>(*a.call.softcap) : 0.f;
+  const bool dropout = a.call.dropout > 0;
+  at.tile = sem::fa2_tile(static_cast<int>(std::min<int64_t>(p.head_dim, 256)), dropout, at.arch);
+
+  auto fail = [&](std::string type, std::string message) {
+    if (!at.raises) at.raises = raise(where, std::move(type), std::move(message));
+  };
+
+  // dtype / device of cu_seqlens (TORCH_CHECK before anything else)
+  if (!dense) {
+    if (a.cu_seqlens_q.dtype != DType::int32) fail("RuntimeError", "cu_seqlens_q must have dtype int32");
+    else if (a.cu_seqlens_k.dtype != DType::int32) fail("RuntimeError", "cu_seqlens_k must have dtype int32");
+    for (const char* t : {"cu_seqlens_q", "cu_seqlens_k"}) {
+      const TensorOverride* o = batch.override_for(t);
+      if (o && o->device && o->device->rfind("cuda", 0) != 0) fail("RuntimeError", std::string(t) + " must be on CUDA");
+    }
+  }
+  at.cu_seqlens_q = int32_view(a.cu_seqlens_q);
+  at.cu_seqlens_k = int32_view(a.cu_seqlens_k);
+  if (a.seqused_k) {
+    std::vector<int32_t> s;
+    for (int64_t v : *a.seqused_k) s.push_back(static_cast<int32_t>(v));
+    at.seqused_k = s;
+  }
+  at.total_q = a.total_q;
+  at.total_k = a.total_k;
+  const int64_t batch_size = static_cast<int64_t>(a.cu_seqlens_q.values.size()) - 1;  // numel - 1
+  at.num_segments = std::max<int64_t>(batch_size, 0);
+
+  int64_t max_q = a.max_seqlen_q.value, max_k = a.max_seqlen_k.value;
+  if (max_q > kInt32Max || max_q < -kInt32Max - 1 || max_k > kInt32Max || max_k < -kInt32Max - 1)
+    fail("TypeError", "mha_varlen_fwd(): incompatible function arguments (max_seqlen does not fit a C int)");
+  bool causal = a.call.causal;
+  int64_t wl = a.call.window_left, wr = a.call.window_right;
+  if (max_q == 1) causal = false;  // "causal=true is the same as causal=false in this case"
+  if (causal) wr = 0;
+  // seqlenq_ngroups_swapped: q (total_q, H, D) reshaped to (batch, Hk, ngroups, D)
+  at.swapped = max_q == 1 && p.num_heads > p.num_kv_heads && wl < 0 && wr < 0 && !dropout && p.head_dim % 8 == 0;
+  if (at.swapped && !at.raises) {
+    if (at.total_q != batch_size || batch_size <= 0)
+      fail("RuntimeError", "shape '" + shape_text({batch_size, p.num_kv_heads, at.ngroups, p.head_dim}) +
+                               "' is invalid for input of size " + std::to_string(at.total_q * p.num_heads * p.head_dim));
+  }
+  if (batch_size <= 0) fail("RuntimeError", "batch size must be positive");
+  if (p.head_dim > 256) fail("RuntimeError", "FlashAttention forward only supports head dimension at most 256");
+  if (p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0)
+    fail("RuntimeError", "Number of heads in key/value must divide number of heads in query");
+  if (wl >= max_k) wl = -1;
+  if (wr >= max_k) wr = -1;
+  if (!dense) {
+    if (a.cu_seqlens_q.rank() != 1) fail("RuntimeError", "cu_seqlens_q must have shape (batch_size + 1)");
+    else if (a.cu_seqlens_k.rank() != 1 || a.cu_seqlens_k.numel() != batch_size + 1)
+      fail("RuntimeError", "cu_seqlens_k must have shape (batch_size + 1)");
+    if (at.seqused_k && static_cast<int64_t>(at.seqused_k->size()) != batch_size)
+      fail("RuntimeError", "seqused_k must have shape (batch_size)");
+  }
+  // set_params_fprop: causal is (left < 0, right == 0); a one-sided window gets max_seqlen_k
+  // on its open side; Is_local = any window and not causal.
+  const bool is_causal = wl < 0 && wr == 0;
+  if (wl < 0 && wr >= 0) wl = max_k;
+  if (wl >= 0 && wr < 0) wr = max_k;
+  at.flags.causal = is_causal;
+  at.flags.local = (wl >= 0 || wr >= 0) && !is_causal;
+  at.flags.window_left = static_cast<int32_t>(wl);
+  at.flags.window_right = static_cast<int32_t>(wr);
+  at.flags.block_m = at.tile.block_m;
+  at.flags.block_n = at.tile.block_n;
+
+  if (at.swapped) {
+    // The kernel then sees Hk heads, ngroups rows per "sequence", no cu_seqlens_q.
+    at.max_seqlen_q = static_cast<int32_t>(at.ngroups);
+    at.grid_h = p.num_kv_heads;
+  } else {
+    at.max_seqlen_q = static_cast<int32_t>(max_q);
+    at.grid_h = p.num_heads;
+  }
+  at.max_seqlen_k = static_cast<int32_t>(max_k);
+  at.grid_b = at.num_segments;
+  at.grid_m = (static_cast<int64_t>(at.max_seqlen_q) + at.tile.block_m - 1) / at.tile.block_m;
+  at.unpadded_lse = true;
+  if (p.flash_attn_release.size() && parse_version(p.flash_attn_release) &&
+      *parse_version(p.flash_attn_release) < version_literal("2.6.0"))
+    at.unpadded_lse = false;
+  at.lse_elements = at.unpadded_lse ? p.num_heads * std::max<int64_t>(at.total_q, 0)
+                                    : at.num_segments * p.num_heads * std::max<int64_t>(max_q, 0);
+  at.zero_fill = max_k <= 0;
+  if (!at.raises && !at.zero_fill) {
+    // cudaLaunchKernel: grid.x in [1, 2^31 - 1], grid.y and grid.z in [1, 65535]
+    if (at.grid_m <= 0 || at.grid_m > kInt32Max || at.grid_b > 65535 || at.grid_h > 65535)
+      fail("RuntimeError", "CUDA error: invalid configuration argument (grid " + std::to_string(at.grid_m) + " x " +
+                               std::to_string(at.grid_b) + " x " + std::to_string(at.grid_h) + ")");
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// rotary: the configured implementation's host checks and kernel geometry.
+
+void plan_rotary(ExecPlan& p, const Batch& batch, const VarlenArgs& a, const std::vector<int64_t>& q_src_index,
+                 const std::vector<int64_t>& k_src_index, int64_t Lq, int64_t Lk) {
+  RotaryPlan& r = p.rotary;
+  const Rotary& cfg = *batch.rotary;
+  if (cfg.dim <= 0) return;
+  r.enabled = true;
+  r.contract = cfg.implementation == "fla" ? RotaryContract::fla
+               : cfg.implementation == "hf" ? RotaryContract::hf
+                                            : RotaryContract::flash_attn;
+  r.dim = cfg.dim;
+  r.half = (cfg.dim + 1) / 2;  // inv_freq = arange(0, dim, 2): ceil(dim / 2) columns
+  r.interleaved = cfg.interleaved;
+  r.base = cfg.base;
+  const bool has_cu = a.path != VarlenPath::dense && a.cu_seqlens_q.numel() >= 2;
+  r.varlen = r.contract != RotaryContract::hf && cfg.varlen.value_or(has_cu) && has_cu;
+  const int64_t D = p.head_dim;
+  const int64_t rotary_dim = 2 * r.half;
+  const int64_t N = a.cu_seqlens_q.numel() - 1;
+
+  // offsets
+  int64_t scalar_offset = 0;
+  if (cfg.seqlen_offset_per_sequence) {
+    r.offsets_per_sequence = true;
+    r.offsets_q = cfg.seqlen_offset;
+  } else {
+    scalar_offset = cfg.seqlen_offset.empty() ? 0 : cfg.seqlen_offset.front();
+    r.offsets_q = {scalar_offset};
+  }
+  const bool same_segments = a.cu_seqlens_q.values == a.cu_seqlens_k.values && a.total_q == a.total_k;
+  // Keys that come from a cache were rotated at their own positions when they were written:
+  // the packed keys take positions from 0 unless q and k are the same packing.
+  r.offsets_k = same_segments ? r.offsets_q : std::vector<int64_t>(r.offsets_per_sequence ? std::max<int64_t>(N, 0) : 1, 0);
+
+  const std::string impl = to_string(r.contract);
+  auto fail = [&](std::string where, std::string type, std::string msg) {
+    if (!r.raises) r.raises = raise(std::move(where), std::move(type), std::move(msg));
+  };
+
+  if (r.varlen) {
+    r.cu_q = int32_view(a.cu_seqlens_q);
+    r.cu_k = int32_view(a.cu_seqlens_k);
+    r.max_seqlen_q = a.max_seqlen_q.value;
+    r.max_seqlen_k = a.max_seqlen_k.value;
+  }
+  int64_t max_offset = 0;
+  for (int64_t o : r.offsets_q) max_offset = std::max(max_offset, o);
+
+  if (r.contract == RotaryContract::flash_attn) {
+    // flash_attn.layers.rotary.RotaryEmbedding grows its table to max_seqlen (varlen) or to
+    // seqlen + seqlen_offset (int offset) before calling apply_rotary.
+    const int64_t seqlen = r.varlen ? std::max(r.max_seqlen_q, r.max_seqlen_k) : std::max(Lq, Lk);
+    r.table_rows = cfg.table_length ? *cfg.table_length : (r.varlen ? seqlen : seqlen + (r.offsets_per_sequence ? 0 : scalar_offset));
+    r.inplace = true;
+    r.block_rows = sem::flash_attn_rotary_block_m(rotary_dim, r.interleaved);
+    const std::string where = "flash_attn.layers.rotary > apply_rotary";
+    if (rotary_dim > D) fail(where, "AssertionError", "rotary_dim must be <= headdim");
+    else if (D > 256) fail(where, "AssertionError", "Only support headdim <= 256");
+    else if (r.table_rows < seqlen) fail(where, "AssertionError", "seqlen_ro must be >= seqlen");
+    else if (r.offsets_per_sequence && static_cast<int64_t>(r.offsets_q.size()) != N)
+      fail(where, "AssertionError", "seqlen_offsets.shape == (batch,)");
+    else if (!r.offsets_per_sequence && scalar_offset + seqlen > r.table_rows)
+      fail(where, "AssertionError", "seqlen_offsets + seqlen <= seqlen_ro");
+    if (r.varlen && (a.max_seqlen_q.value <= 0))
+      fail(where, "AssertionError", "If cu_seqlens is passed in, then max_seqlen must be passed");
+  } else if (r.contract == RotaryContract::fla) {
+    // fla.modules.rotary: in varlen x is [1, T, H, D] with T the packed rows; the table grows
+    // to cover T + offset. The kernel bounds columns by R = dim / 2, never by D.
+    const int64_t T = r.varlen ? std::max(a.total_q, a.total_k) : std::max(Lq, Lk);
+    r.table_rows = cfg.table_length ? *cfg.table_length : T + max_offset;
+    r.inplace = false;
+    r.block_rows = std::min<int64_t>(128, sem::next_power_of_2(std::max<int64_t>(1, (T + 131) / 132)));
+    const std::string where = "fla.modules.rotary > rotary_embedding_fwdbwd";
+    if (D > 256) fail(where, "AssertionError", "Only support D <= 256");
+    else if (r.table_rows < T)
+      fail(where, "AssertionError", "TR must be >= T, got " + std::to_string(r.table_rows) + " and " + std::to_string(T));
+    else if (r.offsets_per_sequence && static_cast<int64_t>(r.offsets_q.size()) != N)
+      fail(where, "AssertionError", "seqlen_offsets.shape == (N,)");
+    else if (!r.offsets_per_sequence && scalar_offset + T > r.table_rows)
+      fail(where, "AssertionError", "seqlen_offsets + T <= TR");
+  } else {
+    // transformers' apply_rotary_pos_emb: q * cos + rotate_half(q) * sin with cos/sin of the
+    // rotary width; a width other than the head dim fails to broadcast.
+    r.inplace = false;
+    if (rotary_dim > D)
+      fail("transformers apply_rotary_pos_emb", "RuntimeError",
+           "The size of tensor a (" + std::to_string(D) + ") must match the size of tensor b (" +
+               std::to_string(rotary_dim) + ") at non-singleton dimension 3");
+  }
+
+  if (!r.varlen) {
+    // Positions per packed row: the position ids the framework held (gathered like q/k), or
+    // the column in the padded row (+ the scalar offset).
+    const PositionIds* pos = batch.batch && batch.batch->position_ids ? &*batch.batch->position_ids : nullptr;
+    // Padded rows: the position ids of the row (its last L columns), else the column in the
+    // key frame (queries are the last Lq of Lk columns) plus the scalar offset.
+    auto position_of = [&](int64_t src_row, int64_t L, int64_t shift) -> int64_t {
+      if (src_row < 0) return 0;
+      if (L <= 0) return src_row + scalar_offset;
+      const int64_t r0 = src_row / L, c = src_row % L;
+      if (pos) {
+        const IntTensor& t = pos->tensor;
+        const int64_t S = t.dim(-1);
+        const int64_t col = c + (S - L);
+        const int64_t idx = (t.rank() == 1 ? 0 : r0 * S) + col;
+        if (col >= 0 && col < S && idx >= 0 && idx < t.numel()) return t.values[static_cast<size_t>(idx)];
+      }
+      return c + shift + scalar_offset;
+    };
+    r.positions_q.resize(q_src_index.size());
+    for (size_t i = 0; i < q_src_index.size(); ++i) r.positions_q[i] = position_of(q_src_index[i], Lq, std::max<int64_t>(Lk - Lq, 0));
+    r.positions_k.resize(k_src_index.size());
+    for (size_t i = 0; i < k_src_index.size(); ++i) r.positions_k[i] = position_of(k_src_index[i], Lk, 0);
+  }
+  if (r.contract == RotaryContract::fla && rotary_dim > D)
+    r.note = "fla bounds the rotation by dim/2 = " + std::to_string(r.half) + " columns, not by head_dim " +
+             std::to_string(D) + ": each head's rotation runs into the next heads";
+}
+
+// ---------------------------------------------------------------------------------------
+// reference: the intended sequences mapped into the source and final frames.
+
+void plan_reference(ExecPlan& p, const Batch& batch, const VarlenArgs& a, int64_t B, int64_t Lq, int64_t Lk) {
+  ReferencePlan& ref = p.reference;
+  const auto& seqs = batch.intent.sequences;
+  if (seqs.empty()) {
+    ref.skip_reason = "the batch has no intended sequences (no mask, position ids, cu_seqlens_q or intent)";
+    return;
+  }
+  ref.enabled = true;
+  const KernelCall meant = kernel_call_for(batch.model);
+  ref.causal = meant.causal;
+  ref.window_left = meant.window_left;
+  ref.window_right = meant.window_right;
+  ref.softcap = meant.softcap && *meant.softcap > 0 ? *meant.softcap : 0.0;
+  ref.softmax_scale = 1.0 / std::sqrt(static_cast<double>(p.head_dim));
+  ref.tolerance = sem::tolerance_for(p.precision);
+  if (p.rotary.enabled) {
+    ref.rotary = true;
+    ref.rotary_dim = std::min<int64_t>(2 * p.rotary.half, p.head_dim) / 2 * 2;
+    ref.rotary_interleaved = p.rotary.interleaved;
+    ref.rotary_base = p.rotary.base;
+    // the dim the model meant: the one passed when it fits the head, else the head dim
+    ref.rotary_freq_dim = 2 * p.rotary.half <= p.head_dim ? p.rotary.dim : ref.rotary_dim;
+  }
+  const bool padded_frame = a.path != VarlenPath::explicit_varlen;
+  const int64_t W = intent_width(batch);
+  int64_t packed_q = 0, packed_k = 0;  // explicit path with a batch block: concatenation order
+  const auto& cq = a.cu_seqlens_q.values;
+  const auto& ck = a.cu_seqlens_k.values;
+  const bool same_packing = cq == ck && a.total_q == a.total_k;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const IntendedSequence& s = seqs[i];
+    RefSequence r;
+    r.index = static_cast<int64_t>(i);
+    r.row = s.row;
+    r.start = s.start;
+    r.length = s.length;
+    if (batch.batch && W >= 0) {
+      // key frame columns: the intent's frame is right-aligned with the keys (a mask wider than
+      // the keys covers tokens no longer in the cache; a narrower one was cut to the last keys)
+      int64_t k0 = s.start - (W - Lk), k1 = s.start + s.length - (W - Lk);
+      k0 = std::max<int64_t>(k0, 0);
+      k1 = std::min<int64_t>(k1, Lk);
+      if (k1 <= k0) continue;
+      // queries are the last Lq key columns
+      const int64_t q0 = std::max<int64_t>(k0 - (Lk - Lq), 0), q1 = std::min<int64_t>(k1 - (Lk - Lq), Lq);
+      r.k_count = k1 - k0;
+      r.q_count = std::max<int64_t>(q1 - q0, 0);
+      r.q_key_first = q0 + (Lk - Lq) - k0;
+      if (padded_frame) {
+        r.k_src_first = s.row * Lk + k0;
+        r.q_src_first = s.row * Lq + q0;
+        r.q_final_first = r.q_src_first;
+      } else {
+        r.k_src_first = packed_k;
+        r.q_src_first = packed_q;
+        r.q_final_first = packed_q;
+        r.q_packed_first = packed_q;
+        packed_k += r.k_count;
+        packed_q += r.q_count;
+      }
+    } else {
+      // packed rows as the intent (or cu_seqlens_q) says
+      r.q_src_first = s.start;
+      r.q_count = s.length;
+      r.q_final_first = s.start;
+      r.q_packed_first = s.start;
+      if (same_packing) {
+        r.k_src_first = s.start;
+        r.k_count = s.length;
+        r.q_key_first = 0;
+      } else {
+        // q and k packed differently (decoding, cross attention): the keys of the cu_seqlens_q
+        // segment the sequence lies in, queries aligned with its last keys.
+        int64_t seg = -1;
+        for (size_t b = 0; b + 1 < cq.size(); ++b)
+          if (cq[b] <= s.start && s.start < cq[b + 1]) {
+            seg = static_cast<int64_t>(b);
+            break;
+          }
+        if (seg < 0 || static_cast<size_t>(seg + 1) >= ck.size()) continue;
+        const int64_t kb = ck[static_cast<size_t>(seg)], ke = ck[static_cast<size_t>(seg) + 1];
+        if (ke <= kb) continue;
+        r.k_src_first = kb;
+        r.k_count = ke - kb;
+        const int64_t qlen = cq[static_cast<size_t>(seg) + 1] - cq[static_cast<size_t>(seg)];
+        r.q_key_first = r.k_count - qlen + (s.start - cq[static_cast<size_t>(seg)]);
+      }
+    }
+    // clip to the rows that exist (a cu_seqlens that overruns its tensor still leaves the
+    // rows before the end to compare)
+    const int64_t kshift = std::max<int64_t>(0, -r.k_src_first);
+    r.k_src_first += kshift;
+    r.k_count = std::min(r.k_count - kshift, p.rows_k_src - r.k_src_first);
+    r.q_key_first -= kshift;
+    const int64_t qshift = std::max<int64_t>({0, -r.q_src_first, -r.q_final_first});
+    r.q_src_first += qshift;
+    r.q_final_first += qshift;
+    r.q_key_first += qshift;
+    if (r.q_packed_first >= 0) r.q_packed_first += qshift;
+    r.q_count = std::min({r.q_count - qshift, p.rows_q_src - r.q_src_first, p.rows_final - r.q_final_first});
+    if (r.q_count <= 0 || r.k_count <= 0) continue;
+    ref.sequences.push_back(r);
+    ref.rows_total += r.q_count;
+  }
+  (void)B;
+  if (!same_packing && !padded_frame && !batch.batch)
+    p.notes.push_back("reference: q and k are packed differently; each intended sequence attends to the keys of its cu_seqlens_k segment");
+  if (ref.sequences.empty()) {
+    ref.enabled = false;
+    ref.skip_reason = "no intended sequence maps onto the tensors the call received";
+  }
+}
+
+// Multiply-adds of the attention forward over all rows (QK and PV) for a segment.
+int64_t attention_macs(int64_t len_q, int64_t len_k, bool causal, int64_t wl, int64_t wr, int64_t H, int64_t D) {
+  if (len_q <= 0 || len_k <= 0) return 0;
+  double keys;
+  if (causal) keys = std::max(0.0, double(len_k) - double(len_q - 1) / 2.0);
+  else keys = double(len_k);
+  if (wl >= 0) keys = std::min(keys, double(wl + 1 + std::max<int64_t>(wr, 0)));
+  const double macs = double(len_q) * keys * double(H) * double(D) * 2.0;
+  return macs > 4e18 ? int64_t{4000000000000000000} : static_cast<int64_t>(macs);
+}
+
+// first, last and evenly spaced rows of [first, first + count)
+void sample_range(std::vector<uint8_t>& flags, int64_t first, int64_t count, int64_t want) {
+  if (count <= 0) return;
+  auto set = [&](int64_t r) {
+    if (r >= 0 && r < static_cast<int64_t>(flags.size())) flags[static_cast<size_t>(r)] = 1;
+  };
+  set(first);
+  set(first + count - 1);
+  want = std::min(want, count);
+  if (want > 2) {
+    const double step = double(count - 1) / double(want - 1);
+    for (int64_t i = 1; i + 1 < want; ++i) set(first + static_cast<int64_t>(std::llround(step * double(i))));
+  }
+}
+
+}  // namespace
+
+int64_t ExecPlan::elements(ExecBuffer b) const {
+  const int64_t H = num_heads, Hk = num_kv_heads, D = head_dim;
+  switch (b) {
+    case ExecBuffer::q_src: return rows_q_src * H * D;
+    case ExecBuffer::k_src:
+    case ExecBuffer::v_src: return rows_k_src * Hk * D;
+    case ExecBuffer::q:
+    case ExecBuffer::q_rot:
+    case ExecBuffer::out: return attention.total_q * H * D;
+    case ExecBuffer::k:
+    case ExecBuffer::v:
+    case ExecBuffer::k_rot: return attention.total_k * Hk * D;
+    case ExecBuffer::lse: return attention.lse_elements;
+    case ExecBuffer::out_final: return rows_final * H * D;
+    case ExecBuffer::cos:
+    case ExecBuffer::sin: return rotary.table_rows * rotary.half;
+  }
+  return 0;
+}
+
+ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const ExecOptions& options) {
+  ExecPlan p;
+  p.seed = options.seed;
+  p.budget = options.budget;
+  const unsigned hw = std::thread::hardware_concurrency();
+  p.threads = options.threads > 0 ? options.threads : static_cast<int>(std::clamp(hw, 1u, 64u));
+  p.dtype = batch.model.dtype;
+  p.precision = precision_of(p.dtype);
+  p.num_heads = batch.model.num_heads;
+  p.num_kv_heads = batch.model.num_kv_heads > 0 ? batch.model.num_kv_heads : batch.model.num_heads;
+  p.head_dim = batch.model.head_dim;
+  {
+    std::optional<Version> fa = options.flash_attn ? options.flash_attn : batch.environment.flash_attn;
+    p.flash_attn_release = fa ? fa->text : "2.6.3";
+  }
+
+  const VarlenArgs* a = conversion.effective();
+  if (!a) {
+    p.skip_reason = "no call to execute: the batch has no varlen block and no conversion was replayed";
+    return p;
+  }
+  p.path = to_string(a->path);
+  p.function = a->path == VarlenPath::dense ? "flash_attn_func" : "flash_attn_varlen_func";
+  if (p.dtype == DType::fp8_e4m3) {
+    p.skip_reason = "fp8 inputs are not emulated (an FA3-only dtype)";
+    return p;
+  }
+  if (!is_floating(p.dtype)) {
+    p.skip_reason = "q/k/v dtype " + to_string(p.dtype) + " is not a floating dtype";
+    return p;
+  }
+  if (p.num_heads <= 0 || p.head_dim <= 0 || p.num_kv_heads <= 0) {
+    p.skip_reason = "the model has no heads or no head dim";
+    return p;
+  }
+  if (p.dtype == DType::fp32 || p.dtype == DType::fp64)
+    p.notes.push_back("flash-attn rejects " + to_string(p.dtype) + " inputs (input.dtype); executed as if it accepted them");
+
+  const bool have_batch = batch.batch.has_value();
+  const int64_t B = have_batch ? batch.batch->batch_size : 1;
+  const int64_t Lq = have_batch ? batch.batch->query_length : 0;
+  const int64_t Lk = have_batch ? batch.batch->kv_length : 0;
+  p.batch_size = have_batch ? B : 0;
+  p.query_length = Lq;
+  p.kv_length = Lk;
+
+  VarlenArgs args = *a;  // the dense path is executed as varlen over the padded rows
+  std::vector<int64_t> q_src_index, k_src_index;  // source row of each packed row (-1: none)
+  Sizes sz;
+  switch (a->path) {
+    case VarlenPath::mask: {
+      if (!have_batch) {
+        p.skip_reason = "mask path without a batch block";
+        return p;
+      }
+      GatherPlan& gk = p.unpad.k;
+      GatherPlan& gq = p.unpad.q;
+      p.rows_k_src = a->gather_rows_k > 0 ? a->gather_rows_k : sz.mul(B, Lk);
+      p.rows_q_src = a->gather_rows_q > 0 ? a->gather_rows_q : sz.mul(B, Lq);
+      if (a->indices_k) {
+        gk.enabled = true;
+        gk.indices = a->indices_k->values;
+        gk.src_rows = p.rows_k_src;
+        gk.dst_rows = static_cast<int64_t>(gk.indices.size());
+      }
+      const IntTensor* iq = a->indices_q ? &*a->indices_q : (Lq == Lk && a->indices_k ? &*a->indices_k : nullptr);
+      if (iq) {
+        gq.enabled = true;
+        gq.indices = iq->values;
+        gq.src_rows = p.rows_q_src;
+        gq.dst_rows = static_cast<int64_t>(gq.indices.size());
+      }
+      args.total_k = gk.enabled ? gk.dst_rows : p.rows_k_src;
+      args.total_q = gq.enabled ? gq.dst_rows : p.rows_q_src;
+      p.rows_final = sz.mul(B, Lq);
+      if (gq.enabled) {
+        p.pad.enabled = true;
+        p.pad.indices = gq.indices;
+        p.pad.dst_rows = p.rows_final;
+      }
+      q_src_index = gq.enabled ? gq.indices : std::vector<int64_t>();
+      k_src_index = gk.enabled ? gk.indices : std::vector<int64_t>();
+      break;
+    }
+    case VarlenPath::position_ids:
+    case VarlenPath::kwargs:
+    case VarlenPath::dense: {
+      if (!have_batch) {
+        p.skip_reason = "no batch block to take the tensor shapes from";
+        return p;
+      }
+      p.rows_q_src = sz.mul(B, Lq);
+      p.rows_k_src = sz.mul(B, Lk);
+      if (a->path == VarlenPath::dense) {
+        std::vector<int64_t> cq, ck;
+        for (int64_t b = 0; b <= B; ++b) {
+          cq.push_back(b * Lq);
+          ck.push_back(b * Lk);
+        }
+        args.cu_seqlens_q = IntTensor{{B + 1}, cq, DType::int32};
+        args.cu_seqlens_k = IntTensor{{B + 1}, ck, DType::int32};
+        args.max_seqlen_q = {Lq, false, DType::int64};
+        args.max_seqlen_k = {Lk, false, DType::int64};
+        args.total_q = p.rows_q_src;
+        args.total_k = p.rows_k_src;
+        p.notes.push_back("dense path: flash_attn_func over the padded (B, L) tensors, executed as one segment per row");
+      } else {
+        if (args.total_q <= 0) args.total_q = p.rows_q_src;
+        if (args.total_k <= 0) args.total_k = p.rows_k_src;
+        // the packed tensors are views of the padded ones
+        p.rows_q_src = args.total_q;
+        p.rows_k_src = args.total_k;
+      }
+      p.rows_final = args.total_q;
+      break;
+    }
+    case VarlenPath::explicit_varlen: {
+      p.rows_q_src = std::max<int64_t>(args.total_q, 0);
+      p.rows_k_src = std::max<int64_t>(args.total_k, 0);
+      args.total_q = p.rows_q_src;
+      args.total_k = p.rows_k_src;
+      p.rows_final = p.rows_q_src;
+      break;
+    }
+  }
+  if (q_src_index.empty() && !p.unpad.q.enabled) {
+    q_src_index.resize(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(args.total_q, int64_t{1} << 31))));
+    std::iota(q_src_index.begin(), q_src_index.end(), 0);
+  }
+  if (k_src_index.empty() && !p.unpad.k.enabled) {
+    k_src_index.resize(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(args.total_k, int64_t{1} << 31))));
+    std::iota(k_src_index.begin(), k_src_index.end(), 0);
+  }
+
+  if (a->failure) {
+    p.conversion_failure = raise(a->failure->where, a->failure->type, a->failure->message);
+    p.fails_at = "unpad";
+  }
+
+  plan_attention(p, batch, args, a->path == VarlenPath::dense);
+  if (batch.rotary) plan_rotary(p, batch, args, q_src_index, k_src_index, Lq, Lk);
+  plan_reference(p, batch, args, B, Lq, Lk);
+
+  // ---- memory -------------------------------------------------------------------------
+  {
+    Sizes m;
+    const int64_t H = p.num_heads, Hk = p.num_kv_heads, D = p.head_dim;
+    int64_t el = 0;
+    el = m.add(el, m.mul(p.rows_q_src, H, D));
+    el = m.add(el, m.mul(2, m.mul(p.rows_k_src, Hk, D)));
+    if (p.unpad.q.enabled) el = m.add(el, m.mul(std::max<int64_t>(args.total_q, 0), H, D));
+    if (p.unpad.k.enabled) el = m.add(el, m.mul(2, m.mul(std::max<int64_t>(args.total_k, 0), Hk, D)));
+    if (p.rotary.enabled) {
+      el = m.add(el, m.mul(std::max<int64_t>(args.total_q, 0), H, D));
+      el = m.add(el, m.mul(std::max<int64_t>(args.total_k, 0), Hk, D));
+      el = m.add(el, m.mul(2, m.mul(std::max<int64_t>(p.rotary.table_rows, 0), p.rotary.half)));
+    }
+    el = m.add(el, m.mul(std::max<int64_t>(args.total_q, 0), H, D));
+    el = m.add(el, std::max<int64_t>(p.attention.lse_elements, 0));
+    if (p.pad.enabled) el = m.add(el, m.mul(p.rows_final, H, D));
+    int64_t longest = 0;
+    for (const RefSequence& r : p.reference.sequences) longest = std::max(longest, r.k_count);
+    if (p.reference.enabled) {
+      if (p.reference.rotary) {
+        el = m.add(el, m.mul(p.rows_q_src, H, D));
+        el = m.add(el, m.mul(p.rows_k_src, Hk, D));
+      }
+      el = m.add(el, m.mul(longest, D, p.threads));  // transposed keys per worker
+    }
+    int64_t bytes = m.mul(el, 4);
+    bytes = m.add(bytes, m.mul(std::max<int64_t>(args.total_q, 0), 10));       // coverage, samples
+    bytes = m.add(bytes, m.mul(std::max<int64_t>(p.rows_final, 0), 2));
+    bytes = m.add(bytes, m.mul(longest, 8 * 2, p.threads));                    // reference scores
+    bytes = m.add(bytes, m.mul(static_cast<int64_t>(q_src_index.size() + k_src_index.size()), 8));
+    p.memory.elements = el;
+    p.memory.bytes = bytes;
+    if (m.overflow || sz.overflow) {
+      p.skip_reason = "the tensors this call implies are too large to count (sizes overflow 64 bits)";
+      return p;
+    }
+    if (bytes > options.memory_budget_bytes) {
+      p.skip_reason = "the dynamic stages need about " + human_bytes(bytes) + " of host memory, over the budget of " +
+                      human_bytes(options.memory_budget_bytes) + "; the batch was checked statically only";
+      return p;
+    }
+  }
+
+  // ---- budget: sample rows when attention + reference exceed it ------------------------
+  {
+    const AttentionPlan& at = p.attention;
+    int64_t cost = 0;
+    const auto& cq = at.cu_seqlens_q;
+    const auto& ck = at.cu_seqlens_k;
+    for (int64_t b = 0; b < at.num_segments && static_cast<size_t>(b + 1) < cq.size(); ++b) {
+      const int64_t lq = at.swapped ? 1 : sem::wrap_sub(cq[static_cast<size_t>(b) + 1], cq[static_cast<size_t>(b)]);
+      const int64_t lk = static_cast<size_t>(b + 1) < ck.size() ? sem::wrap_sub(ck[static_cast<size_t>(b) + 1], ck[static_cast<size_t>(b)]) : 0;
+      const int64_t rows = std::min<int64_t>(lq, std::max<int64_t>(at.grid_m, 0) * at.tile.block_m);
+      cost = std::min<int64_t>(cost + attention_macs(rows, lk, at.flags.causal, at.flags.local ? at.flags.window_left : -1,
+                                                     at.flags.window_right, p.num_heads, p.head_dim),
+                               int64_t{1} << 62);
+    }
+    for (const RefSequence& r : p.reference.sequences)
+      cost = std::min<int64_t>(cost + attention_macs(r.q_count, r.k_count, p.reference.causal, p.reference.window_left,
+                                                     p.reference.window_right, p.num_heads, p.head_dim),
+                               int64_t{1} << 62);
+    p.cost = cost;
+    const int64_t total_q = std::max<int64_t>(at.total_q, 0);
+    if (!options.full && cost > options.budget && options.budget > 0) {
+      p.sampled = true;
+      const double f = double(options.budget) / double(cost);
+      AttentionPlan& atm = p.attention;
+      atm.sample.assign(static_cast<size_t>(total_q), 0);
+      p.reference.sample.assign(static_cast<size_t>(std::max<int64_t>(p.rows_final, 0)), 0);
+      for (int64_t b = 0; b < atm.num_segments && static_cast<size_t>(b + 1) < cq.size(); ++b) {
+        int64_t first = atm.swapped ? b : sem::fa2_row_offset(cq[static_cast<size_t>(b)]);
+        int64_t len = atm.swapped ? 1 : sem::wrap_sub(cq[static_cast<size_t>(b) + 1], cq[static_cast<size_t>(b)]);
+        if (len <= 0 || first >= total_q) continue;
+        len = std::min(len, total_q - first);
+        sample_range(atm.sample, first, len, std::max<int64_t>(2, static_cast<int64_t>(std::ceil(f * double(len)))));
+      }
+      // the intended sequences' rows (and the packed rows meant to hold them)
+      std::vector<int64_t> packed_of_final;
+      if (p.pad.enabled) {
+        packed_of_final.assign(static_cast<size_t>(std::max<int64_t>(p.rows_final, 0)), -1);
+        for (size_t i = 0; i < p.pad.indices.size(); ++i) {
+          const int64_t t = p.pad.indices[i];
+          if (t >= 0 && t < p.rows_final && packed_of_final[static_cast<size_t>(t)] < 0)
+            packed_of_final[static_cast<size_t>(t)] = static_cast<int64_t>(i);
+        }
+      }
+      for (const RefSequence& r : p.reference.sequences)
+        sample_range(p.reference.sample, r.q_final_first, r.q_count,
+                     std::max<int64_t>(2, static_cast<int64_t>(std::ceil(f * double(r.q_count)))));
+      for (size_t fr = 0; fr < p.reference.sample.size(); ++fr) {
+        if (!p.reference.sample[fr]) continue;
+        const int64_t pk = p.pad.enabled ? packed_of_final[fr] : static_cast<int64_t>(fr);
+        if (pk >= 0 && pk < total_q) atm.sample[static_cast<size_t>(pk)] = 1;
+      }
+      atm.rows_sampled = std::count(atm.sample.begin(), atm.sample.end(), uint8_t{1});
+      p.reference.rows_sampled = 0;
+      for (const RefSequence& r : p.reference.sequences)
+        for (int64_t i = 0; i < r.q_count; ++i) p.reference.rows_sampled += p.reference.sample[static_cast<size_t>(r.q_final_first + i)];
+      p.notes.push_back("budget: attention and reference need about " + std::to_string(cost) +
+                        " multiply-adds, over --budget " + std::to_string(options.budget) + "; checked a sample of " +
+                        std::to_string(p.reference.rows_sampled) + " of " + std::to_string(p.reference.rows_total) +
+                        " intended query rows (each sequence's first and last rows included; --full checks all)");
+    } else {
+      p.attention.rows_sampled = total_q;
+      p.reference.rows_sampled = p.reference.rows_total;
+    }
+  }
+  return p;
+}
+
+}  // namespace ad

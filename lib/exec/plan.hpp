@@ -1,0 +1,210 @@
+// ExecPlan: the one validated description of a call that an execution backend receives
+// (../shared/spec/execution.md). Built on the host by make_exec_plan() from the batch and
+// the conversion; every policy decision is taken here (which stages run, what the release
+// raises on the host, the kernel flags after flash-attn's host adjustments, tile sizes,
+// sampling under the budget, the memory bound), so a backend only executes it.
+//
+// Stability: the CUDA backend is written against this struct. Fields are only ever added,
+// never renamed or re-purposed.
+//
+// Frames. Three row spaces appear below:
+//  - source: the tensors the framework held before the call: q (rows_q_src = B*Lq on the
+//    mask path, or the packed rows on other paths), k and v (rows_k_src).
+//  - packed: what the varlen kernel receives: q/out with total_q rows, k/v with total_k rows.
+//  - final: what the caller gets back: the padded (B*Lq) output on the mask path (after
+//    pad_input), the packed output otherwise.
+// Every tensor is row-major (rows, heads, head_dim), contiguous.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "batch/batch.hpp"
+#include "convert/convert.hpp"
+#include "exec/exec.hpp"
+#include "exec/numeric.hpp"
+#include "exec/semantics.hpp"
+
+namespace ad {
+
+// The buffers a backend allocates and checks accesses against.
+enum class ExecBuffer : uint8_t {
+  q_src, k_src, v_src,        // source frame
+  q, k, v,                    // packed (gather output)
+  q_rot, k_rot,               // rotary output (aliases q/k when rotary is off)
+  out, lse,                   // attention output (packed) and LSE
+  out_final,                  // pad_input output (mask path); aliases out otherwise
+  cos, sin,                   // rotary table
+};
+std::string to_string(ExecBuffer b);
+
+// A failure the library raises on the host before launching anything (Python assert,
+// TORCH_CHECK, a reshape, a launch-configuration error). The stage that raises does not run
+// and the stages after it are not reached, as in the real program.
+struct HostRaise {
+  std::string where;    // "flash_attn_varlen_func > mha_varlen_fwd"
+  std::string type;     // "RuntimeError", "AssertionError"
+  std::string message;  // the library's message
+};
+
+// One unpad gather: dst[i] = src[indices[i]] for i < indices.size() (index_first_axis).
+struct GatherPlan {
+  bool enabled = false;          // false: the packed tensor is the source viewed as rows
+  std::vector<int64_t> indices;  // as the release computed them (int64 like torch.nonzero)
+  int64_t src_rows = 0;          // rows of the (B*L) view gathered from
+  int64_t dst_rows = 0;          // rows of the gathered tensor (= indices.size())
+};
+
+struct UnpadPlan {
+  GatherPlan q;  // q gather
+  GatherPlan k;  // k and v gather (same indices)
+};
+
+enum class RotaryContract : uint8_t { flash_attn, fla, hf };
+std::string to_string(RotaryContract c);
+
+// The rotary call on the packed q and k. Positions are either computed by the kernel from
+// cu_seqlens and offsets (flash_attn/fla with varlen), or given per packed row (hf, and the
+// non-varlen form, where positions are those of the padded tensor the call was made on).
+struct RotaryPlan {
+  bool enabled = false;
+  RotaryContract contract = RotaryContract::flash_attn;
+  int64_t dim = 0;            // as passed to RotaryEmbedding(dim=...)
+  int64_t half = 0;           // cos/sin columns: ceil(dim / 2); the kernel rotates 2*half columns
+  bool interleaved = false;
+  double base = 10000.0;
+  int64_t table_rows = 0;     // rows of the cos/sin table the kernel receives (flash_attn, fla)
+  bool varlen = false;        // kernel positions from cu_seqlens (else positions_q/k)
+  // varlen: the cu_seqlens each call receives (int32 as read), its max_seqlen (flash_attn's
+  // grid), and the offsets (one scalar, or one per sequence when offsets_per_sequence).
+  std::vector<int32_t> cu_q, cu_k;
+  int64_t max_seqlen_q = 0, max_seqlen_k = 0;
+  bool offsets_per_sequence = false;
+  std::vector<int64_t> offsets_q, offsets_k;  // size 1 (scalar) or one per segment
+  // non-varlen / hf: the position of every packed row.
+  std::vector<int64_t> positions_q, positions_k;
+  int64_t block_rows = 0;     // rows per program: flash_attn BLOCK_M, fla BT
+  bool inplace = true;        // flash_attn layer rotates in place; fla writes a new tensor
+  std::optional<HostRaise> raises;
+  std::string note;
+};
+
+// flash_attn_varlen_func as the kernel runs it, after mha_varlen_fwd's host adjustments.
+struct AttentionPlan {
+  int64_t num_segments = 0;              // batch_size = cu_seqlens_q.numel() - 1 (grid.y)
+  std::vector<int32_t> cu_seqlens_q;     // as the kernel reads them (int32 view)
+  std::vector<int32_t> cu_seqlens_k;
+  std::optional<std::vector<int32_t>> seqused_k;
+  int32_t max_seqlen_q = 0;              // as the kernel uses it (swapped path: ngroups)
+  int32_t max_seqlen_k = 0;
+  int64_t total_q = 0, total_k = 0;      // rows of q/out and of k/v
+  int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  sem::GpuArch arch = sem::GpuArch::sm90;
+  sem::Fa2Tile tile{};                   // FA2 tile for the head dim
+  sem::Fa2Flags flags{};                 // causal/local/window/block sizes as compiled
+  int64_t grid_m = 0, grid_b = 0, grid_h = 0;  // (ceil(max_seqlen_q / BLOCK_M), N, H)
+  float softmax_scale = 0.f;             // 1/sqrt(head_dim)
+  float softcap = 0.f;                   // 0: off
+  bool swapped = false;                  // seqlenq_ngroups_swapped (max_seqlen_q == 1, H > Hk)
+  int64_t ngroups = 1;                   // H / Hk
+  bool unpadded_lse = true;              // (H, total_q) from 2.6.0; before: (N, H, max_seqlen_q)
+  int64_t lse_elements = 0;
+  bool zero_fill = false;                // max_seqlen_k <= 0: the host zero-fills O, LSE = +inf
+  std::optional<HostRaise> raises;
+  // Sampling under the budget: rows of the packed q to compute (empty: all rows).
+  std::vector<uint8_t> sample;
+  int64_t rows_sampled = 0;              // rows flagged in `sample` (or total_q)
+};
+
+// pad_input: out_final = zeros(dst_rows); out_final[indices[i]] = out[i].
+struct PadPlan {
+  bool enabled = false;          // false: the final output is the packed output
+  std::vector<int64_t> indices;  // indices_q
+  int64_t dst_rows = 0;          // B * Lq
+};
+
+// One intended sequence as the reference computes it. Rows are contiguous in each frame.
+struct RefSequence {
+  int64_t index = 0;        // into batch.intent.sequences
+  int64_t row = 0, start = 0, length = 0;  // as the intent says
+  int64_t k_src_first = 0;  // source rows of its keys/values: [k_src_first, +k_count)
+  int64_t k_count = 0;
+  int64_t q_src_first = 0;  // source rows of its queries: [q_src_first, +q_count)
+  int64_t q_count = 0;
+  int64_t q_final_first = 0;  // final-output rows of its queries
+  int64_t q_key_first = 0;  // key index (within the sequence) aligned with its first query
+  int64_t q_packed_first = -1;  // packed row expected to hold its first query (-1: unknown)
+};
+
+// Attention computed directly over the intended sequences, in fp64, on the same source
+// inputs, with the rotary the model means (its dim capped at head_dim, positions restarting
+// per sequence) applied in fp64 and rounded to the dtype.
+struct ReferencePlan {
+  bool enabled = false;
+  std::string skip_reason;
+  std::vector<RefSequence> sequences;
+  bool causal = true;
+  int64_t window_left = -1, window_right = -1;  // inclusive, -1 unlimited
+  double softcap = 0.0;
+  double softmax_scale = 0.0;
+  double tolerance = 0.0;                       // relative, per dtype
+  bool rotary = false;
+  int64_t rotary_dim = 0;                       // rotated columns (even, <= head_dim)
+  bool rotary_interleaved = false;
+  double rotary_base = 10000.0;
+  int64_t rotary_freq_dim = 0;                  // inv_freq = base^(-2i / rotary_freq_dim)
+  // Sampling: final-frame rows to check (empty: all intended query rows).
+  std::vector<uint8_t> sample;
+  int64_t rows_total = 0;                       // intended query rows
+  int64_t rows_sampled = 0;
+};
+
+struct MemoryEstimate {
+  int64_t bytes = 0;              // host bytes the CPU backend allocates (fp32 storage)
+  int64_t elements = 0;           // tensor elements over all buffers
+};
+
+struct ExecPlan {
+  std::string skip_reason;        // non-empty: no dynamic stage runs (stages "skipped")
+  std::string path;               // to_string(VarlenPath)
+  std::string function;           // "flash_attn_varlen_func" | "flash_attn_func"
+  std::string flash_attn_release; // rules applied, e.g. "2.6.3" (default when unknown)
+  DType dtype = DType::bf16;
+  num::Precision precision = num::Precision::bf16;
+  int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  int64_t rows_q_src = 0, rows_k_src = 0;  // source frame rows
+  int64_t rows_final = 0;                  // final output rows
+  int64_t batch_size = 0, query_length = 0, kv_length = 0;  // the padded frame (B, Lq, Lk); 0 without a batch block
+  uint64_t seed = 0;
+  // The release fails while converting (VarlenArgs::failure): the stages up to `fails_at`
+  // run, the rest are not reached.
+  std::optional<HostRaise> conversion_failure;
+  std::string fails_at;           // "unpad" | "attention" | ""
+  UnpadPlan unpad;
+  RotaryPlan rotary;
+  AttentionPlan attention;
+  PadPlan pad;
+  ReferencePlan reference;
+  MemoryEstimate memory;
+  int64_t budget = 0;             // multiply-adds allowed before sampling
+  int64_t cost = 0;               // multiply-adds of attention + reference over all rows
+  bool sampled = false;
+  int threads = 1;                // worker threads the CPU backend uses
+  std::vector<std::string> notes;
+
+  int64_t elements(ExecBuffer b) const;  // elements of each buffer (0 when absent)
+};
+
+// Builds the plan. Never throws for bad metadata (that is what the plan describes); throws
+// std::logic_error only for a conversion that contradicts itself.
+ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const ExecOptions& options);
+
+// The stage records of a plan whose dynamic stages cannot run (skip_reason set).
+std::vector<StageRecord> skipped_stages(const std::string& why);
+
+// The dynamic stages, in order.
+inline const char* const kDynamicStages[] = {"unpad", "rotary", "attention", "pad", "result"};
+
+}  // namespace ad

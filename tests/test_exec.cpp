@@ -1,0 +1,383 @@
+// Execution on the CPU (issue 5): the generated sweeps (tests/sweep.hpp) and the kernel
+// semantics they rest on. Tag [exec]; the whole file runs in well under a minute on 2 cores.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "check/check.hpp"
+#include "doctor/doctor.hpp"
+#include "exec/cpu_kernels.hpp"
+#include "exec/plan.hpp"
+#include "sweep.hpp"
+
+using namespace ad;
+
+namespace {
+
+struct Run {
+  ExecPlan plan;
+  ExecResult result;
+  std::set<std::string> ids;
+  const StageRecord* stage(const std::string& name) const {
+    for (const auto& s : result.stages)
+      if (s.name == name) return &s;
+    return nullptr;
+  }
+  std::string describe() const {
+    std::string out;
+    for (const auto& s : result.stages) out += s.name + ": " + s.status + " " + s.detail + "\n";
+    for (const auto& v : result.violations) out += v.id + ": " + v.message + "\n";
+    if (!plan.skip_reason.empty()) out += "skipped: " + plan.skip_reason + "\n";
+    return out;
+  }
+};
+
+Run run_case(const Batch& b, const Conversion& cv, ExecOptions opt = {}) {
+  Run r;
+  if (opt.threads == 0) opt.threads = 2;
+  r.plan = make_exec_plan(b, cv, opt);
+  r.result = make_cpu_backend()->run(r.plan, opt);
+  for (const auto& v : r.result.violations) r.ids.insert(v.id);
+  return r;
+}
+
+Run run_sweep_case(const sweep::Case& c) {
+  Batch b = sweep::load(c);
+  ExecOptions opt;
+  opt.seed = c.seed;
+  return run_case(b, sweep::conversion_for(c, b), opt);
+}
+
+Batch batch_from(const nlohmann::json& j) { return parse_batch_text(j.dump(), "test.json"); }
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// numeric building blocks
+
+TEST_CASE("exec: fp16 and bf16 rounding match the hardware conversions", "[exec]") {
+  sweep::Rng g(7);
+  for (int i = 0; i < 200000; ++i) {
+    // random bit patterns over the whole fp32 range, plus fp16's subnormal and overflow edges
+    uint32_t u = static_cast<uint32_t>(g.next());
+    if (i % 3 == 0) u = (u & 0x807fffffu) | (static_cast<uint32_t>(g.range(100, 145)) << 23);
+    const float x = num::bits_float(u);
+    if (std::isnan(x)) continue;
+    const float want16 = static_cast<float>(static_cast<_Float16>(x));
+    INFO("x = " << x);
+    REQUIRE(num::float_bits(num::round_fp16(x)) == num::float_bits(want16));
+  }
+  // bf16: ties to even on the 16 dropped bits
+  CHECK(num::round_bf16(num::bits_float(0x3f808000u)) == num::bits_float(0x3f800000u));  // tie, even stays
+  CHECK(num::round_bf16(num::bits_float(0x3f818000u)) == num::bits_float(0x3f820000u));  // tie, odd rounds up
+  CHECK(num::round_bf16(num::bits_float(0x3f808001u)) == num::bits_float(0x3f810000u));
+  CHECK(std::isinf(num::round_bf16(num::bits_float(0x7f7fffffu))));
+}
+
+TEST_CASE("exec: seeded inputs are reproducible, in the dtype, and never zero", "[exec]") {
+  int differ = 0;
+  for (uint64_t i = 0; i < 20000; ++i) {
+    const float a = num::input_value(3, num::InputTensor::q, i, num::Precision::bf16);
+    REQUIRE(a == num::input_value(3, num::InputTensor::q, i, num::Precision::bf16));
+    REQUIRE(a != 0.f);
+    REQUIRE(std::fabs(a) <= 1.f);
+    REQUIRE(num::round_bf16(a) == a);
+    const float h = num::input_value(3, num::InputTensor::k, i, num::Precision::fp16);
+    REQUIRE(num::round_fp16(h) == h);
+    REQUIRE(h != 0.f);
+    differ += a != num::input_value(4, num::InputTensor::q, i, num::Precision::bf16);
+  }
+  CHECK(differ > 19000);
+}
+
+// ---------------------------------------------------------------------------------------
+// FA2 indexing contract
+
+TEST_CASE("exec: FA2 tile sizes per head dim (flash_fwd_launch_template.h)", "[exec]") {
+  using sem::GpuArch;
+  CHECK(sem::fa2_tile(32, false, GpuArch::sm90).block_m == 128);
+  CHECK(sem::fa2_tile(64, false, GpuArch::sm90).block_n == 128);
+  CHECK(sem::fa2_tile(40, false, GpuArch::sm90).head_dim_rounded == 64);
+  CHECK(sem::fa2_tile(128, false, GpuArch::sm90).block_n == 64);
+  CHECK(sem::fa2_tile(160, false, GpuArch::sm90).block_n == 32);
+  CHECK(sem::fa2_tile(256, false, GpuArch::sm90).block_m == 64);
+  CHECK(sem::fa2_tile(256, false, GpuArch::sm80).block_m == 128);
+  CHECK(sem::fa2_tile(200, false, GpuArch::sm90).head_dim_rounded == 256);
+}
+
+TEST_CASE("exec: FA2 tile exits, bottom-right causal limits and unsigned row offsets", "[exec]") {
+  sem::Fa2Flags causal{true, false, -1, 0, 128, 64};
+  // a tile past len_q exits; a negative length computes nothing
+  CHECK(sem::fa2_tile_range(1, 128, 10, causal).exits);
+  CHECK(sem::fa2_tile_range(0, -5, 10, causal).exits);
+  // len_k < len_q: the first rows see no key (the CTA still runs for the later rows)
+  sem::Fa2TileRange t = sem::fa2_tile_range(0, 20, 5, causal);
+  REQUIRE_FALSE(t.exits);
+  CHECK(sem::fa2_key_limits(0, 20, 5, causal, t).hi == sem::fa2_key_limits(0, 20, 5, causal, t).lo);
+  CHECK(sem::fa2_key_limits(15, 20, 5, causal, t).hi == 1);  // row 15 sees key 0 only
+  CHECK(sem::fa2_key_limits(19, 20, 5, causal, t).hi == 5);
+  // every row of a CTA beyond the keys: the CTA writes 0 and +inf without reading keys
+  CHECK(sem::fa2_tile_range(0, 300, 10, causal).empty);
+  // sliding window (left 3, right 0), inclusive
+  sem::Fa2Flags local{false, true, 3, 0, 128, 64};
+  t = sem::fa2_tile_range(0, 10, 10, local);
+  const sem::KeyLimits kl = sem::fa2_key_limits(6, 10, 10, local, t);
+  CHECK(kl.lo == 3);
+  CHECK(kl.hi == 7);
+  // negative starts become huge rows; the int LSE offset wraps back
+  CHECK(sem::fa2_row_offset(-5) == 4294967291ll);
+  CHECK(sem::fa2_lse_index_unpadded(-5, 0, 0, 100) == -5);
+}
+
+TEST_CASE("exec: host adjustments of mha_varlen_fwd", "[exec]") {
+  auto plan_for = [](nlohmann::json model, nlohmann::json varlen) {
+    nlohmann::json j = {{"format", "attn-doctor/batch@1"}, {"model", model}, {"varlen", varlen}};
+    Batch b = batch_from(j);
+    return make_exec_plan(b, convert(b), ExecOptions{});
+  };
+  // max_seqlen_q == 1 with H > Hk: the swapped path
+  ExecPlan p = plan_for({{"num_heads", 8}, {"num_kv_heads", 2}, {"head_dim", 64}},
+                        {{"cu_seqlens_q", {0, 1, 2}}, {"cu_seqlens_k", {0, 5, 9}}, {"max_seqlen_q", 1}, {"max_seqlen_k", 5}});
+  CHECK(p.attention.swapped);
+  CHECK(p.attention.max_seqlen_q == 4);
+  CHECK_FALSE(p.attention.flags.causal);
+  CHECK_FALSE(p.attention.raises);
+  // the same with a zero-length segment: the reshape raises (Dao-AILab/flash-attention#1537)
+  p = plan_for({{"num_heads", 9}, {"num_kv_heads", 3}, {"head_dim", 64}},
+               {{"cu_seqlens_q", {0, 1, 1, 2}}, {"cu_seqlens_k", {0, 5, 9, 12}}, {"max_seqlen_q", 1}, {"max_seqlen_k", 5}});
+  REQUIRE(p.attention.raises);
+  CHECK(p.attention.raises->message == "shape '[3, 3, 3, 64]' is invalid for input of size 1152");
+  // a window not smaller than max_seqlen_k is dropped; causal keeps right = 0
+  p = plan_for({{"num_heads", 4}, {"head_dim", 64}, {"sliding_window", 100}}, {{"cu_seqlens_q", {0, 10, 30}}, {"max_seqlen_q", 20}});
+  CHECK(p.attention.flags.causal);
+  CHECK_FALSE(p.attention.flags.local);
+  p = plan_for({{"num_heads", 4}, {"head_dim", 64}, {"sliding_window", 8}}, {{"cu_seqlens_q", {0, 10, 30}}, {"max_seqlen_q", 20}});
+  CHECK(p.attention.flags.local);
+  CHECK(p.attention.flags.window_left == 7);
+  CHECK(p.attention.flags.window_right == 0);
+  // int64 cu_seqlens: TORCH_CHECK before launch
+  nlohmann::json j = {{"format", "attn-doctor/batch@1"},
+                      {"model", {{"num_heads", 4}, {"head_dim", 64}}},
+                      {"varlen", {{"cu_seqlens_q", {0, 10}}, {"max_seqlen_q", 10}}},
+                      {"tensors", {{"cu_seqlens_q", {{"dtype", "int64"}}}}}};
+  Batch b = batch_from(j);
+  p = make_exec_plan(b, convert(b), ExecOptions{});
+  REQUIRE(p.attention.raises);
+  CHECK(p.attention.raises->message == "cu_seqlens_q must have dtype int32");
+}
+
+TEST_CASE("exec: an empty key range writes 0 and +inf LSE", "[exec]") {
+  // segment 1 has no keys; segment 0 has 3 queries over 2 keys (row 0 sees none, causal)
+  nlohmann::json j = {{"format", "attn-doctor/batch@1"},
+                      {"model", {{"num_heads", 2}, {"head_dim", 32}, {"dtype", "fp16"}}},
+                      {"varlen", {{"cu_seqlens_q", {0, 3, 5}}, {"cu_seqlens_k", {0, 2, 2}}, {"max_seqlen_q", 3}, {"max_seqlen_k", 2}}}};
+  Batch b = batch_from(j);
+  ExecPlan p = make_exec_plan(b, convert(b), ExecOptions{});
+  REQUIRE(p.skip_reason.empty());
+  const int64_t H = 2, D = 32;
+  std::vector<float> q(5 * H * D), k(2 * H * D), v(2 * H * D), out(5 * H * D, NAN), lse(H * 5, NAN);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = num::input_value(1, num::InputTensor::q, i, num::Precision::fp16);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = num::input_value(1, num::InputTensor::k, i, num::Precision::fp16);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = num::input_value(1, num::InputTensor::v, i, num::Precision::fp16);
+  cpu::AttentionResult r = cpu::fa2_varlen_forward(p, q.data(), k.data(), v.data(), out.data(), lse.data(), 2);
+  CHECK_FALSE(r.access.has_first);
+  CHECK(r.rows_never == 0);
+  for (int64_t h = 0; h < H; ++h) {
+    CHECK(std::isinf(lse[static_cast<size_t>(h * 5 + 0)]));  // row 0: no visible key
+    CHECK(std::isinf(lse[static_cast<size_t>(h * 5 + 3)]));  // segment 1: no keys at all
+    CHECK(std::isinf(lse[static_cast<size_t>(h * 5 + 4)]));
+    CHECK(std::isfinite(lse[static_cast<size_t>(h * 5 + 1)]));
+    for (int64_t d = 0; d < D; ++d) {
+      CHECK(out[static_cast<size_t>(0 * H * D + h * D + d)] == 0.f);
+      CHECK(out[static_cast<size_t>(4 * H * D + h * D + d)] == 0.f);
+    }
+  }
+  // row 2 sees both keys: a plain softmax over two keys
+  const float* o = out.data() + 2 * H * D;
+  double s0 = 0, s1 = 0;
+  for (int64_t d = 0; d < D; ++d) {
+    s0 += double(q[static_cast<size_t>(2 * H * D + d)]) * k[static_cast<size_t>(d)];
+    s1 += double(q[static_cast<size_t>(2 * H * D + d)]) * k[static_cast<size_t>(H * D + d)];
+  }
+  const double sc = 1.0 / std::sqrt(double(D)), m = std::max(s0, s1) * sc;
+  const double p0 = std::exp(s0 * sc - m), p1 = std::exp(s1 * sc - m);
+  for (int64_t d = 0; d < D; ++d) {
+    const double want = (p0 * v[static_cast<size_t>(d)] + p1 * v[static_cast<size_t>(H * D + d)]) / (p0 + p1);
+    CHECK(std::fabs(o[d] - want) < 2e-3);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// the sweeps
+
+TEST_CASE("exec: sweep of generated valid batches passes result.reference", "[exec]") {
+  const auto cases = sweep::valid_cases(20240605, 220);
+  REQUIRE(cases.size() >= 200);
+  int checked_rows = 0, swapped = 0, rotary = 0, masked = 0, windowed = 0, capped = 0;
+  std::set<std::string> dtypes;
+  for (const sweep::Case& c : cases) {
+    Run r = run_sweep_case(c);
+    INFO(c.name << "\n" << c.batch.dump() << "\n" << r.describe());
+    REQUIRE(r.plan.skip_reason.empty());
+    REQUIRE(r.result.violations.empty());
+    const StageRecord* res = r.stage("result");
+    REQUIRE(res);
+    REQUIRE(res->status == "ok");
+    REQUIRE(res->data.value("rows_checked", 0) > 0);  // the reference really ran
+    checked_rows += res->data.value("rows_checked", 0);
+    swapped += r.plan.attention.swapped;
+    rotary += r.plan.rotary.enabled;
+    masked += r.plan.path == "mask";
+    windowed += r.plan.attention.flags.local;
+    capped += r.plan.attention.softcap > 0;
+    dtypes.insert(to_string(r.plan.dtype));
+  }
+  // the sweep covers what it claims to
+  CHECK(swapped > 5);
+  CHECK(rotary > 30);
+  CHECK(masked > 30);
+  CHECK(windowed > 20);
+  CHECK(capped > 20);
+  CHECK(dtypes.size() == 3);
+  CHECK(checked_rows > 20000);
+}
+
+TEST_CASE("exec: sweep of broken metadata yields the expected dynamic violations", "[exec]") {
+  for (const sweep::Case& c : sweep::broken_cases(77, 4)) {
+    Run r = run_sweep_case(c);
+    INFO(c.klass << " / " << c.name << "\n" << c.batch.dump() << "\n" << r.describe());
+    REQUIRE(r.plan.skip_reason.empty());
+    for (const std::string& id : c.expect) CHECK(r.ids.count(id) == 1);
+    if (!c.expect_raise.empty()) {
+      bool found = false;
+      for (const auto& s : r.result.stages) found = found || s.detail.find(c.expect_raise) != std::string::npos;
+      CHECK(found);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// symptoms next to causes, budget, memory, reproducibility
+
+TEST_CASE("exec: the key gather overrun is attributed to the gather (mask wider than keys)", "[exec]") {
+  // one row, 8 keys, a mask of 18 columns with the last 10 attended: indices 8..17
+  nlohmann::json j = {{"format", "attn-doctor/batch@1"},
+                      {"model", {{"num_heads", 4}, {"head_dim", 64}}},
+                      {"batch", {{"attention_mask", {{"lengths", {10}}, {"width", 18}, {"padding_side", "left"}}},
+                                 {"query_length", 8}, {"kv_length", 8}}}};
+  sweep::Case c;
+  c.route = sweep::Route::mask;
+  c.batch = j;
+  Batch b = sweep::load(c);
+  Run r = run_case(b, sweep::conversion_for(c, b));
+  INFO(r.describe());
+  REQUIRE(r.ids.count("unpad.gather"));
+  const Violation& v = r.result.violations.front();
+  CHECK(v.message.rfind("index 8 >= 8 in the key gather", 0) == 0);
+  CHECK(v.evidence["count"] == 10);
+  // later stages are not reached: the release fails in the gather
+  REQUIRE(r.stage("attention"));
+  CHECK(r.stage("attention")->status == "skipped");
+  CHECK(r.stage("attention")->detail.find("not reached") == 0);
+}
+
+TEST_CASE("exec: fla rotary with the model width runs into the next heads and past the tensor", "[exec]") {
+  sweep::Case c = sweep::broken_case("rotary_dim", 5, 0);
+  Run r = run_sweep_case(c);
+  INFO(r.describe());
+  REQUIRE(r.ids.count("rotary.access"));
+  for (const auto& v : r.result.violations)
+    if (v.id == "rotary.access") {
+      CHECK(v.evidence["outside_tensor"].get<int64_t>() > 0);
+      CHECK(v.evidence["outside_head"].get<int64_t>() > 0);
+    }
+  // flash_attn's contract asserts instead (on the host), and nothing after it runs
+  c.batch["rotary"]["implementation"] = "flash_attn";
+  r = run_sweep_case(c);
+  REQUIRE(r.stage("rotary"));
+  CHECK(r.stage("rotary")->detail.find("rotary_dim must be <= headdim") != std::string::npos);
+  CHECK(r.stage("attention")->detail.find("not reached") == 0);
+  CHECK(r.ids.empty());
+}
+
+TEST_CASE("exec: --seed reproduces a run and another seed changes the inputs", "[exec]") {
+  sweep::Case c = sweep::valid_cases(99, 1).front();
+  Batch b = sweep::load(c);
+  Conversion cv = sweep::conversion_for(c, b);
+  ExecOptions o;
+  o.seed = 11;
+  Run a = run_case(b, cv, o), a2 = run_case(b, cv, o);
+  o.seed = 12;
+  Run bb = run_case(b, cv, o);
+  auto worst = [](const Run& r) { return r.stage("result")->data["worst_error"].dump(); };
+  CHECK(worst(a) == worst(a2));
+  CHECK(worst(a) != worst(bb));
+}
+
+TEST_CASE("exec: above the budget, a sample of rows per segment is checked and reported", "[exec]") {
+  nlohmann::json j = {{"format", "attn-doctor/batch@1"},
+                      {"model", {{"num_heads", 4}, {"num_kv_heads", 2}, {"head_dim", 64}}},
+                      {"varlen", {{"cu_seqlens_q", {0, 700, 1500, 1510}}, {"max_seqlen_q", 800}}}};
+  Batch b = batch_from(j);
+  ExecOptions o;
+  o.budget = 20'000'000;
+  Run r = run_case(b, convert(b), o);
+  INFO(r.describe());
+  REQUIRE(r.plan.sampled);
+  REQUIRE(r.result.violations.empty());
+  const StageRecord* res = r.stage("result");
+  const int64_t checked = res->data["rows_checked"], total = res->data["rows_total"];
+  CHECK(total == 1510);
+  CHECK(checked < total / 2);
+  CHECK(checked >= 6);
+  // first and last rows of every sequence are in the sample
+  for (int64_t row : {0, 699, 700, 1499, 1500, 1509}) CHECK(r.plan.reference.sample[static_cast<size_t>(row)] == 1);
+  REQUIRE_FALSE(r.plan.notes.empty());
+  CHECK(r.plan.notes.front().find("checked a sample of") != std::string::npos);
+  // --full checks everything
+  o.full = true;
+  Run full = run_case(b, convert(b), o);
+  CHECK(full.stage("result")->data["rows_checked"] == 1510);
+}
+
+TEST_CASE("exec: a batch over the memory bound is checked statically and dynamic stages say why", "[exec]") {
+  nlohmann::json j = {{"format", "attn-doctor/batch@1"},
+                      {"model", {{"num_heads", 32}, {"head_dim", 128}}},
+                      {"varlen", {{"cu_seqlens_q", {0, 600000, 1000000}}, {"max_seqlen_q", 600000}}}};
+  Batch b = batch_from(j);
+  ExecOptions o;
+  Run r = run_case(b, convert(b), o);
+  REQUIRE_FALSE(r.plan.skip_reason.empty());
+  CHECK(r.plan.skip_reason.find("of host memory, over the budget") != std::string::npos);
+  REQUIRE(r.result.stages.size() == 5);
+  for (const auto& s : r.result.stages) CHECK(s.status == "skipped");
+}
+
+TEST_CASE("exec: diagnose runs dynamic stages after static violations and picks the backend", "[exec]") {
+  nlohmann::json j = {{"format", "attn-doctor/batch@1"},
+                      {"model", {{"num_heads", 16}, {"num_kv_heads", 4}, {"head_dim", 128}}},
+                      {"varlen", {{"cu_seqlens_q", {0, 100, 137, 400}}, {"max_seqlen_q", 263}, {"total_q", 387}}}};
+  Batch b = batch_from(j);
+  CheckOptions o;
+  o.backend = BackendChoice::automatic;
+  Report rep = diagnose(b, o, "test.json");
+  CHECK(rep.backend == "cpu");
+  REQUIRE(rep.first_violation());
+  CHECK(rep.first_violation()->id == "cu_seqlens.total");  // the cause first
+  bool symptom = false;
+  for (const auto& v : rep.violations) symptom = symptom || v.id == "attention.access";
+  CHECK(symptom);  // ... and the symptom next to it
+  int dynamic = 0;
+  for (const auto& s : rep.stages) dynamic += s.name == "attention" || s.name == "result";
+  CHECK(dynamic == 2);
+  o.backend = BackendChoice::none;
+  rep = diagnose(b, o, "test.json");
+  CHECK(rep.backend == "none");
+  for (const auto& v : rep.violations) CHECK(v.stage != "attention");
+  if (!cuda_backend_built()) {
+    o.backend = BackendChoice::cuda;
+    CHECK_THROWS_AS(diagnose(b, o, "test.json"), CapabilityError);
+  }
+}
