@@ -20,11 +20,16 @@ namespace ad::kern {
 // host reads them only after the launch has completed, so no further ordering is needed.
 __device__ __noinline__ inline void record_violation(ViolationRecord* rec, Buffer buffer, Access access,
                                                       int64_t index, int64_t bound, int64_t segment,
-                                                      int64_t row, int64_t head, int64_t tile) {
+                                                      int64_t row, int64_t head, int64_t tile, uint64_t order) {
   if (rec == nullptr) return;
-  atomicMin(reinterpret_cast<long long*>(&rec->min_index), static_cast<long long>(index));
-  const uint32_t previous = atomicAdd(&rec->count, 1u);
-  if (previous != 0) return;
+  if (rec->detail_mode != 0) {
+    if (order != rec->target_order) return;
+  } else {
+    atomicMin(reinterpret_cast<long long*>(&rec->min_index), static_cast<long long>(index));
+    atomicMin(reinterpret_cast<unsigned long long*>(&rec->min_order), static_cast<unsigned long long>(order));
+    const uint32_t previous = atomicAdd(&rec->count, 1u);
+    if (previous != 0) return;
+  }
   rec->buffer = static_cast<int32_t>(buffer);
   rec->access = static_cast<int32_t>(access);
   rec->thread = static_cast<int32_t>(threadIdx.x);

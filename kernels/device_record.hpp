@@ -1,10 +1,14 @@
 // The device violation record: where a checked kernel writes the access it refused.
 //
 // One record per launch, zeroed before it (`empty_record()`), read back after the launch's
-// synchronisation. The first violating thread wins the detail fields (an atomic counter
-// decides); every violation bumps `count` and lowers `min_index`, so the report can give
-// both the first observed access and the smallest offending index. Plain C++ layout shared
-// by host and device.
+// synchronisation. Every refused access bumps `count`, lowers `min_index` and lowers
+// `min_order`, its launch-order key (CTA linear index, then the access within the CTA: the
+// order the CPU twin uses, exec/access.hpp), and the first violating thread (an atomic
+// counter decides) fills the detail fields. Because arrival order on a GPU is not launch
+// order, the backend can relaunch an idempotent kernel in detail mode (`target_order` =
+// the first run's `min_order`): then only the access with that key writes the details, and
+// the report names the same first access on every run and on both backends. Plain C++
+// layout shared by host and device.
 #pragma once
 
 #include <cstdint>
@@ -59,12 +63,24 @@ struct ViolationRecord {
   int64_t row;             // row within the segment (query or key row)
   int64_t head;            // head
   int64_t tile;            // m tile (attention), key tile, or column
+  uint64_t min_order;      // smallest launch-order key over all violations
+  uint64_t target_order;   // detail mode: the key whose access fills the details
+  int32_t detail_mode;     // 0: count + first arrival fills details; 1: only target_order
+  int32_t pad2_;
 };
 
 inline ViolationRecord empty_record() {
   ViolationRecord r{};
   r.min_index = std::numeric_limits<int64_t>::max();
+  r.min_order = std::numeric_limits<uint64_t>::max();
   r.segment = r.row = r.head = r.tile = -1;
+  return r;
+}
+// The same record set up to collect the details of the access with key `order`.
+inline ViolationRecord detail_record(uint64_t order) {
+  ViolationRecord r = empty_record();
+  r.detail_mode = 1;
+  r.target_order = order;
   return r;
 }
 

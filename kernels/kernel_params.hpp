@@ -120,6 +120,7 @@ struct RotaryParams {
   const int64_t* seqlen_offsets = nullptr;  // per segment, or null: `seqlen_offset` for all
   int64_t seqlen_offset = 0;
   RotaryContract contract = RotaryContract::flash_attn;
+  int32_t order_block_rows = 1;      // rows per program of the launch-order key (flash_attn BLOCK_M)
   ViolationRecord* record = nullptr;
 };
 
@@ -161,6 +162,10 @@ struct VarlenFwdParams {
   bool seqlenq_ngroups_swapped = false;
   int32_t ngroups = 1;
   bool normalized = false;           // fa2_normalize() has been applied
+  int32_t block_m = 128;             // FA2's kBlockM for the head dim (grid.x = ceil(max_seqlen_q / block_m))
+  // LSE layout: 0 = (H, total_q) "unpadded" (flash-attn >= 2.6), 1 = (N, H, max_seqlen_q)
+  int32_t lse_layout = 0;
+  int32_t lse_max_seqlen_q = 0;      // layout 1: the per-segment stride
   ViolationRecord* record = nullptr;
 };
 

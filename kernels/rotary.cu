@@ -44,16 +44,16 @@ __device__ __forceinline__ RotarySegment rotary_segment(const RotaryParams& p, i
 // Whether element `e` at head column `col` may be touched; records it when not.
 template <bool Checked>
 __device__ __forceinline__ bool element_ok(const RotaryParams& p, int64_t e, int col, int64_t numel, Access access,
-                                           int b, int64_t r, int h) {
+                                           int b, int64_t r, int h, uint64_t order) {
   if constexpr (!Checked) {
     return true;
   } else {
     if (col >= p.head_dim) {
-      record_violation(p.record, Buffer::rotary_head, access, col, p.head_dim, b, r, h, e);
+      record_violation(p.record, Buffer::rotary_head, access, col, p.head_dim, b, r, h, e, order);
       return false;
     }
     if (e < 0 || e >= numel) {
-      record_violation(p.record, Buffer::rotary_x, access, e, numel, b, r, h, col);
+      record_violation(p.record, Buffer::rotary_x, access, e, numel, b, r, h, col, order);
       return false;
     }
     return true;
@@ -62,16 +62,18 @@ __device__ __forceinline__ bool element_ok(const RotaryParams& p, int64_t e, int
 
 template <class T, bool Checked>
 __device__ __forceinline__ void rotate_pair(const RotaryParams& p, T* x, int64_t base, int c, int half, float cs,
-                                            float sn, int64_t numel, int b, int64_t r, int h) {
+                                            float sn, int64_t numel, int b, int64_t r, int h, uint64_t order) {
   const int ca = p.interleaved ? 2 * c : c;
   const int cb = p.interleaved ? 2 * c + 1 : c + half;
   const int64_t ea = base + ca, eb = base + cb;
-  const bool ra = element_ok<Checked>(p, ea, ca, numel, Access::read, b, r, h);
-  const bool rb = element_ok<Checked>(p, eb, cb, numel, Access::read, b, r, h);
+  const bool ra = element_ok<Checked>(p, ea, ca, numel, Access::read, b, r, h, order);
+  const bool rb = element_ok<Checked>(p, eb, cb, numel, Access::read, b, r, h, order);
   const float a = ra ? Elem<T>::to_float(x[ea]) : 0.f;
   const float bb = rb ? Elem<T>::to_float(x[eb]) : 0.f;
   if (ra) x[ea] = Elem<T>::from_float(a * cs - bb * sn);
+  else if (Checked) element_ok<Checked>(p, ea, ca, numel, Access::write, b, r, h, order);
   if (rb) x[eb] = Elem<T>::from_float(a * sn + bb * cs);
+  else if (Checked) element_ok<Checked>(p, eb, cb, numel, Access::write, b, r, h, order);
 }
 
 // V = 8: eight GPT-NeoX pairs per thread with 16-byte accesses (2-byte types, half % 8 == 0).
@@ -98,6 +100,11 @@ __global__ void __launch_bounds__(kRotaryThreads) rotary_kernel(const RotaryPara
   const float* cos_row = p.cos + (in_table ? pos : 0) * half;
   const float* sin_row = p.sin + (in_table ? pos : 0) * half;
   const int units = (half + V - 1) / V;
+  // Launch-order key of this (row, head) as the CPU twin enumerates flash_attn's programs:
+  // ((h * N + b) * grid_m + m) with BLOCK_M = order_block_rows, then the row in the program.
+  const int64_t obm = p.order_block_rows > 0 ? p.order_block_rows : 1;
+  const uint64_t grid_m = uint64_t((grid_rows + obm - 1) / obm);
+  const uint64_t order = (((uint64_t(h) * p.num_segments + b) * grid_m + uint64_t(r / obm)) << 24) | uint64_t(r % obm);
   for (int u = threadIdx.x % threads_per_row; u < units; u += threads_per_row) {
     const int c0 = u * V;
     bool done = false;
@@ -138,7 +145,7 @@ __global__ void __launch_bounds__(kRotaryThreads) rotary_kernel(const RotaryPara
     for (int c = c0; c < c0 + V && c < half; ++c) {
       const float cs = in_table ? cos_row[c] : 1.f;
       const float sn = in_table ? sin_row[c] : 0.f;
-      rotate_pair<T, Checked>(p, x, base, c, half, cs, sn, numel, b, r, h);
+      rotate_pair<T, Checked>(p, x, base, c, half, cs, sn, numel, b, r, h, order);
     }
   }
 }
@@ -162,7 +169,7 @@ void launch_t(const RotaryParams& p, int64_t grid_rows, bool checked, cudaStream
 int64_t rotary_grid_rows(const RotaryParams& p, const int32_t* host_cu_seqlens) {
   if (p.cu_seqlens == nullptr) return p.segment_rows;
   if (p.contract == RotaryContract::flash_attn) {
-    const int64_t bm = flash_attn_rotary_block_m(p.rotary_dim, p.interleaved);
+    const int64_t bm = p.order_block_rows > 1 ? p.order_block_rows : flash_attn_rotary_block_m(p.rotary_dim, p.interleaved);
     return (int64_t(p.max_seqlen) + bm - 1) / bm * bm;
   }
   int64_t longest = 0;

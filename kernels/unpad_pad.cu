@@ -17,6 +17,11 @@
 #include "device_common.cuh"
 #include "launch.hpp"
 
+// The device-side assert of PyTorch's index kernels (CUDA_KERNEL_ASSERT), kept in release
+// builds: the unchecked form fails the way the real op fails.
+extern "C" __device__ void __assertfail(const char* message, const char* file, unsigned int line,
+                                        const char* function, size_t char_size);
+
 namespace ad::kern {
 
 namespace {
@@ -38,16 +43,22 @@ __global__ void __launch_bounds__(kCopyThreads) index_copy_kernel(const IndexCop
       if (src_row < 0 || src_row >= p.src_rows) {
         if (lane == 0)
           record_violation(p.record, Scatter ? Buffer::scatter_src : Buffer::gather_src, Access::read, src_row,
-                           p.src_rows, -1, i, -1, -1);
+                           p.src_rows, -1, i, -1, -1, uint64_t(i));
         ok = false;
       }
       if (dst_row < 0 || dst_row >= p.dst_rows) {
         if (lane == 0)
           record_violation(p.record, Scatter ? Buffer::scatter_dst : Buffer::gather_dst, Access::write, dst_row,
-                           p.dst_rows, -1, i, -1, -1);
+                           p.dst_rows, -1, i, -1, -1, uint64_t(i));
         ok = false;
       }
       if (!ok) continue;
+    } else {
+      // index_first_axis / pad_input on the GPU: torch.gather / index_put assert the index
+      // ("index out of bounds", ScatterGatherKernel.cu: founding reports 1 and 2).
+      if (idx < 0 || idx >= (Scatter ? p.dst_rows : p.src_rows))
+        __assertfail("idx_dim >= 0 && idx_dim < index_size && \"index out of bounds\"", __FILE__, __LINE__,
+                     "index_copy_kernel", sizeof(char));
     }
     const V* s = reinterpret_cast<const V*>(static_cast<const char*>(p.src) + src_row * p.row_bytes);
     V* d = reinterpret_cast<V*>(static_cast<char*>(p.dst) + dst_row * p.row_bytes);

@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(con
   constexpr int kPerLane = 8;
   const int m_block = blockIdx.x, b = blockIdx.y, h = blockIdx.z;
   const Segment seg = segment_of(p, b);
-  const int row0 = m_block * kBlockM;
+  const int row0 = m_block * p.block_m;
   if (row0 >= seg.len_q) return;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int D = p.head_dim;
@@ -43,14 +43,16 @@ __global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(con
   const T* v = static_cast<const T*>(vpipe.src.data);
   T* out = static_cast<T*>(p.out.data);
 
-  for (int r = warp; r < kBlockM; r += kGenericThreads / 32) {
+  for (int r = warp; r < p.block_m; r += kGenericThreads / 32) {
     const int lr = row0 + r;
     if (lr >= seg.len_q) break;
     const QueryRow qr = query_row(p, seg, b, h, lr);
     bool q_ok = true;
     if constexpr (Checked) {
       if (qr.row >= uint64_t(p.q.rows)) {
-        if (lane == 0) record_violation(p.record, Buffer::q, Access::read, int64_t(qr.row), p.q.rows, b, lr, qr.head, m_block);
+        if (lane == 0)
+          record_violation(p.record, Buffer::q, Access::read, int64_t(qr.row), p.q.rows, b, lr, qr.head, m_block,
+                           attn_order(kQRead, lr));
         q_ok = false;
       }
     }
@@ -71,11 +73,15 @@ __global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(con
       bool k_ok = true, v_ok = true;
       if constexpr (Checked) {
         if (row >= uint64_t(kpipe.src.rows)) {
-          if (lane == 0) record_violation(p.record, Buffer::k, Access::read, int64_t(row), kpipe.src.rows, b, j, h_kv, m_block);
+          if (lane == 0)
+            record_violation(p.record, Buffer::k, Access::read, int64_t(row), kpipe.src.rows, b, j, h_kv, m_block,
+                             attn_order(kKvRead, j));
           k_ok = false;
         }
         if (row >= uint64_t(vpipe.src.rows)) {
-          if (lane == 0) record_violation(p.record, Buffer::v, Access::read, int64_t(row), vpipe.src.rows, b, j, h_kv, m_block);
+          if (lane == 0)
+            record_violation(p.record, Buffer::v, Access::read, int64_t(row), vpipe.src.rows, b, j, h_kv, m_block,
+                             attn_order(kKvRead, j | (1 << 23)));
           v_ok = false;
         }
       }
@@ -108,10 +114,14 @@ __global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(con
     bool out_ok = true;
     if constexpr (Checked) {
       if (qr.row >= uint64_t(p.out.rows)) {
-        if (lane == 0) record_violation(p.record, Buffer::out, Access::write, int64_t(qr.row), p.out.rows, b, lr, qr.head, m_block);
+        if (lane == 0)
+          record_violation(p.record, Buffer::out, Access::write, int64_t(qr.row), p.out.rows, b, lr, qr.head, m_block,
+                           attn_order(kOutWrite, lr));
         out_ok = false;
       }
     }
+    if (Checked && out_ok && lane == 0) count_row_write(p, qr);
+    if (lane == 0) write_lse<Checked>(p, qr, b, h, lr, m_block, lse);
     if (out_ok) {
       T* orow = out + (int64_t(qr.row) * p.out.heads + qr.head) * D;
 #pragma unroll
@@ -119,7 +129,6 @@ __global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(con
         const int d = lane + 32 * i;
         if (d < D) orow[d] = Elem<T>::from_float(acc[i] * inv);
       }
-      if (lane == 0) write_lse<Checked>(p, qr, b, lr, m_block, lse);
     }
   }
 }
@@ -214,7 +223,7 @@ void fa2_normalize(VarlenFwdParams& p) {
 }
 
 bool varlen_fwd_has_tensor_core_path(const VarlenFwdParams& p) {
-  return p.elem != ElemType::fp32 && (p.head_dim == 64 || p.head_dim == 128);
+  return p.elem != ElemType::fp32 && (p.head_dim == 64 || p.head_dim == 128) && p.block_m == attn::kBlockM;
 }
 
 std::string varlen_fwd_kernel_name(const VarlenFwdParams& p, Checks checks, AttnKernel which) {
@@ -249,7 +258,8 @@ void launch_varlen_fwd(const VarlenFwdParams& p_in, Checks checks, cudaStream_t 
     launch_fill_f32(p.lse, p.lse_size, INFINITY, stream);
     return;
   }
-  const int64_t grid_x = (int64_t(p.max_seqlen_q) + attn::kBlockM - 1) / attn::kBlockM;
+  check_config(p.block_m > 0, "block_m must be positive");
+  const int64_t grid_x = (int64_t(p.max_seqlen_q) + p.block_m - 1) / p.block_m;
   check_config(grid_x > 0 && p.batch > 0,
                "empty launch grid (" + std::to_string(grid_x) + ", " + std::to_string(p.batch) + ", " +
                    std::to_string(p.num_heads) + "): invalid configuration argument");
@@ -275,7 +285,7 @@ namespace detail {
 
 template <class T>
 void launch_generic_t(const VarlenFwdParams& p, bool checked, cudaStream_t stream) {
-  const dim3 grid((p.max_seqlen_q + attn::kBlockM - 1) / attn::kBlockM, p.batch, p.num_heads);
+  const dim3 grid((p.max_seqlen_q + p.block_m - 1) / p.block_m, p.batch, p.num_heads);
   if (checked)
     attn::varlen_fwd_generic_kernel<T, true><<<grid, attn::kGenericThreads, 0, stream>>>(p);
   else

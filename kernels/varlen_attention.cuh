@@ -129,22 +129,42 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-// Writes the LSE of one query row and counts the row's write (coverage, head 0 only).
+// Launch-order key of an access (exec/access.hpp): CTA linear index (h-major, as FA2's
+// grid is enumerated by the CPU twin), then the access class within the CTA (0 q read,
+// 1 k/v read, 2 out write, 3 lse write) and its row or key.
+enum AccessClass : uint32_t { kQRead = 0, kKvRead = 1, kOutWrite = 2, kLseWrite = 3 };
+__device__ __forceinline__ uint64_t attn_order(uint32_t cls, int64_t sub) {
+  const uint64_t blk = (uint64_t(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  const uint64_t s = sub < 0 ? 0 : (sub > 0xFFFFFF ? 0xFFFFFF : uint64_t(sub));
+  return (blk << 26) | (uint64_t(cls) << 24) | s;
+}
+
+// FA2's LSE element for query row `lr` of segment b, tile head h (semantics.hpp): (H,
+// total_q) from 2.6 with the start read back as a signed int, (N, H, max_seqlen_q) before,
+// and (H, N) on the single-query swapped path.
+__device__ __forceinline__ int64_t lse_index(const VarlenFwdParams& p, const QueryRow& qr, int b, int h, int lr) {
+  if (p.seqlenq_ngroups_swapped) return int64_t(qr.head) * p.q.rows + b;
+  if (p.lse_layout == 1) return (int64_t(b) * p.num_heads + h) * p.lse_max_seqlen_q + lr;
+  return int64_t(p.cu_seqlens_q.data[b]) + int64_t(h) * p.q.rows + lr;
+}
+
 template <bool Checked>
-__device__ __forceinline__ void write_lse(const VarlenFwdParams& p, const QueryRow& qr, int b, int lr, int m_block,
-                                          float lse) {
-  const uint64_t idx = static_cast<uint64_t>(qr.head) * static_cast<uint64_t>(p.q.rows) + qr.row;
+__device__ __forceinline__ void write_lse(const VarlenFwdParams& p, const QueryRow& qr, int b, int h, int lr,
+                                          int m_block, float lse) {
+  const int64_t idx = lse_index(p, qr, b, h, lr);
   if constexpr (Checked) {
-    if (idx >= static_cast<uint64_t>(p.lse_size)) {
-      record_violation(p.record, Buffer::lse, Access::write, int64_t(idx), p.lse_size, b, lr, qr.head, m_block);
-    } else {
-      p.lse[idx] = lse;
+    if (idx < 0 || idx >= p.lse_size) {
+      record_violation(p.record, Buffer::lse, Access::write, idx, p.lse_size, b, lr, qr.head, m_block,
+                       attn_order(kLseWrite, lr));
+      return;
     }
-    if (p.row_writes != nullptr && qr.head == 0 && qr.row < static_cast<uint64_t>(p.row_writes_size))
-      atomicAdd(p.row_writes + qr.row, 1u);
-  } else {
-    p.lse[idx] = lse;
   }
+  p.lse[idx] = lse;
+}
+
+// Coverage: counts the writes of an output row (head 0 only: a segment writes all heads).
+__device__ __forceinline__ void count_row_write(const VarlenFwdParams& p, const QueryRow& qr) {
+  if (p.row_writes != nullptr && qr.head == 0 && qr.row < uint64_t(p.row_writes_size)) atomicAdd(p.row_writes + qr.row, 1u);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -200,7 +220,9 @@ __device__ __forceinline__ void load_kv_tile(const VarlenFwdParams& p, const Pip
     const uint64_t row = uint64_t(seg.start_k) + uint64_t(kr);
     bool ok = kr < seg.len_k;
     if (ok && row >= uint64_t(pipe.src.rows)) {
-      if (c == 0) record_violation(p.record, which, Access::read, int64_t(row), pipe.src.rows, b, kr, h_kv, n);
+      if (c == 0)
+        record_violation(p.record, which == Buffer::k ? Buffer::k : Buffer::v, Access::read, int64_t(row), pipe.src.rows,
+                         b, kr, h_kv, n, attn_order(kKvRead, which == Buffer::k ? kr : kr | (1 << 23)));
       ok = false;
     }
     if (ok) {
@@ -278,7 +300,9 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
       bool ok = lr < seg.len_q;
       const QueryRow qr = query_row(p, seg, b, h, lr);
       if (Checked && q_rows_checked && ok && qr.row >= uint64_t(p.q.rows)) {
-        if (c == 0) record_violation(p.record, Buffer::q, Access::read, int64_t(qr.row), p.q.rows, b, lr, qr.head, m_block);
+        if (c == 0)
+          record_violation(p.record, Buffer::q, Access::read, int64_t(qr.row), p.q.rows, b, lr, qr.head, m_block,
+                           attn_order(kQRead, lr));
         ok = false;
       }
       if (ok) {
@@ -471,9 +495,12 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
     if (lr >= seg.len_q) continue;
     const QueryRow qr = query_row(p, seg, b, h, lr);
     if (Checked && q_rows_checked && qr.row >= uint64_t(p.out.rows)) {
-      if (c == 0) record_violation(p.record, Buffer::out, Access::write, int64_t(qr.row), p.out.rows, b, lr, qr.head, m_block);
+      if (c == 0)
+        record_violation(p.record, Buffer::out, Access::write, int64_t(qr.row), p.out.rows, b, lr, qr.head, m_block,
+                         attn_order(kOutWrite, lr));
       continue;
     }
+    if (Checked && c == 0) count_row_write(p, qr);
     *reinterpret_cast<uint4*>(out + int64_t(qr.row) * o_row_elems + int64_t(qr.head) * D + c * 8) =
         *reinterpret_cast<const uint4*>(sO + swz<D>(warp * WR + r, c * 8));
   }
@@ -485,8 +512,7 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
         const int lr = row0 + warp * WR + mt * 16 + (lane >> 2) + half * 8;
         if (lr >= seg.len_q) continue;
         const QueryRow qr = query_row(p, seg, b, h, lr);
-        if (Checked && qr.row >= uint64_t(p.out.rows)) continue;  // recorded with the output row
-        write_lse<Checked>(p, qr, b, lr, m_block, lse[mt][half]);
+        write_lse<Checked>(p, qr, b, h, lr, m_block, lse[mt][half]);
       }
   }
 }
