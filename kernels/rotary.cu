@@ -42,18 +42,30 @@ __device__ __forceinline__ RotarySegment rotary_segment(const RotaryParams& p, i
 }
 
 // Whether element `e` at head column `col` may be touched; records it when not.
+// Launch-order key of a (row, head) as the CPU twin enumerates flash_attn's programs:
+// ((h * N + b) * grid_m + m) with BLOCK_M = order_block_rows, then the row in the program.
+// Computed only when an access is refused (divisions stay out of the hot path).
+struct OrderCtx {
+  int64_t grid_rows;
+  __device__ uint64_t key(const RotaryParams& p, int b, int64_t r, int h) const {
+    const int64_t obm = p.order_block_rows > 0 ? p.order_block_rows : 1;
+    const uint64_t grid_m = uint64_t((grid_rows + obm - 1) / obm);
+    return (((uint64_t(h) * p.num_segments + b) * grid_m + uint64_t(r / obm)) << 24) | uint64_t(r % obm);
+  }
+};
+
 template <bool Checked>
 __device__ __forceinline__ bool element_ok(const RotaryParams& p, int64_t e, int col, int64_t numel, Access access,
-                                           int b, int64_t r, int h, uint64_t order) {
+                                           int b, int64_t r, int h, OrderCtx order_ctx) {
   if constexpr (!Checked) {
     return true;
   } else {
     if (col >= p.head_dim) {
-      record_violation(p.record, Buffer::rotary_head, access, col, p.head_dim, b, r, h, e, order);
+      record_violation(p.record, Buffer::rotary_head, access, col, p.head_dim, b, r, h, e, order_ctx.key(p, b, r, h));
       return false;
     }
     if (e < 0 || e >= numel) {
-      record_violation(p.record, Buffer::rotary_x, access, e, numel, b, r, h, col, order);
+      record_violation(p.record, Buffer::rotary_x, access, e, numel, b, r, h, col, order_ctx.key(p, b, r, h));
       return false;
     }
     return true;
@@ -62,7 +74,7 @@ __device__ __forceinline__ bool element_ok(const RotaryParams& p, int64_t e, int
 
 template <class T, bool Checked>
 __device__ __forceinline__ void rotate_pair(const RotaryParams& p, T* x, int64_t base, int c, int half, float cs,
-                                            float sn, int64_t numel, int b, int64_t r, int h, uint64_t order) {
+                                            float sn, int64_t numel, int b, int64_t r, int h, OrderCtx order) {
   const int ca = p.interleaved ? 2 * c : c;
   const int cb = p.interleaved ? 2 * c + 1 : c + half;
   const int64_t ea = base + ca, eb = base + cb;
@@ -100,11 +112,7 @@ __global__ void __launch_bounds__(kRotaryThreads) rotary_kernel(const RotaryPara
   const float* cos_row = p.cos + (in_table ? pos : 0) * half;
   const float* sin_row = p.sin + (in_table ? pos : 0) * half;
   const int units = (half + V - 1) / V;
-  // Launch-order key of this (row, head) as the CPU twin enumerates flash_attn's programs:
-  // ((h * N + b) * grid_m + m) with BLOCK_M = order_block_rows, then the row in the program.
-  const int64_t obm = p.order_block_rows > 0 ? p.order_block_rows : 1;
-  const uint64_t grid_m = uint64_t((grid_rows + obm - 1) / obm);
-  const uint64_t order = (((uint64_t(h) * p.num_segments + b) * grid_m + uint64_t(r / obm)) << 24) | uint64_t(r % obm);
+  const OrderCtx order{grid_rows};
   for (int u = threadIdx.x % threads_per_row; u < units; u += threads_per_row) {
     const int c0 = u * V;
     bool done = false;
