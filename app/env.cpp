@@ -5,6 +5,9 @@
 
 #include "cli.hpp"
 #include "doctor/doctor.hpp"
+#ifdef ATTN_DOCTOR_WITH_CUDA
+#include "exec/cuda/device.hpp"
+#endif
 
 namespace ad::cli {
 
@@ -24,6 +27,9 @@ Subcommand add_env(CLI::App& root, const Globals&) {
 #ifdef ATTN_DOCTOR_WITH_CUDA
     j["cuda_backend_built"] = true;
     j["cuda_architectures"] = ATTN_DOCTOR_CUDA_ARCHS;
+    // device name, compute capability, driver/runtime versions, and whether the binary holds
+    // native code (SASS) for it; never throws without a device
+    j["cuda"] = cuda::to_json(cuda::query_device());
 #else
     j["cuda_backend_built"] = false;
 #endif

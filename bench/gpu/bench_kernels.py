@@ -1,0 +1,380 @@
+#!/usr/bin/env python3
+"""Times attn-doctor's CUDA kernels against PyTorch on the same GPU, same inputs, same run.
+
+  attention: our varlen forward (checked and unchecked) vs FA2 varlen
+             (torch.ops.aten._flash_attention_forward), bf16, head_dim 64 / 128, causal and
+             not, 16k-64k total tokens in sequences of 512-4096; TFLOP/s over the exact count
+             of visible (query, key) pairs, 4 * H * D FLOP each.
+  memory:    unpad gather, pad scatter and rotary (checked and unchecked) vs the GPU's
+             device-to-device copy bandwidth (bytes read + written).
+
+Method (METHOD.md): outputs verified against FA2 / the copy before timing; random inputs;
+CUDA events; warm-up; the variants of one configuration interleaved round-robin; median
+of many runs. Writes JSON (--json), a Markdown table (--md) and an SVG chart (--svg).
+"""
+import argparse
+import ctypes
+import json
+import math
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+ELEM = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
+
+
+def load_lib(path):
+    lib = ctypes.CDLL(path)
+    P, I, I64, F = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_float
+    I32 = ctypes.c_int32
+    lib.ad_last_error.restype = ctypes.c_char_p
+    lib.ad_record_size.restype = ctypes.c_size_t
+    lib.ad_varlen_fwd.argtypes = [I, P, I64, P, P, P, P, I64, P, P, I32, I32, I32, I32, I32, I32, F, I, I32, I32,
+                                  F, I, I, P, P]
+    lib.ad_index_copy.argtypes = [I, P, I64, P, I64, I64, P, I64, I, P, P]
+    lib.ad_rotary.argtypes = [I, P, I64, I32, I32, P, P, I64, I32, I, P, P, I32, I32, I, I, P, P]
+    lib.ad_empty_record.argtypes = [P]
+    lib.ad_record_fields.argtypes = [P, P]
+    return lib
+
+
+class Record:
+    """A device violation record (bytes on the GPU), reset before each checked launch."""
+
+    def __init__(self, lib):
+        self.lib = lib
+        self.size = lib.ad_record_size()
+        host = (ctypes.c_ubyte * self.size)()
+        lib.ad_empty_record(ctypes.cast(host, ctypes.c_void_p))
+        self.empty = torch.tensor(list(bytes(host)), dtype=torch.uint8)
+        self.dev = self.empty.cuda()
+
+    def reset(self):
+        self.dev.copy_(self.empty)
+
+    def fields(self):
+        host = bytes(self.dev.cpu().tolist())
+        buf = (ctypes.c_ubyte * self.size).from_buffer_copy(host)
+        out = (ctypes.c_int64 * 5)()
+        self.lib.ad_record_fields(ctypes.cast(buf, ctypes.c_void_p), ctypes.cast(out, ctypes.c_void_p))
+        return {"count": out[0], "buffer": out[1], "index": out[2], "bound": out[3], "min_index": out[4]}
+
+
+def check_rc(lib, rc):
+    if rc != 0:
+        raise RuntimeError(lib.ad_last_error().decode())
+
+
+def segment_lengths(total, lo, hi, gen):
+    """Lengths in [lo, hi] summing to `total` (total >= lo)."""
+    lens = []
+    while sum(lens) < total:
+        lens.append(int(torch.randint(lo, hi + 1, (1,), generator=gen)))
+    excess = sum(lens) - total
+    lens[-1] -= excess
+    if lens[-1] < lo:  # fold the short tail into segments with room
+        short = lens.pop()
+        for i in range(len(lens)):
+            room = hi - lens[i]
+            take = min(room, short)
+            lens[i] += take
+            short -= take
+            if short == 0:
+                break
+        assert short == 0
+    return lens
+
+
+def visible_pairs(lens, causal):
+    return sum(L * (L + 1) // 2 if causal else L * L for L in lens)
+
+
+def time_round_robin(variants, reps, warmup):
+    """variants: {name: fn}. Returns {name: [ms...]}, interleaving the variants."""
+    for _ in range(warmup):
+        for fn in variants.values():
+            fn()
+    torch.cuda.synchronize()
+    events = {n: [] for n in variants}
+    for _ in range(reps):
+        for n, fn in variants.items():
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            events[n].append((s, e))
+    torch.cuda.synchronize()
+    return {n: [s.elapsed_time(e) for s, e in ev] for n, ev in events.items()}
+
+
+def bench_attention(lib, args, gen, record):
+    rows = []
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    for head_dim in args.head_dims:
+        for causal in (False, True):
+            for total in args.tokens:
+                lens = segment_lengths(total, args.min_len, args.max_len, gen)
+                cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0).tolist()), dtype=torch.int32, device="cuda")
+                max_len = max(lens)
+                H = args.heads
+                q = torch.randn(total, H, head_dim, dtype=torch.bfloat16, device="cuda", generator=None)
+                k = torch.randn(total, H, head_dim, dtype=torch.bfloat16, device="cuda")
+                v = torch.randn(total, H, head_dim, dtype=torch.bfloat16, device="cuda")
+                out = torch.empty_like(q)
+                lse = torch.empty(H, total, dtype=torch.float32, device="cuda")
+                scale = 1.0 / math.sqrt(head_dim)
+
+                def ours(checked, which=0):
+                    if checked:
+                        record.reset()
+                    check_rc(lib, lib.ad_varlen_fwd(
+                        0, q.data_ptr(), total, out.data_ptr(), lse.data_ptr(), k.data_ptr(), v.data_ptr(), total,
+                        cu.data_ptr(), cu.data_ptr(), len(lens), H, H, head_dim, max_len, max_len, scale,
+                        int(causal), -1, -1, 0.0, int(checked), which, record.dev.data_ptr() if checked else None,
+                        stream))
+
+                def fa2():
+                    return torch.ops.aten._flash_attention_forward(
+                        q, k, v, cu, cu, max_len, max_len, 0.0, causal, False, scale=scale)
+
+                # verify before timing
+                out.fill_(float("nan"))
+                ours(True)
+                torch.cuda.synchronize()
+                rec = record.fields()
+                ref, ref_lse = fa2()[:2]
+                err = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+                lse_err = float("nan")
+                if ref_lse.shape == lse.shape:
+                    lse_err = (lse - ref_lse).abs().max().item()
+                verified = bool(err < 2e-2) and rec["count"] == 0
+                if not verified:
+                    print(f"VERIFICATION FAILED: d={head_dim} causal={causal} total={total} rel_err={err} "
+                          f"record={rec}", flush=True)
+                variants = {"checked": lambda: ours(True), "unchecked": lambda: ours(False), "fa2": fa2}
+                if args.alt:  # the tensor-core kernel's other warp layout
+                    out.fill_(float("nan"))
+                    ours(True, 3)
+                    torch.cuda.synchronize()
+                    alt_err = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+                    if not (alt_err < 2e-2) or record.fields()["count"] != 0:
+                        print(f"ALT VERIFICATION FAILED: rel_err={alt_err}", flush=True)
+                        verified = False
+                    variants["alt_checked"] = lambda: ours(True, 3)
+                    variants["alt_unchecked"] = lambda: ours(False, 3)
+                times = time_round_robin(variants, args.reps, args.warmup)
+                flop = 4.0 * H * head_dim * visible_pairs(lens, causal)
+                med = {n: statistics.median(t) for n, t in times.items()}
+                spread = {n: (min(t), max(t)) for n, t in times.items()}
+                row = {
+                    "head_dim": head_dim, "causal": causal, "tokens": total, "heads": H, "segments": len(lens),
+                    "min_len": min(lens), "max_len": max_len, "gflop": flop / 1e9,
+                    "ms": med, "ms_min_max": spread,
+                    "tflops": {n: flop / (m * 1e-3) / 1e12 for n, m in med.items()},
+                    "rel_err_vs_fa2": err, "lse_max_abs_err_vs_fa2": lse_err, "verified": verified,
+                }
+                row["ours_over_fa2"] = row["tflops"]["checked"] / row["tflops"]["fa2"]
+                row["check_overhead"] = med["checked"] / med["unchecked"] - 1.0
+                rows.append(row)
+                if args.alt:
+                    print(f"     alt layout: checked {row['tflops']['alt_checked']:6.1f} unchecked "
+                          f"{row['tflops']['alt_unchecked']:6.1f} TFLOP/s", flush=True)
+                print(f"attn d={head_dim:3d} causal={int(causal)} tokens={total:6d} segs={len(lens):3d} "
+                      f"ours {row['tflops']['checked']:6.1f} (unchecked {row['tflops']['unchecked']:6.1f}) "
+                      f"FA2 {row['tflops']['fa2']:6.1f} TFLOP/s  ratio {row['ours_over_fa2']:.2f} "
+                      f"overhead {100 * row['check_overhead']:+.1f}%  err {err:.1e}{'' if verified else '  UNVERIFIED'}", flush=True)
+                del q, k, v, out, lse
+    return rows
+
+
+def bench_memory(lib, args, gen, record):
+    """Gather / scatter / rotary on the padded layout of the largest attention size."""
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    H, D = args.heads, 128
+    total = max(args.tokens)
+    lens = segment_lengths(total, args.min_len, args.max_len, gen)
+    S = max(lens)
+    B = len(lens)
+    row_bytes = H * D * 2
+    mask = torch.zeros(B, S, dtype=torch.bool)
+    for b, L in enumerate(lens):
+        mask[b, :L] = True
+    indices = mask.flatten().nonzero().flatten().to(torch.int64).cuda()
+    n = indices.numel()
+    padded = torch.randn(B * S, H, D, dtype=torch.bfloat16, device="cuda")
+    packed = torch.empty(n, H, D, dtype=torch.bfloat16, device="cuda")
+    repadded = torch.zeros_like(padded)
+    cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0).tolist()), dtype=torch.int32)
+    cu_dev = cu.cuda()
+    half = D // 2
+    pos = torch.arange(S, dtype=torch.float32)
+    inv = 10000.0 ** (-torch.arange(half, dtype=torch.float32) * 2 / D)
+    ang = pos[:, None] * inv[None, :]
+    cos, sin = ang.cos().cuda(), ang.sin().cuda()
+    copy_src = torch.randn(n, H, D, dtype=torch.bfloat16, device="cuda")
+    copy_dst = torch.empty_like(copy_src)
+
+    def gather(checked):
+        if checked:
+            record.reset()
+        check_rc(lib, lib.ad_index_copy(0, padded.data_ptr(), B * S, packed.data_ptr(), n, row_bytes,
+                                        indices.data_ptr(), n, int(checked),
+                                        record.dev.data_ptr() if checked else None, stream))
+
+    def scatter(checked):
+        if checked:
+            record.reset()
+        check_rc(lib, lib.ad_index_copy(1, packed.data_ptr(), n, repadded.data_ptr(), B * S, row_bytes,
+                                        indices.data_ptr(), n, int(checked),
+                                        record.dev.data_ptr() if checked else None, stream))
+
+    cu_host = (ctypes.c_int32 * len(cu))(*cu.tolist())
+
+    def rotary(checked):
+        if checked:
+            record.reset()
+        check_rc(lib, lib.ad_rotary(0, packed.data_ptr(), n, H, D, cos.data_ptr(), sin.data_ptr(), S, D, 0,
+                                    cu_dev.data_ptr(), ctypes.cast(cu_host, ctypes.c_void_p), B, S, 0, int(checked),
+                                    record.dev.data_ptr() if checked else None, stream))
+
+    # verify
+    gather(True)
+    torch.cuda.synchronize()
+    assert record.fields()["count"] == 0
+    assert torch.equal(packed, padded.view(B * S, H, D)[indices]), "gather differs from torch indexing"
+    scatter(True)
+    torch.cuda.synchronize()
+    assert record.fields()["count"] == 0
+    assert torch.equal(repadded[indices], packed), "scatter differs"
+    ref = packed.float().clone()
+    rotary(True)
+    torch.cuda.synchronize()
+    assert record.fields()["count"] == 0
+    x0, x1 = ref[..., :half], ref[..., half:]
+    pos_tok = torch.cat([torch.arange(L) for L in lens]).cuda()
+    c, s = cos[pos_tok][:, None, :], sin[pos_tok][:, None, :]
+    expect = torch.cat([x0 * c - x1 * s, x0 * s + x1 * c], dim=-1)
+    rot_err = (packed.float() - expect).abs().max().item()
+    assert rot_err < 3e-2, f"rotary differs: {rot_err}"
+
+    moved = 2 * n * row_bytes
+    times = time_round_robin({
+        "copy": lambda: copy_dst.copy_(copy_src),
+        "gather_checked": lambda: gather(True),
+        "gather_unchecked": lambda: gather(False),
+        "scatter_checked": lambda: scatter(True),
+        "scatter_unchecked": lambda: scatter(False),
+        "rotary_checked": lambda: rotary(True),
+        "rotary_unchecked": lambda: rotary(False),
+    }, args.reps * 2, args.warmup)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    gbps = {k: moved / (m * 1e-3) / 1e9 for k, m in med.items()}
+    result = {"rows": n, "row_bytes": row_bytes, "bytes_moved": moved, "ms": med, "gb_per_s": gbps,
+              "fraction_of_copy": {k: g / gbps["copy"] for k, g in gbps.items()}, "rotary_max_abs_err": rot_err}
+    for k in med:
+        print(f"mem {k:18s} {med[k]:7.3f} ms {gbps[k]:7.0f} GB/s  {100 * gbps[k] / gbps['copy']:5.1f}% of copy",
+              flush=True)
+    return result
+
+
+def write_svg(rows, path, device_name):
+    """TFLOP/s against total tokens, ours (checked) vs FA2, one panel per (head_dim, causal)."""
+    panels = sorted({(r["head_dim"], r["causal"]) for r in rows})
+    W, Hp, pad = 330, 240, 45
+    width = W * len(panels) + 20
+    ymax = max(max(r["tflops"]["fa2"], r["tflops"]["checked"]) for r in rows) * 1.15
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{Hp + 70}" font-family="sans-serif" '
+           f'font-size="11">',
+           f'<text x="10" y="16" font-size="13">Varlen attention forward, bf16, {device_name}: TFLOP/s vs total '
+           f'tokens (solid: attn-doctor checked; dashed: FA2 varlen)</text>']
+    for i, (d, causal) in enumerate(panels):
+        x0, y0 = 10 + i * W + pad, 40
+        pw, ph = W - pad - 15, Hp - 40
+        pts = sorted((r for r in rows if r["head_dim"] == d and r["causal"] == causal), key=lambda r: r["tokens"])
+        tmin, tmax = min(r["tokens"] for r in pts), max(r["tokens"] for r in pts)
+        lx = lambda t: x0 + (0 if tmax == tmin else (math.log2(t) - math.log2(tmin)) / (math.log2(tmax) - math.log2(tmin)) * pw)
+        ly = lambda v: y0 + ph - v / ymax * ph
+        out.append(f'<rect x="{x0}" y="{y0}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>')
+        out.append(f'<text x="{x0 + 4}" y="{y0 + 14}">d={d} {"causal" if causal else "non-causal"}</text>')
+        for tick in range(0, int(ymax) + 1, 100):
+            out.append(f'<line x1="{x0 - 4}" x2="{x0}" y1="{ly(tick):.1f}" y2="{ly(tick):.1f}" stroke="#888"/>'
+                       f'<text x="{x0 - 8}" y="{ly(tick) + 4:.1f}" text-anchor="end">{tick}</text>')
+        for r in pts:
+            out.append(f'<text x="{lx(r["tokens"]):.1f}" y="{y0 + ph + 14}" text-anchor="middle">'
+                       f'{r["tokens"] // 1024}k</text>')
+        for key, color, dash in (("checked", "#1f77b4", ""), ("fa2", "#d62728", ' stroke-dasharray="5,3"')):
+            poly = " ".join(f'{lx(r["tokens"]):.1f},{ly(r["tflops"][key]):.1f}' for r in pts)
+            out.append(f'<polyline points="{poly}" fill="none" stroke="{color}" stroke-width="2"{dash}/>')
+            for r in pts:
+                out.append(f'<circle cx="{lx(r["tokens"]):.1f}" cy="{ly(r["tflops"][key]):.1f}" r="3" fill="{color}"/>')
+    out.append(f'<text x="10" y="{Hp + 45}">x: total tokens (sequences of 512-4096, random); y: TFLOP/s '
+               f'(4 * H * D per visible query-key pair); medians of interleaved runs timed with CUDA events</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
+def write_md(att, mem, path, meta):
+    lines = [f"### Varlen attention forward, bf16 ({meta['device']})", "",
+             "| head_dim | causal | tokens | segments | ours checked TFLOP/s | ours unchecked | FA2 | ours/FA2 | "
+             "check overhead | rel. err vs FA2 |",
+             "|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in att:
+        lines.append(f"| {r['head_dim']} | {'yes' if r['causal'] else 'no'} | {r['tokens']} | {r['segments']} | "
+                     f"{r['tflops']['checked']:.1f} | {r['tflops']['unchecked']:.1f} | {r['tflops']['fa2']:.1f} | "
+                     f"{100 * r['ours_over_fa2']:.0f}% | {100 * r['check_overhead']:+.1f}% | "
+                     f"{r['rel_err_vs_fa2']:.1e} |")
+    if mem:
+        lines += ["", f"### Memory-bound stages ({mem['rows']} rows of {mem['row_bytes']} B, bytes read + written)", "",
+                  "| kernel | ms | GB/s | % of copy |", "|---|---:|---:|---:|"]
+        for k in mem["ms"]:
+            lines.append(f"| {k} | {mem['ms'][k]:.3f} | {mem['gb_per_s'][k]:.0f} | "
+                         f"{100 * mem['fraction_of_copy'][k]:.0f}% |")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--lib", required=True, help="libad_bench.so")
+    ap.add_argument("--tokens", type=int, nargs="+", default=[16384, 32768, 65536])
+    ap.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
+    ap.add_argument("--heads", type=int, default=32)
+    ap.add_argument("--min-len", type=int, default=512)
+    ap.add_argument("--max-len", type=int, default=4096)
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--skip-memory", action="store_true")
+    ap.add_argument("--alt", action="store_true", help="also time the tensor-core kernel's other warp layout")
+    ap.add_argument("--json")
+    ap.add_argument("--md")
+    ap.add_argument("--svg")
+    args = ap.parse_args()
+    torch.manual_seed(args.seed)
+    gen = torch.Generator().manual_seed(args.seed)
+    lib = load_lib(args.lib)
+    record = Record(lib)
+    meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
+            "argv": sys.argv, "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+    att = bench_attention(lib, args, gen, record)
+    mem = None
+    if not args.skip_memory:
+        try:
+            mem = bench_memory(lib, args, gen, record)
+        except Exception as e:  # report, keep the attention results
+            print(f"MEMORY BENCH FAILED: {e}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "attention": att, "memory": mem}, f, indent=1)
+    if args.md:
+        write_md(att, mem, args.md, meta)
+    if args.svg:
+        write_svg(att, args.svg, meta["device"])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,122 @@
+// C entry points over the kernel launchers, for bench/gpu/*.py: PyTorch allocates the
+// tensors, calls FA2 (torch.ops.aten._flash_attention_forward) and these on the same
+// inputs in the same process, and times both with CUDA events. Launches are asynchronous
+// on the given stream; nothing here synchronises. Returns 0, or -1 with ad_last_error().
+//
+// Built by scripts/gpu-check as build-*/libad_bench.so from this file and the PIC static
+// library attn_doctor_cuda.
+#include <cstdint>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "exec/cuda/device.hpp"
+#include "launch.hpp"
+
+using namespace ad;
+
+namespace {
+thread_local std::string last_error;
+
+template <class F>
+int guarded(F&& f) {
+  try {
+    f();
+    return 0;
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    return -1;
+  }
+}
+}  // namespace
+
+extern "C" {
+
+const char* ad_last_error() { return last_error.c_str(); }
+
+size_t ad_record_size() { return sizeof(kern::ViolationRecord); }
+
+// Writes an empty record to host memory `out` (the caller copies it to the device).
+void ad_empty_record(void* out) {
+  const kern::ViolationRecord r = kern::empty_record();
+  std::memcpy(out, &r, sizeof(r));
+}
+
+// Fields of a record read back to host memory: count, buffer, index, bound, min_index.
+void ad_record_fields(const void* rec, int64_t* fields) {
+  kern::ViolationRecord r;
+  std::memcpy(&r, rec, sizeof(r));
+  fields[0] = r.count, fields[1] = r.buffer, fields[2] = r.index, fields[3] = r.bound, fields[4] = r.min_index;
+}
+
+// elem: 0 bf16, 1 fp16, 2 fp32. which: 0 automatic, 1 tensor core, 2 generic.
+int ad_varlen_fwd(int elem, const void* q, int64_t rows_q, void* out, float* lse, const void* k, const void* v,
+                  int64_t rows_k, const int32_t* cu_q, const int32_t* cu_k, int32_t batch, int32_t heads,
+                  int32_t heads_k, int32_t head_dim, int32_t max_seqlen_q, int32_t max_seqlen_k, float scale,
+                  int causal, int32_t window_left, int32_t window_right, float softcap, int checked, int which,
+                  void* record, void* stream) {
+  return guarded([&] {
+    kern::VarlenFwdParams p;
+    p.elem = static_cast<kern::ElemType>(elem);
+    p.q = {q, rows_q, heads};
+    p.k = {k, rows_k, heads_k};
+    p.v = {v, rows_k, heads_k};
+    p.out = {out, rows_q, heads};
+    p.lse = lse;
+    p.lse_size = rows_q * heads;
+    p.cu_seqlens_q = {cu_q, int64_t(batch) + 1};
+    p.cu_seqlens_k = {cu_k, int64_t(batch) + 1};
+    p.batch = batch;
+    p.num_heads = heads;
+    p.num_heads_k = heads_k;
+    p.head_dim = head_dim;
+    p.max_seqlen_q = max_seqlen_q;
+    p.max_seqlen_k = max_seqlen_k;
+    p.softmax_scale = scale;
+    p.causal = causal != 0;
+    p.window_left = window_left;
+    p.window_right = window_right;
+    p.softcap = softcap;
+    p.record = static_cast<kern::ViolationRecord*>(record);
+    kern::launch_varlen_fwd(p, checked ? kern::Checks::checked : kern::Checks::unchecked,
+                            static_cast<cudaStream_t>(stream), static_cast<kern::AttnKernel>(which));
+  });
+}
+
+int ad_index_copy(int scatter, const void* src, int64_t src_rows, void* dst, int64_t dst_rows, int64_t row_bytes,
+                  const int64_t* indices, int64_t num_indices, int checked, void* record, void* stream) {
+  return guarded([&] {
+    kern::IndexCopyParams p{src, src_rows, dst, dst_rows, row_bytes, indices, num_indices,
+                            static_cast<kern::ViolationRecord*>(record)};
+    const auto c = checked ? kern::Checks::checked : kern::Checks::unchecked;
+    if (scatter)
+      kern::launch_pad_scatter(p, c, static_cast<cudaStream_t>(stream));
+    else
+      kern::launch_unpad_gather(p, c, static_cast<cudaStream_t>(stream));
+  });
+}
+
+// cu_seqlens_host: the same values as cu_seqlens (device), for the grid of the fla contract.
+int ad_rotary(int elem, void* x, int64_t rows, int32_t heads, int32_t head_dim, const float* cos, const float* sin,
+              int64_t table_rows, int32_t rotary_dim, int interleaved, const int32_t* cu_seqlens,
+              const int32_t* cu_seqlens_host, int32_t num_segments, int32_t max_seqlen, int contract, int checked,
+              void* record, void* stream) {
+  return guarded([&] {
+    kern::RotaryParams p;
+    p.elem = static_cast<kern::ElemType>(elem);
+    p.x = x;
+    p.rows = rows, p.heads = heads, p.head_dim = head_dim;
+    p.cos = cos, p.sin = sin, p.table_rows = table_rows, p.rotary_dim = rotary_dim;
+    p.interleaved = interleaved != 0;
+    p.cu_seqlens = cu_seqlens;
+    p.num_segments = num_segments;
+    p.max_seqlen = max_seqlen;
+    p.contract = static_cast<kern::RotaryContract>(contract);
+    p.record = static_cast<kern::ViolationRecord*>(record);
+    const int64_t grid_rows = kern::rotary_grid_rows(p, cu_seqlens_host);
+    kern::launch_rotary(p, grid_rows, checked ? kern::Checks::checked : kern::Checks::unchecked,
+                        static_cast<cudaStream_t>(stream));
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,200 @@
+// The host/device boundary of every kernel: one plain params struct per kernel family
+// (flash-attention's `Flash_fwd_params` is the model; ../shared/style.md), filled and
+// validated on the host, passed by value to the kernel. Nothing else crosses the boundary.
+//
+// Distinct roles are distinct types. Query, key, value and output rows are `RowOperand`s
+// tagged by role, the tile pipelines that stream K and V are `PipelineParams<KeyRole>` and
+// `PipelineParams<ValueRole>`, and the shared-memory tiles they fill are tagged the same
+// way: a key operand cannot be handed to the value pipeline, nor a value tile fed to Q·Kᵀ.
+// This is the bug class of flash-attention's Hopper build failure ("no suitable
+// user-defined conversion from PipelineParamsK to PipelineParamsV", Dao-AILab/
+// flash-attention#1476/#1478, founding report 4): there the compiler caught a K/V mix-up
+// by accident; here it catches every one by design, and tests/compile_fail/ proves it.
+//
+// Plain C++: included by .cu and .cpp files alike (tests/compile_fail/ compiles it with the
+// host compiler, so the proof runs on CI machines without nvcc).
+#pragma once
+
+#include <cstdint>
+
+#include "device_record.hpp"
+
+#if defined(__CUDACC__)
+#define AD_HD __host__ __device__ __forceinline__
+#else
+#define AD_HD inline
+#endif
+
+namespace ad::kern {
+
+enum class ElemType : int32_t { bf16 = 0, fp16 = 1, fp32 = 2 };
+AD_HD int elem_bytes(ElemType t) { return t == ElemType::fp32 ? 4 : 2; }
+inline const char* to_string(ElemType t) {
+  return t == ElemType::bf16 ? "bf16" : t == ElemType::fp16 ? "fp16" : "fp32";
+}
+
+// The checked form compares every access with its buffer's size and records instead of
+// performing an out-of-bounds access; the unchecked form is what the real stack runs.
+enum class Checks : int32_t { checked = 0, unchecked = 1 };
+inline const char* to_string(Checks c) { return c == Checks::checked ? "checked" : "unchecked"; }
+
+// ---------------------------------------------------------------------------------------
+// roles
+
+struct QueryRole {};
+struct KeyRole {};
+struct ValueRole {};
+struct OutputRole {};
+
+// A packed (rows, heads, head_dim) tensor, row-major and contiguous: row r, head h, column
+// d lives at element (r * heads + h) * head_dim + d. `rows` is what the allocation holds:
+// the bound every checked access is compared with.
+template <class Role, class Pointer>
+struct RowOperand {
+  Pointer data = nullptr;
+  int64_t rows = 0;
+  int32_t heads = 0;
+};
+using QueryOperand = RowOperand<QueryRole, const void*>;
+using KeyOperand = RowOperand<KeyRole, const void*>;
+using ValueOperand = RowOperand<ValueRole, const void*>;
+using OutputOperand = RowOperand<OutputRole, void*>;
+
+// cu_seqlens as the kernel receives them: int32 on the device, `size` entries (N + 1).
+template <class Role>
+struct CuSeqlens {
+  const int32_t* data = nullptr;
+  int64_t size = 0;
+};
+using CuSeqlensQ = CuSeqlens<QueryRole>;
+using CuSeqlensK = CuSeqlens<KeyRole>;
+
+// ---------------------------------------------------------------------------------------
+// unpad gather / pad scatter (index_first_axis / pad_input)
+
+// gather:  dst[i, :] = src[indices[i], :]   for i < num_indices       (unpad)
+// scatter: dst[indices[i], :] = src[i, :]   for i < num_indices       (pad; dst zeroed first)
+struct IndexCopyParams {
+  const void* src = nullptr;
+  int64_t src_rows = 0;
+  void* dst = nullptr;
+  int64_t dst_rows = 0;
+  int64_t row_bytes = 0;             // heads * head_dim * element size
+  const int64_t* indices = nullptr;  // int64, as torch.nonzero returns them
+  int64_t num_indices = 0;
+  ViolationRecord* record = nullptr; // checked form only
+};
+
+// ---------------------------------------------------------------------------------------
+// rotary embedding
+
+enum class RotaryContract : int32_t {
+  // flash_attn.ops.triton.rotary: grid (ceil(max_seqlen / BLOCK_M), N, H); rows past the
+  // segment or past the grid are skipped; positions past the table are rotated by the
+  // identity (cos 1, sin 0) but still read and written; columns bounded by rotary_dim,
+  // which the host guarantees is <= head_dim.
+  flash_attn = 0,
+  // fla.modules.rotary (before the head-dim check): every row of every segment; columns
+  // bounded by the rotary dim it was given only, so a rotary dim wider than the head walks
+  // into the next heads and past the tensor; positions past the table are skipped.
+  fla = 1,
+};
+
+struct RotaryParams {
+  ElemType elem = ElemType::bf16;
+  void* x = nullptr;                 // (rows, heads, head_dim), rotated in place
+  int64_t rows = 0;
+  int32_t heads = 0;
+  int32_t head_dim = 0;
+  const float* cos = nullptr;        // (table_rows, rotary_dim / 2), fp32
+  const float* sin = nullptr;
+  int64_t table_rows = 0;
+  int32_t rotary_dim = 0;
+  bool interleaved = false;
+  // Segments: cu_seqlens (varlen, num_segments + 1 entries) or, when null, num_segments
+  // batch rows of `segment_rows` rows each (the padded (B, S, H, D) layout).
+  const int32_t* cu_seqlens = nullptr;
+  int32_t num_segments = 0;
+  int64_t segment_rows = 0;
+  int32_t max_seqlen = 0;            // flash_attn varlen: the grid covers this many rows
+  const int64_t* seqlen_offsets = nullptr;  // per segment, or null: `seqlen_offset` for all
+  int64_t seqlen_offset = 0;
+  RotaryContract contract = RotaryContract::flash_attn;
+  int32_t order_block_rows = 1;      // rows per program of the launch-order key (flash_attn BLOCK_M)
+  ViolationRecord* record = nullptr;
+};
+
+// flash_attn's rotary row tile (apply_rotary: 2 if interleaved else 4 if rotary_dim <= 128
+// else 2); rows of a segment past ceil(max_seqlen / BLOCK_M) * BLOCK_M are never visited.
+AD_HD int flash_attn_rotary_block_m(int rotary_dim, bool interleaved) {
+  return interleaved ? 2 : (rotary_dim <= 128 ? 4 : 2);
+}
+
+// ---------------------------------------------------------------------------------------
+// varlen attention forward (FA2 contract, ../shared/spec/execution.md)
+
+struct VarlenFwdParams {
+  ElemType elem = ElemType::bf16;
+  QueryOperand q;                    // (total_q, H, D)
+  KeyOperand k;                      // (total_k, Hk, D)
+  ValueOperand v;                    // (total_k, Hk, D)
+  OutputOperand out;                 // (total_q, H, D)
+  float* lse = nullptr;              // (H, total_q), fp32, FA2's unpadded LSE
+  int64_t lse_size = 0;
+  uint32_t* row_writes = nullptr;    // optional: writes per output row (head 0), coverage
+  int64_t row_writes_size = 0;
+  CuSeqlensQ cu_seqlens_q;
+  CuSeqlensK cu_seqlens_k;
+  const int32_t* seqused_k = nullptr;  // optional, N entries
+  int32_t batch = 0;                 // N = cu_seqlens_q.size - 1
+  int32_t num_heads = 0;             // H (Hk after the single-query swap)
+  int32_t num_heads_k = 0;           // Hk
+  int32_t head_dim = 0;
+  int32_t max_seqlen_q = 0;
+  int32_t max_seqlen_k = 0;
+  float softmax_scale = 0.f;
+  float softcap = 0.f;               // 0: none
+  bool causal = false;
+  int32_t window_left = -1;          // -1: unlimited
+  int32_t window_right = -1;
+  // FA2's max_seqlen_q == 1 && H > Hk path: q is read as (N, Hk, H / Hk, D) and each
+  // segment b owns token b; `ngroups` = H / Hk query rows per kv head.
+  bool seqlenq_ngroups_swapped = false;
+  int32_t ngroups = 1;
+  bool normalized = false;           // fa2_normalize() has been applied
+  int32_t block_m = 128;             // FA2's kBlockM for the head dim (grid.x = ceil(max_seqlen_q / block_m))
+  // LSE layout: 0 = (H, total_q) "unpadded" (flash-attn >= 2.6), 1 = (N, H, max_seqlen_q)
+  int32_t lse_layout = 0;
+  int32_t lse_max_seqlen_q = 0;      // layout 1: the per-segment stride
+  ViolationRecord* record = nullptr;
+};
+
+// FA2's row tile for the forward kernel (kBlockM = 128 for every head dim we run:
+// csrc/flash_attn/src/flash_fwd_launch_template.h, run_mha_fwd_hdim*). The grid and so the
+// rows a too-small max_seqlen_q leaves uncomputed depend on it.
+inline constexpr int kFa2BlockM = 128;
+
+// The tile pipelines (K and V). Same shape, different types: see the file comment.
+template <class Role>
+struct PipelineParams {
+  RowOperand<Role, const void*> src;
+  int32_t head_dim = 0;
+  int32_t group = 1;                 // query heads per kv head
+};
+using KeyPipelineParams = PipelineParams<KeyRole>;
+using ValuePipelineParams = PipelineParams<ValueRole>;
+
+AD_HD KeyPipelineParams key_pipeline(const VarlenFwdParams& p) {
+  return KeyPipelineParams{p.k, p.head_dim, p.num_heads_k > 0 ? p.num_heads / p.num_heads_k : 1};
+}
+AD_HD ValuePipelineParams value_pipeline(const VarlenFwdParams& p) {
+  return ValuePipelineParams{p.v, p.head_dim, p.num_heads_k > 0 ? p.num_heads / p.num_heads_k : 1};
+}
+
+// A shared-memory tile filled by one pipeline.
+template <class Role, class Elem>
+struct SmemTile {
+  Elem* data = nullptr;
+};
+
+}  // namespace ad::kern

@@ -1,0 +1,67 @@
+// Launchers of the project's CUDA kernels: the host-callable side of kernels/*.cu.
+//
+// Each launcher validates its params struct against the kernel's own limits (throwing
+// `LaunchConfigError`), launches asynchronously on `stream` and returns. It does not
+// synchronise: the backend wraps every launch in `checked_launch` (lib/exec/cuda/), which
+// synchronises, checks the launch and execution errors and reads the violation record
+// before anything else runs; the benchmarks time the bare launches.
+//
+// Plain C++ header: the backend (.cpp) and the tests include it.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "kernel_params.hpp"
+
+namespace ad::kern {
+
+// ---- unpad / pad (kernels/unpad_pad.cu) -------------------------------------------------
+void launch_unpad_gather(const IndexCopyParams& p, Checks checks, cudaStream_t stream = nullptr);
+void launch_pad_scatter(const IndexCopyParams& p, Checks checks, cudaStream_t stream = nullptr);
+
+// ---- rotary (kernels/rotary.cu) ---------------------------------------------------------
+// `grid_rows`: rows per segment the grid covers (flash_attn: ceil(max_seqlen / BLOCK_M) *
+// BLOCK_M; fla: the longest segment), computed on the host by `rotary_grid_rows`.
+void launch_rotary(const RotaryParams& p, int64_t grid_rows, Checks checks, cudaStream_t stream = nullptr);
+int64_t rotary_grid_rows(const RotaryParams& p, const int32_t* host_cu_seqlens);
+
+// ---- varlen attention forward (kernels/varlen_attention*.cu) ----------------------------
+// tensor_core_alt: the tensor-core kernel with its other warp layout (benchmarks only; needs
+// a build with ATTN_DOCTOR_TC_BOTH_SHAPES).
+enum class AttnKernel { automatic = 0, tensor_core = 1, generic = 2, tensor_core_alt = 3 };
+
+// FA2's host-side normalisation of the call (flash_api.cpp, mha_varlen_fwd): causal is
+// dropped when max_seqlen_q == 1, causal sets window_right = 0, the single-query GQA swap,
+// windows wider than max_seqlen_k become unlimited. Idempotent.
+void fa2_normalize(VarlenFwdParams& p);
+
+// Which kernel `launch_varlen_fwd` runs for these params, e.g.
+// "varlen_fwd_tc<bf16,d128,checked>" or "varlen_fwd_generic<fp32,checked>".
+std::string varlen_fwd_kernel_name(const VarlenFwdParams& p, Checks checks, AttnKernel which = AttnKernel::automatic);
+bool varlen_fwd_has_tensor_core_path(const VarlenFwdParams& p);
+
+// Launches the forward (after fa2_normalize). With max_seqlen_k <= 0 FA2 launches nothing
+// and zero-fills out / sets LSE to +inf; this does the same.
+void launch_varlen_fwd(const VarlenFwdParams& p, Checks checks, cudaStream_t stream = nullptr,
+                       AttnKernel which = AttnKernel::automatic);
+
+// Fill helpers for the backend: NaN poison (outputs are poisoned before each launch).
+void launch_fill_nan(void* data, int64_t elements, ElemType elem, cudaStream_t stream = nullptr);
+void launch_fill_f32(float* data, int64_t elements, float value, cudaStream_t stream = nullptr);
+
+// ---- build facts ----------------------------------------------------------------------
+// The architectures the kernels were compiled for (nvcc's __CUDA_ARCH_LIST__, "800,900").
+const char* compiled_architectures();
+// cudaFuncGetAttributes of one kernel: the SASS and PTX versions the driver loaded.
+void probe_kernel_versions(int* binary_version, int* ptx_version);
+
+// ---- internal: per-type entry points of the tensor-core kernel --------------------------
+namespace detail {
+void launch_varlen_fwd_tc_bf16(const VarlenFwdParams& p, bool checked, bool alt_shape, cudaStream_t stream);
+void launch_varlen_fwd_tc_fp16(const VarlenFwdParams& p, bool checked, bool alt_shape, cudaStream_t stream);
+void launch_varlen_fwd_generic(const VarlenFwdParams& p, bool checked, cudaStream_t stream);
+}  // namespace detail
+
+}  // namespace ad::kern

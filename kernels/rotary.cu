@@ -1,0 +1,211 @@
+// Rotary embedding, varlen aware, in place, with the two contracts of
+// ../shared/spec/execution.md (see RotaryContract in kernel_params.hpp):
+//
+//   x (rows, H, D); pair c of a head (c < rotary_dim / 2) is columns (c, c + rotary_dim / 2)
+//   (GPT-NeoX) or (2c, 2c + 1) (interleaved, GPT-J); position = row in segment + offset;
+//   out_a = a cos - b sin, out_b = a sin + b cos, in fp32.
+//
+// flash_attn (flash_attn/ops/triton/rotary.py): segment starts are int32 and signed (a
+// negative start addresses memory before the tensor), rows past ceil(max_seqlen / BLOCK_M)
+// * BLOCK_M are never visited, and a position past the table is rotated by the identity.
+// fla (fla/modules/rotary.py before the rotary-dim check, fla-org/flash-linear-attention
+// #180): the columns are bounded by the rotary dim only, so `dim = hidden_size` walks each
+// head's rotation into the following heads and the last one past the tensor.
+//
+// The checked form refuses, and records as rotary.access, every element access outside the
+// tensor or outside the head the row's rotation belongs to; the rest of the pair is done.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "cuda_check.hpp"
+#include "device_common.cuh"
+#include "launch.hpp"
+
+namespace ad::kern {
+
+namespace {
+
+constexpr int kRotaryThreads = 128;
+
+struct RotarySegment {
+  int64_t start;  // first row (signed: flash_attn reads cu_seqlens as int32)
+  int64_t len;
+};
+
+__device__ __forceinline__ RotarySegment rotary_segment(const RotaryParams& p, int b) {
+  if (p.cu_seqlens == nullptr) return {int64_t(b) * p.segment_rows, p.segment_rows};
+  const int32_t a = p.cu_seqlens[b];
+  return {int64_t(a), int64_t(p.cu_seqlens[b + 1]) - int64_t(a)};
+}
+
+// Whether element `e` at head column `col` may be touched; records it when not.
+// Launch-order key of a (row, head) as the CPU twin enumerates flash_attn's programs:
+// ((h * N + b) * grid_m + m) with BLOCK_M = order_block_rows, then the row in the program.
+// Computed only when an access is refused (divisions stay out of the hot path).
+struct OrderCtx {
+  int64_t grid_rows;
+  __device__ uint64_t key(const RotaryParams& p, int b, int64_t r, int h) const {
+    const int64_t obm = p.order_block_rows > 0 ? p.order_block_rows : 1;
+    const uint64_t grid_m = uint64_t((grid_rows + obm - 1) / obm);
+    return (((uint64_t(h) * p.num_segments + b) * grid_m + uint64_t(r / obm)) << 24) | uint64_t(r % obm);
+  }
+};
+
+template <bool Checked>
+__device__ __forceinline__ bool element_ok(const RotaryParams& p, int64_t e, int col, int64_t numel, Access access,
+                                           int b, int64_t r, int h, OrderCtx order_ctx) {
+  if constexpr (!Checked) {
+    return true;
+  } else {
+    if (col >= p.head_dim) {
+      record_violation(p.record, Buffer::rotary_head, access, col, p.head_dim, b, r, h, e, order_ctx.key(p, b, r, h));
+      return false;
+    }
+    if (e < 0 || e >= numel) {
+      record_violation(p.record, Buffer::rotary_x, access, e, numel, b, r, h, col, order_ctx.key(p, b, r, h));
+      return false;
+    }
+    return true;
+  }
+}
+
+template <class T, bool Checked>
+__device__ __forceinline__ void rotate_pair(const RotaryParams& p, T* x, int64_t base, int c, int half, float cs,
+                                            float sn, int64_t numel, int b, int64_t r, int h, OrderCtx order) {
+  const int ca = p.interleaved ? 2 * c : c;
+  const int cb = p.interleaved ? 2 * c + 1 : c + half;
+  const int64_t ea = base + ca, eb = base + cb;
+  const bool ra = element_ok<Checked>(p, ea, ca, numel, Access::read, b, r, h, order);
+  const bool rb = element_ok<Checked>(p, eb, cb, numel, Access::read, b, r, h, order);
+  const float a = ra ? Elem<T>::to_float(x[ea]) : 0.f;
+  const float bb = rb ? Elem<T>::to_float(x[eb]) : 0.f;
+  if (ra) x[ea] = Elem<T>::from_float(a * cs - bb * sn);
+  else if (Checked) element_ok<Checked>(p, ea, ca, numel, Access::write, b, r, h, order);
+  if (rb) x[eb] = Elem<T>::from_float(a * sn + bb * cs);
+  else if (Checked) element_ok<Checked>(p, eb, cb, numel, Access::write, b, r, h, order);
+}
+
+// V = 8: eight GPT-NeoX pairs per thread with 16-byte accesses (2-byte types, half % 8 == 0).
+template <class T, int V, bool Checked>
+__global__ void __launch_bounds__(kRotaryThreads) rotary_kernel(const RotaryParams p, int64_t grid_rows,
+                                                                int threads_per_row) {
+  const int b = blockIdx.y, h = blockIdx.z;
+  const int rows_per_block = kRotaryThreads / threads_per_row;
+  const int sub = threadIdx.x / threads_per_row;
+  if (sub >= rows_per_block) return;
+  const int64_t r = int64_t(blockIdx.x) * rows_per_block + sub;
+  if (r >= grid_rows) return;
+  const RotarySegment seg = rotary_segment(p, b);
+  if (r >= seg.len) return;
+  const int64_t offset = p.seqlen_offsets != nullptr ? p.seqlen_offsets[b] : p.seqlen_offset;
+  const int64_t pos = r + offset;
+  const bool in_table = pos >= 0 && pos < p.table_rows;
+  if (p.contract == RotaryContract::fla && !in_table) return;  // fla masks the whole row
+  const int half = p.rotary_dim / 2;
+  const int64_t row_stride = int64_t(p.heads) * p.head_dim;
+  const int64_t numel = p.rows * row_stride;
+  const int64_t base = (seg.start + r) * row_stride + int64_t(h) * p.head_dim;
+  T* x = static_cast<T*>(p.x);
+  const float* cos_row = p.cos + (in_table ? pos : 0) * half;
+  const float* sin_row = p.sin + (in_table ? pos : 0) * half;
+  const int units = (half + V - 1) / V;
+  const OrderCtx order{grid_rows};
+  for (int u = threadIdx.x % threads_per_row; u < units; u += threads_per_row) {
+    const int c0 = u * V;
+    bool done = false;
+    if constexpr (V == 8) {
+      const int64_t ea = base + c0, eb = base + c0 + half;
+      const bool fast = !Checked || (c0 + half + 7 < p.head_dim && ea >= 0 && eb + 7 < numel);
+      if (fast) {
+        float cs[8], sn[8];
+        if (in_table) {
+          const float4 c_lo = *reinterpret_cast<const float4*>(cos_row + c0);
+          const float4 c_hi = *reinterpret_cast<const float4*>(cos_row + c0 + 4);
+          const float4 s_lo = *reinterpret_cast<const float4*>(sin_row + c0);
+          const float4 s_hi = *reinterpret_cast<const float4*>(sin_row + c0 + 4);
+          cs[0] = c_lo.x, cs[1] = c_lo.y, cs[2] = c_lo.z, cs[3] = c_lo.w;
+          cs[4] = c_hi.x, cs[5] = c_hi.y, cs[6] = c_hi.z, cs[7] = c_hi.w;
+          sn[0] = s_lo.x, sn[1] = s_lo.y, sn[2] = s_lo.z, sn[3] = s_lo.w;
+          sn[4] = s_hi.x, sn[5] = s_hi.y, sn[6] = s_hi.z, sn[7] = s_hi.w;
+        } else {
+#pragma unroll
+          for (int i = 0; i < 8; ++i) cs[i] = 1.f, sn[i] = 0.f;
+        }
+        uint4 va = *reinterpret_cast<const uint4*>(x + ea);
+        uint4 vb = *reinterpret_cast<const uint4*>(x + eb);
+        T* ta = reinterpret_cast<T*>(&va);
+        T* tb = reinterpret_cast<T*>(&vb);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const float a = Elem<T>::to_float(ta[i]), bb = Elem<T>::to_float(tb[i]);
+          ta[i] = Elem<T>::from_float(a * cs[i] - bb * sn[i]);
+          tb[i] = Elem<T>::from_float(a * sn[i] + bb * cs[i]);
+        }
+        *reinterpret_cast<uint4*>(x + ea) = va;
+        *reinterpret_cast<uint4*>(x + eb) = vb;
+        done = true;
+      }
+    }
+    if (done) continue;
+    for (int c = c0; c < c0 + V && c < half; ++c) {
+      const float cs = in_table ? cos_row[c] : 1.f;
+      const float sn = in_table ? sin_row[c] : 0.f;
+      rotate_pair<T, Checked>(p, x, base, c, half, cs, sn, numel, b, r, h, order);
+    }
+  }
+}
+
+template <class T, int V>
+void launch_t(const RotaryParams& p, int64_t grid_rows, bool checked, cudaStream_t stream) {
+  const int half = p.rotary_dim / 2;
+  const int units = (half + V - 1) / V;
+  const int threads_per_row = std::min(units, kRotaryThreads);
+  const int rows_per_block = kRotaryThreads / threads_per_row;
+  const dim3 grid(unsigned((grid_rows + rows_per_block - 1) / rows_per_block), unsigned(p.num_segments),
+                  unsigned(p.heads));
+  if (checked)
+    rotary_kernel<T, V, true><<<grid, kRotaryThreads, 0, stream>>>(p, grid_rows, threads_per_row);
+  else
+    rotary_kernel<T, V, false><<<grid, kRotaryThreads, 0, stream>>>(p, grid_rows, threads_per_row);
+}
+
+}  // namespace
+
+int64_t rotary_grid_rows(const RotaryParams& p, const int32_t* host_cu_seqlens) {
+  if (p.cu_seqlens == nullptr) return p.segment_rows;
+  if (p.contract == RotaryContract::flash_attn) {
+    const int64_t bm = p.order_block_rows > 1 ? p.order_block_rows : flash_attn_rotary_block_m(p.rotary_dim, p.interleaved);
+    return (int64_t(p.max_seqlen) + bm - 1) / bm * bm;
+  }
+  int64_t longest = 0;
+  for (int32_t b = 0; b < p.num_segments; ++b)
+    longest = std::max<int64_t>(longest, int64_t(host_cu_seqlens[b + 1]) - int64_t(host_cu_seqlens[b]));
+  return longest;
+}
+
+void launch_rotary(const RotaryParams& p, int64_t grid_rows, Checks checks, cudaStream_t stream) {
+  auto fail = [](const std::string& what) { throw cuda::LaunchConfigError("rotary: " + what); };
+  if (p.rotary_dim <= 0 || p.rotary_dim % 2 != 0) fail("rotary_dim must be positive and even");
+  if (p.heads <= 0 || p.head_dim <= 0 || p.rows < 0) fail("invalid tensor shape");
+  if (checks == Checks::checked && p.record == nullptr) fail("checked launch without a violation record");
+  if (p.num_segments > 65535 || p.heads > 65535) fail("grid exceeds the 65535 limit of grid.y/grid.z: invalid argument");
+  if (grid_rows <= 0 || p.num_segments <= 0 || p.rows == 0) return;
+  const int half = p.rotary_dim / 2;
+  const bool vec = p.elem != ElemType::fp32 && !p.interleaved && half % 8 == 0 && p.head_dim % 8 == 0;
+  const bool checked = checks == Checks::checked;
+  switch (p.elem) {
+    case ElemType::bf16:
+      vec ? launch_t<__nv_bfloat16, 8>(p, grid_rows, checked, stream)
+          : launch_t<__nv_bfloat16, 1>(p, grid_rows, checked, stream);
+      break;
+    case ElemType::fp16:
+      vec ? launch_t<__half, 8>(p, grid_rows, checked, stream) : launch_t<__half, 1>(p, grid_rows, checked, stream);
+      break;
+    case ElemType::fp32: launch_t<float, 1>(p, grid_rows, checked, stream); break;
+  }
+}
+
+}  // namespace ad::kern

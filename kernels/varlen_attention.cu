@@ -1,0 +1,305 @@
+// Varlen attention forward: the generic (any head dim, any element type) kernel, the fill
+// kernels the backend uses for poison, and the launcher that normalises the call the way
+// FA2's host code does and picks the kernel. The tensor-core kernel is in
+// varlen_attention.cuh (instantiated in varlen_attention_tc_{bf16,fp16}.cu).
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "cuda_check.hpp"
+#include "device_common.cuh"
+#include "launch.hpp"
+#include "varlen_attention.cuh"
+
+namespace ad::kern {
+
+namespace attn {
+
+// One warp per query row, the row's head-dim elements spread over the lanes (D <= 256:
+// at most 8 per lane), one key at a time with a warp reduction. Slow, but exact in its
+// semantics for every head dim the tool accepts (32, 80, 96, 256, not multiples of 8) and
+// for fp32 inputs; the same segment/window/coverage rules as the tensor-core kernel. An
+// out-of-bounds K or V row reads as zeros there too, so both kernels compute the same.
+template <class T, bool Checked>
+__global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(const VarlenFwdParams p) {
+  constexpr int kPerLane = 8;
+  const int m_block = blockIdx.x, b = blockIdx.y, h = blockIdx.z;
+  const Segment seg = segment_of(p, b);
+  const int row0 = m_block * p.block_m;
+  if (row0 >= seg.len_q) return;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int D = p.head_dim;
+  const KeyPipelineParams kpipe = key_pipeline(p);
+  const ValuePipelineParams vpipe = value_pipeline(p);
+  const int h_kv = h / kpipe.group;
+  const int diag = seg.len_k - seg.len_q;
+  const float scale_nat = p.softcap > 0.f ? 1.f : p.softmax_scale;
+  const float scale_log2 = scale_nat * 1.4426950408889634f;
+  const float cap_in = p.softcap > 0.f ? p.softmax_scale / p.softcap : 0.f;
+  const T* q = static_cast<const T*>(p.q.data);
+  const T* k = static_cast<const T*>(kpipe.src.data);
+  const T* v = static_cast<const T*>(vpipe.src.data);
+  T* out = static_cast<T*>(p.out.data);
+
+  for (int r = warp; r < p.block_m; r += kGenericThreads / 32) {
+    const int lr = row0 + r;
+    if (lr >= seg.len_q) break;
+    const QueryRow qr = query_row(p, seg, b, h, lr);
+    bool q_ok = true;
+    if constexpr (Checked) {
+      if (qr.row >= uint64_t(p.q.rows)) {
+        if (lane == 0)
+          record_violation(p.record, Buffer::q, Access::read, int64_t(qr.row), p.q.rows, b, lr, qr.head, m_block,
+                           attn_order(kQRead, lr));
+        q_ok = false;
+      }
+    }
+    float qv[kPerLane], acc[kPerLane];
+    const T* qrow = q + (int64_t(qr.row) * p.q.heads + qr.head) * D;
+#pragma unroll
+    for (int i = 0; i < kPerLane; ++i) {
+      const int d = lane + 32 * i;
+      qv[i] = (q_ok && d < D) ? Elem<T>::to_float(qrow[d]) : 0.f;
+      acc[i] = 0.f;
+    }
+    int j_lo = 0, j_hi = seg.len_k;
+    if (p.window_left >= 0) j_lo = max(0, lr + diag - p.window_left);
+    if (p.window_right >= 0) j_hi = min(j_hi, lr + diag + p.window_right + 1);
+    float m = -INFINITY, l = 0.f;
+    for (int j = j_lo; j < j_hi; ++j) {
+      const uint64_t row = uint64_t(seg.start_k) + uint64_t(j);
+      bool k_ok = true, v_ok = true;
+      if constexpr (Checked) {
+        if (row >= uint64_t(kpipe.src.rows)) {
+          if (lane == 0)
+            record_violation(p.record, Buffer::k, Access::read, int64_t(row), kpipe.src.rows, b, j, h_kv, m_block,
+                             attn_order(kKvRead, j));
+          k_ok = false;
+        }
+        if (row >= uint64_t(vpipe.src.rows)) {
+          if (lane == 0)
+            record_violation(p.record, Buffer::v, Access::read, int64_t(row), vpipe.src.rows, b, j, h_kv, m_block,
+                             attn_order(kKvRead, j | (1 << 23)));
+          v_ok = false;
+        }
+      }
+      const T* krow = k + (int64_t(row) * kpipe.src.heads + h_kv) * D;
+      const T* vrow = v + (int64_t(row) * vpipe.src.heads + h_kv) * D;
+      float dot = 0.f;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int d = lane + 32 * i;
+        if (k_ok && d < D) dot = fmaf(qv[i], Elem<T>::to_float(krow[d]), dot);
+      }
+#pragma unroll
+      for (int off = 16; off > 0; off >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, off);
+      const float s = p.softcap > 0.f ? p.softcap * tanhf(dot * cap_in) : dot;
+      const float m_new = fmaxf(m, s);
+      const float corr = exp2f((m - m_new) * scale_log2);
+      const float pj = exp2f((s - m_new) * scale_log2);
+      l = l * corr + pj;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int d = lane + 32 * i;
+        const float vv = (v_ok && d < D) ? Elem<T>::to_float(vrow[d]) : 0.f;
+        acc[i] = fmaf(pj, vv, acc[i] * corr);
+      }
+      m = m_new;
+    }
+    const bool empty = l == 0.f || l != l;
+    const float inv = empty ? 1.f : 1.f / l;
+    const float lse = empty ? INFINITY : m * scale_nat + logf(l);
+    bool out_ok = true;
+    if constexpr (Checked) {
+      if (qr.row >= uint64_t(p.out.rows)) {
+        if (lane == 0)
+          record_violation(p.record, Buffer::out, Access::write, int64_t(qr.row), p.out.rows, b, lr, qr.head, m_block,
+                           attn_order(kOutWrite, lr));
+        out_ok = false;
+      }
+    }
+    if (Checked && out_ok && lane == 0) count_row_write(p, qr);
+    if (lane == 0) write_lse<Checked>(p, qr, b, h, lr, m_block, lse);
+    if (out_ok) {
+      T* orow = out + (int64_t(qr.row) * p.out.heads + qr.head) * D;
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) {
+        const int d = lane + 32 * i;
+        if (d < D) orow[d] = Elem<T>::from_float(acc[i] * inv);
+      }
+    }
+  }
+}
+
+}  // namespace attn
+
+namespace {
+
+template <class T>
+__global__ void fill_kernel(T* data, int64_t n, T value) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    data[i] = value;
+}
+
+template <class T>
+void fill(T* data, int64_t n, T value, cudaStream_t stream) {
+  if (n <= 0) return;
+  const int64_t blocks = std::min<int64_t>((n + 255) / 256, 4096);
+  fill_kernel<T><<<unsigned(blocks), 256, 0, stream>>>(data, n, value);
+  AD_CUDA_CHECK(cudaGetLastError());
+}
+
+void check_config(bool ok, const std::string& what) {
+  if (!ok) throw cuda::LaunchConfigError("varlen attention forward: " + what);
+}
+
+}  // namespace
+
+#define AD_STRINGIFY_(...) #__VA_ARGS__
+#define AD_STRINGIFY(...) AD_STRINGIFY_(__VA_ARGS__)
+const char* compiled_architectures() {
+#ifdef __CUDA_ARCH_LIST__
+  return AD_STRINGIFY(__CUDA_ARCH_LIST__);
+#else
+  return "";
+#endif
+}
+
+void probe_kernel_versions(int* binary_version, int* ptx_version) {
+  cudaFuncAttributes attr{};
+  if (cudaFuncGetAttributes(&attr, fill_kernel<float>) == cudaSuccess) {
+    *binary_version = attr.binaryVersion;
+    *ptx_version = attr.ptxVersion;
+  } else {
+    cudaGetLastError();
+    *binary_version = *ptx_version = 0;
+  }
+}
+
+void launch_fill_nan(void* data, int64_t elements, ElemType elem, cudaStream_t stream) {
+  switch (elem) {
+    case ElemType::fp32:
+      fill<float>(static_cast<float*>(data), elements, std::numeric_limits<float>::quiet_NaN(), stream);
+      break;
+    case ElemType::bf16:
+      fill<uint16_t>(static_cast<uint16_t*>(data), elements, uint16_t(0x7FC0), stream);  // bf16 qNaN
+      break;
+    case ElemType::fp16:
+      fill<uint16_t>(static_cast<uint16_t*>(data), elements, uint16_t(0x7E00), stream);  // fp16 qNaN
+      break;
+  }
+}
+
+void launch_fill_f32(float* data, int64_t elements, float value, cudaStream_t stream) {
+  fill<float>(data, elements, value, stream);
+}
+
+void fa2_normalize(VarlenFwdParams& p) {
+  if (p.normalized) return;
+  p.normalized = true;
+  // mha_varlen_fwd, in its order.
+  if (p.window_left >= p.max_seqlen_k) p.window_left = -1;
+  if (p.window_right >= p.max_seqlen_k) p.window_right = -1;
+  if (p.max_seqlen_q == 1) p.causal = false;  // "causal=true is the same as causal=false in this case"
+  if (p.causal) p.window_right = 0;
+  const bool swap = p.max_seqlen_q == 1 && p.num_heads > p.num_heads_k && p.num_heads_k > 0 &&
+                    p.window_left < 0 && p.window_right < 0 && p.head_dim % 8 == 0;
+  if (swap) {
+    p.ngroups = p.num_heads / p.num_heads_k;
+    p.num_heads = p.num_heads_k;
+    p.max_seqlen_q = p.ngroups;
+    p.seqlenq_ngroups_swapped = true;
+  }
+  // set_params_fprop: a one-sided window gets max_seqlen_k on its open side (causal, i.e.
+  // left < 0 and right == 0, keeps no left limit).
+  const bool causal_kernel = p.window_left < 0 && p.window_right == 0;
+  if (!causal_kernel) {
+    if (p.window_left < 0 && p.window_right >= 0) p.window_left = p.max_seqlen_k;
+    if (p.window_left >= 0 && p.window_right < 0) p.window_right = p.max_seqlen_k;
+  }
+  p.causal = causal_kernel;
+}
+
+bool varlen_fwd_has_tensor_core_path(const VarlenFwdParams& p) {
+  return p.elem != ElemType::fp32 && (p.head_dim == 64 || p.head_dim == 128) && p.block_m == attn::kBlockM;
+}
+
+std::string varlen_fwd_kernel_name(const VarlenFwdParams& p, Checks checks, AttnKernel which) {
+  const bool tc = which == AttnKernel::tensor_core || which == AttnKernel::tensor_core_alt ||
+                  (which == AttnKernel::automatic && varlen_fwd_has_tensor_core_path(p));
+  std::string name = tc ? "varlen_fwd_tc<" : "varlen_fwd_generic<";
+  name += to_string(p.elem);
+  if (tc) {
+    const int mt = which == AttnKernel::tensor_core_alt ? 3 - attn::kDefaultMT : attn::kDefaultMT;
+    name += ",d" + std::to_string(p.head_dim) + ",warp" + std::to_string(16 * mt) + "rows";
+  }
+  name += std::string(",") + to_string(checks) + ">";
+  return name;
+}
+
+void launch_varlen_fwd(const VarlenFwdParams& p_in, Checks checks, cudaStream_t stream, AttnKernel which) {
+  VarlenFwdParams p = p_in;
+  fa2_normalize(p);
+  const bool checked = checks == Checks::checked;
+  check_config(p.num_heads_k > 0 && p.num_heads > 0 && p.num_heads % p.num_heads_k == 0,
+               "num_heads " + std::to_string(p.num_heads) + " is not a multiple of num_heads_k " +
+                   std::to_string(p.num_heads_k));
+  check_config(p.head_dim > 0 && p.head_dim <= 256, "head_dim " + std::to_string(p.head_dim) + " not in [1, 256]");
+  check_config(p.cu_seqlens_q.data != nullptr && p.cu_seqlens_k.data != nullptr, "cu_seqlens missing");
+  check_config(p.cu_seqlens_q.size == int64_t(p.batch) + 1 && p.cu_seqlens_k.size == int64_t(p.batch) + 1,
+               "cu_seqlens_q/k must hold batch + 1 entries");
+  check_config(!checked || p.record != nullptr, "checked launch without a violation record");
+  if (p.max_seqlen_k <= 0) {
+    // flash_api.cpp: "If seqlen_k == 0, then we have an empty tensor": out = 0, lse = +inf.
+    const int64_t out_bytes = p.out.rows * int64_t(p.out.heads) * p.head_dim * elem_bytes(p.elem);
+    if (out_bytes > 0) AD_CUDA_CHECK(cudaMemsetAsync(p.out.data, 0, size_t(out_bytes), stream));
+    launch_fill_f32(p.lse, p.lse_size, INFINITY, stream);
+    return;
+  }
+  check_config(p.block_m > 0, "block_m must be positive");
+  const int64_t grid_x = (int64_t(p.max_seqlen_q) + p.block_m - 1) / p.block_m;
+  check_config(grid_x > 0 && p.batch > 0,
+               "empty launch grid (" + std::to_string(grid_x) + ", " + std::to_string(p.batch) + ", " +
+                   std::to_string(p.num_heads) + "): invalid configuration argument");
+  check_config(p.batch <= 65535 && p.num_heads <= 65535,
+               "grid (" + std::to_string(grid_x) + ", " + std::to_string(p.batch) + ", " + std::to_string(p.num_heads) +
+                   ") exceeds the 65535 limit of grid.y/grid.z: invalid argument");
+  const bool tc = which == AttnKernel::tensor_core || which == AttnKernel::tensor_core_alt ||
+                  (which == AttnKernel::automatic && varlen_fwd_has_tensor_core_path(p));
+  const bool alt = which == AttnKernel::tensor_core_alt;
+  if (tc) {
+    check_config(varlen_fwd_has_tensor_core_path(p), "no tensor-core kernel for " + std::string(to_string(p.elem)) +
+                                                         " head_dim " + std::to_string(p.head_dim));
+    if (p.elem == ElemType::bf16)
+      detail::launch_varlen_fwd_tc_bf16(p, checked, alt, stream);
+    else
+      detail::launch_varlen_fwd_tc_fp16(p, checked, alt, stream);
+  } else {
+    detail::launch_varlen_fwd_generic(p, checked, stream);
+  }
+}
+
+namespace detail {
+
+template <class T>
+void launch_generic_t(const VarlenFwdParams& p, bool checked, cudaStream_t stream) {
+  const dim3 grid((p.max_seqlen_q + p.block_m - 1) / p.block_m, p.batch, p.num_heads);
+  if (checked)
+    attn::varlen_fwd_generic_kernel<T, true><<<grid, attn::kGenericThreads, 0, stream>>>(p);
+  else
+    attn::varlen_fwd_generic_kernel<T, false><<<grid, attn::kGenericThreads, 0, stream>>>(p);
+}
+
+void launch_varlen_fwd_generic(const VarlenFwdParams& p, bool checked, cudaStream_t stream) {
+  switch (p.elem) {
+    case ElemType::bf16: launch_generic_t<__nv_bfloat16>(p, checked, stream); break;
+    case ElemType::fp16: launch_generic_t<__half>(p, checked, stream); break;
+    case ElemType::fp32: launch_generic_t<float>(p, checked, stream); break;
+  }
+}
+
+}  // namespace detail
+
+}  // namespace ad::kern

@@ -1,0 +1,567 @@
+// Varlen attention forward with FA2's indexing contract (../shared/spec/execution.md), in a
+// checked and an unchecked form. Kernels at the top, launchers in varlen_attention.cu.
+//
+//   q   (total_q, H, D)   k, v (total_k, Hk, D)   out (total_q, H, D)   lse (H, total_q) fp32
+//   grid (ceil(max_seqlen_q / 128), N, H); tile (m, b, h) exits when m * 128 >= len_q.
+//
+// What is reproduced from FA2 (csrc/flash_attn/src/flash_fwd_kernel.h compute_attn_1rowblock,
+// block_info.h, flash_api.cpp mha_varlen_fwd), because the diagnosis depends on it:
+//  - the grid comes from max_seqlen_q, so rows of a longer segment past the last tile are
+//    never computed (their poison survives: attention.coverage);
+//  - segment starts are read as int32 and widened through uint32 (a negative cu_seqlens[0]
+//    becomes a row offset near 2^32: the "illegal memory access" of #855 / prime-rl #2392);
+//  - rows are predicated on the segment length only, never on the tensor size, so an
+//    overshooting cu_seqlens[-1] reads and writes past q/k/v/out in the unchecked form;
+//  - causal is bottom-right aligned, the window is inclusive around the same diagonal,
+//    key tiles outside [n_min, n_max) are skipped, and an empty key range writes 0 / +inf;
+//  - softcap: s = softcap * tanh(scale * s / softcap) before the softmax.
+// The checked form compares every row it touches with its buffer's row count; a row outside
+// is recorded (attention.access) and neither read (zero-filled) nor written.
+//
+// Tensor-core kernel (head dim 64 and 128, bf16/fp16): 8 warps, 16 query rows per warp,
+// Q fragments in registers, K and V tiles double-buffered in shared memory with cp.async,
+// S = Q·Kᵀ and O += P·V on mma.sync.m16n8k16 (fp32 accumulators), online softmax in
+// registers with exp2. Tile shape follows FA2 (128 x 128 for D = 64, 128 x 64 for D = 128);
+// the warp layout (8 x 16 rows instead of FA2's 4 x 32) trades shared-memory reads for fewer
+// registers per thread. Fragment layouts: PTX ISA, "mma.m16n8k16" and "ldmatrix". Shared
+// tiles are XOR-swizzled in 16-byte chunks so that ldmatrix reads are bank-conflict free.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "device_common.cuh"
+#include "kernel_params.hpp"
+
+namespace ad::kern::attn {
+
+inline constexpr int kBlockM = kFa2BlockM;  // 128
+inline constexpr int kGenericThreads = 128;
+
+// The tensor-core kernel's shape. MT: 16-row m tiles per warp. MT = 2 is FA2's layout (4
+// warps of 32 rows: each K/V fragment read from shared memory feeds two MMAs, Q is re-read
+// from shared memory every step); MT = 1 is 8 warps of 16 rows with Q held in registers.
+template <int D, int MT>
+struct TileShape {
+  // FA2: hdim64 128x128, hdim128 128x64; with 32 rows per warp, 64 keys keep S and O in
+  // registers without spilling.
+  static constexpr int kBlockN = MT == 1 ? (D <= 64 ? 128 : 64) : (D <= 64 ? 64 : 32);
+  static constexpr int kChunks = D / 8;                // 16-byte chunks per row
+  static constexpr int kWarps = kBlockM / (16 * MT);
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kMinBlocks = MT == 2 ? 2 : 1;   // CTAs per SM the registers allow
+  static constexpr bool kQInRegisters = MT == 1;
+  static constexpr size_t smem_elems() { return size_t(kBlockM) * D + 4 * size_t(kBlockN) * D; }
+};
+// The shape the launcher uses (bench/gpu picks the other one through AttnKernel).
+inline constexpr int kDefaultMT = 2;
+
+// ---------------------------------------------------------------------------------------
+// segment and row addressing (shared by both kernels)
+
+struct Segment {
+  uint32_t start_q;  // FA2: uint32_t(sum_s_q) * row_stride
+  int32_t len_q;
+  uint32_t start_k;
+  int32_t len_k;
+};
+
+__device__ __forceinline__ Segment segment_of(const VarlenFwdParams& p, int b) {
+  Segment s;
+  if (p.seqlenq_ngroups_swapped) {
+    // cu_seqlens_q is dropped: segment b is token b, its H / Hk heads become rows.
+    s.start_q = static_cast<uint32_t>(b);
+    s.len_q = p.ngroups;
+  } else {
+    const int32_t a = p.cu_seqlens_q.data[b];
+    s.start_q = static_cast<uint32_t>(a);
+    s.len_q = p.cu_seqlens_q.data[b + 1] - a;
+  }
+  const int32_t ak = p.cu_seqlens_k.data[b];
+  s.start_k = static_cast<uint32_t>(ak);
+  s.len_k = p.seqused_k != nullptr ? p.seqused_k[b] : p.cu_seqlens_k.data[b + 1] - ak;
+  return s;
+}
+
+// Query row `lr` of tile head `h` in segment `b`: which row and head of q/out/lse it is.
+struct QueryRow {
+  uint64_t row;
+  int32_t head;
+};
+__device__ __forceinline__ QueryRow query_row(const VarlenFwdParams& p, const Segment& s, int b, int h, int lr) {
+  if (p.seqlenq_ngroups_swapped) return {static_cast<uint64_t>(b), h * p.ngroups + lr};
+  return {static_cast<uint64_t>(s.start_q) + static_cast<uint64_t>(lr), h};
+}
+
+struct KeyRange {
+  int n_min, n_max;  // key tiles [n_min, n_max)
+  int diag;          // query i sees key j <= i + diag (+ window_right)
+};
+__device__ __forceinline__ KeyRange key_range(const VarlenFwdParams& p, const Segment& s, int row0, int block_n) {
+  KeyRange r;
+  r.diag = s.len_k - s.len_q;
+  r.n_max = s.len_k <= 0 ? 0 : (s.len_k + block_n - 1) / block_n;
+  if (p.window_right >= 0) {
+    const long long lim = (long long)row0 + kBlockM + r.diag + p.window_right;
+    const int t = lim <= 0 ? 0 : int((lim + block_n - 1) / block_n);
+    r.n_max = t < r.n_max ? t : r.n_max;
+  }
+  r.n_min = 0;
+  if (p.window_left >= 0) {
+    const long long lo = (long long)row0 + r.diag - p.window_left;
+    r.n_min = lo <= 0 ? 0 : int(lo / block_n);
+  }
+  return r;
+}
+
+__device__ __forceinline__ bool key_visible(const VarlenFwdParams& p, const Segment& s, int diag, int i, int j) {
+  if (j >= s.len_k) return false;
+  if (p.window_right >= 0 && j > i + diag + p.window_right) return false;
+  if (p.window_left >= 0 && j < i + diag - p.window_left) return false;
+  return true;
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Launch-order key of an access (exec/access.hpp): CTA linear index (h-major, as FA2's
+// grid is enumerated by the CPU twin), then the access class within the CTA (0 q read,
+// 1 k/v read, 2 out write, 3 lse write) and its row or key.
+enum AccessClass : uint32_t { kQRead = 0, kKvRead = 1, kOutWrite = 2, kLseWrite = 3 };
+__device__ __forceinline__ uint64_t attn_order(uint32_t cls, int64_t sub) {
+  const uint64_t blk = (uint64_t(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  const uint64_t s = sub < 0 ? 0 : (sub > 0xFFFFFF ? 0xFFFFFF : uint64_t(sub));
+  return (blk << 26) | (uint64_t(cls) << 24) | s;
+}
+
+// FA2's LSE element for query row `lr` of segment b, tile head h (semantics.hpp): (H,
+// total_q) from 2.6 with the start read back as a signed int, (N, H, max_seqlen_q) before,
+// and (H, N) on the single-query swapped path.
+__device__ __forceinline__ int64_t lse_index(const VarlenFwdParams& p, const QueryRow& qr, int b, int h, int lr) {
+  if (p.seqlenq_ngroups_swapped) return int64_t(qr.head) * p.q.rows + b;
+  if (p.lse_layout == 1) return (int64_t(b) * p.num_heads + h) * p.lse_max_seqlen_q + lr;
+  return int64_t(p.cu_seqlens_q.data[b]) + int64_t(h) * p.q.rows + lr;
+}
+
+template <bool Checked>
+__device__ __forceinline__ void write_lse(const VarlenFwdParams& p, const QueryRow& qr, int b, int h, int lr,
+                                          int m_block, float lse) {
+  const int64_t idx = lse_index(p, qr, b, h, lr);
+  if constexpr (Checked) {
+    if (idx < 0 || idx >= p.lse_size) {
+      record_violation(p.record, Buffer::lse, Access::write, idx, p.lse_size, b, lr, qr.head, m_block,
+                       attn_order(kLseWrite, lr));
+      return;
+    }
+  }
+  p.lse[idx] = lse;
+}
+
+// Coverage: counts the writes of an output row (head 0 only: a segment writes all heads).
+__device__ __forceinline__ void count_row_write(const VarlenFwdParams& p, const QueryRow& qr) {
+  if (p.row_writes != nullptr && qr.head == 0 && qr.row < uint64_t(p.row_writes_size)) atomicAdd(p.row_writes + qr.row, 1u);
+}
+
+// ---------------------------------------------------------------------------------------
+// tensor-core kernel
+
+// Swizzled element offset of (row, col) in a [rows][D] tile: 16-byte chunk c of row r is
+// stored at chunk c ^ (r % 8), so the 8 rows an ldmatrix phase reads hit 8 distinct
+// 128-byte bank groups.
+template <int D>
+__device__ __forceinline__ int swz(int row, int col) {
+  return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+}
+
+// Streams one K or V tile (rows [n * BN, n * BN + BN) of the segment) into shared memory.
+// The pipeline and the tile must have the same role: a K pipeline cannot fill a V tile.
+// Checked form: the rows of a tile are contiguous, so one comparison per tile decides
+// whether every row lies inside the buffer; only a tile that reaches past it takes the
+// per-row path that records and zero-fills, and the hot loop stays the unchecked one.
+template <class T, int D, int MT, bool Checked, class Role>
+__device__ __forceinline__ void load_kv_tile(const VarlenFwdParams& p, const PipelineParams<Role>& pipe,
+                                             SmemTile<Role, T> tile, const Segment& seg, int b, int h_kv,
+                                             int n, Buffer which) {
+  using Shape = TileShape<D, MT>;
+  constexpr int BN = Shape::kBlockN;
+  constexpr int C = Shape::kChunks;
+  constexpr int NT = Shape::kThreads;
+  const T* src = static_cast<const T*>(pipe.src.data) + int64_t(h_kv) * D;
+  const int64_t row_elems = int64_t(pipe.src.heads) * D;
+  bool per_row = false;
+  if constexpr (Checked) {
+    const int valid = min(BN, seg.len_k - n * BN);
+    per_row = uint64_t(seg.start_k) + uint64_t(n * BN) + uint64_t(valid) > uint64_t(pipe.src.rows);
+  }
+  if (!per_row) {
+#pragma unroll
+    for (int it = 0; it < BN * C / NT; ++it) {
+      const int i = threadIdx.x + it * NT;
+      const int r = i / C, c = i % C;
+      T* dst = tile.data + swz<D>(r, c * 8);
+      const int kr = n * BN + r;
+      if (kr < seg.len_k) {
+        cp_async_16(dst, src + int64_t(uint64_t(seg.start_k) + uint64_t(kr)) * row_elems + c * 8);
+      } else {
+        *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+      }
+    }
+    return;
+  }
+  for (int i = threadIdx.x; i < BN * C; i += NT) {
+    const int r = i / C, c = i % C;
+    T* dst = tile.data + swz<D>(r, c * 8);
+    const int kr = n * BN + r;
+    const uint64_t row = uint64_t(seg.start_k) + uint64_t(kr);
+    bool ok = kr < seg.len_k;
+    if (ok && row >= uint64_t(pipe.src.rows)) {
+      if (c == 0)
+        record_violation(p.record, which == Buffer::k ? Buffer::k : Buffer::v, Access::read, int64_t(row), pipe.src.rows,
+                         b, kr, h_kv, n, attn_order(kKvRead, which == Buffer::k ? kr : kr | (1 << 23)));
+      ok = false;
+    }
+    if (ok) {
+      cp_async_16(dst, src + int64_t(row) * row_elems + c * 8);
+    } else {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+// Whether the query rows [row0, row0 + 128) of a tile that the segment holds all lie inside
+// the q/out buffers (false: the checked form goes row by row).
+__device__ __forceinline__ bool query_tile_in_bounds(const VarlenFwdParams& p, const Segment& seg, int b, int h,
+                                                     int row0) {
+  const int valid = min(kBlockM, seg.len_q - row0);
+  if (p.seqlenq_ngroups_swapped) return uint64_t(b) < uint64_t(p.q.rows) && uint64_t(b) < uint64_t(p.out.rows);
+  const uint64_t end = uint64_t(seg.start_q) + uint64_t(row0) + uint64_t(valid);
+  return end <= uint64_t(p.q.rows) && end <= uint64_t(p.out.rows);
+}
+
+template <class T, int D, int MT, bool Checked>
+__global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::kMinBlocks)
+    varlen_fwd_tc_kernel(const VarlenFwdParams p) {
+  using Shape = TileShape<D, MT>;
+  constexpr int BN = Shape::kBlockN;
+  constexpr int C = Shape::kChunks;
+  constexpr int NT = Shape::kThreads;
+  constexpr int NB = BN / 8;   // n8 blocks of S per m tile
+  constexpr int DB = D / 8;    // n8 blocks of O
+  constexpr int KQ = D / 16;   // k16 steps of Q·Kᵀ
+  constexpr int WR = 16 * MT;  // rows per warp
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);
+  // Double-buffered K and V tiles (buffer index by arithmetic, not a local array: a
+  // run-time index into an array would put it on the stack).
+  auto k_tile = [&](int i) { return SmemTile<KeyRole, T>{sQ + kBlockM * D + i * BN * D}; };
+  auto v_tile = [&](int i) { return SmemTile<ValueRole, T>{sQ + kBlockM * D + (2 + i) * BN * D}; };
+
+  const int m_block = blockIdx.x, b = blockIdx.y, h = blockIdx.z;
+  const Segment seg = segment_of(p, b);
+  const int row0 = m_block * kBlockM;
+  if (row0 >= seg.len_q) return;  // FA2: per-tile exit (a negative length computes nothing)
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const KeyPipelineParams kpipe = key_pipeline(p);
+  const ValuePipelineParams vpipe = value_pipeline(p);
+  const int h_kv = h / kpipe.group;
+  const KeyRange kr = key_range(p, seg, row0, BN);
+  bool q_rows_checked = false;  // checked form, tile reaching past q/out: row by row
+  if constexpr (Checked) q_rows_checked = !query_tile_in_bounds(p, seg, b, h, row0);
+
+  const float scale_nat = p.softcap > 0.f ? 1.f : p.softmax_scale;
+  const float scale_log2 = scale_nat * 1.4426950408889634f;
+  const float cap_in = p.softcap > 0.f ? p.softmax_scale / p.softcap : 0.f;
+
+  float o[MT][DB][4];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < DB; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.f;
+  float m_i[MT][2], l_i[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) m_i[mt][0] = m_i[mt][1] = -INFINITY, l_i[mt][0] = l_i[mt][1] = 0.f;
+
+  if (kr.n_max > kr.n_min) {
+    // Q tile -> shared (rows past the segment zero-filled).
+    const T* qsrc = static_cast<const T*>(p.q.data);
+    const int64_t q_row_elems = int64_t(p.q.heads) * D;
+#pragma unroll
+    for (int it = 0; it < kBlockM * C / NT; ++it) {
+      const int i = tid + it * NT;
+      const int r = i / C, c = i % C;
+      T* dst = sQ + swz<D>(r, c * 8);
+      const int lr = row0 + r;
+      bool ok = lr < seg.len_q;
+      const QueryRow qr = query_row(p, seg, b, h, lr);
+      if (Checked && q_rows_checked && ok && qr.row >= uint64_t(p.q.rows)) {
+        if (c == 0)
+          record_violation(p.record, Buffer::q, Access::read, int64_t(qr.row), p.q.rows, b, lr, qr.head, m_block,
+                           attn_order(kQRead, lr));
+        ok = false;
+      }
+      if (ok) {
+        cp_async_16(dst, qsrc + int64_t(qr.row) * q_row_elems + int64_t(qr.head) * D + c * 8);
+      } else {
+        *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+      }
+    }
+    load_kv_tile<T, D, MT, Checked>(p, kpipe, k_tile(0), seg, b, h_kv, kr.n_max - 1, Buffer::k);
+    cp_async_commit();
+    load_kv_tile<T, D, MT, Checked>(p, vpipe, v_tile(0), seg, b, h_kv, kr.n_max - 1, Buffer::v);
+    cp_async_commit();
+
+    uint32_t qf[Shape::kQInRegisters ? KQ : 1][4];
+    int buf = 0;
+    const int row_a = row0 + warp * WR + (lane >> 2);  // m tile mt: rows row_a + 16 mt (+ 8)
+    for (int n = kr.n_max - 1; n >= kr.n_min; --n) {
+      const bool has_next = n > kr.n_min;
+      if (has_next) load_kv_tile<T, D, MT, Checked>(p, kpipe, k_tile(buf ^ 1), seg, b, h_kv, n - 1, Buffer::k);
+      cp_async_commit();
+      cp_async_wait<2>();
+      __syncthreads();
+      if constexpr (Shape::kQInRegisters) {
+        if (n == kr.n_max - 1) {
+#pragma unroll
+          for (int kk = 0; kk < KQ; ++kk)
+            ldmatrix_x4(qf[kk], sQ + swz<D>(warp * WR + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 16 + (lane >> 4) * 8));
+        }
+      }
+
+      // S = Q Kᵀ: each K fragment read once from shared memory feeds MT MMAs.
+      float s[MT][NB][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int i = 0; i < NB; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < KQ; ++kk) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          if constexpr (Shape::kQInRegisters) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) a[mt][e] = qf[kk][e];
+          } else {
+            ldmatrix_x4(a[mt], sQ + swz<D>(warp * WR + mt * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                          kk * 16 + (lane >> 4) * 8));
+          }
+        }
+#pragma unroll
+        for (int nb2 = 0; nb2 < NB / 2; ++nb2) {
+          uint32_t kf[4];
+          ldmatrix_x4(kf, k_tile(buf).data + swz<D>(nb2 * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                                   kk * 16 + ((lane >> 3) & 1) * 8));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            Mma<T>::run(s[mt][2 * nb2], a[mt], kf[0], kf[1]);
+            Mma<T>::run(s[mt][2 * nb2 + 1], a[mt], kf[2], kf[3]);
+          }
+        }
+      }
+
+      if (p.softcap > 0.f) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int i = 0; i < NB; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[mt][i][e] = p.softcap * tanhf(s[mt][i][e] * cap_in);
+      }
+
+      // Masking: only tiles that reach past the segment's keys or cross the window.
+      const bool need_mask = (n + 1) * BN > seg.len_k ||
+                             (p.window_right >= 0 && (n + 1) * BN - 1 > row0 + kr.diag + p.window_right) ||
+                             (p.window_left >= 0 && n * BN < row0 + kBlockM - 1 + kr.diag - p.window_left);
+      if (need_mask) {
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+          for (int i = 0; i < NB; ++i)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int col = n * BN + i * 8 + 2 * (lane & 3) + (e & 1);
+              const int row = row_a + mt * 16 + (e >> 1) * 8;
+              if (!key_visible(p, seg, kr.diag, row, col)) s[mt][i][e] = -INFINITY;
+            }
+      }
+
+      // Online softmax (each row spread over the 4 lanes of a quad).
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          float mx = m_i[mt][half];
+#pragma unroll
+          for (int i = 0; i < NB; ++i) mx = fmaxf(mx, fmaxf(s[mt][i][2 * half], s[mt][i][2 * half + 1]));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+          const float m_scaled = (mx == -INFINITY ? 0.f : mx) * scale_log2;
+          const float corr = fast_exp2(m_i[mt][half] * scale_log2 - m_scaled);
+          m_i[mt][half] = mx;
+          float rs = 0.f;
+#pragma unroll
+          for (int i = 0; i < NB; ++i) {
+            s[mt][i][2 * half] = fast_exp2(fmaf(s[mt][i][2 * half], scale_log2, -m_scaled));
+            s[mt][i][2 * half + 1] = fast_exp2(fmaf(s[mt][i][2 * half + 1], scale_log2, -m_scaled));
+            rs += s[mt][i][2 * half] + s[mt][i][2 * half + 1];
+          }
+          l_i[mt][half] = l_i[mt][half] * corr + rs;
+#pragma unroll
+          for (int i = 0; i < DB; ++i) {
+            o[mt][i][2 * half] *= corr;
+            o[mt][i][2 * half + 1] *= corr;
+          }
+        }
+
+      if (has_next) load_kv_tile<T, D, MT, Checked>(p, vpipe, v_tile(buf ^ 1), seg, b, h_kv, n - 1, Buffer::v);
+      cp_async_commit();
+      cp_async_wait<2>();
+      __syncthreads();
+
+      // O += P V  (P from the S accumulators: two n8 blocks form one k16 A fragment); each
+      // V fragment read once feeds MT MMAs.
+#pragma unroll
+      for (int kc = 0; kc < NB / 2; ++kc) {
+        uint32_t a[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          a[mt][0] = Elem<T>::pack(s[mt][2 * kc][0], s[mt][2 * kc][1]);
+          a[mt][1] = Elem<T>::pack(s[mt][2 * kc][2], s[mt][2 * kc][3]);
+          a[mt][2] = Elem<T>::pack(s[mt][2 * kc + 1][0], s[mt][2 * kc + 1][1]);
+          a[mt][3] = Elem<T>::pack(s[mt][2 * kc + 1][2], s[mt][2 * kc + 1][3]);
+        }
+#pragma unroll
+        for (int db2 = 0; db2 < DB / 2; ++db2) {
+          uint32_t vf[4];
+          ldmatrix_x4_trans(vf, v_tile(buf).data + swz<D>(kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                                         db2 * 16 + (lane >> 4) * 8));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            Mma<T>::run(o[mt][2 * db2], a[mt], vf[0], vf[1]);
+            Mma<T>::run(o[mt][2 * db2 + 1], a[mt], vf[2], vf[3]);
+          }
+        }
+      }
+      buf ^= 1;
+    }
+  }
+
+  // Epilogue: normalise, stage the warp's rows in shared memory (its own Q rows: no other
+  // warp reads them), store 16-byte chunks, then the LSE. An empty key range ends here with
+  // O = 0 and LSE = +inf (FA2: row_sum == 0).
+  float lse[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float l = l_i[mt][half];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const bool empty = l == 0.f || l != l;
+      const float inv = empty ? 1.f : 1.f / l;
+      lse[mt][half] = empty ? INFINITY : m_i[mt][half] * scale_nat + logf(l);
+#pragma unroll
+      for (int i = 0; i < DB; ++i) {
+        o[mt][i][2 * half] *= inv;
+        o[mt][i][2 * half + 1] *= inv;
+      }
+    }
+  if constexpr (!Shape::kQInRegisters) __syncwarp();  // this warp's last Q reads are done
+  T* sO = sQ;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int i = 0; i < DB; ++i)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = warp * WR + mt * 16 + (lane >> 2) + half * 8;
+        const int c = i * 8 + 2 * (lane & 3);
+        *reinterpret_cast<uint32_t*>(sO + swz<D>(r, c)) = Elem<T>::pack(o[mt][i][2 * half], o[mt][i][2 * half + 1]);
+      }
+  __syncwarp();
+  T* out = static_cast<T*>(p.out.data);
+  const int64_t o_row_elems = int64_t(p.out.heads) * D;
+#pragma unroll
+  for (int it = 0; it < WR * C / 32; ++it) {
+    const int i = lane + it * 32;
+    const int r = i / C, c = i % C;
+    const int lr = row0 + warp * WR + r;
+    if (lr >= seg.len_q) continue;
+    const QueryRow qr = query_row(p, seg, b, h, lr);
+    if (Checked && q_rows_checked && qr.row >= uint64_t(p.out.rows)) {
+      if (c == 0)
+        record_violation(p.record, Buffer::out, Access::write, int64_t(qr.row), p.out.rows, b, lr, qr.head, m_block,
+                         attn_order(kOutWrite, lr));
+      continue;
+    }
+    if (Checked && c == 0) count_row_write(p, qr);
+    *reinterpret_cast<uint4*>(out + int64_t(qr.row) * o_row_elems + int64_t(qr.head) * D + c * 8) =
+        *reinterpret_cast<const uint4*>(sO + swz<D>(warp * WR + r, c * 8));
+  }
+  if ((lane & 3) == 0) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int lr = row0 + warp * WR + mt * 16 + (lane >> 2) + half * 8;
+        if (lr >= seg.len_q) continue;
+        const QueryRow qr = query_row(p, seg, b, h, lr);
+        write_lse<Checked>(p, qr, b, h, lr, m_block, lse[mt][half]);
+      }
+  }
+}
+
+}  // namespace ad::kern::attn
+
+// ---------------------------------------------------------------------------------------
+// launcher of the tensor-core kernel (instantiated once per element type, in its own .cu
+// file so that the two compile in parallel)
+
+#include "cuda_check.hpp"
+
+namespace ad::kern::attn {
+
+template <class T, int D, int MT, bool Checked>
+void launch_tc_one(const VarlenFwdParams& p, cudaStream_t stream) {
+  using Shape = TileShape<D, MT>;
+  const size_t smem = Shape::smem_elems() * sizeof(T);
+  auto kernel = &varlen_fwd_tc_kernel<T, D, MT, Checked>;
+  AD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.batch, p.num_heads);
+  kernel<<<grid, Shape::kThreads, smem, stream>>>(p);
+}
+
+template <class T, int MT>
+void launch_tc_mt(const VarlenFwdParams& p, bool checked, cudaStream_t stream) {
+  if (p.head_dim == 64) {
+    checked ? launch_tc_one<T, 64, MT, true>(p, stream) : launch_tc_one<T, 64, MT, false>(p, stream);
+  } else if (p.head_dim == 128) {
+    checked ? launch_tc_one<T, 128, MT, true>(p, stream) : launch_tc_one<T, 128, MT, false>(p, stream);
+  } else {
+    throw cuda::LaunchConfigError("tensor-core varlen forward: head_dim " + std::to_string(p.head_dim) +
+                                  " has no tensor-core instantiation (64, 128)");
+  }
+}
+
+// alt_shape: the other warp layout (MT 1 <-> 2), compiled only with
+// ATTN_DOCTOR_TC_BOTH_SHAPES (benchmarks of the layout choice).
+template <class T>
+void launch_tc(const VarlenFwdParams& p, bool checked, bool alt_shape, cudaStream_t stream) {
+#ifdef ATTN_DOCTOR_TC_BOTH_SHAPES
+  if (alt_shape) {
+    launch_tc_mt<T, 3 - kDefaultMT>(p, checked, stream);
+    return;
+  }
+#else
+  if (alt_shape) throw cuda::LaunchConfigError("this build carries one tensor-core shape (ATTN_DOCTOR_TC_BOTH_SHAPES off)");
+#endif
+  launch_tc_mt<T, kDefaultMT>(p, checked, stream);
+}
+
+}  // namespace ad::kern::attn

@@ -1,0 +1,109 @@
+// The CUDA backend against its oracle, the CPU backend, on the shared generated sweep
+// (tests/sweep.hpp): every valid batch and every broken-metadata class, run through both
+// backends from the same ExecPlan and seed. Agreement means: the same set of dynamic
+// violation ids, the same first violation, the same stage statuses, and on valid batches
+// both outputs within the dtype's tolerance of the fp64 reference. Tagged [cuda]; without a
+// device it prints "SKIPPED: <reason>" (reported skipped by ctest).
+#include <catch2/catch.hpp>
+
+#ifndef ATTN_DOCTOR_WITH_CUDA
+
+TEST_CASE("cuda sweep: CUDA and CPU backends agree (not built)", "[cuda][cuda-sweep]") {
+  WARN("SKIPPED: this attn-doctor was built without CUDA (ATTN_DOCTOR_CUDA=OFF or no nvcc)");
+}
+
+#else
+
+#include <cstdio>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "exec/cuda/device.hpp"
+#include "exec/plan.hpp"
+#include "sweep.hpp"
+
+using namespace ad;
+
+namespace {
+
+struct Outcome {
+  std::vector<std::string> ids;  // in report order
+  std::map<std::string, std::string> stage_status;
+  double worst_error = -1;
+  std::string describe;
+};
+
+Outcome summarise(const ExecResult& r) {
+  Outcome o;
+  std::vector<Violation> v = r.violations;
+  std::stable_sort(v.begin(), v.end(), [](const Violation& a, const Violation& b) { return a.order < b.order; });
+  for (const auto& x : v) o.ids.push_back(x.id);
+  for (const auto& s : r.stages) {
+    o.stage_status[s.name] = s.status;
+    if (s.name == "result" && s.data.contains("worst_error") && s.data["worst_error"].is_number())
+      o.worst_error = s.data["worst_error"].get<double>();
+    o.describe += "  " + s.name + ": " + s.status + " " + s.detail.substr(0, 160) + "\n";
+  }
+  for (const auto& x : v) o.describe += "  " + x.id + ": " + x.message.substr(0, 200) + "\n";
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("cuda sweep: CUDA and CPU backends report the same violations on >= 200 batches", "[cuda][cuda-sweep]") {
+  const cuda::DeviceInfo info = cuda::query_device();
+  if (!info.present) {
+    WARN("SKIPPED: no CUDA device (" + info.why_absent + ")");
+    return;
+  }
+  std::string why;
+  auto gpu = make_cuda_backend(&why);
+  REQUIRE(gpu);
+  auto cpu = make_cpu_backend();
+  std::vector<sweep::Case> cases = sweep::valid_cases(20240605, 220);
+  for (auto& c : sweep::broken_cases(77, 4)) cases.push_back(c);
+  int agree = 0, valid = 0, broken = 0, with_violations = 0, disagree = 0;
+  std::map<std::string, int> per_class;
+  std::ostringstream mismatches;
+  for (const sweep::Case& c : cases) {
+    const Batch b = sweep::load(c);
+    ExecOptions opt;
+    opt.seed = c.seed;
+    opt.threads = 8;
+    const ExecPlan plan = make_exec_plan(b, sweep::conversion_for(c, b), opt);
+    const Outcome oc = summarise(cpu->run(plan, opt));
+    const Outcome og = summarise(gpu->run(plan, opt));
+    const bool same_ids = oc.ids == og.ids;
+    const bool same_stages = oc.stage_status == og.stage_status;
+    bool within = true;
+    if (c.klass == "valid") {
+      ++valid;
+      const double tol = plan.reference.tolerance;
+      within = og.ids.empty() && og.worst_error >= 0 && og.worst_error <= tol;
+    } else {
+      ++broken;
+    }
+    with_violations += !og.ids.empty();
+    if (same_ids && same_stages && within) {
+      ++agree;
+      ++per_class[c.klass];
+    } else {
+      ++disagree;
+      mismatches << c.klass << " / " << c.name << ": cpu [";
+      for (auto& i : oc.ids) mismatches << i << " ";
+      mismatches << "] cuda [";
+      for (auto& i : og.ids) mismatches << i << " ";
+      mismatches << "] worst error cpu " << oc.worst_error << " cuda " << og.worst_error << "\n"
+                 << " cpu:\n" << oc.describe << " cuda:\n" << og.describe;
+    }
+  }
+  std::printf("cuda sweep: %d batches (%d valid, %d broken, %d with dynamic violations): %d agree, %d differ\n",
+              int(cases.size()), valid, broken, with_violations, agree, disagree);
+  for (const auto& [k, n] : per_class) std::printf("  %-20s %d agree\n", k.c_str(), n);
+  INFO(mismatches.str());
+  CHECK(cases.size() >= 200);
+  CHECK(disagree == 0);
+}
+
+#endif  // ATTN_DOCTOR_WITH_CUDA

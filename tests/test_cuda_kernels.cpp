@@ -1,0 +1,638 @@
+// GPU tests of the checked kernels against simple host references (fp64 attention, the
+// rotary formula, plain row copies), and of what the checked forms record when an access
+// would be out of bounds. Tagged [cuda]; without a device (or without CUDA in the build)
+// each test prints "SKIPPED: <reason>" and ctest reports it skipped, never passed.
+#include <catch2/catch.hpp>
+
+#ifndef ATTN_DOCTOR_WITH_CUDA
+
+TEST_CASE("cuda: kernels (not built)", "[cuda]") {
+  WARN("SKIPPED: this attn-doctor was built without CUDA (ATTN_DOCTOR_CUDA=OFF or no nvcc)");
+}
+
+#else
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "exec/cuda/device.hpp"
+#include "launch.hpp"
+
+using namespace ad;
+using ad::kern::Checks;
+using ad::kern::ElemType;
+
+namespace {
+
+// Returns false (and prints the visible skip) when no device can run the tests.
+bool have_device() {
+  static const cuda::DeviceInfo info = cuda::query_device();
+  if (!info.present) WARN("SKIPPED: no CUDA device (" + info.why_absent + ")");
+  return info.present;
+}
+
+// ---- host element conversions -----------------------------------------------------------
+
+uint16_t to_bits(float x, ElemType t) {
+  if (t == ElemType::bf16) return __nv_bfloat16_raw(__float2bfloat16_rn(x)).x;
+  return __half_raw(__float2half_rn(x)).x;
+}
+float from_bits(uint16_t b, ElemType t) {
+  if (t == ElemType::bf16) {
+    __nv_bfloat16_raw r;
+    r.x = b;
+    return __bfloat162float(__nv_bfloat16(r));
+  }
+  __half_raw r;
+  r.x = b;
+  return __half2float(__half(r));
+}
+
+// A tensor of `n` random values in [-1, 1), rounded to the element type; `values` holds
+// what the device sees (after rounding), `bytes` the raw storage.
+struct HostTensor {
+  ElemType elem = ElemType::bf16;
+  std::vector<float> values;
+  std::vector<unsigned char> bytes;
+};
+
+HostTensor random_tensor(size_t n, ElemType elem, std::mt19937& rng) {
+  HostTensor t;
+  t.elem = elem;
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  t.values.resize(n);
+  t.bytes.resize(n * size_t(kern::elem_bytes(elem)));
+  for (size_t i = 0; i < n; ++i) {
+    const float x = u(rng);
+    if (elem == ElemType::fp32) {
+      t.values[i] = x;
+      std::memcpy(&t.bytes[i * 4], &x, 4);
+    } else {
+      const uint16_t b = to_bits(x, elem);
+      t.values[i] = from_bits(b, elem);
+      std::memcpy(&t.bytes[i * 2], &b, 2);
+    }
+  }
+  return t;
+}
+
+std::vector<float> decode(const std::vector<unsigned char>& bytes, ElemType elem) {
+  const size_t n = bytes.size() / size_t(kern::elem_bytes(elem));
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (elem == ElemType::fp32) {
+      std::memcpy(&out[i], &bytes[i * 4], 4);
+    } else {
+      uint16_t b;
+      std::memcpy(&b, &bytes[i * 2], 2);
+      out[i] = from_bits(b, elem);
+    }
+  }
+  return out;
+}
+
+// ---- attention fixture -------------------------------------------------------------------
+
+struct AttnSpec {
+  ElemType elem = ElemType::bf16;
+  int heads = 4, heads_k = 4, head_dim = 64;
+  std::vector<int32_t> cu_q, cu_k;  // as passed to the kernel
+  int64_t rows_q = -1, rows_k = -1; // buffer rows (default: cu[-1])
+  int max_seqlen_q = -1, max_seqlen_k = -1;  // default: the longest segment
+  bool causal = false;
+  int window_left = -1, window_right = -1;
+  float softcap = 0.f;
+  uint32_t seed = 1;
+};
+
+struct AttnRun {
+  std::vector<float> out;         // (rows_q, H, D), NaN where unwritten
+  std::vector<float> lse;         // (H, rows_q)
+  std::vector<uint32_t> row_writes;
+  kern::ViolationRecord record{};
+  std::string kernel;
+};
+
+struct AttnCase {
+  AttnSpec spec;
+  HostTensor q, k, v;
+  int64_t rows_q = 0, rows_k = 0;
+
+  explicit AttnCase(AttnSpec s) : spec(std::move(s)) {
+    if (spec.cu_k.empty()) spec.cu_k = spec.cu_q;
+    rows_q = spec.rows_q >= 0 ? spec.rows_q : spec.cu_q.back();
+    rows_k = spec.rows_k >= 0 ? spec.rows_k : spec.cu_k.back();
+    auto longest = [](const std::vector<int32_t>& cu) {
+      int m = 0;
+      for (size_t i = 0; i + 1 < cu.size(); ++i) m = std::max(m, cu[i + 1] - cu[i]);
+      return m;
+    };
+    if (spec.max_seqlen_q < 0) spec.max_seqlen_q = longest(spec.cu_q);
+    if (spec.max_seqlen_k < 0) spec.max_seqlen_k = longest(spec.cu_k);
+    std::mt19937 rng(spec.seed);
+    q = random_tensor(size_t(rows_q) * spec.heads * spec.head_dim, spec.elem, rng);
+    k = random_tensor(size_t(rows_k) * spec.heads_k * spec.head_dim, spec.elem, rng);
+    v = random_tensor(size_t(rows_k) * spec.heads_k * spec.head_dim, spec.elem, rng);
+  }
+
+  AttnRun run(Checks checks, kern::AttnKernel which = kern::AttnKernel::automatic) const {
+    cuda::DeviceBuffer<unsigned char> dq(q.bytes), dk(k.bytes), dv(v.bytes);
+    cuda::DeviceBuffer<unsigned char> dout(q.bytes.size());
+    cuda::DeviceBuffer<float> dlse{size_t(rows_q) * spec.heads};
+    cuda::DeviceBuffer<uint32_t> dwrites{size_t(rows_q)};
+    cuda::DeviceBuffer<int32_t> dcu_q(spec.cu_q), dcu_k(spec.cu_k);
+    kern::launch_fill_nan(dout.get(), int64_t(q.values.size()), spec.elem);
+    kern::launch_fill_f32(dlse.get(), int64_t(dlse.size()), std::numeric_limits<float>::quiet_NaN());
+    dwrites.fill_bytes(0);
+    kern::VarlenFwdParams p;
+    p.elem = spec.elem;
+    p.q = {dq.get(), rows_q, spec.heads};
+    p.k = {dk.get(), rows_k, spec.heads_k};
+    p.v = {dv.get(), rows_k, spec.heads_k};
+    p.out = {dout.get(), rows_q, spec.heads};
+    p.lse = dlse.get();
+    p.lse_size = int64_t(dlse.size());
+    p.row_writes = checks == Checks::checked ? dwrites.get() : nullptr;
+    p.row_writes_size = rows_q;
+    p.cu_seqlens_q = {dcu_q.get(), int64_t(spec.cu_q.size())};
+    p.cu_seqlens_k = {dcu_k.get(), int64_t(spec.cu_k.size())};
+    p.batch = int32_t(spec.cu_q.size()) - 1;
+    p.num_heads = spec.heads;
+    p.num_heads_k = spec.heads_k;
+    p.head_dim = spec.head_dim;
+    p.max_seqlen_q = spec.max_seqlen_q;
+    p.max_seqlen_k = spec.max_seqlen_k;
+    p.softmax_scale = float(1.0 / std::sqrt(double(spec.head_dim)));
+    p.softcap = spec.softcap;
+    p.causal = spec.causal;
+    p.window_left = spec.window_left;
+    p.window_right = spec.window_right;
+    cuda::RecordSlot slot;
+    AttnRun r;
+    r.kernel = kern::varlen_fwd_kernel_name(p, checks, which);
+    auto outcome = cuda::checked_launch(r.kernel, slot, [&](kern::ViolationRecord* rec) {
+      p.record = rec;
+      kern::launch_varlen_fwd(p, checks, nullptr, which);
+    });
+    r.record = outcome.record;
+    r.out = decode(dout.download(), spec.elem);
+    r.lse = dlse.download();
+    r.row_writes = dwrites.download();
+    return r;
+  }
+
+  // fp64 attention over each segment with the normalised window (causal: right = 0).
+  void reference(std::vector<double>& out, std::vector<double>& lse) const {
+    const int H = spec.heads, Hk = spec.heads_k, D = spec.head_dim;
+    out.assign(size_t(rows_q) * H * D, std::nan(""));
+    lse.assign(size_t(rows_q) * H, std::nan(""));
+    const double scale = 1.0 / std::sqrt(double(D));
+    const int left = spec.window_left;
+    const int right = spec.causal ? 0 : spec.window_right;
+    for (size_t b = 0; b + 1 < spec.cu_q.size(); ++b) {
+      const int sq = spec.cu_q[b], lq = spec.cu_q[b + 1] - sq;
+      const int sk = spec.cu_k[b], lk = spec.cu_k[b + 1] - sk;
+      const int computed = std::min(lq, (spec.max_seqlen_q + 127) / 128 * 128);
+      for (int h = 0; h < H; ++h) {
+        const int hk = h / (H / Hk);
+        for (int i = 0; i < computed; ++i) {
+          std::vector<double> s;
+          std::vector<int> keys;
+          for (int j = 0; j < lk; ++j) {
+            if (right >= 0 && j > i + lk - lq + right) continue;
+            if (left >= 0 && j < i + lk - lq - left) continue;
+            double dot = 0;
+            for (int d = 0; d < D; ++d)
+              dot += double(q.values[(size_t(sq + i) * H + h) * D + d]) * k.values[(size_t(sk + j) * Hk + hk) * D + d];
+            dot *= scale;
+            if (spec.softcap > 0) dot = spec.softcap * std::tanh(dot / spec.softcap);
+            s.push_back(dot);
+            keys.push_back(j);
+          }
+          double* o = &out[(size_t(sq + i) * H + h) * D];
+          if (keys.empty()) {
+            for (int d = 0; d < D; ++d) o[d] = 0;
+            lse[size_t(h) * rows_q + sq + i] = std::numeric_limits<double>::infinity();
+            continue;
+          }
+          const double mx = *std::max_element(s.begin(), s.end());
+          double sum = 0;
+          for (double& x : s) sum += (x = std::exp(x - mx));
+          for (int d = 0; d < D; ++d) {
+            double acc = 0;
+            for (size_t t = 0; t < keys.size(); ++t) acc += s[t] * v.values[(size_t(sk + keys[t]) * Hk + hk) * D + d];
+            o[d] = acc / sum;
+          }
+          lse[size_t(h) * rows_q + sq + i] = mx + std::log(sum);
+        }
+      }
+    }
+  }
+};
+
+// Largest per-row relative error ||o - ref|| / ||ref|| over rows the reference computed,
+// and whether NaN-ness agrees everywhere (unwritten rows must stay NaN).
+struct Compare {
+  double worst = 0;
+  int64_t nan_mismatch = 0;
+  double worst_lse = 0;
+};
+
+Compare compare(const AttnCase& c, const AttnRun& run) {
+  std::vector<double> ref, ref_lse;
+  c.reference(ref, ref_lse);
+  Compare cmp;
+  const int D = c.spec.head_dim;
+  for (size_t row = 0; row < ref.size() / size_t(D); ++row) {
+    double num = 0, den = 0;
+    bool ref_nan = std::isnan(ref[row * D]);
+    bool out_nan = false;
+    for (int d = 0; d < D; ++d) {
+      out_nan |= std::isnan(run.out[row * D + d]);
+      if (!ref_nan) {
+        num += (run.out[row * D + d] - ref[row * D + d]) * (run.out[row * D + d] - ref[row * D + d]);
+        den += ref[row * D + d] * ref[row * D + d];
+      }
+    }
+    if (ref_nan != out_nan) {
+      ++cmp.nan_mismatch;
+      continue;
+    }
+    if (!ref_nan) cmp.worst = std::max(cmp.worst, den > 0 ? std::sqrt(num / den) : std::sqrt(num));
+  }
+  for (size_t i = 0; i < ref_lse.size(); ++i) {
+    if (std::isnan(ref_lse[i]) || std::isinf(ref_lse[i])) {
+      if (std::isinf(ref_lse[i]) && !std::isinf(run.lse[i])) ++cmp.nan_mismatch;
+      continue;
+    }
+    cmp.worst_lse = std::max(cmp.worst_lse, std::abs(run.lse[i] - ref_lse[i]) / std::max(1.0, std::abs(ref_lse[i])));
+  }
+  return cmp;
+}
+
+double tolerance(ElemType t) { return t == ElemType::fp16 ? 4e-3 : t == ElemType::bf16 ? 2e-2 : 1e-5; }
+
+}  // namespace
+
+TEST_CASE("cuda: varlen forward matches fp64 attention", "[cuda]") {
+  if (!have_device()) return;
+  struct Config {
+    const char* what;
+    ElemType elem;
+    int heads, heads_k, head_dim;
+    bool causal;
+    int left, right;
+    float softcap;
+    std::vector<int32_t> cu_q, cu_k;
+  };
+  const std::vector<Config> configs = {
+      {"bf16 d64 causal", ElemType::bf16, 4, 4, 64, true, -1, -1, 0.f, {0, 1, 130, 300, 557}, {}},
+      {"bf16 d128 non-causal", ElemType::bf16, 4, 4, 128, false, -1, -1, 0.f, {0, 77, 77, 333, 600}, {}},
+      {"bf16 d128 causal gqa", ElemType::bf16, 8, 2, 128, true, -1, -1, 0.f, {0, 200, 329, 700}, {}},
+      {"fp16 d64 window", ElemType::fp16, 4, 2, 64, false, 37, 5, 0.f, {0, 150, 420}, {}},
+      {"fp16 d128 causal softcap", ElemType::fp16, 2, 2, 128, true, -1, -1, 30.f, {0, 129, 390}, {}},
+      {"bf16 d64 cross lengths", ElemType::bf16, 4, 4, 64, true, -1, -1, 0.f, {0, 60, 100}, {0, 200, 230}},
+      {"bf16 d128 kv shorter", ElemType::bf16, 2, 1, 128, true, -1, -1, 0.f, {0, 300, 310}, {0, 100, 400}},
+      {"bf16 d96 generic", ElemType::bf16, 4, 2, 96, true, -1, -1, 0.f, {0, 70, 250}, {}},
+      {"fp32 d32 generic", ElemType::fp32, 2, 2, 32, false, 3, 3, 0.f, {0, 40, 41, 90}, {}},
+      {"bf16 d256 generic", ElemType::bf16, 2, 2, 256, true, -1, -1, 5.f, {0, 33, 170}, {}},
+  };
+  for (const Config& cfg : configs) {
+    DYNAMIC_SECTION(cfg.what) {
+      AttnSpec s;
+      s.elem = cfg.elem, s.heads = cfg.heads, s.heads_k = cfg.heads_k, s.head_dim = cfg.head_dim;
+      s.causal = cfg.causal, s.window_left = cfg.left, s.window_right = cfg.right, s.softcap = cfg.softcap;
+      s.cu_q = cfg.cu_q, s.cu_k = cfg.cu_k;
+      const AttnCase c(s);
+      const AttnRun run = c.run(Checks::checked);
+      INFO(run.kernel);
+      CHECK(run.record.count == 0);
+      const Compare cmp = compare(c, run);
+      CHECK(cmp.nan_mismatch == 0);
+      CHECK(cmp.worst < tolerance(cfg.elem));
+      CHECK(cmp.worst_lse < 1e-3);
+      for (size_t i = 0; i < run.row_writes.size(); ++i) {
+        INFO("row " << i);
+        REQUIRE(run.row_writes[i] == 1u);
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda: checked, unchecked and generic forms compute the same output", "[cuda]") {
+  if (!have_device()) return;
+  for (int d : {64, 128}) {
+    AttnSpec s;
+    s.head_dim = d, s.heads = 4, s.heads_k = 2, s.causal = true;
+    s.cu_q = {0, 513, 700, 1400};
+    const AttnCase c(s);
+    const AttnRun checked = c.run(Checks::checked);
+    const AttnRun unchecked = c.run(Checks::unchecked);
+    const AttnRun generic = c.run(Checks::checked, kern::AttnKernel::generic);
+    REQUIRE(checked.kernel.find("tc") != std::string::npos);
+    CHECK(checked.record.count == 0);
+    bool identical = true;
+    for (size_t i = 0; i < checked.out.size(); ++i)
+      if (!(checked.out[i] == unchecked.out[i])) identical = false;
+    CHECK(identical);  // the checks change no arithmetic
+    double worst = 0;
+    for (size_t i = 0; i < checked.out.size(); ++i)
+      worst = std::max(worst, double(std::abs(checked.out[i] - generic.out[i])));
+    CHECK(worst < 3e-2);
+    // The other warp layout, when this build carries it (ATTN_DOCTOR_TC_BOTH_SHAPES).
+    try {
+      const AttnRun alt = c.run(Checks::checked, kern::AttnKernel::tensor_core_alt);
+      const Compare cmp = compare(c, alt);
+      CHECK(alt.record.count == 0);
+      CHECK(cmp.nan_mismatch == 0);
+      CHECK(cmp.worst < tolerance(ElemType::bf16));
+    } catch (const cuda::LaunchConfigError&) {
+    }
+  }
+}
+
+TEST_CASE("cuda: an overshooting cu_seqlens is recorded as attention.access, never performed", "[cuda]") {
+  if (!have_device()) return;
+  AttnSpec s;
+  s.head_dim = 128, s.heads = 2, s.heads_k = 2;
+  s.cu_q = {0, 100, 300};
+  s.rows_q = 200;  // cu_seqlens_q[-1] = 300 > 200 rows: FA2 reads and writes past q/out
+  s.rows_k = 300;
+  s.cu_k = {0, 100, 300};
+  const AttnCase c(s);
+  const AttnRun run = c.run(Checks::checked);
+  REQUIRE(run.record.count > 0);
+  CHECK(run.record.min_index == 200);
+  CHECK(run.record.bound == 200);
+  const auto buffer = static_cast<kern::Buffer>(run.record.buffer);
+  CHECK((buffer == kern::Buffer::q || buffer == kern::Buffer::out));
+  CHECK(run.record.segment == 1);
+  INFO(cuda::describe(run.record));
+  // Rows inside the buffer are still computed.
+  CHECK(!std::isnan(run.out[0]));
+  CHECK(!std::isnan(run.out.back()));
+}
+
+TEST_CASE("cuda: a negative cu_seqlens start becomes a row offset near 2^32", "[cuda]") {
+  if (!have_device()) return;
+  AttnSpec s;
+  s.head_dim = 64, s.heads = 2, s.heads_k = 2;
+  s.cu_q = {-16, 48, 128};
+  s.cu_k = {0, 64, 144};
+  s.rows_q = 128, s.rows_k = 144;
+  const AttnCase c(s);
+  const AttnRun run = c.run(Checks::checked);
+  REQUIRE(run.record.count > 0);
+  CHECK(run.record.index >= (int64_t(1) << 32) - 16);
+  CHECK(run.record.bound == 128);
+}
+
+TEST_CASE("cuda: max_seqlen_q below a segment leaves its rows past the grid unwritten", "[cuda]") {
+  if (!have_device()) return;
+  AttnSpec s;
+  s.head_dim = 64, s.heads = 2, s.heads_k = 2;
+  s.cu_q = {0, 300, 310};
+  s.max_seqlen_q = 100;  // grid covers one 128-row tile
+  const AttnCase c(s);
+  const AttnRun run = c.run(Checks::checked);
+  CHECK(run.record.count == 0);
+  CHECK(run.row_writes[127] == 1u);
+  CHECK(run.row_writes[128] == 0u);
+  CHECK(std::isnan(run.out[size_t(128) * 2 * 64]));
+  CHECK(!std::isnan(run.out[size_t(127) * 2 * 64]));
+  const Compare cmp = compare(c, run);
+  CHECK(cmp.nan_mismatch == 0);
+  CHECK(cmp.worst < tolerance(ElemType::bf16));
+}
+
+TEST_CASE("cuda: the single-query GQA swap computes what the plain path computes", "[cuda]") {
+  if (!have_device()) return;
+  AttnSpec s;
+  s.head_dim = 128, s.heads = 8, s.heads_k = 2, s.causal = true;
+  s.cu_q = {0, 1, 2, 3};
+  s.cu_k = {0, 40, 41, 300};
+  const AttnCase c(s);
+  const AttnRun run = c.run(Checks::checked);  // max_seqlen_q == 1: swapped internally
+  CHECK(run.record.count == 0);
+  const Compare cmp = compare(c, run);
+  CHECK(cmp.nan_mismatch == 0);
+  CHECK(cmp.worst < tolerance(ElemType::bf16));
+}
+
+TEST_CASE("cuda: max_seqlen_k == 0 writes zeros and +inf LSE like FA2", "[cuda]") {
+  if (!have_device()) return;
+  AttnSpec s;
+  s.head_dim = 64, s.heads = 2, s.heads_k = 2;
+  s.cu_q = {0, 10, 20};
+  s.cu_k = {0, 0, 0};
+  s.rows_k = 0;
+  s.max_seqlen_k = 0;
+  const AttnCase c(s);
+  const AttnRun run = c.run(Checks::checked);
+  CHECK(run.record.count == 0);
+  CHECK(std::all_of(run.out.begin(), run.out.end(), [](float x) { return x == 0.f; }));
+  CHECK(std::all_of(run.lse.begin(), run.lse.end(), [](float x) { return std::isinf(x) && x > 0; }));
+}
+
+TEST_CASE("cuda: a grid over 65535 segments is refused as an invalid launch", "[cuda]") {
+  if (!have_device()) return;
+  std::vector<int32_t> cu(70001);
+  for (size_t i = 0; i < cu.size(); ++i) cu[i] = int32_t(i);
+  AttnSpec s;
+  s.head_dim = 64, s.heads = 1, s.heads_k = 1;
+  s.cu_q = cu;
+  const AttnCase c(s);
+  CHECK_THROWS_AS(c.run(Checks::checked), cuda::LaunchConfigError);
+}
+
+// ---- gather / scatter --------------------------------------------------------------------
+
+TEST_CASE("cuda: unpad gather and pad scatter copy rows and record out-of-range indices", "[cuda]") {
+  if (!have_device()) return;
+  const int64_t src_rows = 1000, row_elems = 4 * 64;
+  std::mt19937 rng(3);
+  const HostTensor src = random_tensor(size_t(src_rows * row_elems), ElemType::bf16, rng);
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < src_rows; i += 3) idx.push_back(i);
+  const int64_t n = int64_t(idx.size());
+  cuda::DeviceBuffer<unsigned char> dsrc(src.bytes), ddst(size_t(n * row_elems * 2));
+  cuda::RecordSlot slot;
+
+  SECTION("valid indices") {
+    cuda::DeviceBuffer<int64_t> didx(idx);
+    kern::IndexCopyParams p{dsrc.get(), src_rows, ddst.get(), n, row_elems * 2, didx.get(), n, nullptr};
+    auto o = cuda::checked_launch("unpad_gather", slot, [&](kern::ViolationRecord* rec) {
+      p.record = rec;
+      kern::launch_unpad_gather(p, Checks::checked);
+    });
+    CHECK(o.record.count == 0);
+    const auto out = ddst.download();
+    bool same = true;
+    for (int64_t i = 0; i < n; ++i)
+      same &= std::memcmp(&out[size_t(i * row_elems * 2)], &src.bytes[size_t(idx[i] * row_elems * 2)],
+                          size_t(row_elems * 2)) == 0;
+    CHECK(same);
+    // scatter back into a zeroed padded buffer
+    cuda::DeviceBuffer<unsigned char> padded(src.bytes.size());
+    padded.fill_bytes(0);
+    kern::IndexCopyParams s{ddst.get(), n, padded.get(), src_rows, row_elems * 2, didx.get(), n, nullptr};
+    auto o2 = cuda::checked_launch("pad_scatter", slot, [&](kern::ViolationRecord* rec) {
+      s.record = rec;
+      kern::launch_pad_scatter(s, Checks::checked);
+    });
+    CHECK(o2.record.count == 0);
+    const auto back = padded.download();
+    bool round_trip = true;
+    for (int64_t i = 0; i < n; ++i)
+      round_trip &= std::memcmp(&back[size_t(idx[i] * row_elems * 2)], &src.bytes[size_t(idx[i] * row_elems * 2)],
+                                size_t(row_elems * 2)) == 0;
+    CHECK(round_trip);
+    CHECK(back[2 * row_elems * 2] == 0);  // row 2 not scattered: still zero
+  }
+
+  SECTION("an index past the source is recorded and its row left untouched") {
+    std::vector<int64_t> bad = idx;
+    bad[5] = src_rows + 24;  // the Gemma-2 gather: index past B * Lk
+    bad[9] = -3;
+    cuda::DeviceBuffer<int64_t> didx(bad);
+    kern::launch_fill_nan(ddst.get(), n * row_elems, ElemType::bf16);
+    AD_CUDA_CHECK(cudaDeviceSynchronize());
+    kern::IndexCopyParams p{dsrc.get(), src_rows, ddst.get(), n, row_elems * 2, didx.get(), n, nullptr};
+    auto o = cuda::checked_launch("unpad_gather", slot, [&](kern::ViolationRecord* rec) {
+      p.record = rec;
+      kern::launch_unpad_gather(p, Checks::checked);
+    });
+    REQUIRE(o.record.count == 2);
+    CHECK(o.record.min_index == -3);
+    CHECK(o.record.bound == src_rows);
+    CHECK(static_cast<kern::Buffer>(o.record.buffer) == kern::Buffer::gather_src);
+    const auto out = decode(ddst.download(), ElemType::bf16);
+    CHECK(std::isnan(out[size_t(5 * row_elems)]));
+    CHECK(!std::isnan(out[size_t(6 * row_elems)]));
+  }
+
+  SECTION("a scatter index past the padded tensor is recorded") {
+    std::vector<int64_t> bad = idx;
+    bad.back() = src_rows;  // one past the end
+    cuda::DeviceBuffer<int64_t> didx(bad);
+    cuda::DeviceBuffer<unsigned char> padded(src.bytes.size());
+    kern::IndexCopyParams s{ddst.get(), n, padded.get(), src_rows, row_elems * 2, didx.get(), n, nullptr};
+    auto o = cuda::checked_launch("pad_scatter", slot, [&](kern::ViolationRecord* rec) {
+      s.record = rec;
+      kern::launch_pad_scatter(s, Checks::checked);
+    });
+    REQUIRE(o.record.count == 1);
+    CHECK(o.record.index == src_rows);
+    CHECK(static_cast<kern::Buffer>(o.record.buffer) == kern::Buffer::scatter_dst);
+  }
+}
+
+// ---- rotary ---------------------------------------------------------------------------------
+
+namespace {
+
+struct RotaryRun {
+  std::vector<float> x;
+  kern::ViolationRecord record{};
+};
+
+RotaryRun run_rotary(const HostTensor& x, int64_t rows, int heads, int head_dim, int rotary_dim, int64_t table_rows,
+                     const std::vector<int32_t>& cu, int max_seqlen, bool interleaved, kern::RotaryContract contract,
+                     std::vector<float>& cos, std::vector<float>& sin) {
+  const int half = rotary_dim / 2;
+  cos.resize(size_t(table_rows * half));
+  sin.resize(cos.size());
+  for (int64_t pos = 0; pos < table_rows; ++pos)
+    for (int c = 0; c < half; ++c) {
+      const double inv = std::pow(10000.0, -2.0 * c / rotary_dim);
+      cos[size_t(pos * half + c)] = float(std::cos(pos * inv));
+      sin[size_t(pos * half + c)] = float(std::sin(pos * inv));
+    }
+  cuda::DeviceBuffer<unsigned char> dx(x.bytes);
+  cuda::DeviceBuffer<float> dcos(cos), dsin(sin);
+  cuda::DeviceBuffer<int32_t> dcu(cu);
+  kern::RotaryParams p;
+  p.elem = x.elem;
+  p.x = dx.get();
+  p.rows = rows, p.heads = heads, p.head_dim = head_dim;
+  p.cos = dcos.get(), p.sin = dsin.get(), p.table_rows = table_rows, p.rotary_dim = rotary_dim;
+  p.interleaved = interleaved;
+  p.cu_seqlens = dcu.get();
+  p.num_segments = int32_t(cu.size()) - 1;
+  p.max_seqlen = max_seqlen;
+  p.contract = contract;
+  const int64_t grid_rows = kern::rotary_grid_rows(p, cu.data());
+  cuda::RecordSlot slot;
+  RotaryRun r;
+  r.record = cuda::checked_launch("rotary", slot, [&](kern::ViolationRecord* rec) {
+               p.record = rec;
+               kern::launch_rotary(p, grid_rows, Checks::checked);
+             }).record;
+  r.x = decode(dx.download(), x.elem);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("cuda: rotary (flash_attn contract) matches the rotation formula", "[cuda]") {
+  if (!have_device()) return;
+  for (bool interleaved : {false, true}) {
+    const int heads = 3, D = 64, rd = interleaved ? 32 : 64;
+    const std::vector<int32_t> cu = {0, 40, 41, 140};
+    const int64_t rows = 140, table_rows = 90;  // positions >= 90 rotate by the identity
+    const int max_seqlen = 60;                  // rows of the last segment past 60 are skipped
+    std::mt19937 rng(5);
+    const HostTensor x = random_tensor(size_t(rows * heads * D), ElemType::bf16, rng);
+    std::vector<float> cos, sin;
+    const RotaryRun run = run_rotary(x, rows, heads, D, rd, table_rows, cu, max_seqlen, interleaved,
+                                     kern::RotaryContract::flash_attn, cos, sin);
+    CHECK(run.record.count == 0);
+    const int bm = kern::flash_attn_rotary_block_m(rd, interleaved);
+    const int grid_rows = (max_seqlen + bm - 1) / bm * bm;
+    double worst = 0;
+    for (size_t b = 0; b + 1 < cu.size(); ++b)
+      for (int r = 0; r < cu[b + 1] - cu[b]; ++r)
+        for (int h = 0; h < heads; ++h)
+          for (int c = 0; c < rd / 2; ++c) {
+            const size_t base = (size_t(cu[b] + r) * heads + h) * D;
+            const size_t ia = base + (interleaved ? 2 * c : c), ib = base + (interleaved ? 2 * c + 1 : c + rd / 2);
+            float ea = x.values[ia], eb = x.values[ib];
+            if (r < grid_rows && r < table_rows) {
+              const float cs = cos[size_t(r * (rd / 2) + c)], sn = sin[size_t(r * (rd / 2) + c)];
+              ea = x.values[ia] * cs - x.values[ib] * sn;
+              eb = x.values[ia] * sn + x.values[ib] * cs;
+            }
+            worst = std::max({worst, double(std::abs(run.x[ia] - ea)), double(std::abs(run.x[ib] - eb))});
+          }
+    CHECK(worst < 1.6e-2);  // one bf16 rounding of values in [-1.5, 1.5]
+    // columns past the rotary dim untouched
+    if (rd < D) CHECK(run.x[size_t(D - 1)] == x.values[size_t(D - 1)]);
+  }
+}
+
+TEST_CASE("cuda: rotary (fla contract) with the model width records the cross-head access", "[cuda]") {
+  if (!have_device()) return;
+  const int heads = 4, D = 32, rd = heads * D;  // RotaryEmbedding(dim=hidden_size): FLA #180
+  const std::vector<int32_t> cu = {0, 7, 20};
+  const int64_t rows = 20;
+  std::mt19937 rng(7);
+  const HostTensor x = random_tensor(size_t(rows * heads * D), ElemType::bf16, rng);
+  std::vector<float> cos, sin;
+  const RotaryRun run =
+      run_rotary(x, rows, heads, D, rd, rows, cu, 13, false, kern::RotaryContract::fla, cos, sin);
+  REQUIRE(run.record.count > 0);
+  const auto buffer = static_cast<kern::Buffer>(run.record.buffer);
+  CHECK((buffer == kern::Buffer::rotary_head || buffer == kern::Buffer::rotary_x));
+  INFO(cuda::describe(run.record));
+}
+
+#endif  // ATTN_DOCTOR_WITH_CUDA
