@@ -166,7 +166,7 @@ TEST_CASE("cu_seqlens.total: cu[-1] == rows", "[check]") {
   }
 }
 
-TEST_CASE("max_seqlen.type: a host int > 0; severity follows the release", "[check]") {
+TEST_CASE("max_seqlen.type: a host int > 0, severity follows the release", "[check]") {
   const char* tensor = R"({"format": "attn-doctor/batch@1", "environment": {"flash_attn": "%s"},
                            "model": {"num_heads": 8, "head_dim": 64},
                            "varlen": {"cu_seqlens_q": [0, 5, 9], "max_seqlen_q": {"tensor": 5}}})";

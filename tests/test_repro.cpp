@@ -117,7 +117,7 @@ TEST_CASE("run_repro isolates a case that crashes or hangs and reports every cas
   CHECK(xml.find("<failure message=\"timed out after 2 s\"") != std::string::npos);
 }
 
-TEST_CASE("collect_cases: folders recursively and sorted; missing paths are input errors", "[repro]") {
+TEST_CASE("collect_cases: folders recursively and sorted, missing paths are input errors", "[repro]") {
   CaseDir d;
   fs::create_directories(d.dir / "sub");
   d.write("b.json", "{}");
