@@ -95,7 +95,7 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
     }
     RenderOptions render{stdout_wants_color() && args->format == "text", args->full, globals.verbosity > 0};
     if (args->format == "json") {
-      std::cout << to_json(report, render).dump(2) << std::endl;
+      std::cout << to_json(report, render).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
     } else if (globals.quiet) {
       const Violation* first = report.first_violation();
       std::cout << report.status() << (first ? " " + first->id : std::string()) << std::endl;

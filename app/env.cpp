@@ -35,7 +35,7 @@ Subcommand add_env(CLI::App& root, const Globals&) {
 #endif
     j["cpu_threads"] = std::thread::hardware_concurrency();
     if (args->format == "json") {
-      std::cout << j.dump(2) << std::endl;
+      std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
     } else {
       for (auto it = j.begin(); it != j.end(); ++it)
         std::cout << it.key() << ": " << (it->is_string() ? it->get<std::string>() : it->dump()) << "\n";

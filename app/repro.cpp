@@ -48,7 +48,7 @@ Subcommand add_repro(CLI::App& root, const Globals& globals) {
       if (!out) throw InputError(args->junit, "", "a writable file for --junit", "it cannot be written");
     }
     if (args->format == "json") {
-      std::cout << repro_json(results).dump(2) << std::endl;
+      std::cout << repro_json(results).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
     } else {
       bool color = stdout_wants_color();
       for (const auto& r : results) {

@@ -2,6 +2,12 @@
 // array summaries, and the text rendering (no colour unless asked).
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
 #include "batch/batch.hpp"
 #include "check/check.hpp"
 #include "doctor/doctor.hpp"
@@ -157,4 +163,26 @@ TEST_CASE("diagnose: explicit overrun with --backend none gives the JSON schema 
   CHECK(j["varlen"]["path"] == "explicit");
   CHECK(j["varlen"]["cu_seqlens_q"] == json({0, 100, 137, 400}));
   CHECK(exit_code_for(r, false) == 1);
+}
+
+TEST_CASE("check --format json stays valid JSON for a file name that is not UTF-8", "[report]") {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("attn-doctor-utf8-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::path file = dir / std::string("bad\xff" "name.json");
+  fs::copy_file(fs::path(ATTN_DOCTOR_SOURCE_DIR) / "tests/data/cli/cu-overrun.json", file,
+                fs::copy_options::overwrite_existing);
+  std::string cmd = std::string(ATTN_DOCTOR_BINARY) + " check '" + file.string() + "' --format json --backend none";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  REQUIRE(pipe);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
+  int status = pclose(pipe);
+  fs::remove_all(dir);
+  CHECK(WEXITSTATUS(status) == 1);
+  json j = json::parse(out);  // throws (and fails the test) if not valid JSON
+  CHECK(j["status"] == "violation");
+  CHECK(j["input"].get<std::string>().find("name.json") != std::string::npos);
 }

@@ -60,6 +60,29 @@ nlohmann::json varlen_json(const VarlenArgs& a, bool full) {
   return j;
 }
 
+namespace {
+
+// A stage that throws ends the run with status "error" naming the stage and the reason; what
+// the earlier stages found stays in the report (results are never lost).
+template <class Fn>
+bool guarded_stage(Report& r, const char* stage, Clock::time_point t0, Fn&& fn) {
+  std::string why;
+  try {
+    fn();
+    return true;
+  } catch (const std::bad_alloc&) {
+    why = "out of memory";
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  r.stage_error = true;
+  r.error_message = std::string("stage ") + stage + " failed: " + why;
+  r.stages.push_back(StageRecord{stage, "error", ms_since(t0), r.error_message, nlohmann::json::object()});
+  return false;
+}
+
+}  // namespace
+
 Report diagnose(const Batch& batch, const CheckOptions& options, const std::string& input_label) {
   Report r;
   r.version = kToolVersion;
@@ -69,8 +92,9 @@ Report diagnose(const Batch& batch, const CheckOptions& options, const std::stri
 
   // 1. conversion
   auto t0 = Clock::now();
-  ConvertOptions copts{options.transformers, options.flash_attn};
-  Conversion conversion = convert(batch, copts);
+  Conversion conversion;
+  if (!guarded_stage(r, "conversion", t0, [&] { conversion = convert(batch, ConvertOptions{options.transformers, options.flash_attn}); }))
+    return r;
   StageRecord conv_stage{"conversion", "ok", ms_since(t0), "", nlohmann::json::object()};
   if (conversion.replayed) {
     const VarlenArgs& rep = *conversion.replayed;
@@ -93,7 +117,11 @@ Report diagnose(const Batch& batch, const CheckOptions& options, const std::stri
 
   // 2. static checks
   t0 = Clock::now();
-  std::vector<Violation> found = run_static_checks(batch, conversion, CheckContext{options.strict, options.flash_attn});
+  std::vector<Violation> found;
+  if (!guarded_stage(r, "static", t0, [&] {
+        found = run_static_checks(batch, conversion, CheckContext{options.strict, options.flash_attn});
+      }))
+    return r;
   StageRecord static_stage{"static", found.empty() ? "ok" : "violation", ms_since(t0), "", nlohmann::json::object()};
   static_stage.data["checked"] = catalogue().size();
   for (auto& v : found) r.add(std::move(v));
@@ -117,11 +145,12 @@ Report diagnose(const Batch& batch, const CheckOptions& options, const std::stri
   ExecOptions exec = options.exec;
   if (options.flash_attn) exec.flash_attn = options.flash_attn;
   t0 = Clock::now();
-  const ExecPlan plan = make_exec_plan(batch, conversion, exec);
+  std::optional<ExecPlan> plan;
+  if (!guarded_stage(r, "plan", t0, [&] { plan.emplace(make_exec_plan(batch, conversion, exec)); })) return r;
   const double plan_ms = ms_since(t0);
-  for (const std::string& n : plan.notes) r.notes.push_back(n);
-  try {
-    ExecResult res = backend->run(plan, exec);
+  for (const std::string& n : plan->notes) r.notes.push_back(n);
+  guarded_stage(r, "execute", t0, [&] {
+    ExecResult res = backend->run(*plan, exec);
     r.backend = res.backend;
     bool first = true;
     for (StageRecord& st : res.stages) {
@@ -131,16 +160,7 @@ Report diagnose(const Batch& batch, const CheckOptions& options, const std::stri
     }
     for (Violation& v : res.violations) r.add(std::move(v));
     for (std::string& n : res.notes) r.notes.push_back(std::move(n));
-  } catch (const std::bad_alloc&) {
-    r.stage_error = true;
-    r.error_message = "the " + r.backend + " backend ran out of memory executing the call (memory estimate " +
-                      std::to_string(plan.memory.bytes) + " bytes)";
-    r.stages.push_back(StageRecord{"execute", "error", ms_since(t0), r.error_message, nlohmann::json::object()});
-  } catch (const std::exception& e) {
-    r.stage_error = true;
-    r.error_message = "the " + r.backend + " backend failed: " + std::string(e.what());
-    r.stages.push_back(StageRecord{"execute", "error", ms_since(t0), r.error_message, nlohmann::json::object()});
-  }
+  });
   return r;
 }
 
