@@ -696,7 +696,7 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
   if (have_batch && B > 0 && a->path != VarlenPath::explicit_varlen) {
     if (p.rows_q_src % B == 0) Lq_f = p.rows_q_src / B;
     if (p.rows_k_src % B == 0) Lk_f = p.rows_k_src / B;
-    if (Lk_f != Lk) p.notes.push_back("the kernel receives " + std::to_string(Lk_f) + " keys per row (the batch holds " +
+    if (Lk_f != Lk) p.notes.push_back("the kernel receives " + std::to_string(Lk_f) + (Lk_f == 1 ? " key" : " keys") + " per row (the batch holds " +
                                       std::to_string(Lk) + "): the reference aligns the intent with the last keys");
   }
   if (batch.rotary) plan_rotary(p, batch, args, q_src_index, k_src_index, Lq_f, Lk_f);

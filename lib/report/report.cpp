@@ -109,11 +109,15 @@ std::string wrap(const std::string& text, const std::string& indent, size_t widt
 
 std::string short_array(const nlohmann::json& a) {
   if (a.is_object() && a.value("summarised", false)) {
-    std::string head = a["head"].dump(), tail = a["tail"].dump();
-    head.pop_back();
-    tail.erase(0, 1);
-    return head + ", ... " + tail + " (" + std::to_string(a["count"].get<size_t>()) + " values)";
+    nlohmann::json head = nlohmann::json::array(), tail = nlohmann::json::array();
+    for (size_t k = 0; k < 6 && k < a["head"].size(); ++k) head.push_back(a["head"][k]);
+    for (size_t k = a["tail"].size() >= 3 ? a["tail"].size() - 3 : 0; k < a["tail"].size(); ++k) tail.push_back(a["tail"][k]);
+    std::string h = head.dump(), t = tail.dump();
+    h.pop_back();
+    t.erase(0, 1);
+    return h + ", ... " + t + " (" + std::to_string(a["count"].get<size_t>()) + " values)";
   }
+  if (a.is_array() && a.empty()) return "(not computed)";
   if (a.is_array() && a.size() > 16) {
     nlohmann::json head = nlohmann::json::array(), tail = nlohmann::json::array();
     for (size_t k = 0; k < 6; ++k) head.push_back(a[k]);
@@ -209,13 +213,26 @@ std::string render_text(const Report& r, const RenderOptions& options) {
   if (r.varlen.is_object()) {
     const auto& v = r.varlen;
     out << "\nvarlen (path " << v.value("path", std::string("?")) << "):\n";
-    for (const char* key : {"cu_seqlens_q", "cu_seqlens_k"})
-      if (v.contains(key)) out << "  " << key << " " << short_array(v[key]) << "\n";
+    for (const char* key : {"cu_seqlens_q", "cu_seqlens_k"}) {
+      if (!v.contains(key)) continue;
+      out << "  " << key;
+      // a cu_seqlens that is not 1-D (a 4-D mask gives (B, 1, Q + 1)): say its shape
+      if (v.contains("shapes") && v["shapes"].contains(key) && v["shapes"][key].size() > 1)
+        out << " of shape " << v["shapes"][key].dump();
+      out << " " << short_array(v[key]) << "\n";
+    }
     auto num = [&](const char* key) { return v.contains(key) ? v[key].dump() : std::string("-"); };
     out << "  max_seqlen_q " << num("max_seqlen_q") << "  max_seqlen_k " << num("max_seqlen_k");
     if (v.value("max_seqlen_is_tensor", false)) out << " (0-d tensors)";
     out << "  total_q " << num("total_q") << "  total_k " << num("total_k") << "\n";
-    if (v.contains("error")) out << c.red() << wrap("conversion fails: " + v["error"].dump(), "  ") << c.reset();
+    if (v.contains("error") && v["error"].is_object()) {
+      const auto& e = v["error"];
+      std::string text = "the release fails here: " + e.value("type", std::string()) + ": " + e.value("message", std::string()) +
+                         " (in " + e.value("where", std::string()) + ")";
+      std::string gpu = e.value("cuda_symptom", std::string());
+      if (!gpu.empty()) text += "; on a GPU: " + gpu;
+      out << c.red() << wrap(text, "  ") << c.reset();
+    }
   }
   if (!r.stages.empty()) {
     out << "\nstages:";
@@ -224,8 +241,18 @@ std::string render_text(const Report& r, const RenderOptions& options) {
       out << "  " << s.name << " " << colour << s.status << c.reset() << " " << c.dim() << format_ms(s.ms) << c.reset();
     }
     out << "\n";
-    for (const auto& s : r.stages)
-      if (!s.detail.empty()) out << c.dim() << wrap(s.name + ": " + s.detail, "  ") << c.reset();
+    // details, stages with the same detail (e.g. "not reached: ...") on one line
+    for (size_t k = 0; k < r.stages.size(); ++k) {
+      const auto& st = r.stages[k];
+      if (st.detail.empty()) continue;
+      bool seen = false;
+      for (size_t j = 0; j < k; ++j) seen = seen || r.stages[j].detail == st.detail;
+      if (seen) continue;
+      std::string names = st.name;
+      for (size_t j = k + 1; j < r.stages.size(); ++j)
+        if (r.stages[j].detail == st.detail) names += ", " + r.stages[j].name;
+      out << c.dim() << wrap(names + ": " + st.detail, "  ") << c.reset();
+    }
   }
   int errors = 0, warnings = 0;
   for (const auto& v : r.violations) (v.severity == Severity::error ? errors : warnings)++;
