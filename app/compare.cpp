@@ -92,7 +92,8 @@ std::string signature(const VarlenArgs& a) {
 
 std::string outcome(const Row& r) {
   if (r.args.failure) return "raises " + r.args.failure->type + ": " + r.args.failure->message;
-  if (r.first) return r.first->id + ": " + r.first->message;
+  if (r.first)
+    return (r.first->severity == Severity::warning ? "(warning) " : "") + r.first->id + ": " + r.first->message;
   return "ok";
 }
 
@@ -159,15 +160,13 @@ Subcommand add_compare(CLI::App& root, const Globals&) {
       Conversion conversion;
       conversion.replayed = r.args;
       std::vector<Violation> found = run_static_checks(batch, conversion);
-      for (const Violation& v : found)
-        if (v.severity == Severity::error) {
-          r.first = v;
-          break;
-        }
+      if (!found.empty()) r.first = found.front();  // catalogue order, warnings included
+      bool error = false;
+      for (const Violation& v : found) error = error || v.severity == Severity::error;
       std::string sig = signature(r.args);
       r.changed = !previous.empty() && sig != previous;
       previous = sig;
-      violated = violated || r.first || r.args.failure;
+      violated = violated || error || r.args.failure;
     }
     if (html_out.is_open()) {
       std::vector<CompareBand> bands;
