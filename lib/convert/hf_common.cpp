@@ -14,9 +14,10 @@ bool all_kwargs(const Call& c) {
 VarlenArgs kwargs_path(const Call& c) {
   VarlenArgs a;
   a.path = VarlenPath::kwargs;
-  // a collator builds the kwargs as int32 tensors and max lengths as host ints
-  a.cu_seqlens_q = int_tensor(*c.kwargs->cu_seq_lens_q, DType::int32);
-  a.cu_seqlens_k = int_tensor(*c.kwargs->cu_seq_lens_k, DType::int32);
+  // the caller's tensors pass through unchanged: int32 unless the batch says otherwise (a
+  // collator that builds them with torch.cumsum's default int64: attn_doctor capture records it)
+  a.cu_seqlens_q = int_tensor(*c.kwargs->cu_seq_lens_q, c.kwargs_dtype_q);
+  a.cu_seqlens_k = int_tensor(*c.kwargs->cu_seq_lens_k, c.kwargs_dtype_k);
   auto max_of = [](const std::optional<int64_t>& m) {
     MaxSeqlen s;
     if (m) s.value = *m;

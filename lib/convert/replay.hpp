@@ -48,6 +48,9 @@ struct Call {
   bool causal = true;
   double dropout = 0.0;
   Version flash_attn;  // the flash-attn release whose bert_padding.unpad_input is used
+  // dtypes of the caller's cu_seq_lens_q/k tensors (batch `tensors` overrides): the kwargs
+  // path hands them to flash-attn as they are; int32 when not said (what a collator builds)
+  DType kwargs_dtype_q = DType::int32, kwargs_dtype_k = DType::int32;
 };
 
 Call call_from_batch(const Batch& batch, const std::optional<Version>& flash_attn);

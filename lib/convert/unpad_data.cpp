@@ -70,6 +70,8 @@ Call call_from_batch(const Batch& batch, const std::optional<Version>& flash_att
   c.causal = batch.model.causal;
   c.dropout = batch.model.dropout;
   c.flash_attn = flash_attn ? *flash_attn : version_literal("2.6.3");
+  if (const auto* o = batch.override_for("cu_seqlens_q"); o && o->dtype) c.kwargs_dtype_q = *o->dtype;
+  if (const auto* o = batch.override_for("cu_seqlens_k"); o && o->dtype) c.kwargs_dtype_k = *o->dtype;
   return c;
 }
 
