@@ -1,0 +1,355 @@
+// Varlen attention forward on Hopper's warpgroup tensor cores (wgmma, sm_90a), checked and
+// unchecked, with the FA2 indexing contract and the violation records of the mma.sync kernel
+// (kernels/varlen_attention.cuh, whose segment, key-range, mask, loader, LSE and epilogue
+// functions this kernel calls, so the two cannot drift apart).
+//
+//   q   (total_q, H, D)   k, v (total_k, Hk, D)   out (total_q, H, D)   lse (H, total_q) fp32
+//   grid (ceil(max_seqlen_q / 128), N, H); tile (m, b, h) exits when m * 128 >= len_q.
+//
+// Shape: a CTA is FA2's 128-row tile, two warpgroups of 64 query rows (256 threads); keys in
+// tiles of 128. S = Q·Kᵀ is wgmma m64n128k16 with Q and K from shared memory (both K-major);
+// O += P·V is wgmma m64nDk16 with P from registers (the S accumulators converted in place: the
+// wgmma accumulator and A-fragment layouts are the mma.m16n8k16 ones, per warp) and V from
+// shared memory read MN-major (transposed by the descriptor). Tiles are 128-byte swizzled in
+// 64-column panels, the canonical layout the descriptors name (wgmma.cuh).
+//
+// Schedule (FA3's intra-warpgroup overlap, Shah et al. 2024, "FlashAttention-3", section 3.2;
+// hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp in Dao-AILab/flash-attention): in iteration i
+// a warpgroup issues S_i = Q·K_iᵀ and O += P_{i-1}·V_{i-1} back to back, waits for S_i only,
+// runs the softmax of S_i while the P·V product is still on the tensor cores, then waits for
+// it and rescales O. Loads are cp.async (not the tensor memory accelerator: TMA coordinates
+// are signed 32-bit and would clamp, not reproduce, the unsigned row offsets of the contract),
+// one tile ahead, published by cp.async.wait_group + fence.proxy.async + one CTA barrier per
+// iteration. Registers: S (64) + P (32) + O (D / 2) fp32/b32 per thread, no spills.
+//
+// Key range: the rows a CTA reads are the mma.sync kernel's, [n_min, n_max) in its key tiles
+// of RB = 64 (d64) / 32 (d128) keys, clipped to the segment; this kernel covers them with
+// 128-key compute tiles and zero-fills (and masks) what lies outside. The same rows are read,
+// so the checked forms refuse and record the same accesses, with the same launch-order keys.
+#pragma once
+
+#include "../varlen_attention.cuh"
+#include "wgmma.cuh"
+
+namespace ad::kern::attn {
+
+template <int D>
+struct WgmmaShape {
+  static constexpr int kBlockN = 128;                         // keys per compute tile
+  static constexpr int kWarpgroups = kBlockM / 64;            // 2: one per 64 query rows
+  static constexpr int kThreads = kWarpgroups * 128;
+  static constexpr int kRangeBlockN = TileShape<D, kDefaultMT>::kBlockN;  // key-range granularity
+  static constexpr int kQBytes = kBlockM * D * 2;
+  static constexpr int kKVBytes = kBlockN * D * 2;
+  // Q, two K and two V stages, and 1 KB to align the base to a swizzle atom.
+  static constexpr int kSmemBytes = kQBytes + 4 * kKVBytes + 1024;
+};
+
+// [ROWS][D] tile in 64-column panels of ROWS x 128 bytes; 16-byte chunk c of row r stored at
+// chunk c ^ (r % 8) of its 128-byte row: the 128-byte swizzle wgmma reads (PTX ISA, "Shared
+// Memory Matrix Layout", 128B swizzling mode), given 1024-byte aligned panels.
+template <int D, int ROWS>
+struct Sw128Panels {
+  __device__ __forceinline__ static int offset(int row, int col) {
+    return (col >> 6) * (ROWS * 64) + row * 64 + ((((col >> 3) & 7) ^ (row & 7)) << 3) + (col & 7);
+  }
+};
+
+// Descriptor of a K-major operand: rows [row_base, row_base + 8 m) of a [ROWS][D] panel tile,
+// columns [16 kk, 16 kk + 16). 8-row groups are 1024 bytes apart (stride byte offset); the
+// leading byte offset is unused by swizzled K-major layouts (encoded as 1).
+template <int ROWS>
+__device__ __forceinline__ uint64_t kmajor_desc(uint32_t tile_addr, int row_base, int kk) {
+  return gmma::sw128_desc(tile_addr + (kk >> 2) * (ROWS * 128) + row_base * 128 + (kk & 3) * 32, 16, 1024);
+}
+// Descriptor of an MN-major B operand (V in P·V): rows (keys) [16 kc, 16 kc + 16) of a
+// [ROWS][D] panel tile, all D columns. 64-column panels are ROWS * 128 bytes apart (leading
+// byte offset), 8-key groups 1024 bytes apart (stride byte offset).
+template <int ROWS>
+__device__ __forceinline__ uint64_t mnmajor_desc(uint32_t tile_addr, int kc) {
+  return gmma::sw128_desc(tile_addr + kc * 16 * 128, ROWS * 128, 1024);
+}
+
+// S (64 x BN, this warpgroup's rows) = Q · Kᵀ. The key tile only: a value tile does not convert.
+template <class T, int D, int BN>
+__device__ __forceinline__ void gemm_qk(float (&s)[BN / 2], uint32_t q_addr, int wg, SmemTile<KeyRole, T> k) {
+  const uint32_t k_addr = smem_u32(k.data);
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    gmma::WgmmaSS<T, BN>::run(s, kmajor_desc<kBlockM>(q_addr, wg * 64, kk), kmajor_desc<BN>(k_addr, 0, kk),
+                              kk > 0 ? 1u : 0u);
+}
+
+// O (64 x D) += P (64 x BN, registers) · V (BN x D). The value tile only.
+template <class T, int D, int BN>
+__device__ __forceinline__ void gemm_pv(float (&o)[D / 2], const uint32_t (&pf)[BN / 16][4], SmemTile<ValueRole, T> v) {
+  const uint32_t v_addr = smem_u32(v.data);
+#pragma unroll
+  for (int kc = 0; kc < BN / 16; ++kc) gmma::WgmmaRS<T, D>::run(o, pf[kc], mnmajor_desc<BN>(v_addr, kc));
+}
+
+template <class T, int D, bool Checked>
+__global__ void __launch_bounds__(WgmmaShape<D>::kThreads, 1) varlen_fwd_wgmma_kernel(const VarlenFwdParams p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Shape = WgmmaShape<D>;
+  using Layout = Sw128Panels<D, kBlockM>;  // Q, K and V tiles all have 128 rows
+  static_assert(Shape::kBlockN == kBlockM, "one panel layout for Q, K and V");
+  constexpr int BN = Shape::kBlockN;
+  constexpr int NT = Shape::kThreads;
+  constexpr int RB = Shape::kRangeBlockN;
+  constexpr int NB = BN / 8;   // 8-column blocks of S: s[4 i + e]
+  constexpr int DB = D / 8;    // 8-column blocks of O: o[4 i + e]
+  constexpr int KP = BN / 16;  // k16 steps of P·V
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* base = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  T* sQ = reinterpret_cast<T*>(base);
+  auto k_tile = [&](int i) { return SmemTile<KeyRole, T>{reinterpret_cast<T*>(base + Shape::kQBytes + i * Shape::kKVBytes)}; };
+  auto v_tile = [&](int i) {
+    return SmemTile<ValueRole, T>{reinterpret_cast<T*>(base + Shape::kQBytes + (2 + i) * Shape::kKVBytes)};
+  };
+
+  const int m_block = blockIdx.x, b = blockIdx.y, h = blockIdx.z;
+  const Segment seg = segment_of(p, b);
+  const int row0 = m_block * kBlockM;
+  if (row0 >= seg.len_q) return;  // FA2: per-tile exit (a negative length computes nothing)
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = warp >> 2;
+  const KeyPipelineParams kpipe = key_pipeline(p);
+  const ValuePipelineParams vpipe = value_pipeline(p);
+  const int h_kv = h / kpipe.group;
+  const KeyRange kr = key_range(p, seg, row0, RB);
+  const int key_lo = kr.n_min * RB;
+  const int key_hi = min(kr.n_max * RB, seg.len_k);
+  bool q_rows_checked = false;  // checked form, tile reaching past q/out: row by row
+  if constexpr (Checked) q_rows_checked = !query_tile_in_bounds(p, seg, b, h, row0);
+
+  const float scale_nat = p.softcap > 0.f ? 1.f : p.softmax_scale;
+  const float scale_log2 = scale_nat * 1.4426950408889634f;
+  const float cap_in = p.softcap > 0.f ? p.softmax_scale / p.softcap : 0.f;
+
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  float m_i[2] = {-INFINITY, -INFINITY}, l_i[2] = {0.f, 0.f};
+  const int row_a = row0 + warp * 16 + (lane >> 2);  // this thread's rows: row_a, row_a + 8
+
+  if (kr.n_max > kr.n_min) {
+    const int t_hi = (key_hi - 1) / BN;
+    const int num_tiles = t_hi - key_lo / BN + 1;  // tile i covers keys [(t_hi - i) BN, + BN)
+    auto load_k = [&](int i, int buf) {
+      load_key_rows<T, D, BN, NT, Checked, Layout>(p, kpipe, k_tile(buf), seg, b, h_kv, (t_hi - i) * BN, key_lo,
+                                                    key_hi, RB, Buffer::k);
+    };
+    auto load_v = [&](int i, int buf) {
+      load_key_rows<T, D, BN, NT, Checked, Layout>(p, vpipe, v_tile(buf), seg, b, h_kv, (t_hi - i) * BN, key_lo,
+                                                    key_hi, RB, Buffer::v);
+    };
+    load_q_tile<T, D, NT, Checked, Layout>(p, sQ, seg, b, h, row0, m_block, q_rows_checked);
+    load_k(0, 0);
+    cp_async_commit();
+    if (num_tiles > 1) load_k(1, 1);
+    load_v(0, 0);
+    cp_async_commit();
+    cp_async_wait<1>();  // Q and K_0
+    gmma::fence_proxy_async_smem();
+    __syncthreads();
+
+    const uint32_t q_addr = smem_u32(sQ);
+    float s[NB * 4];
+#pragma unroll
+    for (int i = 0; i < NB * 4; ++i) s[i] = 0.f;
+    uint32_t pf[KP][4];
+    float corr[2];
+
+    // Softcap, mask and the online softmax of S_i (keys [n0, n0 + BN)); leaves exp(S - m) in
+    // s, the running max and (per-thread partial) sum updated, and the factor O must be
+    // rescaled by in corr. Each row is spread over the 4 lanes of a quad.
+    auto softmax = [&](int n0) {
+      if (p.softcap > 0.f) {
+#pragma unroll
+        for (int i = 0; i < NB * 4; ++i) s[i] = p.softcap * tanhf(s[i] * cap_in);
+      }
+      const bool need_mask = n0 + BN > key_hi || n0 < key_lo ||
+                             (p.window_right >= 0 && n0 + BN - 1 > row0 + kr.diag + p.window_right) ||
+                             (p.window_left >= 0 && n0 < row0 + kBlockM - 1 + kr.diag - p.window_left);
+      if (need_mask) {
+#pragma unroll
+        for (int i = 0; i < NB; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int col = n0 + i * 8 + 2 * (lane & 3) + (e & 1);
+            const int row = row_a + (e >> 1) * 8;
+            if (!key_visible(p, seg, kr.diag, row, col) || col < key_lo) s[4 * i + e] = -INFINITY;
+          }
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float mx = m_i[half];
+#pragma unroll
+        for (int i = 0; i < NB; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * half], s[4 * i + 2 * half + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_scaled = (mx == -INFINITY ? 0.f : mx) * scale_log2;
+        corr[half] = fast_exp2(m_i[half] * scale_log2 - m_scaled);
+        m_i[half] = mx;
+        float rs = 0.f;
+#pragma unroll
+        for (int i = 0; i < NB; ++i) {
+          s[4 * i + 2 * half] = fast_exp2(fmaf(s[4 * i + 2 * half], scale_log2, -m_scaled));
+          s[4 * i + 2 * half + 1] = fast_exp2(fmaf(s[4 * i + 2 * half + 1], scale_log2, -m_scaled));
+          rs += s[4 * i + 2 * half] + s[4 * i + 2 * half + 1];
+        }
+        l_i[half] = l_i[half] * corr[half] + rs;
+      }
+    };
+    // P (the A fragments of P·V) from exp(S - m): two 8-column blocks form one k16 step.
+    auto pack_p = [&]() {
+#pragma unroll
+      for (int kc = 0; kc < KP; ++kc) {
+        pf[kc][0] = Elem<T>::pack(s[8 * kc + 0], s[8 * kc + 1]);
+        pf[kc][1] = Elem<T>::pack(s[8 * kc + 2], s[8 * kc + 3]);
+        pf[kc][2] = Elem<T>::pack(s[8 * kc + 4], s[8 * kc + 5]);
+        pf[kc][3] = Elem<T>::pack(s[8 * kc + 6], s[8 * kc + 7]);
+      }
+    };
+    auto rescale_o = [&]() {
+#pragma unroll
+      for (int i = 0; i < DB; ++i) {
+        o[4 * i + 0] *= corr[0];
+        o[4 * i + 1] *= corr[0];
+        o[4 * i + 2] *= corr[1];
+        o[4 * i + 3] *= corr[1];
+      }
+    };
+
+    // Tile 0: S_0 alone.
+    gmma::pin(s);
+    gmma::wgmma_fence();
+    gemm_qk<T, D, BN>(s, q_addr, wg, k_tile(0));
+    gmma::wgmma_commit();
+    gmma::wgmma_wait<0>();
+    gmma::pin(s);
+    softmax(t_hi * BN);
+    pack_p();
+
+    for (int i = 1; i < num_tiles; ++i) {
+      cp_async_wait<0>();  // K_i and V_{i-1}
+      gmma::fence_proxy_async_smem();
+      __syncthreads();     // ... visible to all; every warpgroup is done with tiles i - 2 / i - 1
+      gmma::pin(o);
+      gmma::pin(pf);
+      gmma::wgmma_fence();
+      gemm_qk<T, D, BN>(s, q_addr, wg, k_tile(i & 1));
+      gmma::wgmma_commit();
+      gemm_pv<T, D, BN>(o, pf, v_tile((i - 1) & 1));
+      gmma::wgmma_commit();
+      if (i + 1 < num_tiles) load_k(i + 1, (i + 1) & 1);
+      load_v(i, i & 1);
+      cp_async_commit();
+      gmma::wgmma_wait<1>();  // S_i
+      gmma::pin(s);
+      softmax((t_hi - i) * BN);
+      gmma::wgmma_wait<0>();  // P_{i-1}·V_{i-1}
+      gmma::pin(o);
+      gmma::pin(pf);
+      rescale_o();
+      pack_p();
+    }
+    cp_async_wait<0>();  // V_{last}
+    gmma::fence_proxy_async_smem();
+    __syncthreads();
+    gmma::pin(o);
+    gmma::pin(pf);
+    gmma::wgmma_fence();
+    gemm_pv<T, D, BN>(o, pf, v_tile((num_tiles - 1) & 1));
+    gmma::wgmma_commit();
+    gmma::wgmma_wait<0>();
+    gmma::pin(o);
+    gmma::pin(pf);
+  }
+
+  // Epilogue: normalise, stage the warp's 16 rows in its own Q rows (its warpgroup's wgmma
+  // reads of them completed at the last wait), store 16-byte chunks, then the LSE. An empty
+  // key range ends here with O = 0 and LSE = +inf (FA2: row_sum == 0).
+  float lse[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float l = l_i[half];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const bool empty = l == 0.f || l != l;
+    const float inv = empty ? 1.f : 1.f / l;
+    lse[half] = empty ? INFINITY : m_i[half] * scale_nat + logf(l);
+#pragma unroll
+    for (int i = 0; i < DB; ++i) {
+      o[4 * i + 2 * half] *= inv;
+      o[4 * i + 2 * half + 1] *= inv;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < DB; ++i)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = warp * 16 + (lane >> 2) + half * 8;
+      const int c = i * 8 + 2 * (lane & 3);
+      *reinterpret_cast<uint32_t*>(sQ + Layout::offset(r, c)) = Elem<T>::pack(o[4 * i + 2 * half], o[4 * i + 2 * half + 1]);
+    }
+  __syncwarp();
+  store_out_rows<T, D, 16, Checked, Layout>(p, sQ, seg, b, h, m_block, row0, warp, lane, q_rows_checked);
+  if ((lane & 3) == 0) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int lr = row_a + half * 8;
+      if (lr >= seg.len_q) continue;
+      const QueryRow qr = query_row(p, seg, b, h, lr);
+      write_lse<Checked>(p, qr, b, h, lr, m_block, lse[half]);
+    }
+  }
+#else
+  __trap();  // built for a target without wgmma: the launcher never selects it there
+#endif
+}
+
+}  // namespace ad::kern::attn
+
+// ---------------------------------------------------------------------------------------
+// launcher (instantiated once per element type in kernels/sm90a/*.cu)
+
+#include "../cuda_check.hpp"
+
+namespace ad::kern::attn {
+
+template <class T, int D, bool Checked>
+void launch_wgmma_one(const VarlenFwdParams& p, cudaStream_t stream) {
+  using Shape = WgmmaShape<D>;
+  auto kernel = &varlen_fwd_wgmma_kernel<T, D, Checked>;
+  AD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes));
+  const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.batch, p.num_heads);
+  kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(p);
+}
+
+template <class T>
+void launch_wgmma(const VarlenFwdParams& p, bool checked, cudaStream_t stream) {
+  if (p.head_dim == 64) {
+    checked ? launch_wgmma_one<T, 64, true>(p, stream) : launch_wgmma_one<T, 64, false>(p, stream);
+  } else if (p.head_dim == 128) {
+    checked ? launch_wgmma_one<T, 128, true>(p, stream) : launch_wgmma_one<T, 128, false>(p, stream);
+  } else {
+    throw cuda::LaunchConfigError("wgmma varlen forward: head_dim " + std::to_string(p.head_dim) +
+                                  " has no instantiation (64, 128)");
+  }
+}
+
+// Whether this process can run the kernels on the current device: the sm_90a image loads
+// only on compute capability 9.0.
+template <class T>
+bool wgmma_loadable() {
+  cudaFuncAttributes attr{};
+  if (cudaFuncGetAttributes(&attr, &varlen_fwd_wgmma_kernel<T, 64, true>) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+}  // namespace ad::kern::attn
