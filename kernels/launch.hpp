@@ -32,8 +32,9 @@ int64_t rotary_grid_rows(const RotaryParams& p, const int32_t* host_cu_seqlens);
 // (sm_90a) and the shape has it (bf16/fp16, head_dim 64/128); else the mma.sync tensor-core
 // kernel for those shapes; else the generic one. tensor_core: the mma.sync kernel (sm_80 and
 // up); tensor_core_alt: the same with its other warp layout (benchmarks only; needs a build
-// with ATTN_DOCTOR_TC_BOTH_SHAPES); wgmma: the Hopper kernel (refused where it cannot run).
-enum class AttnKernel { automatic = 0, tensor_core = 1, generic = 2, tensor_core_alt = 3, wgmma = 4 };
+// with ATTN_DOCTOR_TC_BOTH_SHAPES); wgmma: the Hopper kernel (refused where it cannot run);
+// wgmma_alt: the same with its other tile shape (benchmarks only; ATTN_DOCTOR_WGMMA_ALT, bf16).
+enum class AttnKernel { automatic = 0, tensor_core = 1, generic = 2, tensor_core_alt = 3, wgmma = 4, wgmma_alt = 5 };
 
 // FA2's host-side normalisation of the call (flash_api.cpp, mha_varlen_fwd): causal is
 // dropped when max_seqlen_q == 1, causal sets window_right = 0, the single-query GQA swap,
@@ -69,8 +70,8 @@ void launch_varlen_fwd_tc_bf16(const VarlenFwdParams& p, bool checked, bool alt_
 void launch_varlen_fwd_tc_fp16(const VarlenFwdParams& p, bool checked, bool alt_shape, cudaStream_t stream);
 void launch_varlen_fwd_generic(const VarlenFwdParams& p, bool checked, cudaStream_t stream);
 // kernels/sm90a/ (present when the build carries sm_90a: ATTN_DOCTOR_WITH_WGMMA)
-void launch_varlen_fwd_wgmma_bf16(const VarlenFwdParams& p, bool checked, cudaStream_t stream);
-void launch_varlen_fwd_wgmma_fp16(const VarlenFwdParams& p, bool checked, cudaStream_t stream);
+void launch_varlen_fwd_wgmma_bf16(const VarlenFwdParams& p, bool checked, bool alt, cudaStream_t stream);
+void launch_varlen_fwd_wgmma_fp16(const VarlenFwdParams& p, bool checked, bool alt, cudaStream_t stream);
 bool varlen_fwd_wgmma_loadable();
 }  // namespace detail
 

@@ -260,11 +260,12 @@ bool device_runs_wgmma() {
 #endif
 }
 
-enum class Chosen { wgmma, mma_sync, mma_sync_alt, generic };
+enum class Chosen { wgmma, wgmma_alt, mma_sync, mma_sync_alt, generic };
 
 Chosen choose_kernel(const VarlenFwdParams& p, AttnKernel which) {
   switch (which) {
     case AttnKernel::wgmma: return Chosen::wgmma;
+    case AttnKernel::wgmma_alt: return Chosen::wgmma_alt;
     case AttnKernel::tensor_core: return Chosen::mma_sync;
     case AttnKernel::tensor_core_alt: return Chosen::mma_sync_alt;
     case AttnKernel::generic: return Chosen::generic;
@@ -282,11 +283,12 @@ bool varlen_fwd_has_wgmma_path(const VarlenFwdParams& p) {
 
 std::string varlen_fwd_kernel_name(const VarlenFwdParams& p, Checks checks, AttnKernel which) {
   const Chosen k = choose_kernel(p, which);
-  std::string name = k == Chosen::wgmma     ? "varlen_fwd_wgmma<"
+  const bool wg = k == Chosen::wgmma || k == Chosen::wgmma_alt;
+  std::string name = wg                     ? "varlen_fwd_wgmma<"
                      : k == Chosen::generic ? "varlen_fwd_generic<"
                                             : "varlen_fwd_tc<";
   name += to_string(p.elem);
-  if (k == Chosen::wgmma) name += ",d" + std::to_string(p.head_dim);
+  if (wg) name += ",d" + std::to_string(p.head_dim) + (k == Chosen::wgmma_alt ? ",alt" : "");
   if (k == Chosen::mma_sync || k == Chosen::mma_sync_alt) {
     const int mt = k == Chosen::mma_sync_alt ? 3 - attn::kDefaultMT : attn::kDefaultMT;
     name += ",d" + std::to_string(p.head_dim) + ",warp" + std::to_string(16 * mt) + "rows";
@@ -323,16 +325,16 @@ void launch_varlen_fwd(const VarlenFwdParams& p_in, Checks checks, cudaStream_t 
                "grid (" + std::to_string(grid_x) + ", " + std::to_string(p.batch) + ", " + std::to_string(p.num_heads) +
                    ") exceeds the 65535 limit of grid.y/grid.z: invalid argument");
   const Chosen k = choose_kernel(p, which);
-  if (k == Chosen::wgmma) {
+  if (k == Chosen::wgmma || k == Chosen::wgmma_alt) {
     check_config(varlen_fwd_has_tensor_core_path(p), "no wgmma kernel for " + std::string(to_string(p.elem)) +
                                                          " head_dim " + std::to_string(p.head_dim));
     check_config(device_runs_wgmma(), "the wgmma kernel needs a compute capability 9.0 device and a build with "
                                       "sm_90a (ATTN_DOCTOR_WGMMA)");
 #ifdef ATTN_DOCTOR_WITH_WGMMA
     if (p.elem == ElemType::bf16)
-      detail::launch_varlen_fwd_wgmma_bf16(p, checked, stream);
+      detail::launch_varlen_fwd_wgmma_bf16(p, checked, k == Chosen::wgmma_alt, stream);
     else
-      detail::launch_varlen_fwd_wgmma_fp16(p, checked, stream);
+      detail::launch_varlen_fwd_wgmma_fp16(p, checked, k == Chosen::wgmma_alt, stream);
 #endif
   } else if (k == Chosen::mma_sync || k == Chosen::mma_sync_alt) {
     check_config(varlen_fwd_has_tensor_core_path(p), "no tensor-core kernel for " + std::string(to_string(p.elem)) +

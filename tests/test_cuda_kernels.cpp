@@ -393,14 +393,23 @@ TEST_CASE("cuda: checked, unchecked and generic forms compute the same output", 
         worst = std::max(worst, double(std::abs(checked.out[i] - generic.out[i])));
       CHECK(worst < 3e-2);
     }
-    // The other warp layout, when this build carries it (ATTN_DOCTOR_TC_BOTH_SHAPES).
-    try {
-      const AttnRun alt = c.run(Checks::checked, kern::AttnKernel::tensor_core_alt);
-      const Compare cmp = compare(c, alt);
-      CHECK(alt.record.count == 0);
-      CHECK(cmp.nan_mismatch == 0);
-      CHECK(cmp.worst < tolerance(ElemType::bf16));
-    } catch (const cuda::LaunchConfigError&) {
+    // The other warp layout / tile shape, when this build carries it
+    // (ATTN_DOCTOR_TC_BOTH_SHAPES, ATTN_DOCTOR_WGMMA_ALT) and the device runs it.
+    for (const kern::AttnKernel alt_kernel : {kern::AttnKernel::tensor_core_alt, kern::AttnKernel::wgmma_alt}) {
+      try {
+        const AttnRun alt = c.run(Checks::checked, alt_kernel);
+        INFO(alt.kernel);
+        const Compare cmp = compare(c, alt);
+        CHECK(alt.record.count == 0);
+        CHECK(cmp.nan_mismatch == 0);
+        CHECK(cmp.worst < tolerance(ElemType::bf16));
+        const AttnRun alt_unchecked = c.run(Checks::unchecked, alt_kernel);
+        bool identical = true;
+        for (size_t i = 0; i < alt.out.size(); ++i)
+          if (!(alt.out[i] == alt_unchecked.out[i])) identical = false;
+        CHECK(identical);
+      } catch (const cuda::LaunchConfigError&) {
+      }
     }
   }
 }

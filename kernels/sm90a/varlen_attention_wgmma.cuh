@@ -33,9 +33,12 @@
 
 namespace ad::kern::attn {
 
-template <int D>
+// BN: keys per compute tile (S is 64 x BN per warpgroup); MinBlocks: CTAs per SM the launch
+// bounds ask for (2 caps the registers at 128 per thread, and needs BN = 64 to fit).
+template <int D, int BN, int MinBlocks>
 struct WgmmaShape {
-  static constexpr int kBlockN = 128;                         // keys per compute tile
+  static constexpr int kBlockN = BN;
+  static constexpr int kMinBlocks = MinBlocks;
   static constexpr int kWarpgroups = kBlockM / 64;            // 2: one per 64 query rows
   static constexpr int kThreads = kWarpgroups * 128;
   static constexpr int kRangeBlockN = TileShape<D, kDefaultMT>::kBlockN;  // key-range granularity
@@ -44,6 +47,11 @@ struct WgmmaShape {
   // Q, two K and two V stages, and 1 KB to align the base to a swizzle atom.
   static constexpr int kSmemBytes = kQBytes + 4 * kKVBytes + 1024;
 };
+// The shape the launcher uses for each head dim (bench/gpu times the other with --wgmma-alt).
+template <int D> struct WgmmaDefault { static constexpr int kBlockN = 128, kMinBlocks = 1; };
+// (d64: 64-key tiles, two CTAs per SM; d128 has no other shape worth building: 64-key tiles
+// at 128 registers spill, and a 128-key tile leaves no shared memory for a second CTA.)
+template <int D> struct WgmmaAlt { static constexpr int kBlockN = D == 64 ? 64 : 128, kMinBlocks = D == 64 ? 2 : 1; };
 
 // [ROWS][D] tile in 64-column panels of ROWS x 128 bytes; 16-byte chunk c of row r stored at
 // chunk c ^ (r % 8) of its 128-byte row: the 128-byte swizzle wgmma reads (PTX ISA, "Shared
@@ -88,13 +96,13 @@ __device__ __forceinline__ void gemm_pv(float (&o)[D / 2], const uint32_t (&pf)[
   for (int kc = 0; kc < BN / 16; ++kc) gmma::WgmmaRS<T, D>::run(o, pf[kc], mnmajor_desc<BN>(v_addr, kc));
 }
 
-template <class T, int D, bool Checked>
-__global__ void __launch_bounds__(WgmmaShape<D>::kThreads, 1) varlen_fwd_wgmma_kernel(const VarlenFwdParams p) {
+template <class T, int D, int BN, int MinBlocks, bool Checked>
+__global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks>::kThreads, MinBlocks)
+    varlen_fwd_wgmma_kernel(const VarlenFwdParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Shape = WgmmaShape<D>;
-  using Layout = Sw128Panels<D, kBlockM>;  // Q, K and V tiles all have 128 rows
-  static_assert(Shape::kBlockN == kBlockM, "one panel layout for Q, K and V");
-  constexpr int BN = Shape::kBlockN;
+  using Shape = WgmmaShape<D, BN, MinBlocks>;
+  using LayoutQ = Sw128Panels<D, kBlockM>;  // Q (and the staged O): 128 rows
+  using LayoutKV = Sw128Panels<D, BN>;      // K and V tiles: BN rows
   constexpr int NT = Shape::kThreads;
   constexpr int RB = Shape::kRangeBlockN;
   constexpr int NB = BN / 8;   // 8-column blocks of S: s[4 i + e]
@@ -137,14 +145,14 @@ __global__ void __launch_bounds__(WgmmaShape<D>::kThreads, 1) varlen_fwd_wgmma_k
     const int t_hi = (key_hi - 1) / BN;
     const int num_tiles = t_hi - key_lo / BN + 1;  // tile i covers keys [(t_hi - i) BN, + BN)
     auto load_k = [&](int i, int buf) {
-      load_key_rows<T, D, BN, NT, Checked, Layout>(p, kpipe, k_tile(buf), seg, b, h_kv, (t_hi - i) * BN, key_lo,
+      load_key_rows<T, D, BN, NT, Checked, LayoutKV>(p, kpipe, k_tile(buf), seg, b, h_kv, (t_hi - i) * BN, key_lo,
                                                     key_hi, RB, Buffer::k);
     };
     auto load_v = [&](int i, int buf) {
-      load_key_rows<T, D, BN, NT, Checked, Layout>(p, vpipe, v_tile(buf), seg, b, h_kv, (t_hi - i) * BN, key_lo,
+      load_key_rows<T, D, BN, NT, Checked, LayoutKV>(p, vpipe, v_tile(buf), seg, b, h_kv, (t_hi - i) * BN, key_lo,
                                                     key_hi, RB, Buffer::v);
     };
-    load_q_tile<T, D, NT, Checked, Layout>(p, sQ, seg, b, h, row0, m_block, q_rows_checked);
+    load_q_tile<T, D, NT, Checked, LayoutQ>(p, sQ, seg, b, h, row0, m_block, q_rows_checked);
     load_k(0, 0);
     cp_async_commit();
     if (num_tiles > 1) load_k(1, 1);
@@ -173,13 +181,26 @@ __global__ void __launch_bounds__(WgmmaShape<D>::kThreads, 1) varlen_fwd_wgmma_k
                              (p.window_right >= 0 && n0 + BN - 1 > row0 + kr.diag + p.window_right) ||
                              (p.window_left >= 0 && n0 < row0 + kBlockM - 1 + kr.diag - p.window_left);
       if (need_mask) {
+        // key_visible as one interval per row, [lo, hi), relative to this thread's first
+        // column, so each element costs two compares against a constant and a select.
+        // (int arithmetic, as key_visible's.)
+        const int cb = n0 + 2 * (lane & 3);
+        int lo_rel[2], hi_rel[2];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int r = row_a + half * 8;
+          int lo = key_lo, hi = seg.len_k;
+          if (p.window_left >= 0) lo = max(lo, r + kr.diag - p.window_left);
+          if (p.window_right >= 0) hi = min(hi, r + kr.diag + p.window_right + 1);
+          lo_rel[half] = lo - cb;
+          hi_rel[half] = hi - cb;
+        }
 #pragma unroll
         for (int i = 0; i < NB; ++i)
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            const int col = n0 + i * 8 + 2 * (lane & 3) + (e & 1);
-            const int row = row_a + (e >> 1) * 8;
-            if (!key_visible(p, seg, kr.diag, row, col) || col < key_lo) s[4 * i + e] = -INFINITY;
+            const int c = i * 8 + (e & 1);
+            if (c < lo_rel[e >> 1] || c >= hi_rel[e >> 1]) s[4 * i + e] = -INFINITY;
           }
       }
 #pragma unroll
@@ -292,10 +313,10 @@ __global__ void __launch_bounds__(WgmmaShape<D>::kThreads, 1) varlen_fwd_wgmma_k
     for (int half = 0; half < 2; ++half) {
       const int r = warp * 16 + (lane >> 2) + half * 8;
       const int c = i * 8 + 2 * (lane & 3);
-      *reinterpret_cast<uint32_t*>(sQ + Layout::offset(r, c)) = Elem<T>::pack(o[4 * i + 2 * half], o[4 * i + 2 * half + 1]);
+      *reinterpret_cast<uint32_t*>(sQ + LayoutQ::offset(r, c)) = Elem<T>::pack(o[4 * i + 2 * half], o[4 * i + 2 * half + 1]);
     }
   __syncwarp();
-  store_out_rows<T, D, 16, Checked, Layout>(p, sQ, seg, b, h, m_block, row0, warp, lane, q_rows_checked);
+  store_out_rows<T, D, 16, Checked, LayoutQ>(p, sQ, seg, b, h, m_block, row0, warp, lane, q_rows_checked);
   if ((lane & 3) == 0) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -319,25 +340,40 @@ __global__ void __launch_bounds__(WgmmaShape<D>::kThreads, 1) varlen_fwd_wgmma_k
 
 namespace ad::kern::attn {
 
-template <class T, int D, bool Checked>
+template <class T, int D, class Cfg, bool Checked>
 void launch_wgmma_one(const VarlenFwdParams& p, cudaStream_t stream) {
-  using Shape = WgmmaShape<D>;
-  auto kernel = &varlen_fwd_wgmma_kernel<T, D, Checked>;
+  using Shape = WgmmaShape<D, Cfg::kBlockN, Cfg::kMinBlocks>;
+  auto kernel = &varlen_fwd_wgmma_kernel<T, D, Cfg::kBlockN, Cfg::kMinBlocks, Checked>;
   AD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes));
   const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.batch, p.num_heads);
   kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(p);
 }
 
-template <class T>
-void launch_wgmma(const VarlenFwdParams& p, bool checked, cudaStream_t stream) {
+template <class T, template <int> class Cfg>
+void launch_wgmma_cfg(const VarlenFwdParams& p, bool checked, cudaStream_t stream) {
   if (p.head_dim == 64) {
-    checked ? launch_wgmma_one<T, 64, true>(p, stream) : launch_wgmma_one<T, 64, false>(p, stream);
+    checked ? launch_wgmma_one<T, 64, Cfg<64>, true>(p, stream) : launch_wgmma_one<T, 64, Cfg<64>, false>(p, stream);
   } else if (p.head_dim == 128) {
-    checked ? launch_wgmma_one<T, 128, true>(p, stream) : launch_wgmma_one<T, 128, false>(p, stream);
+    checked ? launch_wgmma_one<T, 128, Cfg<128>, true>(p, stream) : launch_wgmma_one<T, 128, Cfg<128>, false>(p, stream);
   } else {
     throw cuda::LaunchConfigError("wgmma varlen forward: head_dim " + std::to_string(p.head_dim) +
                                   " has no instantiation (64, 128)");
   }
+}
+
+// alt: the other tile shape (WgmmaAlt), compiled only with ATTN_DOCTOR_WGMMA_ALT (benchmarks of
+// the shape choice).
+template <class T>
+void launch_wgmma(const VarlenFwdParams& p, bool checked, bool alt, cudaStream_t stream) {
+#ifdef ATTN_DOCTOR_WGMMA_ALT
+  if (alt) {
+    launch_wgmma_cfg<T, WgmmaAlt>(p, checked, stream);
+    return;
+  }
+#else
+  if (alt) throw cuda::LaunchConfigError("this build carries one wgmma tile shape (ATTN_DOCTOR_WGMMA_ALT off)");
+#endif
+  launch_wgmma_cfg<T, WgmmaDefault>(p, checked, stream);
 }
 
 // Whether this process can run the kernels on the current device: the sm_90a image loads
@@ -345,7 +381,7 @@ void launch_wgmma(const VarlenFwdParams& p, bool checked, cudaStream_t stream) {
 template <class T>
 bool wgmma_loadable() {
   cudaFuncAttributes attr{};
-  if (cudaFuncGetAttributes(&attr, &varlen_fwd_wgmma_kernel<T, 64, true>) != cudaSuccess) {
+  if (cudaFuncGetAttributes(&attr, &varlen_fwd_wgmma_kernel<T, 64, 128, 1, true>) != cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }

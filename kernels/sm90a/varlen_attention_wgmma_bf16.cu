@@ -5,8 +5,8 @@
 #include "launch.hpp"
 
 namespace ad::kern::detail {
-void launch_varlen_fwd_wgmma_bf16(const VarlenFwdParams& p, bool checked, cudaStream_t stream) {
-  attn::launch_wgmma<__nv_bfloat16>(p, checked, stream);
+void launch_varlen_fwd_wgmma_bf16(const VarlenFwdParams& p, bool checked, bool alt, cudaStream_t stream) {
+  attn::launch_wgmma<__nv_bfloat16>(p, checked, alt, stream);
 }
 bool varlen_fwd_wgmma_loadable() { return attn::wgmma_loadable<__nv_bfloat16>(); }
 }  // namespace ad::kern::detail
