@@ -19,14 +19,23 @@
 // runs the softmax of S_i while the P·V product is still on the tensor cores, then waits for
 // it and rescales O. Loads are cp.async (not the tensor memory accelerator: TMA coordinates
 // are signed 32-bit and would clamp, not reproduce, the unsigned row offsets of the contract),
-// one tile ahead, published by cp.async.wait_group + fence.proxy.async + one CTA barrier per
-// iteration. Registers: S (64) + P (32) + O (D / 2) fp32/b32 per thread, no spills.
+// three stages deep (a load has a whole iteration to land), published by cp.async.wait_group +
+// fence.proxy.async + one CTA barrier per iteration. Registers: S (BN / 2) + P (BN / 4) +
+// O (D / 2) fp32/b32 per thread.
+//
+// Checked form: the key rows a CTA reads are contiguous, so one comparison per buffer picks
+// between two copies of the main loop: the unchecked loop when every row is inside k and v,
+// the per-tile checked loader otherwise (see mainloop below). The checks therefore cost the
+// hot loop nothing; what remains is the Q/out test per tile, the LSE bound and the coverage
+// count.
 //
 // Key range: the rows a CTA reads are the mma.sync kernel's, [n_min, n_max) in its key tiles
 // of RB = 64 (d64) / 32 (d128) keys, clipped to the segment; this kernel covers them with
 // 128-key compute tiles and zero-fills (and masks) what lies outside. The same rows are read,
 // so the checked forms refuse and record the same accesses, with the same launch-order keys.
 #pragma once
+
+#include <type_traits>
 
 #include "../varlen_attention.cuh"
 #include "wgmma.cuh"
@@ -44,8 +53,9 @@ struct WgmmaShape {
   static constexpr int kRangeBlockN = TileShape<D, kDefaultMT>::kBlockN;  // key-range granularity
   static constexpr int kQBytes = kBlockM * D * 2;
   static constexpr int kKVBytes = kBlockN * D * 2;
-  // Q, two K and two V stages, and 1 KB to align the base to a swizzle atom.
-  static constexpr int kSmemBytes = kQBytes + 4 * kKVBytes + 1024;
+  static constexpr int kStages = 3;
+  // Q, three K and three V stages, and 1 KB to align the base to a swizzle atom.
+  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVBytes + 1024;
 };
 // The shape the launcher uses for each head dim (bench/gpu times the other with --wgmma-alt).
 template <int D> struct WgmmaDefault { static constexpr int kBlockN = 128, kMinBlocks = 1; };
@@ -76,6 +86,16 @@ __device__ __forceinline__ uint64_t kmajor_desc(uint32_t tile_addr, int row_base
 template <int ROWS>
 __device__ __forceinline__ uint64_t mnmajor_desc(uint32_t tile_addr, int kc) {
   return gmma::sw128_desc(tile_addr + kc * 16 * 128, ROWS * 128, 1024);
+}
+
+// t[0] = op over t[0 .. 2W) as a tree (every index a compile-time constant: t stays in registers).
+template <int W, int N, class Op>
+__device__ __forceinline__ void tree_reduce(float (&t)[N], Op op) {
+  if constexpr (W > 0) {
+#pragma unroll
+    for (int i = 0; i < W; ++i) t[i] = op(t[i], t[i + W]);
+    tree_reduce<W / 2>(t, op);
+  }
 }
 
 // S (64 x BN, this warpgroup's rows) = Q · Kᵀ. The key tile only: a value tile does not convert.
@@ -113,7 +133,7 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks>::kThreads, MinBlo
   T* sQ = reinterpret_cast<T*>(base);
   auto k_tile = [&](int i) { return SmemTile<KeyRole, T>{reinterpret_cast<T*>(base + Shape::kQBytes + i * Shape::kKVBytes)}; };
   auto v_tile = [&](int i) {
-    return SmemTile<ValueRole, T>{reinterpret_cast<T*>(base + Shape::kQBytes + (2 + i) * Shape::kKVBytes)};
+    return SmemTile<ValueRole, T>{reinterpret_cast<T*>(base + Shape::kQBytes + (Shape::kStages + i) * Shape::kKVBytes)};
   };
 
   const int m_block = blockIdx.x, b = blockIdx.y, h = blockIdx.z;
@@ -144,24 +164,6 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks>::kThreads, MinBlo
   if (kr.n_max > kr.n_min) {
     const int t_hi = (key_hi - 1) / BN;
     const int num_tiles = t_hi - key_lo / BN + 1;  // tile i covers keys [(t_hi - i) BN, + BN)
-    auto load_k = [&](int i, int buf) {
-      load_key_rows<T, D, BN, NT, Checked, LayoutKV>(p, kpipe, k_tile(buf), seg, b, h_kv, (t_hi - i) * BN, key_lo,
-                                                    key_hi, RB, Buffer::k);
-    };
-    auto load_v = [&](int i, int buf) {
-      load_key_rows<T, D, BN, NT, Checked, LayoutKV>(p, vpipe, v_tile(buf), seg, b, h_kv, (t_hi - i) * BN, key_lo,
-                                                    key_hi, RB, Buffer::v);
-    };
-    load_q_tile<T, D, NT, Checked, LayoutQ>(p, sQ, seg, b, h, row0, m_block, q_rows_checked);
-    load_k(0, 0);
-    cp_async_commit();
-    if (num_tiles > 1) load_k(1, 1);
-    load_v(0, 0);
-    cp_async_commit();
-    cp_async_wait<1>();  // Q and K_0
-    gmma::fence_proxy_async_smem();
-    __syncthreads();
-
     const uint32_t q_addr = smem_u32(sQ);
     float s[NB * 4];
 #pragma unroll
@@ -171,7 +173,8 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks>::kThreads, MinBlo
 
     // Softcap, mask and the online softmax of S_i (keys [n0, n0 + BN)); leaves exp(S - m) in
     // s, the running max and (per-thread partial) sum updated, and the factor O must be
-    // rescaled by in corr. Each row is spread over the 4 lanes of a quad.
+    // rescaled by in corr. Each row is spread over the 4 lanes of a quad; the reductions over
+    // a thread's columns are trees (the warps are few, so latency, not issue, bounds them).
     auto softmax = [&](int n0) {
       if (p.softcap > 0.f) {
 #pragma unroll
@@ -182,8 +185,8 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks>::kThreads, MinBlo
                              (p.window_left >= 0 && n0 < row0 + kBlockM - 1 + kr.diag - p.window_left);
       if (need_mask) {
         // key_visible as one interval per row, [lo, hi), relative to this thread's first
-        // column, so each element costs two compares against a constant and a select.
-        // (int arithmetic, as key_visible's.)
+        // column, so each element costs two compares against a constant and a select
+        // (int arithmetic, as key_visible's).
         const int cb = n0 + 2 * (lane & 3);
         int lo_rel[2], hi_rel[2];
 #pragma unroll
@@ -205,22 +208,24 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks>::kThreads, MinBlo
       }
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        float mx = m_i[half];
+        float t[NB];
 #pragma unroll
-        for (int i = 0; i < NB; ++i) mx = fmaxf(mx, fmaxf(s[4 * i + 2 * half], s[4 * i + 2 * half + 1]));
+        for (int i = 0; i < NB; ++i) t[i] = fmaxf(s[4 * i + 2 * half], s[4 * i + 2 * half + 1]);
+        tree_reduce<NB / 2>(t, [](float a, float b) { return fmaxf(a, b); });
+        float mx = fmaxf(m_i[half], t[0]);
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float m_scaled = (mx == -INFINITY ? 0.f : mx) * scale_log2;
         corr[half] = fast_exp2(m_i[half] * scale_log2 - m_scaled);
         m_i[half] = mx;
-        float rs = 0.f;
 #pragma unroll
         for (int i = 0; i < NB; ++i) {
           s[4 * i + 2 * half] = fast_exp2(fmaf(s[4 * i + 2 * half], scale_log2, -m_scaled));
           s[4 * i + 2 * half + 1] = fast_exp2(fmaf(s[4 * i + 2 * half + 1], scale_log2, -m_scaled));
-          rs += s[4 * i + 2 * half] + s[4 * i + 2 * half + 1];
+          t[i] = s[4 * i + 2 * half] + s[4 * i + 2 * half + 1];
         }
-        l_i[half] = l_i[half] * corr[half] + rs;
+        tree_reduce<NB / 2>(t, [](float a, float b) { return a + b; });
+        l_i[half] = l_i[half] * corr[half] + t[0];
       }
     };
     // P (the A fragments of P·V) from exp(S - m): two 8-column blocks form one k16 step.
@@ -243,50 +248,96 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks>::kThreads, MinBlo
       }
     };
 
-    // Tile 0: S_0 alone.
-    gmma::pin(s);
-    gmma::wgmma_fence();
-    gemm_qk<T, D, BN>(s, q_addr, wg, k_tile(0));
-    gmma::wgmma_commit();
-    gmma::wgmma_wait<0>();
-    gmma::pin(s);
-    softmax(t_hi * BN);
-    pack_p();
-
-    for (int i = 1; i < num_tiles; ++i) {
-      cp_async_wait<0>();  // K_i and V_{i-1}
+    // The main loop, in two copies in the checked form: the key rows this CTA reads,
+    // [key_lo, key_hi) of the segment, are contiguous, so one comparison per buffer decides
+    // whether all of them lie inside k and v. Then the loads are the unchecked ones (nothing
+    // they read can be out of bounds) and the loop is the unchecked loop; otherwise every
+    // tile goes through the checked loader (per-tile test, per-row path that records and
+    // zero-fills). The Q tile is checked either way (q_rows_checked).
+    auto mainloop = [&](auto kv_checked_tag) {
+      constexpr bool KVChecked = Checked && decltype(kv_checked_tag)::value;
+      auto load_k = [&](int i, int buf) {
+        load_key_rows<T, D, BN, NT, KVChecked, LayoutKV>(p, kpipe, k_tile(buf), seg, b, h_kv, (t_hi - i) * BN, key_lo,
+                                                         key_hi, RB, Buffer::k);
+      };
+      auto load_v = [&](int i, int buf) {
+        load_key_rows<T, D, BN, NT, KVChecked, LayoutKV>(p, vpipe, v_tile(buf), seg, b, h_kv, (t_hi - i) * BN, key_lo,
+                                                         key_hi, RB, Buffer::v);
+      };
+      // Three stages: tile i in buffer i % 3. Copy groups: {Q, K_0}, {K_1, V_0}, {K_2, V_1},
+      // then one per iteration i >= 1, {K_{i+2}, V_{i+1}} (possibly empty): iteration i needs
+      // the group committed two before the newest, so each load has a whole iteration to land.
+      load_q_tile<T, D, NT, Checked, LayoutQ>(p, sQ, seg, b, h, row0, m_block, q_rows_checked);
+      load_k(0, 0);
+      cp_async_commit();
+      if (num_tiles > 1) load_k(1, 1);
+      load_v(0, 0);
+      cp_async_commit();
+      if (num_tiles > 2) load_k(2, 2);
+      if (num_tiles > 1) load_v(1, 1);
+      cp_async_commit();
+      cp_async_wait<2>();  // Q and K_0
       gmma::fence_proxy_async_smem();
-      __syncthreads();     // ... visible to all; every warpgroup is done with tiles i - 2 / i - 1
+      __syncthreads();
+
+      // Tile 0: S_0 alone.
+      gmma::pin(s);
+      gmma::wgmma_fence();
+      gemm_qk<T, D, BN>(s, q_addr, wg, k_tile(0));
+      gmma::wgmma_commit();
+      gmma::wgmma_wait<0>();
+      gmma::pin(s);
+      softmax(t_hi * BN);
+      pack_p();
+
+      int cur = 0;  // i % 3
+      for (int i = 1; i < num_tiles; ++i) {
+        const int prev = cur;
+        cur = cur == 2 ? 0 : cur + 1;
+        const int next = cur == 2 ? 0 : cur + 1;  // (i + 1) % 3, also (i - 2) % 3
+        cp_async_wait<1>();  // K_i and V_{i-1}
+        gmma::fence_proxy_async_smem();
+        __syncthreads();     // ... visible to all; every warpgroup is done with tiles i - 1 / i - 2
+        gmma::pin(o);
+        gmma::pin(pf);
+        gmma::wgmma_fence();
+        gemm_qk<T, D, BN>(s, q_addr, wg, k_tile(cur));
+        gmma::wgmma_commit();
+        gemm_pv<T, D, BN>(o, pf, v_tile(prev));
+        gmma::wgmma_commit();
+        if (i + 2 < num_tiles) load_k(i + 2, prev);  // (i + 2) % 3 == (i - 1) % 3: K_{i-1} is done
+        if (i + 1 < num_tiles) load_v(i + 1, next);  // V_{i-2} is done
+        cp_async_commit();
+        gmma::wgmma_wait<1>();  // S_i
+        gmma::pin(s);
+        softmax((t_hi - i) * BN);
+        gmma::wgmma_wait<0>();  // P_{i-1}·V_{i-1}
+        gmma::pin(o);
+        gmma::pin(pf);
+        rescale_o();
+        pack_p();
+      }
+      cp_async_wait<0>();  // V_{last}
+      gmma::fence_proxy_async_smem();
+      __syncthreads();
       gmma::pin(o);
       gmma::pin(pf);
       gmma::wgmma_fence();
-      gemm_qk<T, D, BN>(s, q_addr, wg, k_tile(i & 1));
+      gemm_pv<T, D, BN>(o, pf, v_tile(cur));
       gmma::wgmma_commit();
-      gemm_pv<T, D, BN>(o, pf, v_tile((i - 1) & 1));
-      gmma::wgmma_commit();
-      if (i + 1 < num_tiles) load_k(i + 1, (i + 1) & 1);
-      load_v(i, i & 1);
-      cp_async_commit();
-      gmma::wgmma_wait<1>();  // S_i
-      gmma::pin(s);
-      softmax((t_hi - i) * BN);
-      gmma::wgmma_wait<0>();  // P_{i-1}·V_{i-1}
+      gmma::wgmma_wait<0>();
       gmma::pin(o);
       gmma::pin(pf);
-      rescale_o();
-      pack_p();
+    };
+    if constexpr (Checked) {
+      const uint64_t end = uint64_t(seg.start_k) + uint64_t(key_hi);
+      if (end > uint64_t(kpipe.src.rows) || end > uint64_t(vpipe.src.rows))
+        mainloop(std::true_type{});
+      else
+        mainloop(std::false_type{});
+    } else {
+      mainloop(std::false_type{});
     }
-    cp_async_wait<0>();  // V_{last}
-    gmma::fence_proxy_async_smem();
-    __syncthreads();
-    gmma::pin(o);
-    gmma::pin(pf);
-    gmma::wgmma_fence();
-    gemm_pv<T, D, BN>(o, pf, v_tile((num_tiles - 1) & 1));
-    gmma::wgmma_commit();
-    gmma::wgmma_wait<0>();
-    gmma::pin(o);
-    gmma::pin(pf);
   }
 
   // Epilogue: normalise, stage the warp's 16 rows in its own Q rows (its warpgroup's wgmma
