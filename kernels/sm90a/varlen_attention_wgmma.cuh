@@ -7,7 +7,8 @@
 //   grid (ceil(max_seqlen_q / 128), N, H); tile (m, b, h) exits when m * 128 >= len_q.
 //
 // Shape: a CTA is FA2's 128-row tile, two warpgroups of 64 query rows (256 threads); keys in
-// tiles of 128. S = Q·Kᵀ is wgmma m64n128k16 with Q and K from shared memory (both K-major);
+// tiles of BN (128 for d128, one CTA per SM; 64 for d64, two CTAs per SM: WgmmaDefault).
+// S = Q·Kᵀ is wgmma m64nBNk16 with Q and K from shared memory (both K-major);
 // O += P·V is wgmma m64nDk16 with P from registers (the S accumulators converted in place: the
 // wgmma accumulator and A-fragment layouts are the mma.m16n8k16 ones, per warp) and V from
 // shared memory read MN-major (transposed by the descriptor). Tiles are 128-byte swizzled in
@@ -57,11 +58,17 @@ struct WgmmaShape {
   // Q, three K and three V stages, and 1 KB to align the base to a swizzle atom.
   static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVBytes + 1024;
 };
-// The shape the launcher uses for each head dim (bench/gpu times the other with --wgmma-alt).
-template <int D> struct WgmmaDefault { static constexpr int kBlockN = 128, kMinBlocks = 1; };
-// (d64: 64-key tiles, two CTAs per SM; d128 has no other shape worth building: 64-key tiles
-// at 128 registers spill, and a 128-key tile leaves no shared memory for a second CTA.)
-template <int D> struct WgmmaAlt { static constexpr int kBlockN = D == 64 ? 64 : 128, kMinBlocks = D == 64 ? 2 : 1; };
+// The shape the launcher uses for each head dim, measured on an H200 (bench/results/):
+// d64: 64-key tiles, two CTAs per SM (S, P and O fit 128 registers; 65 KB of shared memory
+// each), 1.16-1.22x the one-CTA 128-key shape, whose softmax phases nothing overlaps;
+// d128: 128-key tiles, one CTA per SM (64-key tiles at 128 registers spill, and 225 KB of
+// shared memory leave no room for a second CTA).
+template <int D> struct WgmmaDefault {
+  static constexpr int kBlockN = D == 64 ? 64 : 128, kMinBlocks = D == 64 ? 2 : 1;
+};
+// The other shape bench/gpu can time (--wgmma-alt): d64 with 128-key tiles, one CTA per SM;
+// d128 has none (the same kernel).
+template <int D> struct WgmmaAlt { static constexpr int kBlockN = 128, kMinBlocks = 1; };
 
 // [ROWS][D] tile in 64-column panels of ROWS x 128 bytes; 16-byte chunk c of row r stored at
 // chunk c ^ (r % 8) of its 128-byte row: the 128-byte swizzle wgmma reads (PTX ISA, "Shared
@@ -73,20 +80,29 @@ struct Sw128Panels {
   }
 };
 
-// Descriptor of a K-major operand: rows [row_base, row_base + 8 m) of a [ROWS][D] panel tile,
-// columns [16 kk, 16 kk + 16). 8-row groups are 1024 bytes apart (stride byte offset); the
-// leading byte offset is unused by swizzled K-major layouts (encoded as 1).
-template <int ROWS>
-__device__ __forceinline__ uint64_t kmajor_desc(uint32_t tile_addr, int row_base, int kk) {
-  return gmma::sw128_desc(tile_addr + (kk >> 2) * (ROWS * 128) + row_base * 128 + (kk & 3) * 32, 16, 1024);
+// Descriptors (gmma::sw128_desc_words): the high word is a constant (8-row groups 1024 bytes
+// apart, 128-byte swizzle), the low word holds the start address and the leading byte offset,
+// and a k16 step adds its byte offset / 16 to the low word (no carry out of the 14-bit address
+// field: shared addresses are below 2^18), as CUTLASS's descriptor iterator does. Cheap to
+// rebuild per tile, in uniform registers.
+// K-major operand (Q as A, K as B of Q·Kᵀ): rows from row_base of a [ROWS][D] panel tile; the
+// leading byte offset is unused by swizzled K-major layouts (encoded as 1). Step kk (columns
+// [16 kk, 16 kk + 16)) is panel kk / 4, 32 bytes per step inside it.
+__device__ __forceinline__ uint32_t kmajor_lo(uint32_t tile_addr, int row_base) {
+  return (((tile_addr + uint32_t(row_base) * 128u) & 0x3FFFFu) >> 4) | (1u << 16);
 }
-// Descriptor of an MN-major B operand (V in P·V): rows (keys) [16 kc, 16 kc + 16) of a
-// [ROWS][D] panel tile, all D columns. 64-column panels are ROWS * 128 bytes apart (leading
-// byte offset), 8-key groups 1024 bytes apart (stride byte offset).
 template <int ROWS>
-__device__ __forceinline__ uint64_t mnmajor_desc(uint32_t tile_addr, int kc) {
-  return gmma::sw128_desc(tile_addr + kc * 16 * 128, ROWS * 128, 1024);
+__device__ __forceinline__ constexpr uint32_t kmajor_step(int kk) {
+  return uint32_t(((kk >> 2) * ROWS * 128 + (kk & 3) * 32) >> 4);
 }
+// MN-major B operand (V in P·V, transposed by the descriptor): all D columns of a [ROWS][D]
+// panel tile, 64-column panels ROWS * 128 bytes apart (leading byte offset). Step kc (keys
+// [16 kc, 16 kc + 16)) is 16 rows of 128 bytes further.
+template <int ROWS>
+__device__ __forceinline__ uint32_t mnmajor_lo(uint32_t tile_addr) {
+  return ((tile_addr & 0x3FFFFu) >> 4) | (uint32_t((ROWS * 128) >> 4) << 16);
+}
+__device__ __forceinline__ constexpr uint32_t mnmajor_step(int kc) { return uint32_t((kc * 16 * 128) >> 4); }
 
 // t[0] = op over t[0 .. 2W) as a tree (every index a compile-time constant: t stays in registers).
 template <int W, int N, class Op>
@@ -101,19 +117,20 @@ __device__ __forceinline__ void tree_reduce(float (&t)[N], Op op) {
 // S (64 x BN, this warpgroup's rows) = Q · Kᵀ. The key tile only: a value tile does not convert.
 template <class T, int D, int BN>
 __device__ __forceinline__ void gemm_qk(float (&s)[BN / 2], uint32_t q_addr, int wg, SmemTile<KeyRole, T> k) {
-  const uint32_t k_addr = smem_u32(k.data);
+  const uint32_t q_lo = kmajor_lo(q_addr, wg * 64);
+  const uint32_t k_lo = kmajor_lo(smem_u32(k.data), 0);
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk)
-    gmma::WgmmaSS<T, BN>::run(s, kmajor_desc<kBlockM>(q_addr, wg * 64, kk), kmajor_desc<BN>(k_addr, 0, kk),
-                              kk > 0 ? 1u : 0u);
+    gmma::WgmmaSS<T, BN>::run(s, gmma::sw128_desc_words(q_lo + kmajor_step<kBlockM>(kk)),
+                              gmma::sw128_desc_words(k_lo + kmajor_step<BN>(kk)), kk > 0 ? 1u : 0u);
 }
 
 // O (64 x D) += P (64 x BN, registers) · V (BN x D). The value tile only.
 template <class T, int D, int BN>
 __device__ __forceinline__ void gemm_pv(float (&o)[D / 2], const uint32_t (&pf)[BN / 16][4], SmemTile<ValueRole, T> v) {
-  const uint32_t v_addr = smem_u32(v.data);
+  const uint32_t v_lo = mnmajor_lo<BN>(smem_u32(v.data));
 #pragma unroll
-  for (int kc = 0; kc < BN / 16; ++kc) gmma::WgmmaRS<T, D>::run(o, pf[kc], mnmajor_desc<BN>(v_addr, kc));
+  for (int kc = 0; kc < BN / 16; ++kc) gmma::WgmmaRS<T, D>::run(o, pf[kc], gmma::sw128_desc_words(v_lo + mnmajor_step(kc)));
 }
 
 template <class T, int D, int BN, int MinBlocks, bool Checked>
@@ -141,7 +158,11 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks>::kThreads, MinBlo
   const int row0 = m_block * kBlockM;
   if (row0 >= seg.len_q) return;  // FA2: per-tile exit (a negative length computes nothing)
 
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = warp >> 2;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  // The warpgroup index, broadcast from lane 0 so the compiler sees a warp-uniform value and
+  // keeps the descriptors built from it in uniform registers (as CUTLASS's
+  // canonical_warp_group_idx does); otherwise each wgmma waits on register-to-uniform moves.
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
   const KeyPipelineParams kpipe = key_pipeline(p);
   const ValuePipelineParams vpipe = value_pipeline(p);
   const int h_kv = h / kpipe.group;
@@ -329,15 +350,15 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks>::kThreads, MinBlo
       gmma::pin(o);
       gmma::pin(pf);
     };
-    if constexpr (Checked) {
-      const uint64_t end = uint64_t(seg.start_k) + uint64_t(key_hi);
-      if (end > uint64_t(kpipe.src.rows) || end > uint64_t(vpipe.src.rows))
-        mainloop(std::true_type{});
-      else
-        mainloop(std::false_type{});
-    } else {
+    // (The unchecked form takes the same branch between two identical copies: ptxas then lays
+    // out and schedules its loop as it does the checked form's, descriptors in uniform
+    // registers; with a single copy it hoists them into ordinary registers and moves them to
+    // uniform ones before every wgmma, which cost the unchecked form about 9% at d128.)
+    const uint64_t end = uint64_t(seg.start_k) + uint64_t(key_hi);
+    if (end > uint64_t(kpipe.src.rows) || end > uint64_t(vpipe.src.rows))
+      mainloop(std::true_type{});
+    else
       mainloop(std::false_type{});
-    }
   }
 
   // Epilogue: normalise, stage the warp's 16 rows in its own Q rows (its warpgroup's wgmma

@@ -66,11 +66,11 @@ __device__ __forceinline__ void wgmma_wait() {
 // 1024-byte boundary, which the kernel guarantees); [62,64): layout, 1 = 128-byte swizzle.
 // The swizzle is a function of the address (16-byte chunk bits [4,7) XOR row bits [7,10)),
 // so a descriptor may start 32, 64 or 96 bytes into an atom to select a k16 slice of a
-// K-major operand.
-__device__ __forceinline__ uint64_t sw128_desc(uint32_t smem_addr, uint32_t leading_bytes, uint32_t stride_bytes) {
-  return uint64_t((smem_addr & 0x3FFFFu) >> 4) | (uint64_t((leading_bytes >> 4) & 0x3FFFu) << 16) |
-         (uint64_t((stride_bytes >> 4) & 0x3FFFu) << 32) | (uint64_t(1) << 62);
-}
+// K-major operand. The kernel's operands all have 8-row groups 1024 bytes apart (stride byte
+// offset 1024), so the high word is this constant and only the low word (start address and
+// leading byte offset) varies.
+inline constexpr uint32_t kSw128DescHi = (1024u >> 4) | (1u << 30);
+__device__ __forceinline__ uint64_t sw128_desc_words(uint32_t lo) { return (uint64_t(kSw128DescHi) << 32) | lo; }
 
 // ---------------------------------------------------------------------------------------
 // wgmma.mma_async m64nNk16, fp32 accumulators
