@@ -288,7 +288,11 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks>::kThreads, MinBlo
       // Three stages: tile i in buffer i % 3. Copy groups: {Q, K_0}, {K_1, V_0}, {K_2, V_1},
       // then one per iteration i >= 1, {K_{i+2}, V_{i+1}} (possibly empty): iteration i needs
       // the group committed two before the newest, so each load has a whole iteration to land.
-      load_q_tile<T, D, NT, Checked, LayoutQ>(p, sQ, seg, b, h, row0, m_block, q_rows_checked);
+      // (a literal last argument: each copy is specialised, the usual one is the unchecked load)
+      if (q_rows_checked)
+        load_q_tile<T, D, NT, Checked, LayoutQ>(p, sQ, seg, b, h, row0, m_block, true);
+      else
+        load_q_tile<T, D, NT, Checked, LayoutQ>(p, sQ, seg, b, h, row0, m_block, false);
       load_k(0, 0);
       cp_async_commit();
       if (num_tiles > 1) load_k(1, 1);
@@ -332,6 +336,13 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks>::kThreads, MinBlo
         gmma::wgmma_wait<1>();  // S_i
         gmma::pin(s);
         softmax((t_hi - i) * BN);
+        // Pin the softmax results before the wait: they are pure register arithmetic, which
+        // the compiler may otherwise sink below the (volatile) wait, and then the softmax no
+        // longer overlaps the P·V product (seen in the SASS: the wait hoisted above it).
+        gmma::pin(s);
+        gmma::pin(corr);
+        gmma::pin(l_i);
+        gmma::pin(m_i);
         gmma::wgmma_wait<0>();  // P_{i-1}·V_{i-1}
         gmma::pin(o);
         gmma::pin(pf);
@@ -388,7 +399,10 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks>::kThreads, MinBlo
       *reinterpret_cast<uint32_t*>(sQ + LayoutQ::offset(r, c)) = Elem<T>::pack(o[4 * i + 2 * half], o[4 * i + 2 * half + 1]);
     }
   __syncwarp();
-  store_out_rows<T, D, 16, Checked, LayoutQ>(p, sQ, seg, b, h, m_block, row0, warp, lane, q_rows_checked);
+  if (q_rows_checked)
+    store_out_rows<T, D, 16, Checked, LayoutQ>(p, sQ, seg, b, h, m_block, row0, warp, lane, true);
+  else
+    store_out_rows<T, D, 16, Checked, LayoutQ>(p, sQ, seg, b, h, m_block, row0, warp, lane, false);
   if ((lane & 3) == 0) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -453,7 +467,8 @@ void launch_wgmma(const VarlenFwdParams& p, bool checked, bool alt, cudaStream_t
 template <class T>
 bool wgmma_loadable() {
   cudaFuncAttributes attr{};
-  if (cudaFuncGetAttributes(&attr, &varlen_fwd_wgmma_kernel<T, 64, 128, 1, true>) != cudaSuccess) {
+  if (cudaFuncGetAttributes(&attr, &varlen_fwd_wgmma_kernel<T, 64, WgmmaDefault<64>::kBlockN, WgmmaDefault<64>::kMinBlocks, true>) !=
+      cudaSuccess) {
     (void)cudaGetLastError();
     return false;
   }
