@@ -8,21 +8,23 @@
 //
 // Shape: a CTA is FA2's 128-row tile, two warpgroups of 64 query rows (256 threads); keys in
 // tiles of BN (128 for d128, one CTA per SM; 64 for d64, two CTAs per SM: WgmmaDefault).
-// S = Q·Kᵀ is wgmma m64nBNk16 with Q and K from shared memory (both K-major);
-// O += P·V is wgmma m64nDk16 with P from registers (the S accumulators converted in place: the
-// wgmma accumulator and A-fragment layouts are the mma.m16n8k16 ones, per warp) and V from
-// shared memory read MN-major (transposed by the descriptor). Tiles are 128-byte swizzled in
-// 64-column panels, the canonical layout the descriptors name (wgmma.cuh).
+// S = Q·Kᵀ is wgmma m64nBNk16 with Q and K from shared memory (both K-major); O += P·V is
+// wgmma m64nDk16 with V from shared memory read MN-major (transposed by the descriptor) and P
+// from shared memory too (written from the S accumulators, double-buffered), or, in the
+// variant the benchmarks compare (--wgmma-alt), from registers (the accumulators converted in
+// place: the wgmma accumulator and A-fragment layouts are the mma.m16n8k16 ones, per warp).
+// Tiles are 128-byte swizzled in 64-column panels, the canonical layout the descriptors name
+// (wgmma.cuh).
 //
 // Schedule (FA3's intra-warpgroup overlap, Shah et al. 2024, "FlashAttention-3", section 3.2;
 // hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp in Dao-AILab/flash-attention): in iteration i
 // a warpgroup issues S_i = Q·K_iᵀ and O += P_{i-1}·V_{i-1} back to back, waits for S_i only,
-// runs the softmax of S_i while the P·V product is still on the tensor cores, then waits for
-// it and rescales O. Loads are cp.async (not the tensor memory accelerator: TMA coordinates
-// are signed 32-bit and would clamp, not reproduce, the unsigned row offsets of the contract),
-// three stages deep (a load has a whole iteration to land), published by cp.async.wait_group +
-// fence.proxy.async + one CTA barrier per iteration. Registers: S (BN / 2) + P (BN / 4) +
-// O (D / 2) fp32/b32 per thread.
+// runs the softmax of S_i (and stores P_i) while the P·V product is still on the tensor
+// cores, then waits for it and rescales O. Loads are cp.async (not the tensor memory
+// accelerator: TMA coordinates are signed 32-bit and would clamp, not reproduce, the unsigned
+// row offsets of the contract), three stages deep where they fit (d64; two for d128), published
+// by cp.async.wait_group + fence.proxy.async + one CTA barrier per iteration. Registers: S
+// (BN / 2) + O (D / 2) fp32 per thread (+ P, BN / 4, in the register variant).
 //
 // Checked form: the key rows a CTA reads are contiguous, so one comparison per buffer picks
 // between two copies of the main loop: the unchecked loop when every row is inside k and v,
@@ -32,7 +34,7 @@
 //
 // Key range: the rows a CTA reads are the mma.sync kernel's, [n_min, n_max) in its key tiles
 // of RB = 64 (d64) / 32 (d128) keys, clipped to the segment; this kernel covers them with
-// 128-key compute tiles and zero-fills (and masks) what lies outside. The same rows are read,
+// BN-key compute tiles and zero-fills (and masks) what lies outside. The same rows are read,
 // so the checked forms refuse and record the same accesses, with the same launch-order keys.
 #pragma once
 
@@ -44,8 +46,9 @@
 namespace ad::kern::attn {
 
 // BN: keys per compute tile (S is 64 x BN per warpgroup); MinBlocks: CTAs per SM the launch
-// bounds ask for (2 caps the registers at 128 per thread, and needs BN = 64 to fit).
-template <int D, int BN, int MinBlocks>
+// bounds ask for (2 caps the registers at 128 per thread, and needs BN = 64 to fit); PSmem: P
+// goes through shared memory (P·V reads both operands there) instead of registers.
+template <int D, int BN, int MinBlocks, bool PSmem>
 struct WgmmaShape {
   static constexpr int kBlockN = BN;
   static constexpr int kMinBlocks = MinBlocks;
@@ -54,21 +57,29 @@ struct WgmmaShape {
   static constexpr int kRangeBlockN = TileShape<D, kDefaultMT>::kBlockN;  // key-range granularity
   static constexpr int kQBytes = kBlockM * D * 2;
   static constexpr int kKVBytes = kBlockN * D * 2;
-  static constexpr int kStages = 3;
-  // Q, three K and three V stages, and 1 KB to align the base to a swizzle atom.
-  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVBytes + 1024;
+  static constexpr int kPBytes = PSmem ? 2 * kBlockM * kBlockN * 2 : 0;  // 2 x 64 x BN per warpgroup
+  // Three K/V stages where they fit in the 227 KB a CTA may have, else two; 1 KB to align the
+  // base to a swizzle atom.
+  static constexpr int kStages = kQBytes + 6 * kKVBytes + kPBytes + 1024 <= 227 * 1024 ? 3 : 2;
+  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVBytes + kPBytes + 1024;
 };
 // The shape the launcher uses for each head dim, measured on an H200 (bench/results/):
-// d64: 64-key tiles, two CTAs per SM (S, P and O fit 128 registers; 65 KB of shared memory
-// each), 1.16-1.22x the one-CTA 128-key shape, whose softmax phases nothing overlaps;
-// d128: 128-key tiles, one CTA per SM (64-key tiles at 128 registers spill, and 225 KB of
-// shared memory leave no room for a second CTA).
+// d64: 64-key tiles, two CTAs per SM (S and O fit 128 registers; 97 KB of shared memory
+// each), 1.16-1.22x the one-CTA 128-key shape; d128: 128-key tiles, one CTA per SM (64-key
+// tiles at 128 registers spill, and a 128-key CTA's shared memory leaves no room for a second).
+// P goes through shared memory (double-buffered): with P in registers ptxas reuses them as
+// scratch for the next softmax as soon as it may, so it waits for P·V before the softmax and
+// nothing overlaps (SASS: WARPGROUP.DEPBAR ahead of the softmax); with P in shared memory the
+// wait stays after the softmax and its stores.
 template <int D> struct WgmmaDefault {
   static constexpr int kBlockN = D == 64 ? 64 : 128, kMinBlocks = D == 64 ? 2 : 1;
+  static constexpr bool kPSmem = true;
 };
-// The other shape bench/gpu can time (--wgmma-alt): d64 with 128-key tiles, one CTA per SM;
-// d128 has none (the same kernel).
-template <int D> struct WgmmaAlt { static constexpr int kBlockN = 128, kMinBlocks = 1; };
+// The variant bench/gpu can time against it (--wgmma-alt): P in registers.
+template <int D> struct WgmmaAlt {
+  static constexpr int kBlockN = D == 64 ? 64 : 128, kMinBlocks = D == 64 ? 2 : 1;
+  static constexpr bool kPSmem = false;
+};
 
 // [ROWS][D] tile in 64-column panels of ROWS x 128 bytes; 16-byte chunk c of row r stored at
 // chunk c ^ (r % 8) of its 128-byte row: the 128-byte swizzle wgmma reads (PTX ISA, "Shared
@@ -126,6 +137,8 @@ __device__ __forceinline__ void gemm_qk(float (&s)[BN / 2], uint32_t q_addr, int
 }
 
 // O (64 x D) += P (64 x BN, registers) · V (BN x D). The value tile only.
+// (ptxas reuses the P registers as scratch for the next softmax as soon as it may, so it
+// waits for this product before that softmax: no overlap. gemm_pv_smem avoids that.)
 template <class T, int D, int BN>
 __device__ __forceinline__ void gemm_pv(float (&o)[D / 2], const uint32_t (&pf)[BN / 16][4], SmemTile<ValueRole, T> v) {
   const uint32_t v_lo = mnmajor_lo<BN>(smem_u32(v.data));
@@ -133,11 +146,23 @@ __device__ __forceinline__ void gemm_pv(float (&o)[D / 2], const uint32_t (&pf)[
   for (int kc = 0; kc < BN / 16; ++kc) gmma::WgmmaRS<T, D>::run(o, pf[kc], gmma::sw128_desc_words(v_lo + mnmajor_step(kc)));
 }
 
-template <class T, int D, int BN, int MinBlocks, bool Checked>
-__global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks>::kThreads, MinBlocks)
+// O (64 x D) += P (64 x BN, this warpgroup's shared-memory P tile, K-major) · V (BN x D).
+template <class T, int D, int BN>
+__device__ __forceinline__ void gemm_pv_smem(float (&o)[D / 2], uint32_t p_addr, SmemTile<ValueRole, T> v) {
+  const uint32_t p_lo = kmajor_lo(p_addr, 0);
+  const uint32_t v_lo = mnmajor_lo<BN>(smem_u32(v.data));
+#pragma unroll
+  for (int kc = 0; kc < BN / 16; ++kc)
+    gmma::WgmmaSSTransB<T, D>::run(o, gmma::sw128_desc_words(p_lo + kmajor_step<64>(kc)),
+                                   gmma::sw128_desc_words(v_lo + mnmajor_step(kc)));
+}
+
+template <class T, int D, int BN, int MinBlocks, bool PSmem, bool Checked>
+__global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads, MinBlocks)
     varlen_fwd_wgmma_kernel(const VarlenFwdParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Shape = WgmmaShape<D, BN, MinBlocks>;
+  using Shape = WgmmaShape<D, BN, MinBlocks, PSmem>;
+  using LayoutP = Sw128Panels<BN, 64>;      // a warpgroup's P tile: 64 rows of BN keys
   using LayoutQ = Sw128Panels<D, kBlockM>;  // Q (and the staged O): 128 rows
   using LayoutKV = Sw128Panels<D, BN>;      // K and V tiles: BN rows
   constexpr int NT = Shape::kThreads;
@@ -146,12 +171,16 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks>::kThreads, MinBlo
   constexpr int DB = D / 8;    // 8-column blocks of O: o[4 i + e]
   constexpr int KP = BN / 16;  // k16 steps of P·V
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* base = reinterpret_cast<unsigned char*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  // Align to a swizzle atom by adding an offset to the shared pointer itself (rounding the
+  // generic address through an integer would make every access below a generic one, ST/LD
+  // instead of STS/LDS, with 64-bit addresses).
+  unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   T* sQ = reinterpret_cast<T*>(base);
   auto k_tile = [&](int i) { return SmemTile<KeyRole, T>{reinterpret_cast<T*>(base + Shape::kQBytes + i * Shape::kKVBytes)}; };
   auto v_tile = [&](int i) {
     return SmemTile<ValueRole, T>{reinterpret_cast<T*>(base + Shape::kQBytes + (Shape::kStages + i) * Shape::kKVBytes)};
   };
+  constexpr int S = Shape::kStages;
 
   const int m_block = blockIdx.x, b = blockIdx.y, h = blockIdx.z;
   const Segment seg = segment_of(p, b);
@@ -163,6 +192,9 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks>::kThreads, MinBlo
   // keeps the descriptors built from it in uniform registers (as CUTLASS's
   // canonical_warp_group_idx does); otherwise each wgmma waits on register-to-uniform moves.
   const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
+  // P tiles (PSmem): two per warpgroup, P_i in tile i % 2, so P_i is written while P_{i-1}·V
+  // is still reading the other one.
+  T* sP = reinterpret_cast<T*>(base + Shape::kQBytes + 2 * S * Shape::kKVBytes + wg * (2 * 64 * BN * 2));
   const KeyPipelineParams kpipe = key_pipeline(p);
   const ValuePipelineParams vpipe = value_pipeline(p);
   const int h_kv = h / kpipe.group;
@@ -189,8 +221,10 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks>::kThreads, MinBlo
     float s[NB * 4];
 #pragma unroll
     for (int i = 0; i < NB * 4; ++i) s[i] = 0.f;
-    uint32_t pf[KP][4];
+    uint32_t pf[PSmem ? 1 : KP][4];
     float corr[2];
+    const uint32_t p_addr = smem_u32(sP);
+    int pbuf = 0;  // i % 2: the P tile the softmax of tile i writes
 
     // Softcap, mask and the online softmax of S_i (keys [n0, n0 + BN)); leaves exp(S - m) in
     // s, the running max and (per-thread partial) sum updated, and the factor O must be
@@ -249,15 +283,39 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks>::kThreads, MinBlo
         l_i[half] = l_i[half] * corr[half] + t[0];
       }
     };
-    // P (the A fragments of P·V) from exp(S - m): two 8-column blocks form one k16 step.
+    // P from exp(S - m): the A fragments of P·V in registers (two 8-column blocks form one
+    // k16 step), or this warpgroup's P tile in shared memory (row = the accumulator's row,
+    // swizzled like every other operand; conflict-free: the 8 rows of a store land in 8
+    // distinct 16-byte chunks). The shared tile is published by the fence.proxy.async and the
+    // CTA barrier that start the next iteration.
     auto pack_p = [&]() {
+      if constexpr (PSmem) {
+        const int r0 = (warp & 3) * 16 + (lane >> 2);
+        T* dst = sP + pbuf * (64 * BN);
 #pragma unroll
-      for (int kc = 0; kc < KP; ++kc) {
-        pf[kc][0] = Elem<T>::pack(s[8 * kc + 0], s[8 * kc + 1]);
-        pf[kc][1] = Elem<T>::pack(s[8 * kc + 2], s[8 * kc + 3]);
-        pf[kc][2] = Elem<T>::pack(s[8 * kc + 4], s[8 * kc + 5]);
-        pf[kc][3] = Elem<T>::pack(s[8 * kc + 6], s[8 * kc + 7]);
+        for (int i = 0; i < NB; ++i)
+#pragma unroll
+          for (int half = 0; half < 2; ++half)
+            *reinterpret_cast<uint32_t*>(dst + LayoutP::offset(r0 + half * 8, i * 8 + 2 * (lane & 3))) =
+                Elem<T>::pack(s[4 * i + 2 * half], s[4 * i + 2 * half + 1]);
+      } else {
+#pragma unroll
+        for (int kc = 0; kc < KP; ++kc) {
+          pf[kc][0] = Elem<T>::pack(s[8 * kc + 0], s[8 * kc + 1]);
+          pf[kc][1] = Elem<T>::pack(s[8 * kc + 2], s[8 * kc + 3]);
+          pf[kc][2] = Elem<T>::pack(s[8 * kc + 4], s[8 * kc + 5]);
+          pf[kc][3] = Elem<T>::pack(s[8 * kc + 6], s[8 * kc + 7]);
+        }
       }
+    };
+    auto pin_p = [&]() {
+      if constexpr (!PSmem) gmma::pin(pf);
+    };
+    auto pv = [&](int vbuf, int pb) {  // P (tile pb) · V (stage vbuf)
+      if constexpr (PSmem)
+        gemm_pv_smem<T, D, BN>(o, p_addr + pb * (64 * BN * 2), v_tile(vbuf));
+      else
+        gemm_pv<T, D, BN>(o, pf, v_tile(vbuf));
     };
     auto rescale_o = [&]() {
 #pragma unroll
@@ -285,9 +343,10 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks>::kThreads, MinBlo
         load_key_rows<T, D, BN, NT, KVChecked, LayoutKV>(p, vpipe, v_tile(buf), seg, b, h_kv, (t_hi - i) * BN, key_lo,
                                                          key_hi, RB, Buffer::v);
       };
-      // Three stages: tile i in buffer i % 3. Copy groups: {Q, K_0}, {K_1, V_0}, {K_2, V_1},
-      // then one per iteration i >= 1, {K_{i+2}, V_{i+1}} (possibly empty): iteration i needs
-      // the group committed two before the newest, so each load has a whole iteration to land.
+      // S stages (3, or 2 where three do not fit): tile i in buffer i % S. Copy groups:
+      // {Q, K_0}, {K_1, V_0} (, {K_2, V_1}), then one per iteration i >= 1,
+      // {K_{i+S-1}, V_{i+S-2}} (possibly empty): iteration i needs the group committed S - 2
+      // before the newest, so with three stages each load has a whole iteration to land.
       // (a literal last argument: each copy is specialised, the usual one is the unchecked load)
       if (q_rows_checked)
         load_q_tile<T, D, NT, Checked, LayoutQ>(p, sQ, seg, b, h, row0, m_block, true);
@@ -298,10 +357,12 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks>::kThreads, MinBlo
       if (num_tiles > 1) load_k(1, 1);
       load_v(0, 0);
       cp_async_commit();
-      if (num_tiles > 2) load_k(2, 2);
-      if (num_tiles > 1) load_v(1, 1);
-      cp_async_commit();
-      cp_async_wait<2>();  // Q and K_0
+      if constexpr (S == 3) {
+        if (num_tiles > 2) load_k(2, 2);
+        if (num_tiles > 1) load_v(1, 1);
+        cp_async_commit();
+      }
+      cp_async_wait<S - 1>();  // Q and K_0
       gmma::fence_proxy_async_smem();
       __syncthreads();
 
@@ -315,51 +376,54 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks>::kThreads, MinBlo
       softmax(t_hi * BN);
       pack_p();
 
-      int cur = 0;  // i % 3
+      int cur = 0;  // i % S
       for (int i = 1; i < num_tiles; ++i) {
         const int prev = cur;
-        cur = cur == 2 ? 0 : cur + 1;
-        const int next = cur == 2 ? 0 : cur + 1;  // (i + 1) % 3, also (i - 2) % 3
-        cp_async_wait<1>();  // K_i and V_{i-1}
+        cur = cur == S - 1 ? 0 : cur + 1;
+        const int vload = S == 3 ? (cur == 2 ? 0 : cur + 1) : cur;  // (i + S - 2) % S == (i - 2) % S
+        cp_async_wait<S - 2>();  // K_i and V_{i-1} (and P_{i-1} written)
         gmma::fence_proxy_async_smem();
         __syncthreads();     // ... visible to all; every warpgroup is done with tiles i - 1 / i - 2
         gmma::pin(o);
-        gmma::pin(pf);
+        pin_p();
         gmma::wgmma_fence();
         gemm_qk<T, D, BN>(s, q_addr, wg, k_tile(cur));
         gmma::wgmma_commit();
-        gemm_pv<T, D, BN>(o, pf, v_tile(prev));
+        pbuf = i & 1;
+        pv(prev, pbuf ^ 1);  // P_{i-1}
         gmma::wgmma_commit();
-        if (i + 2 < num_tiles) load_k(i + 2, prev);  // (i + 2) % 3 == (i - 1) % 3: K_{i-1} is done
-        if (i + 1 < num_tiles) load_v(i + 1, next);  // V_{i-2} is done
+        if (i + S - 1 < num_tiles) load_k(i + S - 1, prev);  // (i + S - 1) % S == (i - 1) % S: K_{i-1} is done
+        if (i + S - 2 < num_tiles) load_v(i + S - 2, vload);  // V_{i-2} is done
         cp_async_commit();
         gmma::wgmma_wait<1>();  // S_i
         gmma::pin(s);
         softmax((t_hi - i) * BN);
+        // P_i goes to shared memory before the wait (the other P tile is the one being read);
+        // in registers it must wait, the P registers being the product's operand.
+        if constexpr (PSmem) pack_p();
         // Pin the softmax results before the wait: they are pure register arithmetic, which
-        // the compiler may otherwise sink below the (volatile) wait, and then the softmax no
-        // longer overlaps the P·V product (seen in the SASS: the wait hoisted above it).
+        // the compiler may otherwise sink below the (volatile) wait.
         gmma::pin(s);
         gmma::pin(corr);
         gmma::pin(l_i);
         gmma::pin(m_i);
         gmma::wgmma_wait<0>();  // P_{i-1}·V_{i-1}
         gmma::pin(o);
-        gmma::pin(pf);
+        pin_p();
         rescale_o();
-        pack_p();
+        if constexpr (!PSmem) pack_p();
       }
       cp_async_wait<0>();  // V_{last}
       gmma::fence_proxy_async_smem();
       __syncthreads();
       gmma::pin(o);
-      gmma::pin(pf);
+      pin_p();
       gmma::wgmma_fence();
-      gemm_pv<T, D, BN>(o, pf, v_tile(cur));
+      pv(cur, pbuf);  // P_{last}
       gmma::wgmma_commit();
       gmma::wgmma_wait<0>();
       gmma::pin(o);
-      gmma::pin(pf);
+      pin_p();
     };
     // (The unchecked form takes the same branch between two identical copies: ptxas then lays
     // out and schedules its loop as it does the checked form's, descriptors in uniform
@@ -428,8 +492,8 @@ namespace ad::kern::attn {
 
 template <class T, int D, class Cfg, bool Checked>
 void launch_wgmma_one(const VarlenFwdParams& p, cudaStream_t stream) {
-  using Shape = WgmmaShape<D, Cfg::kBlockN, Cfg::kMinBlocks>;
-  auto kernel = &varlen_fwd_wgmma_kernel<T, D, Cfg::kBlockN, Cfg::kMinBlocks, Checked>;
+  using Shape = WgmmaShape<D, Cfg::kBlockN, Cfg::kMinBlocks, Cfg::kPSmem>;
+  auto kernel = &varlen_fwd_wgmma_kernel<T, D, Cfg::kBlockN, Cfg::kMinBlocks, Cfg::kPSmem, Checked>;
   AD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes));
   const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.batch, p.num_heads);
   kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(p);
@@ -467,7 +531,8 @@ void launch_wgmma(const VarlenFwdParams& p, bool checked, bool alt, cudaStream_t
 template <class T>
 bool wgmma_loadable() {
   cudaFuncAttributes attr{};
-  if (cudaFuncGetAttributes(&attr, &varlen_fwd_wgmma_kernel<T, 64, WgmmaDefault<64>::kBlockN, WgmmaDefault<64>::kMinBlocks, true>) !=
+  using Cfg = WgmmaDefault<64>;
+  if (cudaFuncGetAttributes(&attr, &varlen_fwd_wgmma_kernel<T, 64, Cfg::kBlockN, Cfg::kMinBlocks, Cfg::kPSmem, true>) !=
       cudaSuccess) {
     (void)cudaGetLastError();
     return false;
