@@ -376,8 +376,8 @@ def write_md(att, mem, path, meta):
                      f"{r['rel_err_vs_fa2']:.1e} |")
     alt = [r for r in att if "wgmma_alt_checked" in r["tflops"]]
     if alt:
-        lines += ["", "The wgmma kernel's other variant (`--wgmma-alt`: P·V with P in registers instead of shared "
-                  "memory), same run:", "",
+        lines += ["", "The wgmma kernel's other variant (`--wgmma-alt`: P·V with P through shared memory instead of registers), "
+                  "same run:", "",
                   "| head_dim | causal | tokens | alt checked TFLOP/s | alt unchecked | alt check overhead | "
                   "default checked | alt / default |", "|---:|:---:|---:|---:|---:|---:|---:|---:|"]
         for r in alt:

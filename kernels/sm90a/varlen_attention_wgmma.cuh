@@ -9,22 +9,23 @@
 // Shape: a CTA is FA2's 128-row tile, two warpgroups of 64 query rows (256 threads); keys in
 // tiles of BN (128 for d128, one CTA per SM; 64 for d64, two CTAs per SM: WgmmaDefault).
 // S = Q·Kᵀ is wgmma m64nBNk16 with Q and K from shared memory (both K-major); O += P·V is
-// wgmma m64nDk16 with V from shared memory read MN-major (transposed by the descriptor) and P
-// from shared memory too (written from the S accumulators, double-buffered), or, in the
-// variant the benchmarks compare (--wgmma-alt), from registers (the accumulators converted in
-// place: the wgmma accumulator and A-fragment layouts are the mma.m16n8k16 ones, per warp).
-// Tiles are 128-byte swizzled in 64-column panels, the canonical layout the descriptors name
-// (wgmma.cuh).
+// wgmma m64nDk16 with P from registers (the S accumulators converted in place: the wgmma
+// accumulator and A-fragment layouts are the mma.m16n8k16 ones, per warp) and V from shared
+// memory read MN-major (transposed by the descriptor); a variant the benchmarks compare
+// (--wgmma-alt) passes P through shared memory instead (WgmmaAlt says why it is not the
+// default). Tiles are 128-byte swizzled in 64-column panels, the canonical layout the
+// descriptors name (wgmma.cuh).
 //
 // Schedule (FA3's intra-warpgroup overlap, Shah et al. 2024, "FlashAttention-3", section 3.2;
 // hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp in Dao-AILab/flash-attention): in iteration i
 // a warpgroup issues S_i = Q·K_iᵀ and O += P_{i-1}·V_{i-1} back to back, waits for S_i only,
 // runs the softmax of S_i (and stores P_i) while the P·V product is still on the tensor
-// cores, then waits for it and rescales O. Loads are cp.async (not the tensor memory
-// accelerator: TMA coordinates are signed 32-bit and would clamp, not reproduce, the unsigned
-// row offsets of the contract), three stages deep where they fit (d64; two for d128), published
-// by cp.async.wait_group + fence.proxy.async + one CTA barrier per iteration. Registers: S
-// (BN / 2) + O (D / 2) fp32 per thread (+ P, BN / 4, in the register variant).
+// cores, then waits for it and rescales O (with P in registers ptxas hoists that wait above
+// the softmax: see WgmmaAlt). Loads are cp.async (not the tensor memory accelerator: TMA
+// coordinates are signed 32-bit and would clamp, not reproduce, the unsigned row offsets of
+// the contract), three stages deep where they fit (two for d128 with P in shared memory),
+// published by cp.async.wait_group + fence.proxy.async + one CTA barrier per iteration.
+// Registers: S (BN / 2) + P (BN / 4) + O (D / 2) fp32/b32 per thread.
 //
 // Checked form: the key rows a CTA reads are contiguous, so one comparison per buffer picks
 // between two copies of the main loop: the unchecked loop when every row is inside k and v,
@@ -64,21 +65,22 @@ struct WgmmaShape {
   static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVBytes + kPBytes + 1024;
 };
 // The shape the launcher uses for each head dim, measured on an H200 (bench/results/):
-// d64: 64-key tiles, two CTAs per SM (S and O fit 128 registers; 97 KB of shared memory
-// each), 1.16-1.22x the one-CTA 128-key shape; d128: 128-key tiles, one CTA per SM (64-key
-// tiles at 128 registers spill, and a 128-key CTA's shared memory leaves no room for a second).
-// P goes through shared memory (double-buffered): with P in registers ptxas reuses them as
-// scratch for the next softmax as soon as it may, so it waits for P·V before the softmax and
-// nothing overlaps (SASS: WARPGROUP.DEPBAR ahead of the softmax); with P in shared memory the
-// wait stays after the softmax and its stores.
+// d64: 64-key tiles, two CTAs per SM (S, P and O fit 128 registers), 1.16-1.22x the one-CTA
+// 128-key shape; d128: 128-key tiles, one CTA per SM (64-key tiles at 128 registers spill, and
+// a 128-key CTA's shared memory leaves no room for a second). P stays in registers.
 template <int D> struct WgmmaDefault {
   static constexpr int kBlockN = D == 64 ? 64 : 128, kMinBlocks = D == 64 ? 2 : 1;
-  static constexpr bool kPSmem = true;
+  static constexpr bool kPSmem = false;
 };
-// The variant bench/gpu can time against it (--wgmma-alt): P in registers.
+// The variant bench/gpu times against it (--wgmma-alt): P through shared memory. With P in
+// registers ptxas reuses them as scratch for the next softmax as soon as it may, so it places
+// the wait for P·V ahead of the softmax and the two do not overlap (SASS: WARPGROUP.DEPBAR
+// before the SHFL/MUFU.EX2 of the softmax); with P in shared memory the wait stays after the
+// softmax and its stores. Measured, the overlap does not pay for the P stores, the shared-
+// memory A operand and (d128) the third K/V stage it costs: 0.94-0.97x the register variant.
 template <int D> struct WgmmaAlt {
   static constexpr int kBlockN = D == 64 ? 64 : 128, kMinBlocks = D == 64 ? 2 : 1;
-  static constexpr bool kPSmem = false;
+  static constexpr bool kPSmem = true;
 };
 
 // [ROWS][D] tile in 64-column panels of ROWS x 128 bytes; 16-byte chunk c of row r stored at
