@@ -214,7 +214,7 @@ def bench_attention(lib, args, gen, record):
                           f"{row['tflops']['alt_unchecked']:6.1f} TFLOP/s", flush=True)
                 if "wgmma_alt_checked" in med:
                     row["wgmma_alt_check_overhead"] = med["wgmma_alt_checked"] / med["wgmma_alt_unchecked"] - 1.0
-                    print(f"     wgmma alt shape: checked {row['tflops']['wgmma_alt_checked']:6.1f} unchecked "
+                    print(f"     wgmma alt variant: checked {row['tflops']['wgmma_alt_checked']:6.1f} unchecked "
                           f"{row['tflops']['wgmma_alt_unchecked']:6.1f} TFLOP/s overhead "
                           f"{100 * row['wgmma_alt_check_overhead']:+.1f}%", flush=True)
                 print(f"attn d={head_dim:3d} causal={int(causal)} tokens={total:6d} segs={len(lens):3d} "
