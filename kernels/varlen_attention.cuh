@@ -25,6 +25,10 @@
 // the warp layout (8 x 16 rows instead of FA2's 4 x 32) trades shared-memory reads for fewer
 // registers per thread. Fragment layouts: PTX ISA, "mma.m16n8k16" and "ldmatrix". Shared
 // tiles are XOR-swizzled in 16-byte chunks so that ldmatrix reads are bank-conflict free.
+//
+// The Hopper kernel (kernels/sm90a/varlen_attention_wgmma.cuh, wgmma on sm_90a) calls the
+// segment, key-range, mask, loader, LSE and store functions below, so both kernels keep one
+// contract and record the same refused accesses.
 #pragma once
 
 #include <cuda_runtime.h>
