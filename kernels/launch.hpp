@@ -28,19 +28,26 @@ void launch_rotary(const RotaryParams& p, int64_t grid_rows, Checks checks, cuda
 int64_t rotary_grid_rows(const RotaryParams& p, const int32_t* host_cu_seqlens);
 
 // ---- varlen attention forward (kernels/varlen_attention*.cu) ----------------------------
-// tensor_core_alt: the tensor-core kernel with its other warp layout (benchmarks only; needs
-// a build with ATTN_DOCTOR_TC_BOTH_SHAPES).
-enum class AttnKernel { automatic = 0, tensor_core = 1, generic = 2, tensor_core_alt = 3 };
+// automatic: the wgmma kernel on a compute capability 9.0 device when the build carries it
+// (sm_90a) and the shape has it (bf16/fp16, head_dim 64/128); else the mma.sync tensor-core
+// kernel for those shapes; else the generic one. tensor_core: the mma.sync kernel (sm_80 and
+// up); tensor_core_alt: the same with its other warp layout (benchmarks only; needs a build
+// with ATTN_DOCTOR_TC_BOTH_SHAPES); wgmma: the Hopper kernel (refused where it cannot run);
+// wgmma_alt: the same with its other tile shape (benchmarks only; ATTN_DOCTOR_WGMMA_ALT, bf16).
+enum class AttnKernel { automatic = 0, tensor_core = 1, generic = 2, tensor_core_alt = 3, wgmma = 4, wgmma_alt = 5 };
 
 // FA2's host-side normalisation of the call (flash_api.cpp, mha_varlen_fwd): causal is
 // dropped when max_seqlen_q == 1, causal sets window_right = 0, the single-query GQA swap,
 // windows wider than max_seqlen_k become unlimited. Idempotent.
 void fa2_normalize(VarlenFwdParams& p);
 
-// Which kernel `launch_varlen_fwd` runs for these params, e.g.
-// "varlen_fwd_tc<bf16,d128,checked>" or "varlen_fwd_generic<fp32,checked>".
+// Which kernel `launch_varlen_fwd` runs for these params on the current device, e.g.
+// "varlen_fwd_wgmma<bf16,d128,checked>", "varlen_fwd_tc<bf16,d128,warp32rows,checked>" or
+// "varlen_fwd_generic<fp32,checked>".
 std::string varlen_fwd_kernel_name(const VarlenFwdParams& p, Checks checks, AttnKernel which = AttnKernel::automatic);
 bool varlen_fwd_has_tensor_core_path(const VarlenFwdParams& p);
+// The shape has a wgmma kernel, the build carries it and the current device runs it (9.0).
+bool varlen_fwd_has_wgmma_path(const VarlenFwdParams& p);
 
 // Launches the forward (after fa2_normalize). With max_seqlen_k <= 0 FA2 launches nothing
 // and zero-fills out / sets LSE to +inf; this does the same.
@@ -62,6 +69,10 @@ namespace detail {
 void launch_varlen_fwd_tc_bf16(const VarlenFwdParams& p, bool checked, bool alt_shape, cudaStream_t stream);
 void launch_varlen_fwd_tc_fp16(const VarlenFwdParams& p, bool checked, bool alt_shape, cudaStream_t stream);
 void launch_varlen_fwd_generic(const VarlenFwdParams& p, bool checked, cudaStream_t stream);
+// kernels/sm90a/ (present when the build carries sm_90a: ATTN_DOCTOR_WITH_WGMMA)
+void launch_varlen_fwd_wgmma_bf16(const VarlenFwdParams& p, bool checked, bool alt, cudaStream_t stream);
+void launch_varlen_fwd_wgmma_fp16(const VarlenFwdParams& p, bool checked, bool alt, cudaStream_t stream);
+bool varlen_fwd_wgmma_loadable();
 }  // namespace detail
 
 }  // namespace ad::kern

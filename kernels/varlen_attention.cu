@@ -1,9 +1,11 @@
 // Varlen attention forward: the generic (any head dim, any element type) kernel, the fill
 // kernels the backend uses for poison, and the launcher that normalises the call the way
-// FA2's host code does and picks the kernel. The tensor-core kernel is in
-// varlen_attention.cuh (instantiated in varlen_attention_tc_{bf16,fp16}.cu).
+// FA2's host code does and picks the kernel. The mma.sync tensor-core kernel is in
+// varlen_attention.cuh (instantiated in varlen_attention_tc_{bf16,fp16}.cu), the Hopper
+// (wgmma, sm_90a) kernel in sm90a/ (its own translation units and target architecture).
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -161,7 +163,11 @@ void check_config(bool ok, const std::string& what) {
 #define AD_STRINGIFY(...) AD_STRINGIFY_(__VA_ARGS__)
 const char* compiled_architectures() {
 #ifdef __CUDA_ARCH_LIST__
+#ifdef ATTN_DOCTOR_WITH_WGMMA
+  return AD_STRINGIFY(__CUDA_ARCH_LIST__) ",900a";  // kernels/sm90a/: the wgmma attention forward
+#else
   return AD_STRINGIFY(__CUDA_ARCH_LIST__);
+#endif
 #else
   return "";
 #endif
@@ -226,13 +232,65 @@ bool varlen_fwd_has_tensor_core_path(const VarlenFwdParams& p) {
   return p.elem != ElemType::fp32 && (p.head_dim == 64 || p.head_dim == 128) && p.block_m == attn::kBlockM;
 }
 
+namespace {
+
+// Whether the current device runs the sm_90a kernels: compute capability 9.0 exactly (sm_90a
+// code runs nowhere else) and the image loads. Asked once per device.
+bool device_runs_wgmma() {
+#ifdef ATTN_DOCTOR_WITH_WGMMA
+  static std::atomic<int8_t> known[64] = {};  // 0 unknown, 1 no, 2 yes
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) {
+    cudaGetLastError();
+    return false;
+  }
+  int8_t k = known[dev].load(std::memory_order_relaxed);
+  if (k == 0) {
+    int major = 0, minor = 0;
+    const bool cc90 = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) == cudaSuccess &&
+                      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
+                      major == 9 && minor == 0;
+    cudaGetLastError();
+    k = cc90 && detail::varlen_fwd_wgmma_loadable() ? 2 : 1;
+    known[dev].store(k, std::memory_order_relaxed);
+  }
+  return k == 2;
+#else
+  return false;
+#endif
+}
+
+enum class Chosen { wgmma, wgmma_alt, mma_sync, mma_sync_alt, generic };
+
+Chosen choose_kernel(const VarlenFwdParams& p, AttnKernel which) {
+  switch (which) {
+    case AttnKernel::wgmma: return Chosen::wgmma;
+    case AttnKernel::wgmma_alt: return Chosen::wgmma_alt;
+    case AttnKernel::tensor_core: return Chosen::mma_sync;
+    case AttnKernel::tensor_core_alt: return Chosen::mma_sync_alt;
+    case AttnKernel::generic: return Chosen::generic;
+    case AttnKernel::automatic: break;
+  }
+  if (varlen_fwd_has_wgmma_path(p)) return Chosen::wgmma;
+  return varlen_fwd_has_tensor_core_path(p) ? Chosen::mma_sync : Chosen::generic;
+}
+
+}  // namespace
+
+bool varlen_fwd_has_wgmma_path(const VarlenFwdParams& p) {
+  return varlen_fwd_has_tensor_core_path(p) && device_runs_wgmma();
+}
+
 std::string varlen_fwd_kernel_name(const VarlenFwdParams& p, Checks checks, AttnKernel which) {
-  const bool tc = which == AttnKernel::tensor_core || which == AttnKernel::tensor_core_alt ||
-                  (which == AttnKernel::automatic && varlen_fwd_has_tensor_core_path(p));
-  std::string name = tc ? "varlen_fwd_tc<" : "varlen_fwd_generic<";
+  const Chosen k = choose_kernel(p, which);
+  const bool wg = k == Chosen::wgmma || k == Chosen::wgmma_alt;
+  std::string name = wg                     ? "varlen_fwd_wgmma<"
+                     : k == Chosen::generic ? "varlen_fwd_generic<"
+                                            : "varlen_fwd_tc<";
   name += to_string(p.elem);
-  if (tc) {
-    const int mt = which == AttnKernel::tensor_core_alt ? 3 - attn::kDefaultMT : attn::kDefaultMT;
+  if (wg) name += ",d" + std::to_string(p.head_dim) + (k == Chosen::wgmma_alt ? ",alt" : "");
+  if (k == Chosen::mma_sync || k == Chosen::mma_sync_alt) {
+    const int mt = k == Chosen::mma_sync_alt ? 3 - attn::kDefaultMT : attn::kDefaultMT;
     name += ",d" + std::to_string(p.head_dim) + ",warp" + std::to_string(16 * mt) + "rows";
   }
   name += std::string(",") + to_string(checks) + ">";
@@ -266,16 +324,25 @@ void launch_varlen_fwd(const VarlenFwdParams& p_in, Checks checks, cudaStream_t 
   check_config(p.batch <= 65535 && p.num_heads <= 65535,
                "grid (" + std::to_string(grid_x) + ", " + std::to_string(p.batch) + ", " + std::to_string(p.num_heads) +
                    ") exceeds the 65535 limit of grid.y/grid.z: invalid argument");
-  const bool tc = which == AttnKernel::tensor_core || which == AttnKernel::tensor_core_alt ||
-                  (which == AttnKernel::automatic && varlen_fwd_has_tensor_core_path(p));
-  const bool alt = which == AttnKernel::tensor_core_alt;
-  if (tc) {
+  const Chosen k = choose_kernel(p, which);
+  if (k == Chosen::wgmma || k == Chosen::wgmma_alt) {
+    check_config(varlen_fwd_has_tensor_core_path(p), "no wgmma kernel for " + std::string(to_string(p.elem)) +
+                                                         " head_dim " + std::to_string(p.head_dim));
+    check_config(device_runs_wgmma(), "the wgmma kernel needs a compute capability 9.0 device and a build with "
+                                      "sm_90a (ATTN_DOCTOR_WGMMA)");
+#ifdef ATTN_DOCTOR_WITH_WGMMA
+    if (p.elem == ElemType::bf16)
+      detail::launch_varlen_fwd_wgmma_bf16(p, checked, k == Chosen::wgmma_alt, stream);
+    else
+      detail::launch_varlen_fwd_wgmma_fp16(p, checked, k == Chosen::wgmma_alt, stream);
+#endif
+  } else if (k == Chosen::mma_sync || k == Chosen::mma_sync_alt) {
     check_config(varlen_fwd_has_tensor_core_path(p), "no tensor-core kernel for " + std::string(to_string(p.elem)) +
                                                          " head_dim " + std::to_string(p.head_dim));
     if (p.elem == ElemType::bf16)
-      detail::launch_varlen_fwd_tc_bf16(p, checked, alt, stream);
+      detail::launch_varlen_fwd_tc_bf16(p, checked, k == Chosen::mma_sync_alt, stream);
     else
-      detail::launch_varlen_fwd_tc_fp16(p, checked, alt, stream);
+      detail::launch_varlen_fwd_tc_fp16(p, checked, k == Chosen::mma_sync_alt, stream);
   } else {
     detail::launch_varlen_fwd_generic(p, checked, stream);
   }

@@ -25,6 +25,10 @@
 // the warp layout (8 x 16 rows instead of FA2's 4 x 32) trades shared-memory reads for fewer
 // registers per thread. Fragment layouts: PTX ISA, "mma.m16n8k16" and "ldmatrix". Shared
 // tiles are XOR-swizzled in 16-byte chunks so that ldmatrix reads are bank-conflict free.
+//
+// The Hopper kernel (kernels/sm90a/varlen_attention_wgmma.cuh, wgmma on sm_90a) calls the
+// segment, key-range, mask, loader, LSE and store functions below, so both kernels keep one
+// contract and record the same refused accesses.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -178,34 +182,40 @@ __device__ __forceinline__ int swz(int row, int col) {
   return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
 }
 
-// Streams one K or V tile (rows [n * BN, n * BN + BN) of the segment) into shared memory.
-// The pipeline and the tile must have the same role: a K pipeline cannot fill a V tile.
-// Checked form: the rows of a tile are contiguous, so one comparison per tile decides
-// whether every row lies inside the buffer; only a tile that reaches past it takes the
-// per-row path that records and zero-fills, and the hot loop stays the unchecked one.
-template <class T, int D, int MT, bool Checked, class Role>
-__device__ __forceinline__ void load_kv_tile(const VarlenFwdParams& p, const PipelineParams<Role>& pipe,
-                                             SmemTile<Role, T> tile, const Segment& seg, int b, int h_kv,
-                                             int n, Buffer which) {
-  using Shape = TileShape<D, MT>;
-  constexpr int BN = Shape::kBlockN;
-  constexpr int C = Shape::kChunks;
-  constexpr int NT = Shape::kThreads;
+// The mma.sync kernel's shared-memory layout of a [rows][D] tile (see swz).
+template <int D>
+struct RowSwizzle {
+  __device__ __forceinline__ static int offset(int row, int col) { return swz<D>(row, col); }
+};
+
+// Streams BN key rows of the segment, [first, first + BN), into a K or V tile in shared
+// memory (layout `Layout`, NT threads); rows outside [lo, hi) are zero-filled, not read. The
+// pipeline and the tile must have the same role: a K pipeline cannot fill a V tile. Shared by
+// the mma.sync and the wgmma kernels, so both read the same rows and refuse the same ones.
+// Checked form: the rows are contiguous, so one comparison per tile decides whether every
+// row lies inside the buffer; only a tile that reaches past it takes the per-row path that
+// records and zero-fills, and the hot loop stays the unchecked one. A refused row is
+// recorded with its key tile `kr / order_bn` (the mma.sync kernel's key-tile size).
+template <class T, int D, int BN, int NT, bool Checked, class Layout, class Role>
+__device__ __forceinline__ void load_key_rows(const VarlenFwdParams& p, const PipelineParams<Role>& pipe,
+                                              SmemTile<Role, T> tile, const Segment& seg, int b, int h_kv, int first,
+                                              int lo, int hi, int order_bn, Buffer which) {
+  constexpr int C = D / 8;
   const T* src = static_cast<const T*>(pipe.src.data) + int64_t(h_kv) * D;
   const int64_t row_elems = int64_t(pipe.src.heads) * D;
   bool per_row = false;
   if constexpr (Checked) {
-    const int valid = min(BN, seg.len_k - n * BN);
-    per_row = uint64_t(seg.start_k) + uint64_t(n * BN) + uint64_t(valid) > uint64_t(pipe.src.rows);
+    const int begin = max(first, lo), end = min(first + BN, hi);
+    per_row = end > begin && uint64_t(seg.start_k) + uint64_t(end) > uint64_t(pipe.src.rows);
   }
   if (!per_row) {
 #pragma unroll
     for (int it = 0; it < BN * C / NT; ++it) {
       const int i = threadIdx.x + it * NT;
       const int r = i / C, c = i % C;
-      T* dst = tile.data + swz<D>(r, c * 8);
-      const int kr = n * BN + r;
-      if (kr < seg.len_k) {
+      T* dst = tile.data + Layout::offset(r, c * 8);
+      const int kr = first + r;
+      if (kr >= lo && kr < hi) {
         cp_async_16(dst, src + int64_t(uint64_t(seg.start_k) + uint64_t(kr)) * row_elems + c * 8);
       } else {
         *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
@@ -215,14 +225,14 @@ __device__ __forceinline__ void load_kv_tile(const VarlenFwdParams& p, const Pip
   }
   for (int i = threadIdx.x; i < BN * C; i += NT) {
     const int r = i / C, c = i % C;
-    T* dst = tile.data + swz<D>(r, c * 8);
-    const int kr = n * BN + r;
+    T* dst = tile.data + Layout::offset(r, c * 8);
+    const int kr = first + r;
     const uint64_t row = uint64_t(seg.start_k) + uint64_t(kr);
-    bool ok = kr < seg.len_k;
+    bool ok = kr >= lo && kr < hi;
     if (ok && row >= uint64_t(pipe.src.rows)) {
       if (c == 0)
         record_violation(p.record, which == Buffer::k ? Buffer::k : Buffer::v, Access::read, int64_t(row), pipe.src.rows,
-                         b, kr, h_kv, n, attn_order(kKvRead, which == Buffer::k ? kr : kr | (1 << 23)));
+                         b, kr, h_kv, kr / order_bn, attn_order(kKvRead, which == Buffer::k ? kr : kr | (1 << 23)));
       ok = false;
     }
     if (ok) {
@@ -230,6 +240,76 @@ __device__ __forceinline__ void load_kv_tile(const VarlenFwdParams& p, const Pip
     } else {
       *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
     }
+  }
+}
+
+// One K or V tile of the mma.sync kernel: rows [n * BN, n * BN + BN) of the segment.
+template <class T, int D, int MT, bool Checked, class Role>
+__device__ __forceinline__ void load_kv_tile(const VarlenFwdParams& p, const PipelineParams<Role>& pipe,
+                                             SmemTile<Role, T> tile, const Segment& seg, int b, int h_kv,
+                                             int n, Buffer which) {
+  using Shape = TileShape<D, MT>;
+  load_key_rows<T, D, Shape::kBlockN, Shape::kThreads, Checked, RowSwizzle<D>>(
+      p, pipe, tile, seg, b, h_kv, n * Shape::kBlockN, 0, seg.len_k, Shape::kBlockN, which);
+}
+
+// The Q tile, rows [row0, row0 + 128) of the segment, into shared memory (layout `Layout`,
+// NT threads); rows past the segment are zero-filled. Checked form with `q_rows_checked`
+// (the tile reaches past q): row by row, a refused row recorded and zero-filled.
+template <class T, int D, int NT, bool Checked, class Layout>
+__device__ __forceinline__ void load_q_tile(const VarlenFwdParams& p, T* sQ, const Segment& seg, int b, int h, int row0,
+                                            int m_block, bool q_rows_checked) {
+  constexpr int C = D / 8;
+  const T* qsrc = static_cast<const T*>(p.q.data);
+  const int64_t q_row_elems = int64_t(p.q.heads) * D;
+#pragma unroll
+  for (int it = 0; it < kBlockM * C / NT; ++it) {
+    const int i = threadIdx.x + it * NT;
+    const int r = i / C, c = i % C;
+    T* dst = sQ + Layout::offset(r, c * 8);
+    const int lr = row0 + r;
+    bool ok = lr < seg.len_q;
+    const QueryRow qr = query_row(p, seg, b, h, lr);
+    if (Checked && q_rows_checked && ok && qr.row >= uint64_t(p.q.rows)) {
+      if (c == 0)
+        record_violation(p.record, Buffer::q, Access::read, int64_t(qr.row), p.q.rows, b, lr, qr.head, m_block,
+                         attn_order(kQRead, lr));
+      ok = false;
+    }
+    if (ok) {
+      cp_async_16(dst, qsrc + int64_t(qr.row) * q_row_elems + int64_t(qr.head) * D + c * 8);
+    } else {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+// Writes a warp's WR output rows, staged in shared memory at rows warp * WR + r (layout
+// `Layout`), as 16-byte chunks; rows past the segment are skipped. Checked form with
+// `q_rows_checked`: a row past `out` is recorded, not written; every written row is counted
+// (coverage).
+template <class T, int D, int WR, bool Checked, class Layout>
+__device__ __forceinline__ void store_out_rows(const VarlenFwdParams& p, const T* sO, const Segment& seg, int b, int h,
+                                               int m_block, int row0, int warp, int lane, bool q_rows_checked) {
+  constexpr int C = D / 8;
+  T* out = static_cast<T*>(p.out.data);
+  const int64_t o_row_elems = int64_t(p.out.heads) * D;
+#pragma unroll
+  for (int it = 0; it < WR * C / 32; ++it) {
+    const int i = lane + it * 32;
+    const int r = i / C, c = i % C;
+    const int lr = row0 + warp * WR + r;
+    if (lr >= seg.len_q) continue;
+    const QueryRow qr = query_row(p, seg, b, h, lr);
+    if (Checked && q_rows_checked && qr.row >= uint64_t(p.out.rows)) {
+      if (c == 0)
+        record_violation(p.record, Buffer::out, Access::write, int64_t(qr.row), p.out.rows, b, lr, qr.head, m_block,
+                         attn_order(kOutWrite, lr));
+      continue;
+    }
+    if (Checked && c == 0) count_row_write(p, qr);
+    *reinterpret_cast<uint4*>(out + int64_t(qr.row) * o_row_elems + int64_t(qr.head) * D + c * 8) =
+        *reinterpret_cast<const uint4*>(sO + Layout::offset(warp * WR + r, c * 8));
   }
 }
 
@@ -248,7 +328,6 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
     varlen_fwd_tc_kernel(const VarlenFwdParams p) {
   using Shape = TileShape<D, MT>;
   constexpr int BN = Shape::kBlockN;
-  constexpr int C = Shape::kChunks;
   constexpr int NT = Shape::kThreads;
   constexpr int NB = BN / 8;   // n8 blocks of S per m tile
   constexpr int DB = D / 8;    // n8 blocks of O
@@ -289,28 +368,7 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
 
   if (kr.n_max > kr.n_min) {
     // Q tile -> shared (rows past the segment zero-filled).
-    const T* qsrc = static_cast<const T*>(p.q.data);
-    const int64_t q_row_elems = int64_t(p.q.heads) * D;
-#pragma unroll
-    for (int it = 0; it < kBlockM * C / NT; ++it) {
-      const int i = tid + it * NT;
-      const int r = i / C, c = i % C;
-      T* dst = sQ + swz<D>(r, c * 8);
-      const int lr = row0 + r;
-      bool ok = lr < seg.len_q;
-      const QueryRow qr = query_row(p, seg, b, h, lr);
-      if (Checked && q_rows_checked && ok && qr.row >= uint64_t(p.q.rows)) {
-        if (c == 0)
-          record_violation(p.record, Buffer::q, Access::read, int64_t(qr.row), p.q.rows, b, lr, qr.head, m_block,
-                           attn_order(kQRead, lr));
-        ok = false;
-      }
-      if (ok) {
-        cp_async_16(dst, qsrc + int64_t(qr.row) * q_row_elems + int64_t(qr.head) * D + c * 8);
-      } else {
-        *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
-      }
-    }
+    load_q_tile<T, D, NT, Checked, RowSwizzle<D>>(p, sQ, seg, b, h, row0, m_block, q_rows_checked);
     load_kv_tile<T, D, MT, Checked>(p, kpipe, k_tile(0), seg, b, h_kv, kr.n_max - 1, Buffer::k);
     cp_async_commit();
     load_kv_tile<T, D, MT, Checked>(p, vpipe, v_tile(0), seg, b, h_kv, kr.n_max - 1, Buffer::v);
@@ -485,25 +543,7 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
         *reinterpret_cast<uint32_t*>(sO + swz<D>(r, c)) = Elem<T>::pack(o[mt][i][2 * half], o[mt][i][2 * half + 1]);
       }
   __syncwarp();
-  T* out = static_cast<T*>(p.out.data);
-  const int64_t o_row_elems = int64_t(p.out.heads) * D;
-#pragma unroll
-  for (int it = 0; it < WR * C / 32; ++it) {
-    const int i = lane + it * 32;
-    const int r = i / C, c = i % C;
-    const int lr = row0 + warp * WR + r;
-    if (lr >= seg.len_q) continue;
-    const QueryRow qr = query_row(p, seg, b, h, lr);
-    if (Checked && q_rows_checked && qr.row >= uint64_t(p.out.rows)) {
-      if (c == 0)
-        record_violation(p.record, Buffer::out, Access::write, int64_t(qr.row), p.out.rows, b, lr, qr.head, m_block,
-                         attn_order(kOutWrite, lr));
-      continue;
-    }
-    if (Checked && c == 0) count_row_write(p, qr);
-    *reinterpret_cast<uint4*>(out + int64_t(qr.row) * o_row_elems + int64_t(qr.head) * D + c * 8) =
-        *reinterpret_cast<const uint4*>(sO + swz<D>(warp * WR + r, c * 8));
-  }
+  store_out_rows<T, D, WR, Checked, RowSwizzle<D>>(p, sO, seg, b, h, m_block, row0, warp, lane, q_rows_checked);
   if ((lane & 3) == 0) {
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt)

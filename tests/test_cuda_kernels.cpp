@@ -20,8 +20,10 @@ TEST_CASE("cuda: kernels (not built)", "[cuda]") {
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "exec/cuda/device.hpp"
@@ -38,6 +40,28 @@ bool have_device() {
   static const cuda::DeviceInfo info = cuda::query_device();
   if (!info.present) WARN("SKIPPED: no CUDA device (" + info.why_absent + ")");
   return info.present;
+}
+
+// K and V roles stay distinct through the wgmma kernel: its Q·Kᵀ product takes a
+// SmemTile<KeyRole> and its P·V product a SmemTile<ValueRole> (kernels/sm90a/), filled by
+// PipelineParams of the same role; neither converts into the other.
+static_assert(!std::is_convertible_v<kern::SmemTile<kern::KeyRole, uint16_t>, kern::SmemTile<kern::ValueRole, uint16_t>>);
+static_assert(!std::is_convertible_v<kern::SmemTile<kern::ValueRole, uint16_t>, kern::SmemTile<kern::KeyRole, uint16_t>>);
+static_assert(!std::is_convertible_v<kern::KeyPipelineParams, kern::ValuePipelineParams>);
+
+// The tensor-core kernels this device runs for a bf16/fp16 head_dim 64/128 call: the mma.sync
+// kernel everywhere, the wgmma kernel on compute capability 9.0 when the build carries sm_90a.
+struct TcKernel {
+  kern::AttnKernel which;
+  const char* name;
+};
+std::vector<TcKernel> tensor_core_kernels() {
+  std::vector<TcKernel> ks = {{kern::AttnKernel::tensor_core, "mma.sync"}};
+  kern::VarlenFwdParams probe;
+  probe.elem = ElemType::bf16;
+  probe.head_dim = 64;
+  if (kern::varlen_fwd_has_wgmma_path(probe)) ks.push_back({kern::AttnKernel::wgmma, "wgmma"});
+  return ks;
 }
 
 // ---- host element conversions -----------------------------------------------------------
@@ -144,7 +168,10 @@ struct AttnCase {
     v = random_tensor(size_t(rows_k) * spec.heads_k * spec.head_dim, spec.elem, rng);
   }
 
-  AttnRun run(Checks checks, kern::AttnKernel which = kern::AttnKernel::automatic) const {
+  // detail_order: run the checked form in detail mode for the access with that launch-order
+  // key (what the backend's second launch does), instead of counting.
+  AttnRun run(Checks checks, kern::AttnKernel which = kern::AttnKernel::automatic,
+              std::optional<uint64_t> detail_order = std::nullopt) const {
     cuda::DeviceBuffer<unsigned char> dq(q.bytes), dk(k.bytes), dv(v.bytes);
     cuda::DeviceBuffer<unsigned char> dout(q.bytes.size());
     cuda::DeviceBuffer<float> dlse{size_t(rows_q) * spec.heads};
@@ -180,6 +207,10 @@ struct AttnCase {
     AttnRun r;
     r.kernel = kern::varlen_fwd_kernel_name(p, checks, which);
     auto outcome = cuda::checked_launch(r.kernel, slot, [&](kern::ViolationRecord* rec) {
+      if (detail_order) {
+        const kern::ViolationRecord want = kern::detail_record(*detail_order);
+        AD_CUDA_CHECK(cudaMemcpy(rec, &want, sizeof want, cudaMemcpyHostToDevice));
+      }
       p.record = rec;
       kern::launch_varlen_fwd(p, checks, nullptr, which);
     });
@@ -313,16 +344,23 @@ TEST_CASE("cuda: varlen forward matches fp64 attention", "[cuda]") {
       s.causal = cfg.causal, s.window_left = cfg.left, s.window_right = cfg.right, s.softcap = cfg.softcap;
       s.cu_q = cfg.cu_q, s.cu_k = cfg.cu_k;
       const AttnCase c(s);
-      const AttnRun run = c.run(Checks::checked);
-      INFO(run.kernel);
-      CHECK(run.record.count == 0);
-      const Compare cmp = compare(c, run);
-      CHECK(cmp.nan_mismatch == 0);
-      CHECK(cmp.worst < tolerance(cfg.elem));
-      CHECK(cmp.worst_lse < 1e-3);
-      for (size_t i = 0; i < run.row_writes.size(); ++i) {
-        INFO("row " << i);
-        REQUIRE(run.row_writes[i] == 1u);
+      // The automatic choice, then each tensor-core kernel by name where the shape has one
+      // (on an H200: wgmma and the mma.sync fallback both checked against fp64).
+      std::vector<kern::AttnKernel> kernels = {kern::AttnKernel::automatic};
+      if ((cfg.elem == ElemType::bf16 || cfg.elem == ElemType::fp16) && (cfg.head_dim == 64 || cfg.head_dim == 128))
+        for (const TcKernel& k : tensor_core_kernels()) kernels.push_back(k.which);
+      for (const kern::AttnKernel which : kernels) {
+        const AttnRun run = c.run(Checks::checked, which);
+        INFO(run.kernel);
+        CHECK(run.record.count == 0);
+        const Compare cmp = compare(c, run);
+        CHECK(cmp.nan_mismatch == 0);
+        CHECK(cmp.worst < tolerance(cfg.elem));
+        CHECK(cmp.worst_lse < 1e-3);
+        for (size_t i = 0; i < run.row_writes.size(); ++i) {
+          INFO("row " << i);
+          REQUIRE(run.row_writes[i] == 1u);
+        }
       }
     }
   }
@@ -335,27 +373,110 @@ TEST_CASE("cuda: checked, unchecked and generic forms compute the same output", 
     s.head_dim = d, s.heads = 4, s.heads_k = 2, s.causal = true;
     s.cu_q = {0, 513, 700, 1400};
     const AttnCase c(s);
-    const AttnRun checked = c.run(Checks::checked);
-    const AttnRun unchecked = c.run(Checks::unchecked);
+    const AttnRun automatic = c.run(Checks::checked);
+    // On compute capability 9.0 with sm_90a in the build the Hopper kernel is the default.
+    const bool hopper = tensor_core_kernels().size() > 1;
+    INFO(automatic.kernel);
+    REQUIRE(automatic.kernel.find(hopper ? "wgmma" : "tc") != std::string::npos);
     const AttnRun generic = c.run(Checks::checked, kern::AttnKernel::generic);
-    REQUIRE(checked.kernel.find("tc") != std::string::npos);
-    CHECK(checked.record.count == 0);
-    bool identical = true;
-    for (size_t i = 0; i < checked.out.size(); ++i)
-      if (!(checked.out[i] == unchecked.out[i])) identical = false;
-    CHECK(identical);  // the checks change no arithmetic
-    double worst = 0;
-    for (size_t i = 0; i < checked.out.size(); ++i)
-      worst = std::max(worst, double(std::abs(checked.out[i] - generic.out[i])));
-    CHECK(worst < 3e-2);
-    // The other warp layout, when this build carries it (ATTN_DOCTOR_TC_BOTH_SHAPES).
-    try {
-      const AttnRun alt = c.run(Checks::checked, kern::AttnKernel::tensor_core_alt);
-      const Compare cmp = compare(c, alt);
-      CHECK(alt.record.count == 0);
-      CHECK(cmp.nan_mismatch == 0);
-      CHECK(cmp.worst < tolerance(ElemType::bf16));
-    } catch (const cuda::LaunchConfigError&) {
+    for (const TcKernel& k : tensor_core_kernels()) {
+      INFO(k.name);
+      const AttnRun checked = c.run(Checks::checked, k.which);
+      const AttnRun unchecked = c.run(Checks::unchecked, k.which);
+      CHECK(checked.record.count == 0);
+      bool identical = true;
+      for (size_t i = 0; i < checked.out.size(); ++i)
+        if (!(checked.out[i] == unchecked.out[i])) identical = false;
+      CHECK(identical);  // the checks change no arithmetic
+      double worst = 0;
+      for (size_t i = 0; i < checked.out.size(); ++i)
+        worst = std::max(worst, double(std::abs(checked.out[i] - generic.out[i])));
+      CHECK(worst < 3e-2);
+    }
+    // The other warp layout / tile shape, when this build carries it
+    // (ATTN_DOCTOR_TC_BOTH_SHAPES, ATTN_DOCTOR_WGMMA_ALT) and the device runs it.
+    for (const kern::AttnKernel alt_kernel : {kern::AttnKernel::tensor_core_alt, kern::AttnKernel::wgmma_alt}) {
+      try {
+        const AttnRun alt = c.run(Checks::checked, alt_kernel);
+        INFO(alt.kernel);
+        const Compare cmp = compare(c, alt);
+        CHECK(alt.record.count == 0);
+        CHECK(cmp.nan_mismatch == 0);
+        CHECK(cmp.worst < tolerance(ElemType::bf16));
+        const AttnRun alt_unchecked = c.run(Checks::unchecked, alt_kernel);
+        bool identical = true;
+        for (size_t i = 0; i < alt.out.size(); ++i)
+          if (!(alt.out[i] == alt_unchecked.out[i])) identical = false;
+        CHECK(identical);
+      } catch (const cuda::LaunchConfigError&) {
+      }
+    }
+  }
+}
+
+// The wgmma kernel reads the rows the mma.sync kernel reads (its key range is computed in the
+// mma.sync kernel's key tiles) and goes through the same loaders, so on broken calls both
+// refuse and record the same accesses: same count, smallest index and launch-order key, and
+// the same details of the first access in launch order (detail mode), the thread aside.
+TEST_CASE("cuda: the wgmma and mma.sync kernels record the same violations", "[cuda]") {
+  if (!have_device()) return;
+  if (tensor_core_kernels().size() < 2) {
+    WARN("SKIPPED: this device or build has no wgmma kernel (compute capability 9.0 and sm_90a needed)");
+    return;
+  }
+  struct Broken {
+    const char* what;
+    int head_dim;
+    bool causal;
+    int left, right;
+    std::vector<int32_t> cu_q, cu_k;
+    int64_t rows_q, rows_k;
+  };
+  const std::vector<Broken> cases = {
+      {"cu_seqlens_q past q/out", 128, false, -1, -1, {0, 100, 300}, {0, 100, 300}, 200, 300},
+      {"cu_seqlens_k past k/v", 64, false, -1, -1, {0, 100, 300}, {0, 150, 420}, 300, 333},
+      {"cu_seqlens_k past k/v, causal", 128, true, -1, -1, {0, 260, 600}, {0, 300, 700}, 600, 610},
+      {"cu_seqlens_k past k/v, window", 64, false, 40, 7, {0, 260, 600}, {0, 300, 700}, 600, 555},
+      {"negative q start", 64, false, -1, -1, {-16, 48, 128}, {0, 64, 144}, 128, 144},
+      {"negative k start", 128, true, -1, -1, {0, 64, 144}, {-40, 64, 144}, 144, 144},
+  };
+  for (const Broken& bc : cases) {
+    DYNAMIC_SECTION(bc.what) {
+      AttnSpec s;
+      s.head_dim = bc.head_dim, s.heads = 4, s.heads_k = 2, s.causal = bc.causal;
+      s.window_left = bc.left, s.window_right = bc.right;
+      s.cu_q = bc.cu_q, s.cu_k = bc.cu_k, s.rows_q = bc.rows_q, s.rows_k = bc.rows_k;
+      const AttnCase c(s);
+      const AttnRun mma = c.run(Checks::checked, kern::AttnKernel::tensor_core);
+      const AttnRun wg = c.run(Checks::checked, kern::AttnKernel::wgmma);
+      INFO(cuda::describe(mma.record) << " | " << cuda::describe(wg.record));
+      REQUIRE(mma.record.count > 0);
+      CHECK(wg.record.count == mma.record.count);
+      CHECK(wg.record.min_index == mma.record.min_index);
+      CHECK(wg.record.min_order == mma.record.min_order);
+      // detail mode: the access with the smallest launch-order key, on both kernels
+      const kern::ViolationRecord dm = c.run(Checks::checked, kern::AttnKernel::tensor_core, mma.record.min_order).record;
+      const kern::ViolationRecord dw = c.run(Checks::checked, kern::AttnKernel::wgmma, mma.record.min_order).record;
+      INFO(cuda::describe(dm) << " | " << cuda::describe(dw));
+      CHECK(dw.buffer == dm.buffer);
+      CHECK(dw.access == dm.access);
+      CHECK(dw.index == dm.index);
+      CHECK(dw.bound == dm.bound);
+      CHECK((dw.block[0] == dm.block[0] && dw.block[1] == dm.block[1] && dw.block[2] == dm.block[2]));
+      CHECK(dw.segment == dm.segment);
+      CHECK(dw.row == dm.row);
+      CHECK(dw.head == dm.head);
+      CHECK(dw.tile == dm.tile);
+      // rows inside the buffers are computed alike (within the bf16 tolerance of each other)
+      double worst = 0;
+      int64_t nan_mismatch = 0;
+      for (size_t i = 0; i < mma.out.size(); ++i) {
+        if (std::isnan(mma.out[i]) != std::isnan(wg.out[i])) ++nan_mismatch;
+        else if (!std::isnan(mma.out[i])) worst = std::max(worst, double(std::abs(mma.out[i] - wg.out[i])));
+      }
+      CHECK(nan_mismatch == 0);
+      CHECK(worst < 3e-2);
+      CHECK(wg.row_writes == mma.row_writes);
     }
   }
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Times attn-doctor's CUDA kernels against PyTorch on the same GPU, same inputs, same run.
 
-  attention: our varlen forward (checked and unchecked) vs FA2 varlen
+  attention: our varlen forward (checked and unchecked; the kernel the launcher picks, i.e.
+             wgmma on an H100/H200, plus the mma.sync kernel for comparison) vs FA2 varlen
              (torch.ops.aten._flash_attention_forward), bf16, head_dim 64 / 128, causal and
              not, 16k-64k total tokens in sequences of 512-4096; TFLOP/s over the exact count
              of visible (query, key) pairs, 4 * H * D FLOP each.
@@ -36,6 +37,8 @@ def load_lib(path):
                                   F, I, I, P, P]
     lib.ad_index_copy.argtypes = [I, P, I64, P, I64, I64, P, I64, I, P, P]
     lib.ad_rotary.argtypes = [I, P, I64, I32, I32, P, P, I64, I32, I, P, P, I32, I32, I, I, P, P]
+    lib.ad_varlen_fwd_kernel_name.argtypes = [I, I32, I, I]
+    lib.ad_varlen_fwd_kernel_name.restype = ctypes.c_char_p
     lib.ad_empty_record.argtypes = [P]
     lib.ad_record_fields.argtypes = [P, P]
     return lib
@@ -51,9 +54,13 @@ class Record:
         lib.ad_empty_record(ctypes.cast(host, ctypes.c_void_p))
         self.empty = torch.tensor(list(bytes(host)), dtype=torch.uint8)
         self.dev = self.empty.cuda()
+        self.empty_dev = self.empty.cuda()
 
     def reset(self):
-        self.dev.copy_(self.empty)
+        # A device-to-device copy, enqueued like the launch. (A copy from pageable host memory
+        # makes the host wait for the GPU to drain first, so the GPU then idles for a launch
+        # latency before the checked kernel: that gap was counted as check overhead.)
+        self.dev.copy_(self.empty_dev)
 
     def fields(self):
         host = bytes(self.dev.cpu().tolist())
@@ -140,21 +147,41 @@ def bench_attention(lib, args, gen, record):
                     return torch.ops.aten._flash_attention_forward(
                         q, k, v, cu, cu, max_len, max_len, 0.0, causal, False, scale=scale)
 
-                # verify before timing
-                out.fill_(float("nan"))
-                ours(True)
-                torch.cuda.synchronize()
-                rec = record.fields()
+                # verify before timing: the default kernel (wgmma on Hopper) and the mma.sync one
                 ref, ref_lse = fa2()[:2]
-                err = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
-                lse_err = float("nan")
-                if ref_lse.shape == lse.shape:
-                    lse_err = (lse - ref_lse).abs().max().item()
-                verified = bool(err < 2e-2) and rec["count"] == 0
-                if not verified:
-                    print(f"VERIFICATION FAILED: d={head_dim} causal={causal} total={total} rel_err={err} "
-                          f"record={rec}", flush=True)
-                variants = {"checked": lambda: ours(True), "unchecked": lambda: ours(False), "fa2": fa2}
+                errs = {}
+                verified = True
+                for name, which in (("default", 0), ("mma_sync", 1)):
+                    out.fill_(float("nan"))
+                    lse.fill_(float("nan"))
+                    ours(True, which)
+                    torch.cuda.synchronize()
+                    rec = record.fields()
+                    e = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+                    errs[name] = e
+                    if not (e < 2e-2) or rec["count"] != 0:
+                        verified = False
+                        print(f"VERIFICATION FAILED ({name}): d={head_dim} causal={causal} total={total} rel_err={e} "
+                              f"record={rec}", flush=True)
+                    if name == "default":
+                        lse_err = float("nan")
+                        if ref_lse.shape == lse.shape:
+                            lse_err = (lse - ref_lse).abs().max().item()
+                        kernel_name = lib.ad_varlen_fwd_kernel_name(0, head_dim, 0, 1).decode()
+                err = errs["default"]
+                variants = {"checked": lambda: ours(True), "unchecked": lambda: ours(False),
+                            "mma_checked": lambda: ours(True, 1), "mma_unchecked": lambda: ours(False, 1), "fa2": fa2}
+                if args.wgmma_alt and kernel_name.startswith("varlen_fwd_wgmma"):  # the other wgmma variant
+                    out.fill_(float("nan"))
+                    ours(True, 5)
+                    torch.cuda.synchronize()
+                    alt_err = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+                    errs["wgmma_alt"] = alt_err
+                    if not (alt_err < 2e-2) or record.fields()["count"] != 0:
+                        print(f"WGMMA ALT VERIFICATION FAILED: rel_err={alt_err}", flush=True)
+                        verified = False
+                    variants["wgmma_alt_checked"] = lambda: ours(True, 5)
+                    variants["wgmma_alt_unchecked"] = lambda: ours(False, 5)
                 if args.alt:  # the tensor-core kernel's other warp layout
                     out.fill_(float("nan"))
                     ours(True, 3)
@@ -174,18 +201,28 @@ def bench_attention(lib, args, gen, record):
                     "min_len": min(lens), "max_len": max_len, "gflop": flop / 1e9,
                     "ms": med, "ms_min_max": spread,
                     "tflops": {n: flop / (m * 1e-3) / 1e12 for n, m in med.items()},
-                    "rel_err_vs_fa2": err, "lse_max_abs_err_vs_fa2": lse_err, "verified": verified,
+                    "rel_err_vs_fa2": err, "rel_err_vs_fa2_mma_sync": errs["mma_sync"],
+                    "lse_max_abs_err_vs_fa2": lse_err, "verified": verified, "kernel": kernel_name,
                 }
                 row["ours_over_fa2"] = row["tflops"]["checked"] / row["tflops"]["fa2"]
                 row["check_overhead"] = med["checked"] / med["unchecked"] - 1.0
+                row["mma_check_overhead"] = med["mma_checked"] / med["mma_unchecked"] - 1.0
+                row["ours_over_mma_sync"] = med["mma_checked"] / med["checked"]
                 rows.append(row)
                 if args.alt:
                     print(f"     alt layout: checked {row['tflops']['alt_checked']:6.1f} unchecked "
                           f"{row['tflops']['alt_unchecked']:6.1f} TFLOP/s", flush=True)
+                if "wgmma_alt_checked" in med:
+                    row["wgmma_alt_check_overhead"] = med["wgmma_alt_checked"] / med["wgmma_alt_unchecked"] - 1.0
+                    print(f"     wgmma alt variant: checked {row['tflops']['wgmma_alt_checked']:6.1f} unchecked "
+                          f"{row['tflops']['wgmma_alt_unchecked']:6.1f} TFLOP/s overhead "
+                          f"{100 * row['wgmma_alt_check_overhead']:+.1f}%", flush=True)
                 print(f"attn d={head_dim:3d} causal={int(causal)} tokens={total:6d} segs={len(lens):3d} "
                       f"ours {row['tflops']['checked']:6.1f} (unchecked {row['tflops']['unchecked']:6.1f}) "
+                      f"mma.sync {row['tflops']['mma_checked']:6.1f} ({row['tflops']['mma_unchecked']:6.1f}) "
                       f"FA2 {row['tflops']['fa2']:6.1f} TFLOP/s  ratio {row['ours_over_fa2']:.2f} "
-                      f"overhead {100 * row['check_overhead']:+.1f}%  err {err:.1e}{'' if verified else '  UNVERIFIED'}", flush=True)
+                      f"overhead {100 * row['check_overhead']:+.1f}% (mma.sync {100 * row['mma_check_overhead']:+.1f}%) "
+                      f"err {err:.1e}{'' if verified else '  UNVERIFIED'}", flush=True)
                 del q, k, v, out, lse
     return rows
 
@@ -285,11 +322,12 @@ def write_svg(rows, path, device_name):
     panels = sorted({(r["head_dim"], r["causal"]) for r in rows})
     W, Hp, pad = 330, 240, 45
     width = W * len(panels) + 20
-    ymax = max(max(r["tflops"]["fa2"], r["tflops"]["checked"]) for r in rows) * 1.15
+    ymax = max(max(r["tflops"]["fa2"], r["tflops"]["checked"], r["tflops"].get("mma_checked", 0)) for r in rows) * 1.15
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{Hp + 70}" font-family="sans-serif" '
            f'font-size="11">',
            f'<text x="10" y="16" font-size="13">Varlen attention forward, bf16, {device_name}: TFLOP/s vs total '
-           f'tokens (solid: attn-doctor checked; dashed: FA2 varlen)</text>']
+           f'tokens (blue: attn-doctor checked, wgmma; grey: attn-doctor checked, mma.sync; red dashed: '
+           f'FA2 varlen)</text>']
     for i, (d, causal) in enumerate(panels):
         x0, y0 = 10 + i * W + pad, 40
         pw, ph = W - pad - 15, Hp - 40
@@ -305,7 +343,10 @@ def write_svg(rows, path, device_name):
         for r in pts:
             out.append(f'<text x="{lx(r["tokens"]):.1f}" y="{y0 + ph + 14}" text-anchor="middle">'
                        f'{r["tokens"] // 1024}k</text>')
-        for key, color, dash in (("checked", "#1f77b4", ""), ("fa2", "#d62728", ' stroke-dasharray="5,3"')):
+        series = [("checked", "#1f77b4", ""), ("fa2", "#d62728", ' stroke-dasharray="5,3"')]
+        if all("mma_checked" in r["tflops"] for r in pts):
+            series.insert(1, ("mma_checked", "#7f7f7f", ""))
+        for key, color, dash in series:
             poly = " ".join(f'{lx(r["tokens"]):.1f},{ly(r["tflops"][key]):.1f}' for r in pts)
             out.append(f'<polyline points="{poly}" fill="none" stroke="{color}" stroke-width="2"{dash}/>')
             for r in pts:
@@ -318,15 +359,32 @@ def write_svg(rows, path, device_name):
 
 
 def write_md(att, mem, path, meta):
+    kernels = sorted({r.get("kernel", "default").split("<")[0] for r in att})
     lines = [f"### Varlen attention forward, bf16 ({meta['device']})", "",
-             "| head_dim | causal | tokens | segments | ours checked TFLOP/s | ours unchecked | FA2 | ours/FA2 | "
-             "check overhead | rel. err vs FA2 |",
-             "|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             f"ours = the kernel the launcher picks on this GPU ({', '.join(kernels)}); mma.sync = the sm_80 "
+             "tensor-core kernel (the fallback), same run, same inputs.", "",
+             "| head_dim | causal | tokens | segments | ours checked TFLOP/s | ours unchecked | mma.sync checked | "
+             "mma.sync unchecked | FA2 | ours/FA2 | ours/mma.sync | check overhead (ours) | check overhead (mma.sync) | "
+             "rel. err vs FA2 |",
+             "|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in att:
         lines.append(f"| {r['head_dim']} | {'yes' if r['causal'] else 'no'} | {r['tokens']} | {r['segments']} | "
-                     f"{r['tflops']['checked']:.1f} | {r['tflops']['unchecked']:.1f} | {r['tflops']['fa2']:.1f} | "
-                     f"{100 * r['ours_over_fa2']:.0f}% | {100 * r['check_overhead']:+.1f}% | "
+                     f"{r['tflops']['checked']:.1f} | {r['tflops']['unchecked']:.1f} | "
+                     f"{r['tflops']['mma_checked']:.1f} | {r['tflops']['mma_unchecked']:.1f} | {r['tflops']['fa2']:.1f} | "
+                     f"{100 * r['ours_over_fa2']:.0f}% | {r['ours_over_mma_sync']:.2f}x | "
+                     f"{100 * r['check_overhead']:+.1f}% | {100 * r['mma_check_overhead']:+.1f}% | "
                      f"{r['rel_err_vs_fa2']:.1e} |")
+    alt = [r for r in att if "wgmma_alt_checked" in r["tflops"]]
+    if alt:
+        lines += ["", "The wgmma kernel's other variant (`--wgmma-alt`: P·V with P through shared memory instead of registers), "
+                  "same run:", "",
+                  "| head_dim | causal | tokens | alt checked TFLOP/s | alt unchecked | alt check overhead | "
+                  "default checked | alt / default |", "|---:|:---:|---:|---:|---:|---:|---:|---:|"]
+        for r in alt:
+            lines.append(f"| {r['head_dim']} | {'yes' if r['causal'] else 'no'} | {r['tokens']} | "
+                         f"{r['tflops']['wgmma_alt_checked']:.1f} | {r['tflops']['wgmma_alt_unchecked']:.1f} | "
+                         f"{100 * r['wgmma_alt_check_overhead']:+.1f}% | {r['tflops']['checked']:.1f} | "
+                         f"{r['tflops']['wgmma_alt_checked'] / r['tflops']['checked']:.2f}x |")
     if mem:
         lines += ["", f"### Memory-bound stages ({mem['rows']} rows of {mem['row_bytes']} B, bytes read + written)", "",
                   "| kernel | ms | GB/s | % of copy |", "|---|---:|---:|---:|"]
@@ -350,6 +408,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--alt", action="store_true", help="also time the tensor-core kernel's other warp layout")
+    ap.add_argument("--wgmma-alt", action="store_true",
+                    help="also time the wgmma kernel's other variant (needs ATTN_DOCTOR_WGMMA_ALT)")
     ap.add_argument("--json")
     ap.add_argument("--md")
     ap.add_argument("--svg")

@@ -49,7 +49,21 @@ void ad_record_fields(const void* rec, int64_t* fields) {
   fields[0] = r.count, fields[1] = r.buffer, fields[2] = r.index, fields[3] = r.bound, fields[4] = r.min_index;
 }
 
-// elem: 0 bf16, 1 fp16, 2 fp32. which: 0 automatic, 1 tensor core, 2 generic.
+// The kernel ad_varlen_fwd runs on the current device for (elem, head_dim, which, checked),
+// e.g. "varlen_fwd_wgmma<bf16,d128,checked>".
+const char* ad_varlen_fwd_kernel_name(int elem, int32_t head_dim, int which, int checked) {
+  thread_local std::string name;
+  kern::VarlenFwdParams p;
+  p.elem = static_cast<kern::ElemType>(elem);
+  p.head_dim = head_dim;
+  name = kern::varlen_fwd_kernel_name(p, checked ? kern::Checks::checked : kern::Checks::unchecked,
+                                      static_cast<kern::AttnKernel>(which));
+  return name.c_str();
+}
+
+// elem: 0 bf16, 1 fp16, 2 fp32. which: 0 automatic (wgmma on compute capability 9.0 when
+// built, else mma.sync), 1 mma.sync tensor core, 2 generic, 3 mma.sync other warp layout,
+// 4 wgmma.
 int ad_varlen_fwd(int elem, const void* q, int64_t rows_q, void* out, float* lse, const void* k, const void* v,
                   int64_t rows_k, const int32_t* cu_q, const int32_t* cu_k, int32_t batch, int32_t heads,
                   int32_t heads_k, int32_t head_dim, int32_t max_seqlen_q, int32_t max_seqlen_k, float scale,

@@ -1,0 +1,545 @@
+// Varlen attention forward on Hopper's warpgroup tensor cores (wgmma, sm_90a), checked and
+// unchecked, with the FA2 indexing contract and the violation records of the mma.sync kernel
+// (kernels/varlen_attention.cuh, whose segment, key-range, mask, loader, LSE and epilogue
+// functions this kernel calls, so the two cannot drift apart).
+//
+//   q   (total_q, H, D)   k, v (total_k, Hk, D)   out (total_q, H, D)   lse (H, total_q) fp32
+//   grid (ceil(max_seqlen_q / 128), N, H); tile (m, b, h) exits when m * 128 >= len_q.
+//
+// Shape: a CTA is FA2's 128-row tile, two warpgroups of 64 query rows (256 threads); keys in
+// tiles of BN (128 for d128, one CTA per SM; 64 for d64, two CTAs per SM: WgmmaDefault).
+// S = Q·Kᵀ is wgmma m64nBNk16 with Q and K from shared memory (both K-major); O += P·V is
+// wgmma m64nDk16 with P from registers (the S accumulators converted in place: the wgmma
+// accumulator and A-fragment layouts are the mma.m16n8k16 ones, per warp) and V from shared
+// memory read MN-major (transposed by the descriptor); a variant the benchmarks compare
+// (--wgmma-alt) passes P through shared memory instead (WgmmaAlt says why it is not the
+// default). Tiles are 128-byte swizzled in 64-column panels, the canonical layout the
+// descriptors name (wgmma.cuh).
+//
+// Schedule (FA3's intra-warpgroup overlap, Shah et al. 2024, "FlashAttention-3", section 3.2;
+// hopper/mainloop_fwd_sm90_tma_gmma_ws.hpp in Dao-AILab/flash-attention): in iteration i
+// a warpgroup issues S_i = Q·K_iᵀ and O += P_{i-1}·V_{i-1} back to back, waits for S_i only,
+// runs the softmax of S_i (and stores P_i) while the P·V product is still on the tensor
+// cores, then waits for it and rescales O (with P in registers ptxas hoists that wait above
+// the softmax: see WgmmaAlt). Loads are cp.async (not the tensor memory accelerator: TMA
+// coordinates are signed 32-bit and would clamp, not reproduce, the unsigned row offsets of
+// the contract), three stages deep where they fit (two for d128 with P in shared memory),
+// published by cp.async.wait_group + fence.proxy.async + one CTA barrier per iteration.
+// Registers: S (BN / 2) + P (BN / 4) + O (D / 2) fp32/b32 per thread.
+//
+// Checked form: the key rows a CTA reads are contiguous, so one comparison per buffer picks
+// between two copies of the main loop: the unchecked loop when every row is inside k and v,
+// the per-tile checked loader otherwise (see mainloop below). The checks therefore cost the
+// hot loop nothing; what remains is the Q/out test per tile, the LSE bound and the coverage
+// count.
+//
+// Key range: the rows a CTA reads are the mma.sync kernel's, [n_min, n_max) in its key tiles
+// of RB = 64 (d64) / 32 (d128) keys, clipped to the segment; this kernel covers them with
+// BN-key compute tiles and zero-fills (and masks) what lies outside. The same rows are read,
+// so the checked forms refuse and record the same accesses, with the same launch-order keys.
+#pragma once
+
+#include <type_traits>
+
+#include "../varlen_attention.cuh"
+#include "wgmma.cuh"
+
+namespace ad::kern::attn {
+
+// BN: keys per compute tile (S is 64 x BN per warpgroup); MinBlocks: CTAs per SM the launch
+// bounds ask for (2 caps the registers at 128 per thread, and needs BN = 64 to fit); PSmem: P
+// goes through shared memory (P·V reads both operands there) instead of registers.
+template <int D, int BN, int MinBlocks, bool PSmem>
+struct WgmmaShape {
+  static constexpr int kBlockN = BN;
+  static constexpr int kMinBlocks = MinBlocks;
+  static constexpr int kWarpgroups = kBlockM / 64;            // 2: one per 64 query rows
+  static constexpr int kThreads = kWarpgroups * 128;
+  static constexpr int kRangeBlockN = TileShape<D, kDefaultMT>::kBlockN;  // key-range granularity
+  static constexpr int kQBytes = kBlockM * D * 2;
+  static constexpr int kKVBytes = kBlockN * D * 2;
+  static constexpr int kPBytes = PSmem ? 2 * kBlockM * kBlockN * 2 : 0;  // 2 x 64 x BN per warpgroup
+  // Three K/V stages where they fit in the 227 KB a CTA may have, else two; 1 KB to align the
+  // base to a swizzle atom.
+  static constexpr int kStages = kQBytes + 6 * kKVBytes + kPBytes + 1024 <= 227 * 1024 ? 3 : 2;
+  static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKVBytes + kPBytes + 1024;
+};
+// The shape the launcher uses for each head dim, measured on an H200 (bench/results/):
+// d64: 64-key tiles, two CTAs per SM (S, P and O fit 128 registers), 1.16-1.22x the one-CTA
+// 128-key shape; d128: 128-key tiles, one CTA per SM (64-key tiles at 128 registers spill, and
+// a 128-key CTA's shared memory leaves no room for a second). P stays in registers.
+template <int D> struct WgmmaDefault {
+  static constexpr int kBlockN = D == 64 ? 64 : 128, kMinBlocks = D == 64 ? 2 : 1;
+  static constexpr bool kPSmem = false;
+};
+// The variant bench/gpu times against it (--wgmma-alt): P through shared memory. With P in
+// registers ptxas reuses them as scratch for the next softmax as soon as it may, so it places
+// the wait for P·V ahead of the softmax and the two do not overlap (SASS: WARPGROUP.DEPBAR
+// before the SHFL/MUFU.EX2 of the softmax); with P in shared memory the wait stays after the
+// softmax and its stores. Measured, the overlap does not pay for the P stores, the shared-
+// memory A operand and (d128) the third K/V stage it costs: 0.94-0.97x the register variant.
+template <int D> struct WgmmaAlt {
+  static constexpr int kBlockN = D == 64 ? 64 : 128, kMinBlocks = D == 64 ? 2 : 1;
+  static constexpr bool kPSmem = true;
+};
+
+// [ROWS][D] tile in 64-column panels of ROWS x 128 bytes; 16-byte chunk c of row r stored at
+// chunk c ^ (r % 8) of its 128-byte row: the 128-byte swizzle wgmma reads (PTX ISA, "Shared
+// Memory Matrix Layout", 128B swizzling mode), given 1024-byte aligned panels.
+template <int D, int ROWS>
+struct Sw128Panels {
+  __device__ __forceinline__ static int offset(int row, int col) {
+    return (col >> 6) * (ROWS * 64) + row * 64 + ((((col >> 3) & 7) ^ (row & 7)) << 3) + (col & 7);
+  }
+};
+
+// Descriptors (gmma::sw128_desc_words): the high word is a constant (8-row groups 1024 bytes
+// apart, 128-byte swizzle), the low word holds the start address and the leading byte offset,
+// and a k16 step adds its byte offset / 16 to the low word (no carry out of the 14-bit address
+// field: shared addresses are below 2^18), as CUTLASS's descriptor iterator does. Cheap to
+// rebuild per tile, in uniform registers.
+// K-major operand (Q as A, K as B of Q·Kᵀ): rows from row_base of a [ROWS][D] panel tile; the
+// leading byte offset is unused by swizzled K-major layouts (encoded as 1). Step kk (columns
+// [16 kk, 16 kk + 16)) is panel kk / 4, 32 bytes per step inside it.
+__device__ __forceinline__ uint32_t kmajor_lo(uint32_t tile_addr, int row_base) {
+  return (((tile_addr + uint32_t(row_base) * 128u) & 0x3FFFFu) >> 4) | (1u << 16);
+}
+template <int ROWS>
+__device__ __forceinline__ constexpr uint32_t kmajor_step(int kk) {
+  return uint32_t(((kk >> 2) * ROWS * 128 + (kk & 3) * 32) >> 4);
+}
+// MN-major B operand (V in P·V, transposed by the descriptor): all D columns of a [ROWS][D]
+// panel tile, 64-column panels ROWS * 128 bytes apart (leading byte offset). Step kc (keys
+// [16 kc, 16 kc + 16)) is 16 rows of 128 bytes further.
+template <int ROWS>
+__device__ __forceinline__ uint32_t mnmajor_lo(uint32_t tile_addr) {
+  return ((tile_addr & 0x3FFFFu) >> 4) | (uint32_t((ROWS * 128) >> 4) << 16);
+}
+__device__ __forceinline__ constexpr uint32_t mnmajor_step(int kc) { return uint32_t((kc * 16 * 128) >> 4); }
+
+// t[0] = op over t[0 .. 2W) as a tree (every index a compile-time constant: t stays in registers).
+template <int W, int N, class Op>
+__device__ __forceinline__ void tree_reduce(float (&t)[N], Op op) {
+  if constexpr (W > 0) {
+#pragma unroll
+    for (int i = 0; i < W; ++i) t[i] = op(t[i], t[i + W]);
+    tree_reduce<W / 2>(t, op);
+  }
+}
+
+// S (64 x BN, this warpgroup's rows) = Q · Kᵀ. The key tile only: a value tile does not convert.
+template <class T, int D, int BN>
+__device__ __forceinline__ void gemm_qk(float (&s)[BN / 2], uint32_t q_addr, int wg, SmemTile<KeyRole, T> k) {
+  const uint32_t q_lo = kmajor_lo(q_addr, wg * 64);
+  const uint32_t k_lo = kmajor_lo(smem_u32(k.data), 0);
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+    gmma::WgmmaSS<T, BN>::run(s, gmma::sw128_desc_words(q_lo + kmajor_step<kBlockM>(kk)),
+                              gmma::sw128_desc_words(k_lo + kmajor_step<BN>(kk)), kk > 0 ? 1u : 0u);
+}
+
+// O (64 x D) += P (64 x BN, registers) · V (BN x D). The value tile only.
+// (ptxas reuses the P registers as scratch for the next softmax as soon as it may, so it
+// waits for this product before that softmax: no overlap. gemm_pv_smem avoids that.)
+template <class T, int D, int BN>
+__device__ __forceinline__ void gemm_pv(float (&o)[D / 2], const uint32_t (&pf)[BN / 16][4], SmemTile<ValueRole, T> v) {
+  const uint32_t v_lo = mnmajor_lo<BN>(smem_u32(v.data));
+#pragma unroll
+  for (int kc = 0; kc < BN / 16; ++kc) gmma::WgmmaRS<T, D>::run(o, pf[kc], gmma::sw128_desc_words(v_lo + mnmajor_step(kc)));
+}
+
+// O (64 x D) += P (64 x BN, this warpgroup's shared-memory P tile, K-major) · V (BN x D).
+template <class T, int D, int BN>
+__device__ __forceinline__ void gemm_pv_smem(float (&o)[D / 2], uint32_t p_addr, SmemTile<ValueRole, T> v) {
+  const uint32_t p_lo = kmajor_lo(p_addr, 0);
+  const uint32_t v_lo = mnmajor_lo<BN>(smem_u32(v.data));
+#pragma unroll
+  for (int kc = 0; kc < BN / 16; ++kc)
+    gmma::WgmmaSSTransB<T, D>::run(o, gmma::sw128_desc_words(p_lo + kmajor_step<64>(kc)),
+                                   gmma::sw128_desc_words(v_lo + mnmajor_step(kc)));
+}
+
+template <class T, int D, int BN, int MinBlocks, bool PSmem, bool Checked>
+__global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads, MinBlocks)
+    varlen_fwd_wgmma_kernel(const VarlenFwdParams p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Shape = WgmmaShape<D, BN, MinBlocks, PSmem>;
+  using LayoutP = Sw128Panels<BN, 64>;      // a warpgroup's P tile: 64 rows of BN keys
+  using LayoutQ = Sw128Panels<D, kBlockM>;  // Q (and the staged O): 128 rows
+  using LayoutKV = Sw128Panels<D, BN>;      // K and V tiles: BN rows
+  constexpr int NT = Shape::kThreads;
+  constexpr int RB = Shape::kRangeBlockN;
+  constexpr int NB = BN / 8;   // 8-column blocks of S: s[4 i + e]
+  constexpr int DB = D / 8;    // 8-column blocks of O: o[4 i + e]
+  constexpr int KP = BN / 16;  // k16 steps of P·V
+  extern __shared__ unsigned char smem_raw[];
+  // Align to a swizzle atom by adding an offset to the shared pointer itself (rounding the
+  // generic address through an integer would make every access below a generic one, ST/LD
+  // instead of STS/LDS, with 64-bit addresses).
+  unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  T* sQ = reinterpret_cast<T*>(base);
+  auto k_tile = [&](int i) { return SmemTile<KeyRole, T>{reinterpret_cast<T*>(base + Shape::kQBytes + i * Shape::kKVBytes)}; };
+  auto v_tile = [&](int i) {
+    return SmemTile<ValueRole, T>{reinterpret_cast<T*>(base + Shape::kQBytes + (Shape::kStages + i) * Shape::kKVBytes)};
+  };
+  constexpr int S = Shape::kStages;
+
+  const int m_block = blockIdx.x, b = blockIdx.y, h = blockIdx.z;
+  const Segment seg = segment_of(p, b);
+  const int row0 = m_block * kBlockM;
+  if (row0 >= seg.len_q) return;  // FA2: per-tile exit (a negative length computes nothing)
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  // The warpgroup index, broadcast from lane 0 so the compiler sees a warp-uniform value and
+  // keeps the descriptors built from it in uniform registers (as CUTLASS's
+  // canonical_warp_group_idx does); otherwise each wgmma waits on register-to-uniform moves.
+  const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
+  // P tiles (PSmem): two per warpgroup, P_i in tile i % 2, so P_i is written while P_{i-1}·V
+  // is still reading the other one.
+  T* sP = reinterpret_cast<T*>(base + Shape::kQBytes + 2 * S * Shape::kKVBytes + wg * (2 * 64 * BN * 2));
+  const KeyPipelineParams kpipe = key_pipeline(p);
+  const ValuePipelineParams vpipe = value_pipeline(p);
+  const int h_kv = h / kpipe.group;
+  const KeyRange kr = key_range(p, seg, row0, RB);
+  const int key_lo = kr.n_min * RB;
+  const int key_hi = min(kr.n_max * RB, seg.len_k);
+  bool q_rows_checked = false;  // checked form, tile reaching past q/out: row by row
+  if constexpr (Checked) q_rows_checked = !query_tile_in_bounds(p, seg, b, h, row0);
+
+  const float scale_nat = p.softcap > 0.f ? 1.f : p.softmax_scale;
+  const float scale_log2 = scale_nat * 1.4426950408889634f;
+  const float cap_in = p.softcap > 0.f ? p.softmax_scale / p.softcap : 0.f;
+
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  float m_i[2] = {-INFINITY, -INFINITY}, l_i[2] = {0.f, 0.f};
+  const int row_a = row0 + warp * 16 + (lane >> 2);  // this thread's rows: row_a, row_a + 8
+
+  if (kr.n_max > kr.n_min) {
+    const int t_hi = (key_hi - 1) / BN;
+    const int num_tiles = t_hi - key_lo / BN + 1;  // tile i covers keys [(t_hi - i) BN, + BN)
+    const uint32_t q_addr = smem_u32(sQ);
+    float s[NB * 4];
+#pragma unroll
+    for (int i = 0; i < NB * 4; ++i) s[i] = 0.f;
+    uint32_t pf[PSmem ? 1 : KP][4];
+    float corr[2];
+    const uint32_t p_addr = smem_u32(sP);
+    int pbuf = 0;  // i % 2: the P tile the softmax of tile i writes
+
+    // Softcap, mask and the online softmax of S_i (keys [n0, n0 + BN)); leaves exp(S - m) in
+    // s, the running max and (per-thread partial) sum updated, and the factor O must be
+    // rescaled by in corr. Each row is spread over the 4 lanes of a quad; the reductions over
+    // a thread's columns are trees (the warps are few, so latency, not issue, bounds them).
+    auto softmax = [&](int n0) {
+      if (p.softcap > 0.f) {
+#pragma unroll
+        for (int i = 0; i < NB * 4; ++i) s[i] = p.softcap * tanhf(s[i] * cap_in);
+      }
+      const bool need_mask = n0 + BN > key_hi || n0 < key_lo ||
+                             (p.window_right >= 0 && n0 + BN - 1 > row0 + kr.diag + p.window_right) ||
+                             (p.window_left >= 0 && n0 < row0 + kBlockM - 1 + kr.diag - p.window_left);
+      if (need_mask) {
+        // key_visible as one interval per row, [lo, hi), relative to this thread's first
+        // column, so each element costs two compares against a constant and a select
+        // (int arithmetic, as key_visible's).
+        const int cb = n0 + 2 * (lane & 3);
+        int lo_rel[2], hi_rel[2];
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          const int r = row_a + half * 8;
+          int lo = key_lo, hi = seg.len_k;
+          if (p.window_left >= 0) lo = max(lo, r + kr.diag - p.window_left);
+          if (p.window_right >= 0) hi = min(hi, r + kr.diag + p.window_right + 1);
+          lo_rel[half] = lo - cb;
+          hi_rel[half] = hi - cb;
+        }
+#pragma unroll
+        for (int i = 0; i < NB; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int c = i * 8 + (e & 1);
+            if (c < lo_rel[e >> 1] || c >= hi_rel[e >> 1]) s[4 * i + e] = -INFINITY;
+          }
+      }
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        float t[NB];
+#pragma unroll
+        for (int i = 0; i < NB; ++i) t[i] = fmaxf(s[4 * i + 2 * half], s[4 * i + 2 * half + 1]);
+        tree_reduce<NB / 2>(t, [](float a, float b) { return fmaxf(a, b); });
+        float mx = fmaxf(m_i[half], t[0]);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float m_scaled = (mx == -INFINITY ? 0.f : mx) * scale_log2;
+        corr[half] = fast_exp2(m_i[half] * scale_log2 - m_scaled);
+        m_i[half] = mx;
+#pragma unroll
+        for (int i = 0; i < NB; ++i) {
+          s[4 * i + 2 * half] = fast_exp2(fmaf(s[4 * i + 2 * half], scale_log2, -m_scaled));
+          s[4 * i + 2 * half + 1] = fast_exp2(fmaf(s[4 * i + 2 * half + 1], scale_log2, -m_scaled));
+          t[i] = s[4 * i + 2 * half] + s[4 * i + 2 * half + 1];
+        }
+        tree_reduce<NB / 2>(t, [](float a, float b) { return a + b; });
+        l_i[half] = l_i[half] * corr[half] + t[0];
+      }
+    };
+    // P from exp(S - m): the A fragments of P·V in registers (two 8-column blocks form one
+    // k16 step), or this warpgroup's P tile in shared memory (row = the accumulator's row,
+    // swizzled like every other operand; conflict-free: the 8 rows of a store land in 8
+    // distinct 16-byte chunks). The shared tile is published by the fence.proxy.async and the
+    // CTA barrier that start the next iteration.
+    auto pack_p = [&]() {
+      if constexpr (PSmem) {
+        const int r0 = (warp & 3) * 16 + (lane >> 2);
+        T* dst = sP + pbuf * (64 * BN);
+#pragma unroll
+        for (int i = 0; i < NB; ++i)
+#pragma unroll
+          for (int half = 0; half < 2; ++half)
+            *reinterpret_cast<uint32_t*>(dst + LayoutP::offset(r0 + half * 8, i * 8 + 2 * (lane & 3))) =
+                Elem<T>::pack(s[4 * i + 2 * half], s[4 * i + 2 * half + 1]);
+      } else {
+#pragma unroll
+        for (int kc = 0; kc < KP; ++kc) {
+          pf[kc][0] = Elem<T>::pack(s[8 * kc + 0], s[8 * kc + 1]);
+          pf[kc][1] = Elem<T>::pack(s[8 * kc + 2], s[8 * kc + 3]);
+          pf[kc][2] = Elem<T>::pack(s[8 * kc + 4], s[8 * kc + 5]);
+          pf[kc][3] = Elem<T>::pack(s[8 * kc + 6], s[8 * kc + 7]);
+        }
+      }
+    };
+    auto pin_p = [&]() {
+      if constexpr (!PSmem) gmma::pin(pf);
+    };
+    auto pv = [&](int vbuf, int pb) {  // P (tile pb) · V (stage vbuf)
+      if constexpr (PSmem)
+        gemm_pv_smem<T, D, BN>(o, p_addr + pb * (64 * BN * 2), v_tile(vbuf));
+      else
+        gemm_pv<T, D, BN>(o, pf, v_tile(vbuf));
+    };
+    auto rescale_o = [&]() {
+#pragma unroll
+      for (int i = 0; i < DB; ++i) {
+        o[4 * i + 0] *= corr[0];
+        o[4 * i + 1] *= corr[0];
+        o[4 * i + 2] *= corr[1];
+        o[4 * i + 3] *= corr[1];
+      }
+    };
+
+    // The main loop, in two copies in the checked form: the key rows this CTA reads,
+    // [key_lo, key_hi) of the segment, are contiguous, so one comparison per buffer decides
+    // whether all of them lie inside k and v. Then the loads are the unchecked ones (nothing
+    // they read can be out of bounds) and the loop is the unchecked loop; otherwise every
+    // tile goes through the checked loader (per-tile test, per-row path that records and
+    // zero-fills). The Q tile is checked either way (q_rows_checked).
+    auto mainloop = [&](auto kv_checked_tag) {
+      constexpr bool KVChecked = Checked && decltype(kv_checked_tag)::value;
+      auto load_k = [&](int i, int buf) {
+        load_key_rows<T, D, BN, NT, KVChecked, LayoutKV>(p, kpipe, k_tile(buf), seg, b, h_kv, (t_hi - i) * BN, key_lo,
+                                                         key_hi, RB, Buffer::k);
+      };
+      auto load_v = [&](int i, int buf) {
+        load_key_rows<T, D, BN, NT, KVChecked, LayoutKV>(p, vpipe, v_tile(buf), seg, b, h_kv, (t_hi - i) * BN, key_lo,
+                                                         key_hi, RB, Buffer::v);
+      };
+      // S stages (3, or 2 where three do not fit): tile i in buffer i % S. Copy groups:
+      // {Q, K_0}, {K_1, V_0} (, {K_2, V_1}), then one per iteration i >= 1,
+      // {K_{i+S-1}, V_{i+S-2}} (possibly empty): iteration i needs the group committed S - 2
+      // before the newest, so with three stages each load has a whole iteration to land.
+      // (a literal last argument: each copy is specialised, the usual one is the unchecked load)
+      if (q_rows_checked)
+        load_q_tile<T, D, NT, Checked, LayoutQ>(p, sQ, seg, b, h, row0, m_block, true);
+      else
+        load_q_tile<T, D, NT, Checked, LayoutQ>(p, sQ, seg, b, h, row0, m_block, false);
+      load_k(0, 0);
+      cp_async_commit();
+      if (num_tiles > 1) load_k(1, 1);
+      load_v(0, 0);
+      cp_async_commit();
+      if constexpr (S == 3) {
+        if (num_tiles > 2) load_k(2, 2);
+        if (num_tiles > 1) load_v(1, 1);
+        cp_async_commit();
+      }
+      cp_async_wait<S - 1>();  // Q and K_0
+      gmma::fence_proxy_async_smem();
+      __syncthreads();
+
+      // Tile 0: S_0 alone.
+      gmma::pin(s);
+      gmma::wgmma_fence();
+      gemm_qk<T, D, BN>(s, q_addr, wg, k_tile(0));
+      gmma::wgmma_commit();
+      gmma::wgmma_wait<0>();
+      gmma::pin(s);
+      softmax(t_hi * BN);
+      pack_p();
+
+      int cur = 0;  // i % S
+      for (int i = 1; i < num_tiles; ++i) {
+        const int prev = cur;
+        cur = cur == S - 1 ? 0 : cur + 1;
+        const int vload = S == 3 ? (cur == 2 ? 0 : cur + 1) : cur;  // (i + S - 2) % S == (i - 2) % S
+        cp_async_wait<S - 2>();  // K_i and V_{i-1} (and P_{i-1} written)
+        gmma::fence_proxy_async_smem();
+        __syncthreads();     // ... visible to all; every warpgroup is done with tiles i - 1 / i - 2
+        gmma::pin(o);
+        pin_p();
+        gmma::wgmma_fence();
+        gemm_qk<T, D, BN>(s, q_addr, wg, k_tile(cur));
+        gmma::wgmma_commit();
+        pbuf = i & 1;
+        pv(prev, pbuf ^ 1);  // P_{i-1}
+        gmma::wgmma_commit();
+        if (i + S - 1 < num_tiles) load_k(i + S - 1, prev);  // (i + S - 1) % S == (i - 1) % S: K_{i-1} is done
+        if (i + S - 2 < num_tiles) load_v(i + S - 2, vload);  // V_{i-2} is done
+        cp_async_commit();
+        gmma::wgmma_wait<1>();  // S_i
+        gmma::pin(s);
+        softmax((t_hi - i) * BN);
+        // P_i goes to shared memory before the wait (the other P tile is the one being read);
+        // in registers it must wait, the P registers being the product's operand.
+        if constexpr (PSmem) pack_p();
+        // Pin the softmax results before the wait: they are pure register arithmetic, which
+        // the compiler may otherwise sink below the (volatile) wait.
+        gmma::pin(s);
+        gmma::pin(corr);
+        gmma::pin(l_i);
+        gmma::pin(m_i);
+        gmma::wgmma_wait<0>();  // P_{i-1}·V_{i-1}
+        gmma::pin(o);
+        pin_p();
+        rescale_o();
+        if constexpr (!PSmem) pack_p();
+      }
+      cp_async_wait<0>();  // V_{last}
+      gmma::fence_proxy_async_smem();
+      __syncthreads();
+      gmma::pin(o);
+      pin_p();
+      gmma::wgmma_fence();
+      pv(cur, pbuf);  // P_{last}
+      gmma::wgmma_commit();
+      gmma::wgmma_wait<0>();
+      gmma::pin(o);
+      pin_p();
+    };
+    // (The unchecked form takes the same branch between two identical copies: ptxas then lays
+    // out and schedules its loop as it does the checked form's, descriptors in uniform
+    // registers; with a single copy it hoists them into ordinary registers and moves them to
+    // uniform ones before every wgmma, which cost the unchecked form about 9% at d128.)
+    const uint64_t end = uint64_t(seg.start_k) + uint64_t(key_hi);
+    if (end > uint64_t(kpipe.src.rows) || end > uint64_t(vpipe.src.rows))
+      mainloop(std::true_type{});
+    else
+      mainloop(std::false_type{});
+  }
+
+  // Epilogue: normalise, stage the warp's 16 rows in its own Q rows (its warpgroup's wgmma
+  // reads of them completed at the last wait), store 16-byte chunks, then the LSE. An empty
+  // key range ends here with O = 0 and LSE = +inf (FA2: row_sum == 0).
+  float lse[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    float l = l_i[half];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    const bool empty = l == 0.f || l != l;
+    const float inv = empty ? 1.f : 1.f / l;
+    lse[half] = empty ? INFINITY : m_i[half] * scale_nat + logf(l);
+#pragma unroll
+    for (int i = 0; i < DB; ++i) {
+      o[4 * i + 2 * half] *= inv;
+      o[4 * i + 2 * half + 1] *= inv;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < DB; ++i)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = warp * 16 + (lane >> 2) + half * 8;
+      const int c = i * 8 + 2 * (lane & 3);
+      *reinterpret_cast<uint32_t*>(sQ + LayoutQ::offset(r, c)) = Elem<T>::pack(o[4 * i + 2 * half], o[4 * i + 2 * half + 1]);
+    }
+  __syncwarp();
+  if (q_rows_checked)
+    store_out_rows<T, D, 16, Checked, LayoutQ>(p, sQ, seg, b, h, m_block, row0, warp, lane, true);
+  else
+    store_out_rows<T, D, 16, Checked, LayoutQ>(p, sQ, seg, b, h, m_block, row0, warp, lane, false);
+  if ((lane & 3) == 0) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int lr = row_a + half * 8;
+      if (lr >= seg.len_q) continue;
+      const QueryRow qr = query_row(p, seg, b, h, lr);
+      write_lse<Checked>(p, qr, b, h, lr, m_block, lse[half]);
+    }
+  }
+#else
+  __trap();  // built for a target without wgmma: the launcher never selects it there
+#endif
+}
+
+}  // namespace ad::kern::attn
+
+// ---------------------------------------------------------------------------------------
+// launcher (instantiated once per element type in kernels/sm90a/*.cu)
+
+#include "../cuda_check.hpp"
+
+namespace ad::kern::attn {
+
+template <class T, int D, class Cfg, bool Checked>
+void launch_wgmma_one(const VarlenFwdParams& p, cudaStream_t stream) {
+  using Shape = WgmmaShape<D, Cfg::kBlockN, Cfg::kMinBlocks, Cfg::kPSmem>;
+  auto kernel = &varlen_fwd_wgmma_kernel<T, D, Cfg::kBlockN, Cfg::kMinBlocks, Cfg::kPSmem, Checked>;
+  AD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes));
+  const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.batch, p.num_heads);
+  kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(p);
+}
+
+template <class T, template <int> class Cfg>
+void launch_wgmma_cfg(const VarlenFwdParams& p, bool checked, cudaStream_t stream) {
+  if (p.head_dim == 64) {
+    checked ? launch_wgmma_one<T, 64, Cfg<64>, true>(p, stream) : launch_wgmma_one<T, 64, Cfg<64>, false>(p, stream);
+  } else if (p.head_dim == 128) {
+    checked ? launch_wgmma_one<T, 128, Cfg<128>, true>(p, stream) : launch_wgmma_one<T, 128, Cfg<128>, false>(p, stream);
+  } else {
+    throw cuda::LaunchConfigError("wgmma varlen forward: head_dim " + std::to_string(p.head_dim) +
+                                  " has no instantiation (64, 128)");
+  }
+}
+
+// alt: the other tile shape (WgmmaAlt), compiled only with ATTN_DOCTOR_WGMMA_ALT (benchmarks of
+// the shape choice).
+template <class T>
+void launch_wgmma(const VarlenFwdParams& p, bool checked, bool alt, cudaStream_t stream) {
+#ifdef ATTN_DOCTOR_WGMMA_ALT
+  if (alt) {
+    launch_wgmma_cfg<T, WgmmaAlt>(p, checked, stream);
+    return;
+  }
+#else
+  if (alt) throw cuda::LaunchConfigError("this build carries one wgmma tile shape (ATTN_DOCTOR_WGMMA_ALT off)");
+#endif
+  launch_wgmma_cfg<T, WgmmaDefault>(p, checked, stream);
+}
+
+// Whether this process can run the kernels on the current device: the sm_90a image loads
+// only on compute capability 9.0.
+template <class T>
+bool wgmma_loadable() {
+  cudaFuncAttributes attr{};
+  using Cfg = WgmmaDefault<64>;
+  if (cudaFuncGetAttributes(&attr, &varlen_fwd_wgmma_kernel<T, 64, Cfg::kBlockN, Cfg::kMinBlocks, Cfg::kPSmem, true>) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+
+}  // namespace ad::kern::attn
