@@ -365,7 +365,9 @@ TEST_CASE("exec: diagnose runs dynamic stages after static violations and picks 
   CheckOptions o;
   o.backend = BackendChoice::automatic;
   Report rep = diagnose(b, o, "test.json");
-  CHECK(rep.backend == "cpu");
+  // auto: CUDA when a device can run it, else the CPU
+  std::string why;
+  CHECK(rep.backend == (make_cuda_backend(&why) ? "cuda" : "cpu"));
   REQUIRE(rep.first_violation());
   CHECK(rep.first_violation()->id == "cu_seqlens.total");  // the cause first
   bool symptom = false;
@@ -378,7 +380,7 @@ TEST_CASE("exec: diagnose runs dynamic stages after static violations and picks 
   rep = diagnose(b, o, "test.json");
   CHECK(rep.backend == "none");
   for (const auto& v : rep.violations) CHECK(v.stage != "attention");
-  if (!cuda_backend_built()) {
+  if (!make_cuda_backend(&why)) {  // no device (or not built): --backend cuda is exit 3
     o.backend = BackendChoice::cuda;
     CHECK_THROWS_AS(diagnose(b, o, "test.json"), CapabilityError);
   }

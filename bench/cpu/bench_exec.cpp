@@ -170,7 +170,7 @@ nlohmann::json kernel_case(int64_t H, int64_t Hk, int64_t D) {
 }
 
 // 1M tokens: B rows of S padded tokens, lengths between S/2 and S, right padding.
-nlohmann::json static_case(const std::filesystem::path& dir, int64_t B, int64_t S, int threads) {
+nlohmann::json static_case(const std::filesystem::path& dir, int64_t B, int64_t S, int threads, bool with_dynamic = true) {
   std::filesystem::create_directories(dir);
   IntTensor mask;
   mask.shape = {B, S};
@@ -218,6 +218,9 @@ nlohmann::json static_case(const std::filesystem::path& dir, int64_t B, int64_t 
               static_cast<long long>(B), static_cast<long long>(S), static_cast<long long>(B * S),
               static_cast<long long>(cu.values.back()), best_load, best_static, double(B * S) / (best_load + best_static) / 1e6);
 
+  if (!with_dynamic)
+    return {{"padded_tokens", B * S}, {"rows", B}, {"width", S}, {"load_s", best_load}, {"convert_static_s", best_static},
+            {"tokens_per_s", double(B * S) / (best_load + best_static)}};
   // dynamic at the default budget on the same batch (sampled)
   CheckOptions o;
   o.backend = BackendChoice::cpu;
@@ -256,6 +259,23 @@ int main(int argc, char** argv) {
     if (a == "--quick") quick = true;
     else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (a == "--out" && i + 1 < argc) out_file = argv[++i];
+    else if (a == "--static-scaling") {
+      // load + convert + static checks against tokens: padded batches of 4096-wide rows from
+      // 2^14 to 2^23 tokens (issue 8's linear-growth chart)
+      const auto dir = std::filesystem::temp_directory_path() / "attn-doctor-bench-scaling";
+      nlohmann::json rows = nlohmann::json::array();
+      std::printf("static path against tokens (best of 3; load = JSON + .npy, static = intent + replay + checks):\n");
+      for (int64_t B = 4; B <= 2048; B *= 2) {
+        nlohmann::json r = static_case(dir, B, 4096, threads, false);
+        std::printf("  %9lld tokens  load %8.4f s  static %8.4f s  total %8.4f s  %6.1f M tokens/s\n",
+                    static_cast<long long>(B * 4096), r["load_s"].get<double>(), r["convert_static_s"].get<double>(),
+                    r["load_s"].get<double>() + r["convert_static_s"].get<double>(), r["tokens_per_s"].get<double>() / 1e6);
+        rows.push_back(r);
+      }
+      nlohmann::json out = {{"static_scaling", rows}, {"loadavg", loadavg()}};
+      if (!out_file.empty()) std::ofstream(out_file) << out.dump(2) << "\n";
+      return 0;
+    }
   }
   std::vector<Shape> shapes = {
       {"4x1024 H16/4 D128 bf16 causal", 16, 4, 128, {1024, 1024, 1024, 1024}, true, "bf16", false},
