@@ -94,6 +94,10 @@ enum class PositionEncoding { dense, file, from_mask, packed, arange };
 struct PositionIds {
   PositionEncoding encoding = PositionEncoding::dense;
   bool mrope = false;                    // replicated to (3, B, S)
+  // Extension (docs/batch-format.md): "level": "attention" (default, the contract's meaning:
+  // the ids handed to the attention function) or "model" (the ids given to the model's
+  // forward; the replay then derives what the model hands on, e.g. Qwen2-VL's text axis).
+  bool model_level = false;
   IntTensor tensor;                      // rank 1 (S), 2 (B, S) or 3 (3, B, S)
   std::vector<int64_t> packed_lengths;   // packed encoding
   std::filesystem::path file;

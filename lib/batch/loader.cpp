@@ -266,12 +266,13 @@ struct Loader {
 
   PositionIds position_ids(const Node& n, const std::optional<Mask>& attention_mask, const Model& model,
                            const Node& batch_node) {
-    n.expect_object({"values", "file", "from", "lengths", "mrope"});
+    n.expect_object({"values", "file", "from", "lengths", "mrope", "level"});
     int encodings = n.has("values") + n.has("file") + n.has("from");
     if (encodings != 1)
       n.fail("exactly one position-ids encoding: \"values\", \"file\" or \"from\"", std::to_string(encodings) + " encodings");
     PositionIds p;
     p.mrope = n.has("mrope") && n.at("mrope").as_bool();
+    p.model_level = n.has("level") && n.at("level").as_enum({"attention", "model"}) == "model";
     if (n.has("lengths") && !(n.has("from") && n.at("from").is_string() && n.at("from").as_string() == "packed"))
       n.at("lengths").fail("\"lengths\" only with \"from\": \"packed\"", "the key");
     if (auto v = n.get("values")) {

@@ -1,6 +1,8 @@
 // Qwen2-VL (model.architecture "qwen2_vl"): which position ids the model hands to
-// `_flash_attention_forward` for text-only input, per era. The batch's position ids are the
-// model's input: (B, S) text ids or (3, B, S) mRoPE ids. Observed in
+// `_flash_attention_forward` for text-only input, per era. Applies when the batch's position
+// ids are the model's input (`"level": "model"`: (B, S) text ids or (3, B, S) mRoPE ids) or
+// when it gives none; ids at the contract's default level are what reached the attention
+// function (what `attn_doctor.capture` records) and are replayed as given. Observed in
 // tests/golden/qwen2vl-forward-<release>.json (a tiny random Qwen2-VL, forward on the real
 // releases; batches 060-062):
 //
@@ -19,6 +21,7 @@ namespace ad::replay {
 
 std::optional<LayerCall> qwen2vl_call(const Batch& batch, const Call& c, Qwen2VLEra era) {
   if (batch.model.architecture != "qwen2_vl") return std::nullopt;
+  if (batch.batch && batch.batch->position_ids && !batch.batch->position_ids->model_level) return std::nullopt;
   LayerCall l;
   l.call = c;
   auto note = [&](std::string s) { l.steps.push_back("qwen2_vl: " + std::move(s)); };

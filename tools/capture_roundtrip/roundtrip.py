@@ -25,7 +25,7 @@ On a machine without CUDA the models run on the CPU: transformers refuses FA2 th
 imports and model construction run with CUDA pretended (see `cuda_pretended`); the code
 path below the dispatch is the same.
 
-    python3 tools/capture_roundtrip/roundtrip.py [--attn-doctor build/app/attn-doctor]
+    python3 tools/capture_roundtrip/roundtrip.py [--attn-doctor build/attn-doctor]
 """
 from __future__ import annotations
 
@@ -62,8 +62,8 @@ SCENARIOS = ("padded-left", "packed", "generate")
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--attn-doctor", default=os.environ.get(
-        "ATTN_DOCTOR", os.path.join(REPO, "build", "app", "attn-doctor")),
-        help="attn-doctor binary (default: build/app/attn-doctor, or $ATTN_DOCTOR)")
+        "ATTN_DOCTOR", os.path.join(REPO, "build", "attn-doctor")),
+        help="attn-doctor binary (default: build/attn-doctor, or $ATTN_DOCTOR)")
     p.add_argument("--captures", default=None,
                    help="folder for the captured batch files (default: a temporary folder)")
     p.add_argument("--device", choices=("auto", "cuda", "cpu"), default="auto")
