@@ -66,14 +66,6 @@ void fill_inputs(std::vector<float>& t, uint64_t seed, num::InputTensor which, n
   });
 }
 
-// The call raises before the attention output exists: every output row stays unwritten.
-// Reported under attention.coverage so a failing call is never an "ok" report.
-Violation raised_violation(const HostRaise& r, int64_t rows) {
-  return make_violation("attention.coverage", Severity::error,
-                        "no output row is written: " + raise_text(r) + " before the attention kernel runs",
-                        {{"never_written", rows}, {"raises", raise_json(r)}});
-}
-
 class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }

@@ -5,6 +5,8 @@
 // (sampling) and the memory bound.
 #include "exec/plan.hpp"
 
+#include "check/check.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -811,6 +813,13 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
     }
   }
   return p;
+}
+
+Violation raised_violation(const HostRaise& r, int64_t rows) {
+  return make_violation("attention.coverage", Severity::error,
+                        "no output row is written: " + r.where + " raises " + r.type + ": " + r.message +
+                            " before the attention kernel runs",
+                        {{"never_written", rows}, {"raises", {{"where", r.where}, {"type", r.type}, {"message", r.message}}}});
 }
 
 }  // namespace ad

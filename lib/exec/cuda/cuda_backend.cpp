@@ -422,11 +422,13 @@ ExecResult CudaBackend::run_stages(const ExecPlan& plan, const std::string& raw_
       s.status = "skipped";
       s.detail = "no rotary embedding in this batch";
     } else if (r.raises) {
-      s.status = "skipped";
+      // as the CPU backend (exec/cpu_backend.cpp): a host raise is a violation, never "ok"
+      s.status = "violation";
       s.detail = raise_text(*r.raises) + " (host check, before any launch)";
       s.data["raises"] = raise_json(*r.raises);
       s.ms = ms_since(t0);
       st.not_reached(2, "the rotary call raises");
+      res.violations.push_back(raised_violation(*r.raises, total_q));
       return res;
     } else {
       const int64_t half = r.half;
@@ -611,11 +613,12 @@ ExecResult CudaBackend::run_stages(const ExecPlan& plan, const std::string& raw_
     if (at.softcap > 0) s.data["softcap"] = at.softcap;
     if (at.swapped) s.data["seqlenq_ngroups_swapped"] = true;
     if (at.raises) {
-      s.status = "skipped";
+      s.status = "violation";
       s.detail = raise_text(*at.raises) + " (host check, before any launch)";
       s.data["raises"] = raise_json(*at.raises);
       s.ms = ms_since(t0);
       st.not_reached(3, "the attention call raises");
+      res.violations.push_back(raised_violation(*at.raises, total_q));
       return res;
     }
     dout.allocate(total_q, H, D, elem);
