@@ -251,7 +251,7 @@ nlohmann::json static_case(const std::filesystem::path& dir, int64_t B, int64_t 
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool quick = false;
+  bool quick = false, static_scaling = false;
   int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::string out_file;
   for (int i = 1; i < argc; ++i) {
@@ -259,7 +259,9 @@ int main(int argc, char** argv) {
     if (a == "--quick") quick = true;
     else if (a == "--threads" && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (a == "--out" && i + 1 < argc) out_file = argv[++i];
-    else if (a == "--static-scaling") {
+    else if (a == "--static-scaling") static_scaling = true;
+  }
+  if (static_scaling) {
       // load + convert + static checks against tokens: padded batches of 4096-wide rows from
       // 2^14 to 2^23 tokens (issue 8's linear-growth chart)
       const auto dir = std::filesystem::temp_directory_path() / "attn-doctor-bench-scaling";
@@ -276,7 +278,6 @@ int main(int argc, char** argv) {
       if (!out_file.empty()) std::ofstream(out_file) << out.dump(2) << "\n";
       return 0;
     }
-  }
   std::vector<Shape> shapes = {
       {"4x1024 H16/4 D128 bf16 causal", 16, 4, 128, {1024, 1024, 1024, 1024}, true, "bf16", false},
       {"4x1024 H16/4 D128 bf16 causal rope", 16, 4, 128, {1024, 1024, 1024, 1024}, true, "bf16", true},
