@@ -39,6 +39,7 @@
 #include "check/check.hpp"
 #include "exec/cpu_kernels.hpp"
 #include "exec/cuda/device.hpp"
+#include "exec/observe.hpp"
 #include "exec/plan.hpp"
 #include "launch.hpp"
 
@@ -53,29 +54,12 @@ constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
 constexpr const char* kRawEnv = "ATTN_DOCTOR_RAW_CHILD";
 constexpr const char* kRawTag = "ATTN_DOCTOR_RAW_SYMPTOM: ";
 
-std::string num_text(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.4g", v);
-  return buf;
-}
-nlohmann::json num_json(double v) {
-  if (std::isfinite(v)) return v;
-  return num_text(v);
-}
-std::string raise_text(const HostRaise& r) { return r.where + " raises " + r.type + ": " + r.message; }
-nlohmann::json raise_json(const HostRaise& r) { return {{"where", r.where}, {"type", r.type}, {"message", r.message}}; }
-
-nlohmann::json access_json(const AccessRecord& a) {
-  nlohmann::json j = {{"kind", to_string(a.kind)}, {"buffer", to_string(a.buffer)}, {"index", a.index},
-                      {"bound", a.bound}, {"unit", a.unit_rows ? "rows" : "elements"}, {"count", a.count}};
-  if (a.row >= 0) j["row"] = a.row;
-  if (a.segment >= 0) j["segment"] = a.segment;
-  if (a.head >= 0) j["head"] = a.head;
-  if (a.block[0] >= 0 || a.block[1] >= 0 || a.block[2] >= 0) j["block"] = a.block;
-  return j;
-}
+using observe::access_json;
+using observe::num_json;
+using observe::num_text;
+using observe::raise_json;
+using observe::raise_text;
+using observe::Stages;
 
 // ---- device tensors ------------------------------------------------------------------------
 
@@ -237,18 +221,6 @@ RawOutcome run_raw_child(const std::string& stage) {
 
 // ---- the backend ---------------------------------------------------------------------------
 
-struct Stages {
-  ExecResult& res;
-  StageRecord& add(const char* name) {
-    res.stages.push_back(StageRecord{name, "ok", 0.0, "", nlohmann::json::object()});
-    return res.stages.back();
-  }
-  void not_reached(size_t from, const std::string& why) {
-    for (size_t i = from; i < std::size(kDynamicStages); ++i)
-      res.stages.push_back(StageRecord{kDynamicStages[i], "skipped", 0.0, "not reached: " + why, nlohmann::json::object()});
-  }
-};
-
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(cuda::DeviceInfo info) : info_(std::move(info)) {}
@@ -387,29 +359,14 @@ ExecResult CudaBackend::run_stages(const ExecPlan& plan, const std::string& raw_
         gather(plan.unpad.q, dq_src, dq_pk, H, ExecBuffer::q_src, "q");
         q = &dq_pk;
       }
-      s.data["out_of_bounds"] = oob_total;
-      if (first.has_first) {
-        s.status = "violation";
-        const bool key = first_tensor != "q";
-        const std::string which = key ? "key" : "query";
-        const std::string idx_name = key ? "indices_k" : "indices_q";
-        const int64_t per_gather = first.count;
-        s.detail = std::to_string(oob_total) + " gather indices out of range";
-        res.violations.push_back(make_violation(
-            "unpad.gather", Severity::error,
-            "index " + std::to_string(first.index) + " >= " + std::to_string(first.bound) + " in the " + which + " gather (" +
-                idx_name + "[" + std::to_string(first.row) + "] reads row " + std::to_string(first.index) + " of the " +
-                std::to_string(first.bound) + "-row " + (key ? "(B*Lk)" : "(B*Lq)") + " view); " +
-                std::to_string(per_gather) + " index" + (per_gather == 1 ? "" : "es") + " out of range, not gathered",
-            {{"tensor", first_tensor}, {"indices", idx_name}, {"position", first.row}, {"index", first.index},
-             {"bound", first.bound}, {"count", per_gather}, {"count_all_gathers", oob_total}}));
-      }
+      observe::unpad_gather(s, res, first, first_tensor, oob_total);
     }
     s.ms = ms_since(t0);
   }
   if (raw_stage == "unpad") return res;
   if (plan.conversion_failure) {
     st.not_reached(1, raise_text(*plan.conversion_failure));
+    if (res.violations.empty()) res.violations.push_back(raised_violation(*plan.conversion_failure, total_q));
     return res;
   }
 
@@ -422,13 +379,8 @@ ExecResult CudaBackend::run_stages(const ExecPlan& plan, const std::string& raw_
       s.status = "skipped";
       s.detail = "no rotary embedding in this batch";
     } else if (r.raises) {
-      // as the CPU backend (exec/cpu_backend.cpp): a host raise is a violation, never "ok"
-      s.status = "violation";
-      s.detail = raise_text(*r.raises) + " (host check, before any launch)";
-      s.data["raises"] = raise_json(*r.raises);
       s.ms = ms_since(t0);
-      st.not_reached(2, "the rotary call raises");
-      res.violations.push_back(raised_violation(*r.raises, total_q));
+      observe::host_raise(st, s, 2, *r.raises, "rotary", total_q);
       return res;
     } else {
       const int64_t half = r.half;
@@ -555,41 +507,8 @@ ExecResult CudaBackend::run_stages(const ExecPlan& plan, const std::string& raw_
           d += std::string(d.empty() ? "" : "; ") + std::to_string(unvisited) + " rows past max_seqlen's programs never rotated";
         s.detail = s.detail.empty() ? d : s.detail + "; " + d;
       }
-      bool any = false;
-      for (int call = 0; call < 2; ++call) {
-        const Observed& rr = obs[call];
-        const char* tensor = call == 0 ? "q" : "k";
-        const AccessRecord* first = rr.outside_tensor.has_first ? &rr.outside_tensor
-                                    : rr.table.has_first        ? &rr.table
-                                    : rr.outside_head.has_first ? &rr.outside_head
-                                                                : nullptr;
-        if (!first || any) continue;
-        any = true;
-        std::string msg = to_string(r.contract) + " rotary (dim " + std::to_string(r.dim) + ", head_dim " + std::to_string(D) + ") ";
-        if (first == &rr.outside_tensor)
-          msg += std::string(to_string(first->kind)) + "s past the end of " + tensor + ": element " + std::to_string(first->index) +
-                 " >= " + std::to_string(first->bound) + " (row " + std::to_string(first->row) + ", head " +
-                 std::to_string(first->head) + "); " + std::to_string(rr.outside_tensor.count) +
-                 " accesses outside the tensor (not performed)";
-        else if (first == &rr.table)
-          msg += "reads the cos/sin table at a negative position (element " + std::to_string(first->index) + ", row " +
-                 std::to_string(first->row) + ")";
-        else
-          msg += std::string(to_string(first->kind)) + "s outside its head: head " + std::to_string(first->head) + " of " +
-                 tensor + " row " + std::to_string(first->row) + " touches element " + std::to_string(first->index) +
-                 " of the next heads";
-        if (rr.outside_head.count > 0 && first != &rr.outside_head)
-          msg += "; " + std::to_string(rr.outside_head.count) + " accesses inside the tensor but outside their head";
-        else if (rr.outside_head.count > 0)
-          msg += "; " + std::to_string(rr.outside_head.count) + " such accesses (silent corruption of the neighbouring heads)";
-        nlohmann::json ev = access_json(*first);
-        ev["tensor"] = tensor;
-        ev["outside_tensor"] = rr.outside_tensor.count;
-        ev["outside_head"] = rr.outside_head.count;
-        ev["table"] = rr.table.count;
-        res.violations.push_back(make_violation("rotary.access", Severity::error, msg, ev));
-      }
-      if (any) s.status = "violation";
+      observe::rotary_access(s, res, r, D, {obs[0].outside_tensor, obs[0].table, obs[0].outside_head},
+                             {obs[1].outside_tensor, obs[1].table, obs[1].outside_head});
     }
     s.ms = ms_since(t0);
   }
@@ -613,12 +532,8 @@ ExecResult CudaBackend::run_stages(const ExecPlan& plan, const std::string& raw_
     if (at.softcap > 0) s.data["softcap"] = at.softcap;
     if (at.swapped) s.data["seqlenq_ngroups_swapped"] = true;
     if (at.raises) {
-      s.status = "violation";
-      s.detail = raise_text(*at.raises) + " (host check, before any launch)";
-      s.data["raises"] = raise_json(*at.raises);
       s.ms = ms_since(t0);
-      st.not_reached(3, "the attention call raises");
-      res.violations.push_back(raised_violation(*at.raises, total_q));
+      observe::host_raise(st, s, 3, *at.raises, "attention", total_q);
       return res;
     }
     dout.allocate(total_q, H, D, elem);
@@ -736,45 +651,10 @@ ExecResult CudaBackend::run_stages(const ExecPlan& plan, const std::string& raw_
       s.data["rows_written"] = rows_written;
       s.data["rows_computed"] = rows_written;
       s.data["ms_kernel"] = o.ms;
-      if (access.has_first) {
-        const AccessRecord& a = access;
-        std::string what = a.buffer == ExecBuffer::lse ? "softmax_lse element" : to_string(a.buffer) + " row";
-        std::string msg = "segment " + std::to_string(a.segment) + ", CTA (m=" + std::to_string(a.block[0]) + ", b=" +
-                          std::to_string(a.block[1]) + ", h=" + std::to_string(a.block[2]) + ") " +
-                          (a.kind == AccessKind::read ? "reads " : "writes ") + what + " " + std::to_string(a.index) +
-                          (a.index < 0 ? " < 0" : " >= " + std::to_string(a.bound)) + "; " + std::to_string(a.count) +
-                          " out-of-bounds row accesses in all (not performed)";
-        res.violations.push_back(make_violation("attention.access", Severity::error, msg, access_json(a)));
-      }
-      if (rows_never > 0 || rows_twice > 0 || rows_foreign > 0) {
-        std::vector<std::string> parts;
-        nlohmann::json ev = nlohmann::json::object();
-        if (rows_never > 0) {
-          parts.push_back(std::to_string(rows_never) + " of " + std::to_string(total_q) +
-                          " output rows never written (first: row " + std::to_string(first_never) + ")");
-          ev["never_written"] = rows_never;
-          ev["first_never_written"] = first_never;
-        }
-        if (rows_twice > 0) {
-          parts.push_back(std::to_string(rows_twice) + " rows written by more than one segment (first: row " +
-                          std::to_string(first_twice) + ", " + std::to_string(first_twice_count) + " writers)");
-          ev["written_twice"] = rows_twice;
-          ev["first_written_twice"] = first_twice;
-        }
-        if (rows_foreign > 0) {
-          parts.push_back(std::to_string(rows_foreign) + " rows written for a segment that does not contain them (first: row " +
-                          std::to_string(first_foreign) + ", written as sequence " + std::to_string(first_foreign_segment) +
-                          " by the max_seqlen_q == 1 swapped path)");
-          ev["outside_segment"] = rows_foreign;
-          ev["first_outside_segment"] = first_foreign;
-          ev["writer_segment"] = first_foreign_segment;
-        }
-        ev["rows"] = total_q;
-        std::string msg;
-        for (size_t i = 0; i < parts.size(); ++i) msg += (i ? "; " : "") + parts[i];
-        res.violations.push_back(make_violation("attention.coverage", Severity::error, msg, ev));
-      }
-      if (access.has_first || rows_never > 0 || rows_twice > 0 || rows_foreign > 0) s.status = "violation";
+      observe::attention(s, res, access,
+                         {rows_never, first_never, rows_twice, first_twice, first_twice_count, rows_foreign,
+                          first_foreign, first_foreign_segment},
+                         total_q);
     }
     if (at.zero_fill) lse = dlse.download();
     s.ms = ms_since(t0);
@@ -832,15 +712,7 @@ ExecResult CudaBackend::run_stages(const ExecPlan& plan, const std::string& raw_
         rows_written = sr.rows_written;
       }
       s.data["rows_written"] = rows_written;
-      if (oob.has_first) {
-        s.status = "violation";
-        res.violations.push_back(make_violation(
-            "pad.scatter", Severity::error,
-            "index " + std::to_string(oob.index) + (oob.index < 0 ? " < 0" : " >= " + std::to_string(oob.bound)) +
-                " in pad_input's scatter (indices_q[" + std::to_string(oob.row) + "]); " + std::to_string(oob.count) +
-                " rows not scattered",
-            {{"position", oob.row}, {"index", oob.index}, {"bound", oob.bound}, {"count", oob.count}}));
-      }
+      observe::pad_scatter(s, res, oob);
     }
     s.ms = ms_since(t0);
   }
@@ -850,102 +722,19 @@ ExecResult CudaBackend::run_stages(const ExecPlan& plan, const std::string& raw_
   {
     auto t0 = Clock::now();
     StageRecord& s = st.add("result");
-    const int64_t rows_final = plan.rows_final;
-    auto packed_checkable = [&](int64_t p) {
-      if (p < 0 || p >= total_q) return true;
-      return computed[size_t(p)] != 0 || written[size_t(p)] == 0;
-    };
-    std::vector<uint8_t> checkable(size_t(std::max<int64_t>(rows_final, 0)), 1);
-    for (int64_t r = 0; r < rows_final; ++r)
-      checkable[size_t(r)] = plan.pad.enabled ? packed_checkable(source_of[size_t(r)]) : packed_checkable(r);
-    int64_t nonfinite = 0, first_row = -1, first_head = -1, first_dim = -1;
-    float first_val = 0;
-    for (int64_t r = 0; r < rows_final; ++r) {
-      if (!checkable[size_t(r)]) continue;
-      const float* row = out_final.data() + r * H * D;
-      for (int64_t i = 0; i < H * D; ++i)
-        if (!std::isfinite(row[i]) && nonfinite++ == 0) {
-          first_row = r;
-          first_head = i / D;
-          first_dim = i % D;
-          first_val = row[i];
-        }
-    }
-    int64_t lse_bad = 0, lse_first = -1;
-    if (!at.zero_fill && at.unpadded_lse) {
-      for (int64_t h = 0; h < H; ++h)
-        for (int64_t r = 0; r < total_q; ++r) {
-          if (!computed[size_t(r)]) continue;
-          const size_t i = size_t(h * total_q + r);
-          if (i >= lse.size()) continue;
-          const float x = lse[i];
-          if ((std::isnan(x) || x == -std::numeric_limits<float>::infinity()) && lse_bad++ == 0) lse_first = int64_t(i);
-        }
-    }
-    if (nonfinite > 0 || lse_bad > 0) {
-      std::string msg;
-      nlohmann::json ev;
-      if (nonfinite > 0) {
-        const int64_t src = plan.pad.enabled ? source_of[size_t(first_row)] : first_row;
-        const bool never = src >= 0 && src < total_q && !written[size_t(src)];
-        msg = "output row " + std::to_string(first_row) + " head " + std::to_string(first_head) + " column " +
-              std::to_string(first_dim) + " is " + num_text(first_val) +
-              (never ? " (the attention kernel never wrote this row)" : "") + "; " + std::to_string(nonfinite) +
-              " non-finite output elements";
-        ev = {{"row", first_row}, {"head", first_head}, {"dim", first_dim}, {"value", num_text(first_val)},
-              {"count", nonfinite}, {"never_written", never}};
-      } else {
-        msg = "softmax_lse element " + std::to_string(lse_first) + " is " + num_text(lse[size_t(lse_first)]);
-        ev = {{"lse_index", lse_first}};
-      }
-      if (lse_bad > 0) ev["lse_non_finite"] = lse_bad;
-      res.violations.push_back(make_violation("result.finite", Severity::error, msg, ev));
-      s.status = "violation";
-    }
-    const ReferencePlan& ref = plan.reference;
-    if (!ref.enabled) {
-      s.detail = "reference skipped: " + ref.skip_reason;
-      s.data["reference"] = false;
-    } else {
-      cpu::ReferenceResult rr =
-          cpu::reference_compare(plan, q_src.data(), k_src.data(), v_src.data(), out_final.data(), checkable, threads);
-      s.data["rows_total"] = ref.rows_total;
-      s.data["rows_checked"] = rr.rows_checked;
-      s.data["rows_failed"] = rr.rows_failed;
-      s.data["tolerance"] = ref.tolerance;
-      s.data["worst_error"] = num_json(rr.worst_error);
-      if (!ref.sample.empty()) s.data["sampled"] = true;
-      s.detail = "checked " + std::to_string(rr.rows_checked) + " of " + std::to_string(ref.rows_total) +
-                 " intended query rows of the GPU output against fp64 attention over the intended sequences (worst "
-                 "relative error " + num_text(rr.worst_error) + ", tolerance " + num_text(ref.tolerance) + ")";
-      if (rr.rows_failed > 0 && rr.worst_sequence >= 0) {
-        const RefSequence& sq = ref.sequences[size_t(rr.worst_sequence)];
-        std::string where = "output row " + std::to_string(rr.worst_row);
-        if (plan.path != "explicit" && plan.query_length > 0)
-          where += " (batch row " + std::to_string(rr.worst_row / plan.query_length) + ", position " +
-                   std::to_string(rr.worst_row % plan.query_length) + ")";
-        nlohmann::json ev = {{"row", rr.worst_row},
-                             {"head", rr.worst_head},
-                             {"dim", rr.worst_dim},
-                             {"got", num_json(rr.worst_value)},
-                             {"expected", rr.worst_expected},
-                             {"error", num_json(rr.worst_error)},
-                             {"tolerance", ref.tolerance},
-                             {"sequence", {{"index", sq.index}, {"row", sq.row}, {"start", sq.start}, {"length", sq.length}}},
-                             {"rows_checked", rr.rows_checked},
-                             {"rows_failed", rr.rows_failed}};
-        const std::string msg = where + " head " + std::to_string(rr.worst_head) +
-                                " differs from attention over intended sequence " + std::to_string(sq.index) + " (row " +
-                                std::to_string(sq.row) + ", start " + std::to_string(sq.start) + ", length " +
-                                std::to_string(sq.length) + "): relative error " + num_text(rr.worst_error) + " > " +
-                                num_text(ref.tolerance) + " (got " + num_text(rr.worst_value) + ", expected " +
-                                num_text(rr.worst_expected) + " at column " + std::to_string(rr.worst_dim) + "); " +
-                                std::to_string(rr.rows_failed) + " of " + std::to_string(rr.rows_checked) +
-                                " checked rows fail";
-        res.violations.push_back(make_violation("result.reference", Severity::error, msg, ev));
-        s.status = "violation";
-      }
-    }
+    observe::ResultInputs in;
+    in.out_final = out_final.data();
+    in.source_of = &source_of;
+    in.written = &written;
+    in.computed = &computed;
+    in.lse = &lse;
+    in.q_src = q_src.data();
+    in.k_src = k_src.data();
+    in.v_src = v_src.data();
+    in.total_q = total_q;
+    in.threads = threads;
+    in.output_name = "GPU output";
+    observe::result(s, res, plan, in);
     s.ms = ms_since(t0);
   }
   return res;

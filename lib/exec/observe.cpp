@@ -1,0 +1,279 @@
+// Observations -> stage records and violations, one implementation for both backends.
+#include "exec/observe.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+#include "check/check.hpp"
+#include "exec/cpu_kernels.hpp"
+
+namespace ad::observe {
+
+std::string num_text(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.4g", v);
+  return buf;
+}
+
+nlohmann::json num_json(double v) {
+  if (std::isfinite(v)) return v;
+  return num_text(v);
+}
+
+std::string raise_text(const HostRaise& r) { return r.where + " raises " + r.type + ": " + r.message; }
+nlohmann::json raise_json(const HostRaise& r) { return {{"where", r.where}, {"type", r.type}, {"message", r.message}}; }
+
+nlohmann::json access_json(const AccessRecord& a) {
+  nlohmann::json j = {{"kind", to_string(a.kind)}, {"buffer", to_string(a.buffer)}, {"index", a.index},
+                      {"bound", a.bound}, {"unit", a.unit_rows ? "rows" : "elements"}, {"count", a.count}};
+  if (a.row >= 0) j["row"] = a.row;
+  if (a.segment >= 0) j["segment"] = a.segment;
+  if (a.head >= 0) j["head"] = a.head;
+  if (a.block[0] >= 0 || a.block[1] >= 0 || a.block[2] >= 0) j["block"] = a.block;
+  return j;
+}
+
+StageRecord& Stages::add(const char* name) {
+  res.stages.push_back(StageRecord{name, "ok", 0.0, "", nlohmann::json::object()});
+  return res.stages.back();
+}
+
+void Stages::not_reached(size_t from, const std::string& why) {
+  for (size_t i = from; i < std::size(kDynamicStages); ++i)
+    res.stages.push_back(StageRecord{kDynamicStages[i], "skipped", 0.0, "not reached: " + why, nlohmann::json::object()});
+}
+
+void host_raise(Stages& st, StageRecord& s, size_t stage_index, const HostRaise& r, const char* what, int64_t rows) {
+  s.status = "violation";
+  s.detail = raise_text(r) + " (host check, before any launch)";
+  s.data["raises"] = raise_json(r);
+  st.not_reached(stage_index, std::string("the ") + what + " call raises");
+  st.res.violations.push_back(raised_violation(r, rows));
+}
+
+void unpad_gather(StageRecord& s, ExecResult& res, const AccessRecord& first, const std::string& first_tensor,
+                  int64_t out_of_bounds_total) {
+  s.data["out_of_bounds"] = out_of_bounds_total;
+  if (!first.has_first) return;
+  s.status = "violation";
+  const bool key = first_tensor != "q";
+  const std::string which = key ? "key" : "query";
+  const std::string idx_name = key ? "indices_k" : "indices_q";
+  const int64_t per_gather = first.count;
+  s.detail = std::to_string(out_of_bounds_total) + " gather indices out of range";
+  res.violations.push_back(make_violation(
+      "unpad.gather", Severity::error,
+      "index " + std::to_string(first.index) + " >= " + std::to_string(first.bound) + " in the " + which + " gather (" +
+          idx_name + "[" + std::to_string(first.row) + "] reads row " + std::to_string(first.index) + " of the " +
+          std::to_string(first.bound) + "-row " + (key ? "(B*Lk)" : "(B*Lq)") + " view); " + std::to_string(per_gather) +
+          (per_gather == 1 ? " index" : " indices") + " out of range, not gathered",
+      {{"tensor", first_tensor}, {"indices", idx_name}, {"position", first.row}, {"index", first.index},
+       {"bound", first.bound}, {"count", per_gather}, {"count_all_gathers", out_of_bounds_total}}));
+}
+
+void rotary_access(StageRecord& s, ExecResult& res, const RotaryPlan& r, int64_t head_dim, const RotaryCall& q,
+                   const RotaryCall& k) {
+  // one violation: the first call that went wrong (q is launched first)
+  for (int call = 0; call < 2; ++call) {
+    const RotaryCall& rr = call == 0 ? q : k;
+    const char* tensor = call == 0 ? "q" : "k";
+    const AccessRecord* first = rr.outside_tensor.has_first ? &rr.outside_tensor
+                                : rr.table.has_first        ? &rr.table
+                                : rr.outside_head.has_first ? &rr.outside_head
+                                                            : nullptr;
+    if (!first) continue;
+    std::string msg = to_string(r.contract) + " rotary (dim " + std::to_string(r.dim) + ", head_dim " + std::to_string(head_dim) + ") ";
+    if (first == &rr.outside_tensor)
+      msg += std::string(to_string(first->kind)) + "s past the end of " + tensor + ": element " + std::to_string(first->index) +
+             " >= " + std::to_string(first->bound) + " (row " + std::to_string(first->row) + ", head " +
+             std::to_string(first->head) + "); " + std::to_string(rr.outside_tensor.count) +
+             " accesses outside the tensor (not performed)";
+    else if (first == &rr.table)
+      msg += "reads the cos/sin table at a negative position (element " + std::to_string(first->index) + ", row " +
+             std::to_string(first->row) + ")";
+    else
+      msg += std::string(to_string(first->kind)) + "s outside its head: head " + std::to_string(first->head) + " of " +
+             tensor + " row " + std::to_string(first->row) + " touches element " + std::to_string(first->index) +
+             " of the next heads";
+    if (rr.outside_head.count > 0 && first != &rr.outside_head)
+      msg += "; " + std::to_string(rr.outside_head.count) + " accesses inside the tensor but outside their head";
+    else if (rr.outside_head.count > 0)
+      msg += "; " + std::to_string(rr.outside_head.count) + " such accesses (silent corruption of the neighbouring heads)";
+    nlohmann::json ev = access_json(*first);
+    ev["tensor"] = tensor;
+    ev["outside_tensor"] = rr.outside_tensor.count;
+    ev["outside_head"] = rr.outside_head.count;
+    ev["table"] = rr.table.count;
+    res.violations.push_back(make_violation("rotary.access", Severity::error, msg, ev));
+    s.status = "violation";
+    return;
+  }
+}
+
+void attention(StageRecord& s, ExecResult& res, const AccessRecord& a, const Coverage& c, int64_t total_q) {
+  if (a.has_first) {
+    std::string what = a.buffer == ExecBuffer::lse ? "softmax_lse element" : to_string(a.buffer) + " row";
+    std::string msg = "segment " + std::to_string(a.segment) + ", CTA (m=" + std::to_string(a.block[0]) + ", b=" +
+                      std::to_string(a.block[1]) + ", h=" + std::to_string(a.block[2]) + ") " +
+                      (a.kind == AccessKind::read ? "reads " : "writes ") + what + " " + std::to_string(a.index) +
+                      (a.index < 0 ? " < 0" : " >= " + std::to_string(a.bound)) + "; " + std::to_string(a.count) +
+                      " out-of-bounds row accesses in all (not performed)";
+    res.violations.push_back(make_violation("attention.access", Severity::error, msg, access_json(a)));
+  }
+  if (c.rows_never > 0 || c.rows_twice > 0 || c.rows_foreign > 0) {
+    std::vector<std::string> parts;
+    nlohmann::json ev = nlohmann::json::object();
+    if (c.rows_never > 0) {
+      parts.push_back(std::to_string(c.rows_never) + " of " + std::to_string(total_q) +
+                      " output rows never written (first: row " + std::to_string(c.first_never) + ")");
+      ev["never_written"] = c.rows_never;
+      ev["first_never_written"] = c.first_never;
+    }
+    if (c.rows_twice > 0) {
+      parts.push_back(std::to_string(c.rows_twice) + " rows written by more than one segment (first: row " +
+                      std::to_string(c.first_twice) + ", " + std::to_string(c.first_twice_count) + " writers)");
+      ev["written_twice"] = c.rows_twice;
+      ev["first_written_twice"] = c.first_twice;
+    }
+    if (c.rows_foreign > 0) {
+      parts.push_back(std::to_string(c.rows_foreign) + " rows written for a segment that does not contain them (first: row " +
+                      std::to_string(c.first_foreign) + ", written as sequence " + std::to_string(c.first_foreign_segment) +
+                      " by the max_seqlen_q == 1 swapped path)");
+      ev["outside_segment"] = c.rows_foreign;
+      ev["first_outside_segment"] = c.first_foreign;
+      ev["writer_segment"] = c.first_foreign_segment;
+    }
+    ev["rows"] = total_q;
+    std::string msg;
+    for (size_t i = 0; i < parts.size(); ++i) msg += (i ? "; " : "") + parts[i];
+    res.violations.push_back(make_violation("attention.coverage", Severity::error, msg, ev));
+  }
+  if (a.has_first || c.rows_never > 0 || c.rows_twice > 0 || c.rows_foreign > 0) s.status = "violation";
+}
+
+void pad_scatter(StageRecord& s, ExecResult& res, const AccessRecord& oob) {
+  if (!oob.has_first) return;
+  s.status = "violation";
+  res.violations.push_back(make_violation(
+      "pad.scatter", Severity::error,
+      "index " + std::to_string(oob.index) + (oob.index < 0 ? " < 0" : " >= " + std::to_string(oob.bound)) +
+          " in pad_input's scatter (indices_q[" + std::to_string(oob.row) + "]); " + std::to_string(oob.count) +
+          " rows not scattered",
+      {{"position", oob.row}, {"index", oob.index}, {"bound", oob.bound}, {"count", oob.count}}));
+}
+
+void result(StageRecord& s, ExecResult& res, const ExecPlan& plan, const ResultInputs& in) {
+  const AttentionPlan& at = plan.attention;
+  const int64_t H = plan.num_heads, D = plan.head_dim, total_q = in.total_q;
+  const int64_t rows_final = plan.rows_final;
+  const std::vector<uint8_t>& written = *in.written;
+  const std::vector<uint8_t>& computed = *in.computed;
+  const std::vector<int64_t>& source_of = *in.source_of;
+  // a final row can be checked when its value is known: computed, zero (not scattered), or
+  // never written at all (poison: exactly what the user would get)
+  auto packed_checkable = [&](int64_t p) {
+    if (p < 0 || p >= total_q) return true;
+    return computed[static_cast<size_t>(p)] != 0 || written[static_cast<size_t>(p)] == 0;
+  };
+  std::vector<uint8_t> checkable(static_cast<size_t>(std::max<int64_t>(rows_final, 0)), 1);
+  for (int64_t r = 0; r < rows_final; ++r)
+    checkable[static_cast<size_t>(r)] =
+        plan.pad.enabled ? packed_checkable(source_of[static_cast<size_t>(r)]) : packed_checkable(r);
+
+  // result.finite: outputs, then the LSE of the rows computed
+  int64_t nonfinite = 0, first_row = -1, first_head = -1, first_dim = -1;
+  float first_val = 0;
+  for (int64_t r = 0; r < rows_final; ++r) {
+    if (!checkable[static_cast<size_t>(r)]) continue;
+    const float* row = in.out_final + r * H * D;
+    for (int64_t i = 0; i < H * D; ++i)
+      if (!std::isfinite(row[i]) && nonfinite++ == 0) {
+        first_row = r;
+        first_head = i / D;
+        first_dim = i % D;
+        first_val = row[i];
+      }
+  }
+  int64_t lse_bad = 0, lse_first = -1;
+  const std::vector<float>& lse = *in.lse;
+  if (!at.zero_fill && at.unpadded_lse) {
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t r = 0; r < total_q; ++r) {
+        if (!computed[static_cast<size_t>(r)]) continue;
+        const size_t i = static_cast<size_t>(h * total_q + r);
+        if (i >= lse.size()) continue;
+        const float x = lse[i];
+        if ((std::isnan(x) || x == -std::numeric_limits<float>::infinity()) && lse_bad++ == 0)
+          lse_first = static_cast<int64_t>(i);
+      }
+  }
+  if (nonfinite > 0 || lse_bad > 0) {
+    std::string msg;
+    nlohmann::json ev;
+    if (nonfinite > 0) {
+      const int64_t src = plan.pad.enabled ? source_of[static_cast<size_t>(first_row)] : first_row;
+      const bool never = src >= 0 && src < total_q && !written[static_cast<size_t>(src)];
+      msg = "output row " + std::to_string(first_row) + " head " + std::to_string(first_head) + " column " +
+            std::to_string(first_dim) + " is " + num_text(first_val) +
+            (never ? " (the attention kernel never wrote this row)" : "") + "; " + std::to_string(nonfinite) +
+            " non-finite output elements";
+      ev = {{"row", first_row}, {"head", first_head}, {"dim", first_dim}, {"value", num_text(first_val)},
+            {"count", nonfinite}, {"never_written", never}};
+    } else {
+      msg = "softmax_lse element " + std::to_string(lse_first) + " is " + num_text(lse[static_cast<size_t>(lse_first)]);
+      ev = {{"lse_index", lse_first}};
+    }
+    if (lse_bad > 0) ev["lse_non_finite"] = lse_bad;
+    res.violations.push_back(make_violation("result.finite", Severity::error, msg, ev));
+    s.status = "violation";
+  }
+
+  // result.reference
+  const ReferencePlan& ref = plan.reference;
+  if (!ref.enabled) {
+    s.detail = "reference skipped: " + ref.skip_reason;
+    s.data["reference"] = false;
+    return;
+  }
+  cpu::ReferenceResult rr = cpu::reference_compare(plan, in.q_src, in.k_src, in.v_src, in.out_final, checkable, in.threads);
+  s.data["rows_total"] = ref.rows_total;
+  s.data["rows_checked"] = rr.rows_checked;
+  s.data["rows_failed"] = rr.rows_failed;
+  s.data["tolerance"] = ref.tolerance;
+  s.data["worst_error"] = num_json(rr.worst_error);
+  s.data["macs"] = rr.macs;
+  if (!ref.sample.empty()) s.data["sampled"] = true;
+  s.detail = "checked " + std::to_string(rr.rows_checked) + " of " + std::to_string(ref.rows_total) + " intended query rows of the " +
+             in.output_name + " against fp64 attention over the intended sequences (worst relative error " +
+             num_text(rr.worst_error) + ", tolerance " + num_text(ref.tolerance) + ")";
+  if (rr.rows_failed <= 0 || rr.worst_sequence < 0) return;
+  const RefSequence& sq = ref.sequences[static_cast<size_t>(rr.worst_sequence)];
+  std::string where = "output row " + std::to_string(rr.worst_row);
+  if (plan.path != "explicit" && plan.query_length > 0)
+    where += " (batch row " + std::to_string(rr.worst_row / plan.query_length) + ", position " +
+             std::to_string(rr.worst_row % plan.query_length) + ")";
+  nlohmann::json ev = {{"row", rr.worst_row},
+                       {"head", rr.worst_head},
+                       {"dim", rr.worst_dim},
+                       {"got", num_json(rr.worst_value)},
+                       {"expected", rr.worst_expected},
+                       {"error", num_json(rr.worst_error)},
+                       {"tolerance", ref.tolerance},
+                       {"sequence", {{"index", sq.index}, {"row", sq.row}, {"start", sq.start}, {"length", sq.length}}},
+                       {"rows_checked", rr.rows_checked},
+                       {"rows_failed", rr.rows_failed}};
+  const std::string msg = where + " head " + std::to_string(rr.worst_head) + " differs from attention over intended sequence " +
+                          std::to_string(sq.index) + " (row " + std::to_string(sq.row) + ", start " +
+                          std::to_string(sq.start) + ", length " + std::to_string(sq.length) + "): relative error " +
+                          num_text(rr.worst_error) + " > " + num_text(ref.tolerance) + " (got " + num_text(rr.worst_value) +
+                          ", expected " + num_text(rr.worst_expected) + " at column " + std::to_string(rr.worst_dim) +
+                          "); " + std::to_string(rr.rows_failed) + " of " + std::to_string(rr.rows_checked) +
+                          " checked rows fail";
+  res.violations.push_back(make_violation("result.reference", Severity::error, msg, ev));
+  s.status = "violation";
+}
+
+}  // namespace ad::observe

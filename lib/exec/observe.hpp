@@ -1,0 +1,78 @@
+// What the dynamic stages observed, turned into stage records and violations (ids 33-39).
+// Shared by the CPU backend and the CUDA backend: both observe the same accesses (the CPU
+// twin of each kernel is the oracle), and this one translation makes their reports the same
+// by construction instead of by copy. Internal to lib/exec.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "exec/access.hpp"
+#include "exec/exec.hpp"
+#include "exec/plan.hpp"
+
+namespace ad::observe {
+
+std::string num_text(double v);        // "nan", "inf", or %.4g
+nlohmann::json num_json(double v);     // a number, or its text when not finite
+std::string raise_text(const HostRaise& r);
+nlohmann::json raise_json(const HostRaise& r);
+nlohmann::json access_json(const AccessRecord& a);
+
+// The stage list of one run: stages in kDynamicStages order; `not_reached` closes the rest.
+struct Stages {
+  ExecResult& res;
+  StageRecord& add(const char* name);
+  void not_reached(size_t from, const std::string& why);
+};
+
+// A host raise before any launch of `stage` (rotary = 2, attention = 3): the stage is a
+// violation, the later stages are not reached, and no output row is ever written.
+void host_raise(Stages& st, StageRecord& s, size_t stage_index, const HostRaise& r, const char* what, int64_t rows);
+
+// unpad: the first out-of-range gather index over the k, v, q gathers (launch order).
+void unpad_gather(StageRecord& s, ExecResult& res, const AccessRecord& first, const std::string& first_tensor,
+                  int64_t out_of_bounds_total);
+
+// rotary: what one call (q or k) refused or let through.
+struct RotaryCall {
+  const AccessRecord& outside_tensor;  // past the end of the tensor (not performed)
+  const AccessRecord& table;           // cos/sin read before the table (not performed)
+  const AccessRecord& outside_head;    // inside the tensor, outside the head (performed)
+};
+void rotary_access(StageRecord& s, ExecResult& res, const RotaryPlan& r, int64_t head_dim, const RotaryCall& q,
+                   const RotaryCall& k);
+
+// attention: the first refused access, and which output rows were written how often.
+struct Coverage {
+  int64_t rows_never = 0, first_never = -1;
+  int64_t rows_twice = 0, first_twice = -1, first_twice_count = 0;
+  int64_t rows_foreign = 0, first_foreign = -1, first_foreign_segment = -1;
+};
+void attention(StageRecord& s, ExecResult& res, const AccessRecord& access, const Coverage& coverage, int64_t total_q);
+
+// pad: the first out-of-range scatter index.
+void pad_scatter(StageRecord& s, ExecResult& res, const AccessRecord& oob);
+
+// result: result.finite over the rows whose value is known and the LSE of the computed rows,
+// then result.reference against fp64 attention over the intended sequences.
+struct ResultInputs {
+  const float* out_final = nullptr;                // rows_final x H x D, as the caller gets it
+  const std::vector<int64_t>* source_of = nullptr; // final row -> packed row (pad path)
+  const std::vector<uint8_t>* written = nullptr;   // packed rows the attention kernel wrote
+  const std::vector<uint8_t>* computed = nullptr;  // packed rows computed (not only zero-filled)
+  const std::vector<float>* lse = nullptr;         // (H, total_q) when unpadded LSE
+  const float* q_src = nullptr;                    // the inputs, for the reference
+  const float* k_src = nullptr;
+  const float* v_src = nullptr;
+  int64_t total_q = 0;
+  int threads = 1;
+  std::string output_name = "output";              // "GPU output" on the CUDA backend
+};
+void result(StageRecord& s, ExecResult& res, const ExecPlan& plan, const ResultInputs& in);
+
+}  // namespace ad::observe
