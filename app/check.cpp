@@ -1,12 +1,11 @@
 // `attn-doctor check FILE`: the whole pipeline on one batch file.
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
 #include "batch/batch.hpp"
 #include "cli.hpp"
+#include "html_file.hpp"
 #include "doctor/doctor.hpp"
 #include "html/html.hpp"
 #include "report/report.hpp"
@@ -67,30 +66,13 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
     options.exec.raw = args->raw;
     options.strict = args->strict;
 
-    // opened before anything runs, so an unwritable path is a command-line error (exit 2)
-    std::ofstream html_out;
-    if (!args->html.empty()) {
-      html_out.open(args->html, std::ios::binary | std::ios::trunc);
-      if (!html_out) throw CLI::ValidationError("--html", "cannot write " + args->html);
-    }
-    // an input or a stage that fails leaves no half-written page behind
-    struct RemoveUnlessWritten {
-      const std::string& path;
-      bool written = false;
-      ~RemoveUnlessWritten() {
-        std::error_code ignored;
-        if (!path.empty() && !written) std::filesystem::remove(path, ignored);
-      }
-    } html_guard{args->html};
+    HtmlFile html(args->html);
     Batch batch = load_batch_file(args->file);
     log::debug("loaded " + args->file + " (" + batch.name + ")");
     Report report = diagnose(batch, options, args->file);
-    if (html_out.is_open()) {
+    if (html.wanted()) {
       Conversion conversion = convert(batch, ConvertOptions{options.transformers, options.flash_attn});
-      html_out << render_check_html(batch, conversion, report, HtmlOptions{.full = args->full});
-      html_out.close();
-      if (!html_out) throw std::runtime_error("writing " + args->html + " failed");
-      html_guard.written = true;
+      html.write(render_check_html(batch, conversion, report, HtmlOptions{.full = args->full}));
       log::info("wrote " + args->html);
     }
     RenderOptions render{stdout_wants_color() && args->format == "text", args->full, globals.verbosity > 0};

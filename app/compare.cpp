@@ -3,8 +3,6 @@
 // A row whose output differs from the row above is marked, so the release where behaviour
 // changed stands out. Exit code: 0 when every row holds, 1 when some row violates an
 // error-severity invariant or fails the way its release fails, 2 for invalid input.
-#include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <memory>
@@ -13,6 +11,7 @@
 #include "batch/batch.hpp"
 #include "check/check.hpp"
 #include "cli.hpp"
+#include "html_file.hpp"
 #include "convert/convert.hpp"
 #include "doctor/doctor.hpp"
 #include "html/html.hpp"
@@ -136,20 +135,7 @@ Subcommand add_compare(CLI::App& root, const Globals&) {
   Subcommand s;
   s.app = sub;
   s.run = [args]() {
-    // opened before anything runs (an unwritable path is exit 2); removed again if the run fails
-    std::ofstream html_out;
-    if (!args->html.empty()) {
-      html_out.open(args->html, std::ios::binary | std::ios::trunc);
-      if (!html_out) throw CLI::ValidationError("--html", "cannot write " + args->html);
-    }
-    struct RemoveUnlessWritten {
-      const std::string& path;
-      bool written = false;
-      ~RemoveUnlessWritten() {
-        std::error_code ignored;
-        if (!path.empty() && !written) std::filesystem::remove(path, ignored);
-      }
-    } html_guard{args->html};
+    HtmlFile html(args->html);
     Batch batch = load_batch_file(args->file);
     if (!batch.batch) throw InputError(args->file, "/batch", "a `batch` block to replay", "none");
     std::vector<Row> rows = rows_for(args->releases);
@@ -168,14 +154,11 @@ Subcommand add_compare(CLI::App& root, const Globals&) {
       previous = sig;
       violated = violated || error || r.args.failure;
     }
-    if (html_out.is_open()) {
+    if (html.wanted()) {
       std::vector<CompareBand> bands;
       for (const Row& r : rows)
         bands.push_back({r.label, r.rules->name, &r.args, r.first ? &*r.first : nullptr, r.note, r.changed});
-      html_out << render_compare_html(batch, bands, args->file, HtmlOptions{.full = args->full});
-      html_out.close();
-      if (!html_out) throw std::runtime_error("writing " + args->html + " failed");
-      html_guard.written = true;
+      html.write(render_compare_html(batch, bands, args->file, HtmlOptions{.full = args->full}));
     }
     if (args->format == "json") {
       nlohmann::json out;

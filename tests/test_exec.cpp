@@ -57,16 +57,32 @@ Batch batch_from(const nlohmann::json& j) { return parse_batch_text(j.dump(), "t
 // ---------------------------------------------------------------------------------------
 // numeric building blocks
 
-// The compiler's own float -> half conversion is the reference. Clang before 15 has no
-// _Float16 on x86-64 (the sanitizer lane builds with Debian 12's clang 14), but its __fp16
-// storage type converts with the same IEEE round-to-nearest-even; GCC has only _Float16.
-#if defined(__clang__) && __clang_major__ < 15
-using CompilerHalf = __fp16;
-#else
-using CompilerHalf = _Float16;
-#endif
+// IEEE binary16 rounding computed another way than lib/exec/numeric.hpp: in double, where
+// scaling by a power of two is exact, to the nearest multiple of the half-precision ulp at
+// |x|'s binade (11 significant bits; no finer than 2^-24, the subnormal step), ties to even
+// (nearbyint in the default rounding mode), overflow to infinity from 65520 (halfway between
+// 65504 and 2^16). Not the compiler's _Float16: clang before 15 lacks it on x86-64 and its
+// __fp16 needs compiler-rt helpers that Debian's default link does not bring.
+static float reference_fp16(float x) {
+  const double a = std::fabs(static_cast<double>(x));
+  if (a == 0.0) return x;
+  if (a >= 65520.0) return std::copysign(std::numeric_limits<float>::infinity(), x);
+  int e = 0;
+  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  const double ulp = std::ldexp(1.0, std::max(e - 11, -24));
+  return static_cast<float>(std::copysign(std::nearbyint(a / ulp) * ulp, static_cast<double>(x)));
+}
 
-TEST_CASE("exec: fp16 and bf16 rounding match the hardware conversions", "[exec]") {
+TEST_CASE("exec: fp16 and bf16 rounding match IEEE round-to-nearest-even", "[exec]") {
+  // the reference itself, at the edges: the largest half, the overflow tie, the subnormal
+  // tie to zero, ties to even in a normal binade
+  CHECK(reference_fp16(65519.f) == 65504.f);
+  CHECK(std::isinf(reference_fp16(65520.f)));
+  CHECK(reference_fp16(std::ldexp(1.f, -25)) == 0.f);
+  CHECK(reference_fp16(3 * std::ldexp(1.f, -25)) == std::ldexp(1.f, -23));
+  CHECK(reference_fp16(1.f + std::ldexp(1.f, -11)) == 1.f);
+  CHECK(reference_fp16(1.f + 3 * std::ldexp(1.f, -11)) == 1.f + std::ldexp(1.f, -9));
+
   sweep::Rng g(7);
   for (int i = 0; i < 200000; ++i) {
     // random bit patterns over the whole fp32 range, plus fp16's subnormal and overflow edges
@@ -74,7 +90,7 @@ TEST_CASE("exec: fp16 and bf16 rounding match the hardware conversions", "[exec]
     if (i % 3 == 0) u = (u & 0x807fffffu) | (static_cast<uint32_t>(g.range(100, 145)) << 23);
     const float x = num::bits_float(u);
     if (std::isnan(x)) continue;
-    const float want16 = static_cast<float>(static_cast<CompilerHalf>(x));
+    const float want16 = reference_fp16(x);
     INFO("x = " << x);
     REQUIRE(num::float_bits(num::round_fp16(x)) == num::float_bits(want16));
   }
@@ -216,6 +232,36 @@ TEST_CASE("exec: an empty key range writes 0 and +inf LSE", "[exec]") {
     const double want = (p0 * v[static_cast<size_t>(d)] + p1 * v[static_cast<size_t>(H * D + d)]) / (p0 + p1);
     CHECK(std::fabs(o[d] - want) < 2e-3);
   }
+}
+
+TEST_CASE("exec: a NaN key spreads to the rows that see it, as ex2.approx does on the GPU", "[exec]") {
+  // a key row the rotary kernel never wrote holds the poison (NaN): its score is NaN, the
+  // running max ignores it (fmaxf), exp2 of it is NaN, and so is every output row that sees it
+  nlohmann::json j = {{"format", "attn-doctor/batch@1"},
+                      {"model", {{"num_heads", 2}, {"head_dim", 32}, {"dtype", "fp16"}}},
+                      {"varlen", {{"cu_seqlens_q", {0, 3, 5}}, {"cu_seqlens_k", {0, 2, 4}}, {"max_seqlen_q", 3}, {"max_seqlen_k", 2}}}};
+  Batch b = batch_from(j);
+  ExecPlan p = make_exec_plan(b, convert(b), ExecOptions{});
+  REQUIRE(p.skip_reason.empty());
+  const int64_t H = 2, D = 32;
+  std::vector<float> q(5 * H * D), k(4 * H * D), v(4 * H * D), out(5 * H * D, 0.f), lse(H * 5, 0.f);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = num::input_value(2, num::InputTensor::q, i, num::Precision::fp16);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = num::input_value(2, num::InputTensor::k, i, num::Precision::fp16);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = num::input_value(2, num::InputTensor::v, i, num::Precision::fp16);
+  k[static_cast<size_t>(1 * H * D + 0 * D + 5)] = NAN;  // segment 0, key 1, head 0
+  cpu::fa2_varlen_forward(p, q.data(), k.data(), v.data(), out.data(), lse.data(), 2);
+  auto finite_row = [&](int64_t row, int64_t h) {
+    for (int64_t d = 0; d < D; ++d)
+      if (!std::isfinite(out[static_cast<size_t>(row * H * D + h * D + d)])) return false;
+    return true;
+  };
+  // causal, bottom-right: row 1 sees key 0 only, row 2 sees keys 0 and 1
+  CHECK(finite_row(1, 0));
+  CHECK(std::isnan(out[static_cast<size_t>(2 * H * D + 0 * D + 0)]));
+  CHECK_FALSE(finite_row(2, 0));
+  for (int64_t row = 0; row < 5; ++row) CHECK(finite_row(row, 1));  // the other head
+  CHECK(finite_row(3, 0));                                          // the other segment
+  CHECK(finite_row(4, 0));
 }
 
 // ---------------------------------------------------------------------------------------

@@ -27,9 +27,11 @@ namespace {
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // 2^x in fp32, branch-free (vectorises): range reduction to [-0.5, 0.5] and a degree-7
-// polynomial (error below 1 ulp); flushes results below 2^-126 to 0 like ex2.approx.ftz.
+// polynomial (error below 1 ulp); flushes results below 2^-126 to 0 like ex2.approx.ftz, and
+// returns NaN for NaN like it (a poisoned row's scores are NaN). The clamp sends NaN to -127
+// so the float-to-int conversion below is always defined.
 __attribute__((always_inline)) inline float exp2_vec(float x) {
-  const float xc = x < -127.f ? -127.f : (x > 127.f ? 127.f : x);
+  const float xc = x >= -127.f ? (x <= 127.f ? x : 127.f) : -127.f;
   const float n = __builtin_rintf(xc);
   const float f = xc - n;
   float p = 1.5252734e-5f;
@@ -46,7 +48,7 @@ __attribute__((always_inline)) inline float exp2_vec(float x) {
   float scale;
   std::memcpy(&scale, &e, sizeof scale);
   const float r = p * scale;
-  return x < -126.f ? 0.f : (x > 128.f ? std::numeric_limits<float>::infinity() : r);
+  return x != x ? x : x < -126.f ? 0.f : (x > 128.f ? std::numeric_limits<float>::infinity() : r);
 }
 
 struct RowDesc {

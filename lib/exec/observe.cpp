@@ -113,6 +113,19 @@ void rotary_access(StageRecord& s, ExecResult& res, const RotaryPlan& r, int64_t
   }
 }
 
+void attention_launch(StageRecord& s, const ExecPlan& plan) {
+  const AttentionPlan& at = plan.attention;
+  s.data["function"] = plan.function;
+  s.data["grid"] = {at.grid_m, at.grid_b, at.grid_h};
+  s.data["block_m"] = at.flags.block_m;
+  s.data["block_n"] = at.flags.block_n;
+  s.data["causal"] = at.flags.causal;
+  s.data["local"] = at.flags.local;
+  if (at.flags.local) s.data["window_size"] = {at.flags.window_left, at.flags.window_right};
+  if (at.softcap > 0) s.data["softcap"] = at.softcap;
+  if (at.swapped) s.data["seqlenq_ngroups_swapped"] = true;
+}
+
 void attention(StageRecord& s, ExecResult& res, const AccessRecord& a, const Coverage& c, int64_t total_q) {
   if (a.has_first) {
     std::string what = a.buffer == ExecBuffer::lse ? "softmax_lse element" : to_string(a.buffer) + " row";

@@ -47,6 +47,9 @@ struct RotaryCall {
 void rotary_access(StageRecord& s, ExecResult& res, const RotaryPlan& r, int64_t head_dim, const RotaryCall& q,
                    const RotaryCall& k);
 
+// attention: what the launch is (function, grid, tile, mask flags), before it runs.
+void attention_launch(StageRecord& s, const ExecPlan& plan);
+
 // attention: the first refused access, and which output rows were written how often.
 struct Coverage {
   int64_t rows_never = 0, first_never = -1;

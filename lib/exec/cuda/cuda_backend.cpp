@@ -522,15 +522,7 @@ ExecResult CudaBackend::run_stages(const ExecPlan& plan, const std::string& raw_
     auto t0 = Clock::now();
     StageRecord& s = st.add("attention");
     s.data["engine"] = "cuda";
-    s.data["function"] = plan.function;
-    s.data["grid"] = {at.grid_m, at.grid_b, at.grid_h};
-    s.data["block_m"] = at.flags.block_m;
-    s.data["block_n"] = at.flags.block_n;
-    s.data["causal"] = at.flags.causal;
-    s.data["local"] = at.flags.local;
-    if (at.flags.local) s.data["window_size"] = {at.flags.window_left, at.flags.window_right};
-    if (at.softcap > 0) s.data["softcap"] = at.softcap;
-    if (at.swapped) s.data["seqlenq_ngroups_swapped"] = true;
+    observe::attention_launch(s, plan);
     if (at.raises) {
       s.ms = ms_since(t0);
       observe::host_raise(st, s, 3, *at.raises, "attention", total_q);
