@@ -17,12 +17,6 @@
 
 #include "exec/cpu_kernels.hpp"
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define AD_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
-#else
-#define AD_CLONES
-#endif
-
 namespace ad::cpu {
 namespace {
 

@@ -21,7 +21,6 @@ constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
 
 using observe::num_json;
 using observe::num_text;
-using observe::raise_text;
 using observe::Stages;
 
 // Seeded inputs, in parallel, from the counter-based generator shared with the CUDA twin.
@@ -103,8 +102,7 @@ ExecResult CpuBackend::run(const ExecPlan& plan, const ExecOptions& options) {
     s.ms = ms_since(t0);
   }
   if (plan.conversion_failure) {
-    st.not_reached(1, raise_text(*plan.conversion_failure));
-    if (res.violations.empty()) res.violations.push_back(raised_violation(*plan.conversion_failure, total_q));
+    observe::conversion_raise(st, *plan.conversion_failure, total_q);
     return res;
   }
 

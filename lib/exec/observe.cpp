@@ -54,6 +54,11 @@ void host_raise(Stages& st, StageRecord& s, size_t stage_index, const HostRaise&
   st.res.violations.push_back(raised_violation(r, rows));
 }
 
+void conversion_raise(Stages& st, const HostRaise& r, int64_t rows) {
+  st.not_reached(1, raise_text(r));
+  if (st.res.violations.empty()) st.res.violations.push_back(raised_violation(r, rows));
+}
+
 void unpad_gather(StageRecord& s, ExecResult& res, const AccessRecord& first, const std::string& first_tensor,
                   int64_t out_of_bounds_total) {
   s.data["out_of_bounds"] = out_of_bounds_total;

@@ -34,6 +34,11 @@ struct Stages {
 // violation, the later stages are not reached, and no output row is ever written.
 void host_raise(Stages& st, StageRecord& s, size_t stage_index, const HostRaise& r, const char* what, int64_t rows);
 
+// The replayed conversion raises after the unpad gathers (e.g. unpacking flash-attn's
+// five return values): the later stages are not reached; the raise is the violation unless
+// the gathers already recorded one.
+void conversion_raise(Stages& st, const HostRaise& r, int64_t rows);
+
 // unpad: the first out-of-range gather index over the k, v, q gathers (launch order).
 void unpad_gather(StageRecord& s, ExecResult& res, const AccessRecord& first, const std::string& first_tensor,
                   int64_t out_of_bounds_total);

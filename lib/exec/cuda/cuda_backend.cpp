@@ -58,7 +58,6 @@ using observe::access_json;
 using observe::num_json;
 using observe::num_text;
 using observe::raise_json;
-using observe::raise_text;
 using observe::Stages;
 
 // ---- device tensors ------------------------------------------------------------------------
@@ -365,8 +364,7 @@ ExecResult CudaBackend::run_stages(const ExecPlan& plan, const std::string& raw_
   }
   if (raw_stage == "unpad") return res;
   if (plan.conversion_failure) {
-    st.not_reached(1, raise_text(*plan.conversion_failure));
-    if (res.violations.empty()) res.violations.push_back(raised_violation(*plan.conversion_failure, total_q));
+    observe::conversion_raise(st, *plan.conversion_failure, total_q);
     return res;
   }
 
