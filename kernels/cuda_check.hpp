@@ -1,4 +1,4 @@
-// One error-checking helper for every CUDA runtime call (../shared/style.md; the idea is
+// One error-checking helper for every CUDA runtime call (the idea is
 // llm.c's cudaCheck): a failing return code becomes a typed `ad::cuda::CudaError` that
 // names the call, the file and the line. No CUDA return code is ever ignored.
 //

@@ -1,5 +1,5 @@
 // The host/device boundary of every kernel: one plain params struct per kernel family
-// (flash-attention's `Flash_fwd_params` is the model; ../shared/style.md), filled and
+// (flash-attention's `Flash_fwd_params` is the model), filled and
 // validated on the host, passed by value to the kernel. Nothing else crosses the boundary.
 //
 // Distinct roles are distinct types. Query, key, value and output rows are `RowOperand`s
@@ -8,7 +8,7 @@
 // way: a key operand cannot be handed to the value pipeline, nor a value tile fed to Q·Kᵀ.
 // This is the bug class of flash-attention's Hopper build failure ("no suitable
 // user-defined conversion from PipelineParamsK to PipelineParamsV", Dao-AILab/
-// flash-attention#1476/#1478, founding report 4): there the compiler caught a K/V mix-up
+// flash-attention#1476/#1478): there the compiler caught a K/V mix-up
 // by accident; here it catches every one by design, and tests/compile_fail/ proves it.
 //
 // Plain C++: included by .cu and .cpp files alike (tests/compile_fail/ compiles it with the
@@ -131,7 +131,7 @@ AD_HD int flash_attn_rotary_block_m(int rotary_dim, bool interleaved) {
 }
 
 // ---------------------------------------------------------------------------------------
-// varlen attention forward (FA2 contract, ../shared/spec/execution.md)
+// varlen attention forward (FA2 contract, docs/spec/execution.md)
 
 struct VarlenFwdParams {
   ElemType elem = ElemType::bf16;

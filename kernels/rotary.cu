@@ -1,5 +1,5 @@
 // Rotary embedding, varlen aware, in place, with the two contracts of
-// ../shared/spec/execution.md (see RotaryContract in kernel_params.hpp):
+// docs/spec/execution.md (see RotaryContract in kernel_params.hpp):
 //
 //   x (rows, H, D); pair c of a head (c < rotary_dim / 2) is columns (c, c + rotary_dim / 2)
 //   (GPT-NeoX) or (2c, 2c + 1) (interleaved, GPT-J); position = row in segment + offset;

@@ -4,8 +4,8 @@
 //   scatter: dst[indices[i], :] = src[i, :]     dst (B * S, row), zeroed by the caller
 //
 // The real ops index with int64 and assert on a bad index on the GPU (PyTorch's
-// ScatterGatherKernel / IndexKernel "index out of bounds" device assert: founding reports 1
-// and 2). The checked form compares the source and destination row of every copy with
+// ScatterGatherKernel / IndexKernel "index out of bounds" device assert: Dao-AILab/
+// flash-attention#1156, fla-org/flash-linear-attention#206). The checked form compares the source and destination row of every copy with
 // their buffers and, when one is outside, records it (unpad.gather / pad.scatter) and copies
 // nothing for that row. One warp per row, 16-byte accesses when the row allows them.
 #include <cuda_runtime.h>
@@ -55,7 +55,8 @@ __global__ void __launch_bounds__(kCopyThreads) index_copy_kernel(const IndexCop
       if (!ok) continue;
     } else {
       // index_first_axis / pad_input on the GPU: torch.gather / index_put assert the index
-      // ("index out of bounds", ScatterGatherKernel.cu: founding reports 1 and 2).
+      // ("index out of bounds", ScatterGatherKernel.cu: Dao-AILab/flash-attention#1156,
+      // fla-org/flash-linear-attention#206).
       if (idx < 0 || idx >= (Scatter ? p.dst_rows : p.src_rows))
         __assertfail("idx_dim >= 0 && idx_dim < index_size && \"index out of bounds\"", __FILE__, __LINE__,
                      "index_copy_kernel", sizeof(char));

@@ -1,4 +1,4 @@
-// Varlen attention forward with FA2's indexing contract (../shared/spec/execution.md), in a
+// Varlen attention forward with FA2's indexing contract (docs/spec/execution.md), in a
 // checked and an unchecked form. Kernels at the top, launchers in varlen_attention.cu.
 //
 //   q   (total_q, H, D)   k, v (total_k, Hk, D)   out (total_q, H, D)   lse (H, total_q) fp32

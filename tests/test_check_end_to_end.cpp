@@ -62,7 +62,7 @@ TEST_CASE("end to end: mask-path batches on the replayed releases", "[check]") {
   for (const auto& row : rows) check_row(row);
 }
 
-TEST_CASE("end to end: Gemma-2 generate (founding report 1) across releases", "[check]") {
+TEST_CASE("end to end: Gemma-2 generate (Dao-AILab/flash-attention#1156) across releases", "[check]") {
   const std::vector<Row> rows = {
       // 4.44.0: a 4-D static-shape mask reaches the unpad path; the key gather asserts
       // (flash-attention#1156, transformers#32309)

@@ -1,4 +1,4 @@
-// Execution on the CPU (issue 5): the generated sweeps (tests/sweep.hpp) and the kernel
+// Execution on the CPU: the generated sweeps (tests/sweep.hpp) and the kernel
 // semantics they rest on. Tag [exec]; the whole file runs in well under a minute on 2 cores.
 #include <catch2/catch.hpp>
 

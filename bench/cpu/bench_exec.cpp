@@ -1,4 +1,4 @@
-// Benchmark of the CPU execution path (issue 5). Measures, does not test:
+// Benchmark of the CPU execution path. Measures, does not test:
 //   dynamic: the checked stages on packed batches of several shapes, every row computed
 //            (--full), with 1 and N threads: rows/s and GFLOP/s of the attention emulation
 //            and of the fp64 reference;
@@ -263,7 +263,7 @@ int main(int argc, char** argv) {
   }
   if (static_scaling) {
       // load + convert + static checks against tokens: padded batches of 4096-wide rows from
-      // 2^14 to 2^23 tokens (issue 8's linear-growth chart)
+      // 2^14 to 2^23 tokens (the linear-growth chart of bench/results/cpu-static-scaling-*.md)
       const auto dir = std::filesystem::temp_directory_path() / "attn-doctor-bench-scaling";
       nlohmann::json rows = nlohmann::json::array();
       std::printf("static path against tokens (best of 3; load = JSON + .npy, static = intent + replay + checks):\n");

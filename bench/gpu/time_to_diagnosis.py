@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Time to a diagnosis: attn-doctor's checked kernels versus compute-sanitizer on a call that
-crashes the real stack (issue 8).
+crashes the real stack.
 
 Two crashing calls, each run three ways in fresh processes (wall clock, process start and
 CUDA initialisation included, as a user would experience it):
@@ -12,7 +12,7 @@ CUDA initialisation included, as a user would experience it):
                  (the stage the tool runs), printing the refused access.
 
 Cases:
-  gather     founding report 1 (Gemma-2, flash-attention#1156): the key gather of _upad_input
+  gather     Gemma-2 on transformers 4.44.0 (Dao-AILab/flash-attention#1156): the key gather of _upad_input
              with indices from a mask wider than the keys -> "index out of bounds" device assert.
   attention  FA2 varlen with cu_seqlens_q pointing 2^30 rows past q -> illegal memory access.
 """

@@ -1,4 +1,4 @@
-// The parsed batch file (../shared/spec/batch-format.md, version 1) as a plain value type.
+// The parsed batch file (docs/spec/batch-format.md, version 1) as a plain value type.
 //
 // Everything downstream (conversion replay, invariant checks, execution backends, reports)
 // takes a `Batch` and nothing else from the input: no stage re-reads JSON. The loader fills

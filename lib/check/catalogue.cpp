@@ -1,6 +1,6 @@
 // The invariant catalogue: one table, in the order that decides "first"
-// (../shared/spec/invariants.md). Statements and "when broken" follow the spec; explanations,
-// fixes and references come from the public reports in ../shared/references.md.
+// (docs/spec/invariants.md). Statements and "when broken" follow the spec; explanations,
+// fixes and references come from the public reports listed in docs/spec/references.md.
 #include <algorithm>
 #include <stdexcept>
 
@@ -26,7 +26,7 @@ namespace {
 using G = InvariantGroup;
 
 // Texts: `statement` and `when_broken` follow the spec's table; `explanation`, `fix` and
-// `references` come from the public reports in ../shared/references.md and from the upstream
+// `references` come from the public reports in docs/spec/references.md and from the upstream
 // source each check reproduces (cited in the check's own file). Dynamic invariants (33-39) are
 // observed by the execution backends; their entries here only name them.
 const std::vector<Invariant>& table() {

@@ -1,4 +1,4 @@
-// The invariant catalogue (../shared/spec/invariants.md) and the static checks.
+// The invariant catalogue (docs/spec/invariants.md) and the static checks.
 //
 // The catalogue is one table: id, stage, statement, explanation, fix, references. Its order
 // decides which violation is reported first. `explain`, the report and docs/ read it.

@@ -2,7 +2,7 @@
 //
 // Gather and scatter follow torch's index_first_axis / pad_input (flash_attn.bert_padding;
 // transformers.modeling_flash_attention_utils). Rotary follows the three contracts of
-// ../shared/spec/execution.md: flash_attn v2.6.3 flash_attn/ops/triton/rotary.py
+// docs/spec/execution.md: flash_attn v2.6.3 flash_attn/ops/triton/rotary.py
 // (rotary_kernel: grid (cdiv(max_seqlen, BLOCK_M), batch, heads), rows past max_seqlen's
 // programs untouched, table rows masked with cos=1/sin=0), fla fla/modules/rotary.py
 // (rotary_embedding_kernel: chunks of every segment, columns bounded by R = dim/2 only,

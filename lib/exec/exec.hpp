@@ -1,4 +1,4 @@
-// Execution backends (../shared/spec/execution.md): run the call stage by stage (unpad,
+// Execution backends (docs/spec/execution.md): run the call stage by stage (unpad,
 // rotary, attention, pad, result) under bounds checks, on the CPU or on a CUDA device.
 //
 // A backend receives one validated description of the call (`ExecPlan`, built on the host

@@ -1,5 +1,5 @@
 // ExecPlan: the one validated description of a call that an execution backend receives
-// (../shared/spec/execution.md). Built on the host by make_exec_plan() from the batch and
+// (docs/spec/execution.md). Built on the host by make_exec_plan() from the batch and
 // the conversion; every policy decision is taken here (which stages run, what the release
 // raises on the host, the kernel flags after flash-attn's host adjustments, tile sizes,
 // sampling under the budget, the memory bound), so a backend only executes it.

@@ -1,4 +1,4 @@
-// The report model (../shared/spec/report-format.md) and its two renderings, text and JSON.
+// The report model (docs/spec/report-format.md) and its two renderings, text and JSON.
 // Stages fill a Report; nothing in a stage knows how it will be printed.
 #pragma once
 

@@ -1,4 +1,4 @@
-"""Writing attn-doctor batch files (shared/spec/batch-format.md, `attn-doctor/batch@1`).
+"""Writing attn-doctor batch files (docs/spec/batch-format.md, `attn-doctor/batch@1`).
 
 `Encoder` turns host copies of masks, position ids and cu_seqlens into the format's
 encodings, choosing the most specific one that reproduces the values exactly:

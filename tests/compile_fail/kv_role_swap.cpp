@@ -1,4 +1,4 @@
-// Compile-fail test (founding report 4, Dao-AILab/flash-attention#1476/#1478: "no suitable
+// Compile-fail test (Dao-AILab/flash-attention#1476/#1478: "no suitable
 // user-defined conversion from PipelineParamsK to PipelineParamsV"): in this project K and
 // V roles are distinct types, so each AD_SWAP_* variant below must NOT compile. Built
 // without any AD_SWAP_* define, the file is the control and must compile: the failing

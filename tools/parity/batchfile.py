@@ -1,4 +1,4 @@
-"""Materialise an attn-doctor batch file (shared/spec/batch-format.md) as torch inputs.
+"""Materialise an attn-doctor batch file (docs/spec/batch-format.md) as torch inputs.
 
 Only what the parity drivers need: the `model` geometry and the `batch` block (mask, position
 ids, lengths, flash kwargs). The conventions match the C++ loader's (lib/batch/loader.cpp): a

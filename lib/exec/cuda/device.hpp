@@ -1,7 +1,7 @@
 // Host side of the CUDA backend: device discovery, typed device buffers, and the one way a
 // kernel is launched by the backend (`checked_launch`): launch, synchronise, check the
 // launch and execution errors, read the violation record, before anything else runs.
-// What CUDA_LAUNCH_BLOCKING=1 gives, plus the reason (../shared/spec/execution.md).
+// What CUDA_LAUNCH_BLOCKING=1 gives, plus the reason (docs/spec/execution.md).
 #pragma once
 
 #include <cstdint>
