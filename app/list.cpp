@@ -1,5 +1,5 @@
 // `attn-doctor list invariants|rules|flash-attn`. `--format markdown` prints what
-// docs/invariants.md and docs/flash-attn-features.md embed.
+// docs/spec/invariants.md and docs/spec/flash-attn-features.md embed.
 #include <iomanip>
 #include <iostream>
 #include <memory>

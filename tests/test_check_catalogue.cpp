@@ -93,8 +93,8 @@ TEST_CASE("check: first violation by catalogue order, then every other one", "[c
   for (size_t i = 1; i < r.violations.size(); ++i) CHECK(r.violations[i - 1].order < r.violations[i].order);
 }
 
-TEST_CASE("docs/invariants.md is generated from the catalogue", "[check]") {
-  const std::string doc = read_text("docs/invariants.md");
+TEST_CASE("docs/spec/invariants.md is generated from the catalogue", "[check]") {
+  const std::string doc = read_text("docs/spec/invariants.md");
   CHECK(generated_section(doc) == ad::catalogue_markdown());
   for (const auto& inv : ad::catalogue()) {
     INFO(inv.id);
@@ -104,8 +104,8 @@ TEST_CASE("docs/invariants.md is generated from the catalogue", "[check]") {
   }
 }
 
-TEST_CASE("docs/flash-attn-features.md is generated from the release table", "[check]") {
-  const std::string doc = read_text("docs/flash-attn-features.md");
+TEST_CASE("docs/spec/flash-attn-features.md is generated from the release table", "[check]") {
+  const std::string doc = read_text("docs/spec/flash-attn-features.md");
   CHECK(generated_section(doc) == ad::flash_attn_features_markdown());
 }
 

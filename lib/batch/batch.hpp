@@ -94,7 +94,7 @@ enum class PositionEncoding { dense, file, from_mask, packed, arange };
 struct PositionIds {
   PositionEncoding encoding = PositionEncoding::dense;
   bool mrope = false;                    // replicated to (3, B, S)
-  // Extension (docs/batch-format.md): "level": "attention" (default, the contract's meaning:
+  // docs/spec/batch-format.md: "level": "attention" (default:
   // the ids handed to the attention function) or "model" (the ids given to the model's
   // forward; the replay then derives what the model hands on, e.g. Qwen2-VL's text axis).
   bool model_level = false;
@@ -111,8 +111,8 @@ struct Cache {
 
 enum class CallStage { prefill, decode };
 
-// Extension of the batch format (documented in docs/batch-format.md): the keyword arguments
-// transformers >= 4.46 accepts in `_flash_attention_forward` (`cu_seq_lens_q/k`,
+// `batch.flash_kwargs` (docs/spec/batch-format.md): the keyword arguments
+// transformers >= 4.47 accepts in `_flash_attention_forward` (`cu_seq_lens_q/k`,
 // `max_length_q/k`), as a data collator or trainer passes them.
 struct FlashKwargs {
   std::optional<std::vector<int64_t>> cu_seq_lens_q;

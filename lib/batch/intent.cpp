@@ -2,7 +2,7 @@
 //
 // Derivation when the batch file gives none, in this order:
 //  1. a 2-D mask (for a 4-D mask, the 2-D mask it was built from): each maximal run of equal
-//     non-zero values in a row is one sequence. Extension (docs/batch-format.md): when
+//     non-zero values in a row is one sequence (docs/spec/batch-format.md). When
 //     position ids of the same (B, S) shape are present too, a run is further split where the
 //     position ids restart (a position that is not the previous one plus one), so a packed
 //     row with an all-ones mask still yields its packed sequences.

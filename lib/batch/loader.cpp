@@ -192,7 +192,7 @@ struct Loader {
       m.encoding = MaskEncoding::four_d;
       four_d(n, m);
     }
-    // Extension (docs/batch-format.md): "style" on a dense or file mask says how to read a
+    // docs/spec/batch-format.md: "style" on a dense or file mask says how to read a
     // written-out 4-D mask: "additive" = non-zero entries hold the large negative value (masked),
     // "boolean" = non-zero entries are attended. Captured generate() masks use it.
     if (m.encoding == MaskEncoding::dense || m.encoding == MaskEncoding::file) {

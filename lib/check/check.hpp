@@ -57,8 +57,8 @@ struct CheckContext {
   std::optional<Version> flash_attn;  // --flash-attn: overrides environment.flash_attn
 };
 
-// The catalogue as Markdown (docs/invariants.md embeds it between generated markers) and the
-// flash-attn release table as Markdown (docs/flash-attn-features.md).
+// The catalogue as Markdown (docs/spec/invariants.md embeds it between generated markers) and the
+// flash-attn release table as Markdown (docs/spec/flash-attn-features.md).
 std::string catalogue_markdown();
 std::string flash_attn_features_markdown();
 

@@ -1,5 +1,5 @@
-// The catalogue and the flash-attn release table as Markdown. docs/invariants.md and
-// docs/flash-attn-features.md embed these between "generated" markers; a test keeps them equal
+// The catalogue and the flash-attn release table as Markdown. docs/spec/invariants.md and
+// docs/spec/flash-attn-features.md embed these between "generated" markers; a test keeps them equal
 // (regenerate with `attn-doctor list invariants --format markdown` / `list flash-attn`).
 #include <sstream>
 

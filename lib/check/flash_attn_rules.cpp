@@ -1,7 +1,7 @@
 // The flash-attn release table (see flash_attn_rules.hpp). Each row was read from the tagged
 // release in Dao-AILab/flash-attention; the thresholds (window 2.3.0, alibi 2.4.0, varlen
 // single-query swap 2.5.0, softcap 2.6.0, padding moved to Python 2.7.0, FA4 fp8 4.0.0b10) are the
-// first tags whose source has the feature. docs/flash-attn-features.md shows the same rows.
+// first tags whose source has the feature. docs/spec/flash-attn-features.md shows the same rows.
 #include "check/flash_attn_rules.hpp"
 
 #include <vector>

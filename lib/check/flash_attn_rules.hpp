@@ -3,7 +3,7 @@
 // behaviour appears); a release maps to the nearest rule set at or below it. Every row was read
 // from the release's own source (csrc/flash_attn/flash_api.cpp, flash_attn/flash_attn_interface.py,
 // hopper/flash_api.cpp for FA3, flash_attn/cute/interface.py for FA4): `source` says where.
-// docs/flash-attn-features.md is generated from this table (`attn-doctor list flash-attn`).
+// docs/spec/flash-attn-features.md is generated from this table (`attn-doctor list flash-attn`).
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Conversion replay: what a library release turned the batch's mask / position ids into, as
-// the arguments of `flash_attn_varlen_func` (or the dense kernel). See docs/conversions.md.
+// the arguments of `flash_attn_varlen_func` (or the dense kernel). See docs/spec/conversions.md.
 //
 // Each rule set is one pure function `Batch -> VarlenArgs` in its own file; the registry maps
 // any release string to a rule set (nearest known release at or below it).

@@ -1,7 +1,7 @@
 // Building blocks the rule sets compose (internal to lib/convert; the public interface is
 // convert.hpp). Every block reproduces one helper of the replayed libraries, with the dtype,
 // shape and failure the real helper produces on the CPU (the goldens under tests/golden/ are
-// the proof; docs/conversions.md names the release each behaviour belongs to).
+// the proof; docs/spec/conversions.md names the release each behaviour belongs to).
 //
 // Shapes follow the libraries: q (B, Lq, H, D), k/v (B, Lk, Hk, D), mask (B, W) or (B, 1, Q, K),
 // position ids (B, S), (S) or (3, B, S).
