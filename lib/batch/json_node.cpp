@@ -202,22 +202,23 @@ Node Node::operator[](size_t index) const {
 
 int64_t Node::as_int(int64_t min, int64_t max) const {
   const json& j = *value_;
-  std::string range = "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  // built only to fail: this runs once per array element of a batch file
+  auto range = [&] { return "an integer in [" + std::to_string(min) + ", " + std::to_string(max) + "]"; };
   if (j.is_number_unsigned()) {
     uint64_t u = j.get<uint64_t>();
     if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) || static_cast<int64_t>(u) > max)
-      fail(range);
+      fail(range());
     int64_t v = static_cast<int64_t>(u);
-    if (v < min) fail(range);
+    if (v < min) fail(range());
     return v;
   }
   if (j.is_number_integer()) {
     int64_t v = j.get<int64_t>();
-    if (v < min || v > max) fail(range);
+    if (v < min || v > max) fail(range());
     return v;
   }
-  if (j.is_number_float()) fail(range, describe_json(j) + " (not an integer)");
-  fail(range);
+  if (j.is_number_float()) fail(range(), describe_json(j) + " (not an integer)");
+  fail(range());
 }
 
 double Node::as_number(double min, double max) const {
@@ -254,7 +255,19 @@ std::vector<int64_t> Node::as_int_array(int64_t min, int64_t max, int64_t max_le
     fail("an array of at most " + std::to_string(max_len) + " integers");
   std::vector<int64_t> out;
   out.reserve(value_->size());
-  for (size_t i = 0; i < value_->size(); ++i) out.push_back((*this)[i].as_int(min, max));
+  for (size_t i = 0; i < value_->size(); ++i) {
+    const json& e = (*value_)[i];
+    // (the JSON parser gives non-negative integers the unsigned type)
+    const bool fits = e.is_number_unsigned() ? e.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) : e.is_number_integer();
+    if (fits) {
+      const int64_t v = e.is_number_unsigned() ? static_cast<int64_t>(e.get<uint64_t>()) : e.get<int64_t>();
+      if (v >= min && v <= max) {
+        out.push_back(v);
+        continue;
+      }
+    }
+    out.push_back((*this)[i].as_int(min, max));  // the element's own path in any error
+  }
   return out;
 }
 

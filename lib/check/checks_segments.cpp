@@ -106,14 +106,16 @@ SegmentFindings compare_segments(const IntTensor& cu, const TokenMap& map, const
         if (run.start < spans[k].start && owners.size() == 1) leading_padding = true;
       }
     }
-    const std::string seg = std::string(side) + " segment " + std::to_string(j) + " (packed rows " + std::to_string(from) +
-                            "-" + std::to_string(to - 1) + ")";
-    nlohmann::json ev = {{"side", side}, {"segment", j}, {"packed_rows", {from, to}}};
     if (owners.size() == 1 && runs.size() == 1 && inside == total && runs[0].start == spans[*owners.begin()].start &&
         runs[0].length == spans[*owners.begin()].length) {
       matched[*owners.begin()] = 1;
       continue;
     }
+    // (the text and evidence only for a segment that is not exactly one sequence: the
+    // guard runs this on every call)
+    const std::string seg = std::string(side) + " segment " + std::to_string(j) + " (packed rows " + std::to_string(from) +
+                            "-" + std::to_string(to - 1) + ")";
+    nlohmann::json ev = {{"side", side}, {"segment", j}, {"packed_rows", {from, to}}};
     for (size_t k : owners) touched[k] = 1;
     if (owners.empty()) {
       ++f.padding_only;

@@ -8,7 +8,8 @@
 
 namespace ad {
 
-const char* const kToolVersion = "0.1.0";
+// CMake's project version (CMakeLists.txt), the one place it is written.
+const char* const kToolVersion = ATTN_DOCTOR_VERSION;
 
 std::optional<BackendChoice> parse_backend_choice(std::string_view s) {
   if (s == "auto") return BackendChoice::automatic;

@@ -29,7 +29,7 @@ class CapabilityError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-extern const char* const kToolVersion;  // "0.1.0"
+extern const char* const kToolVersion;  // the project version, "0.1.0"
 
 // The report's `varlen` block (report-format.md) for one set of kernel arguments; long arrays
 // summarised unless `full`.

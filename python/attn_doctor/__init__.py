@@ -1,23 +1,57 @@
-"""attn_doctor: turn a varlen attention call from a live PyTorch run into an attn-doctor
-batch file.
+"""attn_doctor: diagnose varlen attention calls from Python.
 
     import attn_doctor
-    with attn_doctor.capture("captures"):          # first failing call (default)
-        trainer.train()
 
-    attn_doctor.install("captures", every=True)    # every call, for the rest of the process
+    report = attn_doctor.check("captures/call-000003.json")   # the report, as a dict
+
+    with attn_doctor.guard():                      # check every varlen call before it runs:
+        trainer.train()                            # attn_doctor.VarlenError instead of a crash
+
+    with attn_doctor.capture("captures"):          # write the first failing call as a batch
+        trainer.train()                            # file, and diagnose it
 
 or, without touching the script:
 
+    python -m attn_doctor.guard -- python train.py ...
     python -m attn_doctor.capture --out captures -- python train.py ...
+    python -m attn_doctor check captures/call-000003.json      # the attn-doctor binary
 
 torch, transformers, flash-attn and flash-linear-attention are never imported here: the
 hooks attach to whichever of them the run loads.
 """
-__version__ = "0.1.0"
+import os as _os
+import re as _re
+
+
+def _source_version() -> str:
+    """A source checkout has no generated _version.py: read CMakeLists.txt's project line,
+    the one place the version is written."""
+    path = _os.path.join(_os.path.dirname(_os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))),
+                         "CMakeLists.txt")
+    try:
+        with open(path, encoding="utf-8") as fh:
+            found = _re.search(r"project\(attn_doctor VERSION ([0-9]+\.[0-9]+\.[0-9]+)", fh.read())
+    except OSError:
+        found = None
+    return found.group(1) if found else "unknown"
+
+
+# A development build keeps its extension in build/python/attn_doctor (CMakeLists.txt):
+# ATTN_DOCTOR_NATIVE_DIR adds that folder to this package's search path, after its own.
+if _os.environ.get("ATTN_DOCTOR_NATIVE_DIR"):
+    __path__.append(_os.environ["ATTN_DOCTOR_NATIVE_DIR"])  # noqa: F821 (the package's __path__)
+
+try:
+    from ._version import __version__
+except ImportError:
+    __version__ = _source_version()
 
 from ._session import Capture, active_capture, capture, install, uninstall  # noqa: E402
 from .batchfile import FORMAT, Encoder, write_batch_file  # noqa: E402
+from .diagnosis import InputError, check  # noqa: E402
+from .guard import Guard, VarlenError  # noqa: E402
+from . import guard  # noqa: E402  (callable: attn_doctor.guard() is a Guard)
 
-__all__ = ["Capture", "FORMAT", "Encoder", "active_capture", "capture", "install",
-           "uninstall", "write_batch_file", "__version__"]
+__all__ = ["Capture", "FORMAT", "Encoder", "Guard", "InputError", "VarlenError",
+           "active_capture", "capture", "check", "guard", "install", "uninstall",
+           "write_batch_file", "__version__"]

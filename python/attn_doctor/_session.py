@@ -18,10 +18,10 @@ import threading
 import traceback
 from typing import Any, Dict, List, Optional
 
-from . import _tensors as T
 from . import records
 from .batchfile import DEFAULT_THRESHOLD, Encoder, write_batch_file
-from .hooks import ENTRY_NAMES, ImportHook, Patcher, _warn
+from . import hooks
+from .hooks import ENTRY_NAMES, _warn
 
 MODES = ("first-failure", "every", "call")
 MANIFEST = "manifest.jsonl"
@@ -76,37 +76,24 @@ class Capture:
         self._cache = records.HostCache()
         self._versions: Dict[str, str] = {}
         self._versions_missed: set = set()
-        self._patcher: Optional[Patcher] = None
-        self._hook: Optional[ImportHook] = None
+        self._installed = False
         rank = os.environ.get("RANK")
         self._prefix = f"rank{int(rank)}-" if rank and rank.isdigit() else ""
 
     # -- installing ---------------------------------------------------------------------
 
     def install(self) -> "Capture":
-        global _ACTIVE
         with _INSTALL_LOCK:
-            if _ACTIVE is not None and _ACTIVE is not self:
-                raise RuntimeError("another attn_doctor capture is already installed")
-            if self._patcher is not None:
+            if self._installed:
                 return self
-            self._patcher = Patcher(_make_wrapper)
-            self._hook = ImportHook(lambda module: self._patcher.scan() if self._patcher else None)
-            sys.meta_path.insert(0, self._hook)
-            _ACTIVE = self
-            self._patcher.scan()
+            hooks.attach("capture", self)
+            self._installed = True
         return self
 
     def uninstall(self) -> None:
-        global _ACTIVE
         with _INSTALL_LOCK:
-            if self._hook is not None and self._hook in sys.meta_path:
-                sys.meta_path.remove(self._hook)
-            if self._patcher is not None:
-                self._patcher.restore()
-            self._patcher = self._hook = None
-            if _ACTIVE is self:
-                _ACTIVE = None
+            hooks.detach("capture", self)
+            self._installed = False
 
     def __enter__(self) -> "Capture":
         return self.install()
@@ -116,7 +103,7 @@ class Capture:
 
     @property
     def installed(self) -> bool:
-        return self._patcher is not None
+        return self._installed
 
     def _stack(self) -> List[_Frame]:
         stack = getattr(self._tls, "stack", None)
@@ -287,30 +274,7 @@ def check_command_line(check_command: str, path: str) -> str:
     return f"{check_command} check {shlex.quote(shown)}"
 
 
-_ACTIVE: Optional[Capture] = None
 _INSTALL_LOCK = threading.RLock()
-
-
-def _make_wrapper(original: Any, kind: str):
-    """The wrapper of one original function. It outlives any one capture on purpose: a
-    library may keep a reference to it (transformers 5.x caches flash_attn's functions in
-    module globals at first use), so it forwards to whichever capture is active when it
-    is called, and straight to the original when none is."""
-
-    def attn_doctor_wrapper(*args, **kwargs):
-        capture = _ACTIVE
-        if capture is None or T.is_compiling():
-            return original(*args, **kwargs)
-        frame = capture._begin(kind, original, args, kwargs)
-        try:
-            result = original(*args, **kwargs)
-        except BaseException as exc:
-            capture._end(frame, exc)
-            raise
-        capture._end(frame, None)
-        return result
-
-    return attn_doctor_wrapper
 
 
 def capture(out: str = "attn-doctor-capture", mode: str = "first-failure",
@@ -334,9 +298,10 @@ def install(out: str = "attn-doctor-capture", **options: Any) -> Capture:
 
 
 def uninstall() -> None:
-    if _ACTIVE is not None:
-        _ACTIVE.uninstall()
+    active = hooks.USERS.capture
+    if active is not None:
+        active.uninstall()
 
 
 def active_capture() -> Optional[Capture]:
-    return _ACTIVE
+    return hooks.USERS.capture

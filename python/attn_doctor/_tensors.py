@@ -46,10 +46,23 @@ def numel(t: Any) -> int:
     return n
 
 
+# dtype / device objects seen -> their names (the guard asks for them on every call)
+_NAME_CACHE: dict = {}
+
+
 def dtype_name(t_or_dtype: Any) -> str:
     d = getattr(t_or_dtype, "dtype", t_or_dtype)
+    try:
+        return _NAME_CACHE[("dtype", d)]
+    except (KeyError, TypeError):
+        pass
     name = str(d).rsplit(".", 1)[-1]
-    return _DTYPE_NAMES.get(name, name)
+    name = _DTYPE_NAMES.get(name, name)
+    try:
+        _NAME_CACHE[("dtype", d)] = name
+    except TypeError:  # an unhashable dtype object: not cached
+        pass
+    return name
 
 
 def is_floating(t: Any) -> bool:
@@ -60,8 +73,17 @@ def device_name(t: Any) -> str:
     dev = getattr(t, "device", None)
     if dev is None:
         return "cpu"
+    try:
+        return _NAME_CACHE[("device", dev)]
+    except (KeyError, TypeError):
+        pass
     s = str(dev)
-    return "cuda:0" if s == "cuda" else s
+    name = "cuda:0" if s == "cuda" else s
+    try:
+        _NAME_CACHE[("device", dev)] = name
+    except TypeError:
+        pass
+    return name
 
 
 def last_dim_contiguous(t: Any) -> bool:
@@ -86,6 +108,8 @@ def host_list(t: Any) -> Any:
 def flatten(nested: Any) -> List[Any]:
     if not isinstance(nested, list):
         return [nested]
+    if not nested or not isinstance(nested[0], list):
+        return nested  # a 1-D tensor's tolist(): flat already (tolist() is never ragged)
     out: List[Any] = []
     stack = [iter(nested)]
     while stack:

@@ -61,12 +61,19 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
-def _child_environment(args: argparse.Namespace, session: str) -> dict:
-    env = dict(os.environ)
+def bootstrap_environment(env: dict) -> dict:
+    """`env` with attn_doctor's bootstrap `sitecustomize` (and this package) first on
+    PYTHONPATH: every Python process started with it installs what ATTN_DOCTOR_CAPTURE and
+    ATTN_DOCTOR_GUARD describe before the user's code runs."""
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     bootstrap = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_bootstrap")
     paths = [bootstrap, package_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
+
+
+def _child_environment(args: argparse.Namespace, session: str) -> dict:
+    env = bootstrap_environment(dict(os.environ))
     mode = "every" if args.every else "call" if args.call is not None else "first-failure"
     config = {"out": os.path.abspath(args.out), "mode": mode, "session": session,
               "announce": False, "check_command": args.attn_doctor}

@@ -16,6 +16,12 @@ globals), so after wrapping a definition every loaded module's attribute that st
 to the original is re-pointed at the wrapper, and the same happens to each watched module
 imported later (a meta-path hook wraps its loader). Everything is recorded and restored in
 reverse order by `Patcher.restore`.
+
+The capture and the guard share one set of wrappers: `attach(role, user)` installs them for
+the first user and `detach` restores everything when the last one leaves. A wrapper runs
+the guard's check before the call (it may raise VarlenError instead of calling the kernel)
+and the capture's recording around it, and goes straight to the original when neither is
+installed or under torch.compile tracing.
 """
 from __future__ import annotations
 
@@ -24,7 +30,9 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
-from typing import Any, Callable, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from . import _tensors as T
 
 # (module name, attribute, entry kind)
 FUNCTION_TARGETS: Tuple[Tuple[str, str, str], ...] = (
@@ -242,6 +250,79 @@ class ImportHook(importlib.abc.MetaPathFinder):
         return spec
 
 
+class Users:
+    """Who the wrappers serve now: the installed capture and guard, each optional."""
+    capture: Any = None
+    guard: Any = None
+
+
+USERS = Users()
+_LOCK = threading.RLock()
+_patcher: Optional[Patcher] = None
+_import_hook: Optional[ImportHook] = None
+
+
+def _make_wrapper(original: Any, kind: str) -> Callable:
+    """The wrapper of one original function. It outlives any one capture or guard on
+    purpose: a library may keep a reference to it (transformers 5.x caches flash_attn's
+    functions in module globals at first use), so it serves whoever is installed when it is
+    called, and goes straight to the original when nobody is."""
+
+    def attn_doctor_wrapper(*args, **kwargs):
+        capture, guard = USERS.capture, USERS.guard
+        if (capture is None and guard is None) or T.is_compiling():
+            return original(*args, **kwargs)
+        frame = capture._begin(kind, original, args, kwargs) if capture is not None else None
+        token = None
+        try:
+            if guard is not None:
+                token = guard._enter(kind, original, args, kwargs)
+            result = original(*args, **kwargs)
+        except BaseException as exc:
+            if guard is not None:
+                guard._exit(token)
+            if capture is not None:
+                capture._end(frame, exc)
+            raise
+        if guard is not None:
+            guard._exit(token)
+        if capture is not None:
+            capture._end(frame, None)
+        return result
+
+    return attn_doctor_wrapper
+
+
+def attach(role: str, user: Any) -> None:
+    """Make `user` the installed capture or guard (`role`); the wrappers go in with the
+    first user. Raises RuntimeError when another one holds the role."""
+    global _patcher, _import_hook
+    with _LOCK:
+        current = getattr(USERS, role)
+        if current is not None and current is not user:
+            raise RuntimeError(f"another attn_doctor {role} is already installed")
+        setattr(USERS, role, user)
+        if _patcher is None:
+            patcher = Patcher(_make_wrapper)
+            _patcher = patcher
+            _import_hook = ImportHook(lambda module: patcher.scan())
+            sys.meta_path.insert(0, _import_hook)
+        _patcher.scan()
+
+
+def detach(role: str, user: Any) -> None:
+    """Remove `user` from its role; with nobody left, every wrapper and reference is put back."""
+    global _patcher, _import_hook
+    with _LOCK:
+        if getattr(USERS, role) is user:
+            setattr(USERS, role, None)
+        if USERS.capture is None and USERS.guard is None and _patcher is not None:
+            if _import_hook in sys.meta_path:
+                sys.meta_path.remove(_import_hook)
+            _patcher.restore()
+            _patcher = _import_hook = None
+
+
 _warned: set = set()
 
 
@@ -251,4 +332,4 @@ def _warn(message: str) -> None:
         print(f"attn-doctor: warning: {message}", file=sys.stderr)
 
 
-__all__ = ["Patcher", "ImportHook", "ENTRY_NAMES", "original_of"]
+__all__ = ["Patcher", "ImportHook", "ENTRY_NAMES", "USERS", "attach", "detach", "original_of"]

@@ -35,8 +35,39 @@ _VERSION_DISTS = (("transformers", "transformers"), ("flash_attn", "flash-attn")
                   ("torch", "torch"), ("triton", "triton"))
 
 
+# id(fn) -> (fn, names of the positional parameters in order (None: bind with inspect), name
+# of **kwargs or None); the function is kept so that its id cannot be reused.
+_SIGNATURES: Dict[int, Tuple[Any, Optional[List[str]], Optional[str]]] = {}
+
+
+def _signature_of(fn: Any) -> Tuple[Optional[List[str]], Optional[str]]:
+    entry = _SIGNATURES.get(id(fn))
+    if entry is not None and entry[0] is fn:
+        return entry[1], entry[2]
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        names, var_kw = None, None
+    else:
+        if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params):
+            names = None  # rare: fall back to inspect's binding
+        else:
+            names = [p.name for p in params if p.kind in (inspect.Parameter.POSITIONAL_ONLY,
+                                                          inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        var_kw = next((p.name for p in params if p.kind is inspect.Parameter.VAR_KEYWORD), None)
+    _SIGNATURES[id(fn)] = (fn, names, var_kw)
+    return names, var_kw
+
+
 def bind_arguments(fn: Any, args: tuple, kwargs: dict) -> Dict[str, Any]:
-    """The call's arguments by parameter name; **kwargs entries are merged in."""
+    """The call's arguments by parameter name; **kwargs entries are merged in. The
+    signature is read once per function (the guard binds every call)."""
+    names, _ = _signature_of(fn)
+    if names is not None and len(args) <= len(names):
+        out = dict(zip(names, args))
+        for k, v in kwargs.items():
+            out.setdefault(k, v)
+        return out
     try:
         sig = inspect.signature(fn)
         bound = sig.bind_partial(*args, **kwargs)
@@ -75,25 +106,52 @@ def library_versions(known: Dict[str, str], missed: set) -> Dict[str, str]:
     return {name: known[name] for name, _ in _VERSION_DISTS if name in known}
 
 
+class NeedsSync(Exception):
+    """A value lives on a device and reading it would synchronise (HostCache with sync=False)."""
+
+
 class HostCache:
     """Host copies of small index tensors, reused while the same unmodified tensor is passed
     again (every layer of a forward receives the same mask and position ids). Entries hold
-    a reference to their tensor so that its id and memory cannot be reused while cached."""
+    a reference to their tensor so that its id and memory cannot be reused while cached.
+    With sync=False a device tensor that is not cached yet is not read (NeedsSync): copying
+    it to the host would wait for the device."""
 
-    def __init__(self, size: int = 8):
+    def __init__(self, size: int = 8, sync: bool = True):
         self.size = size
+        self.sync = sync
         self._entries: List[Tuple[Any, Any, List[Any]]] = []
 
-    def get(self, t: Any) -> List[Any]:
+    def _find(self, t: Any) -> Tuple[Any, Optional[List[Any]]]:
         key = (getattr(t, "_version", None), tuple(T.shape(t)), T.dtype_name(t))
         for tensor, k, flat in self._entries:
             if tensor is t and k == key:
-                return flat
+                return key, flat
+        return key, None
+
+    def require(self, t: Any) -> None:
+        """Raise NeedsSync when reading `t` would synchronise and is not allowed."""
+        if not self.sync and T.device_name(t) != "cpu" and self._find(t)[1] is None:
+            raise NeedsSync(T.device_name(t))
+
+    def get(self, t: Any) -> List[Any]:
+        key, flat = self._find(t)
+        if flat is not None:
+            return flat
+        self.require(t)
         flat = T.flatten(T.host_list(t))
         self._entries.append((t, key, flat))
         if len(self._entries) > self.size:
             self._entries.pop(0)
         return flat
+
+
+def scalar(ctx: "Context", x: Any) -> Tuple[Optional[int], bool]:
+    """(value, given_as_tensor) for an int-or-0-d-tensor argument such as max_seqlen; a
+    tensor is read through the context's cache."""
+    if T.is_tensor(x):
+        return int(ctx.cache.get(x)[0]), True
+    return T.scalar_arg(x)
 
 
 class Context:
@@ -190,6 +248,7 @@ def _mask_block(ctx: Context, mask: Any) -> Tuple[Dict[str, Any], Optional[Tuple
     shape = T.shape(mask)
     floating = T.is_floating(mask)
     if len(shape) == 4:
+        ctx.cache.require(mask)
         recovered = analyse_mask_4d(mask)
         flat = None if recovered is not None else ctx.cache.get(mask)
         return ctx.encoder.mask_4d(shape, floating, recovered=recovered, flat=flat), None
@@ -228,13 +287,12 @@ def analyse_mask_4d(mask: Any) -> Optional[Tuple[List[int], bool]]:
 
 # -- transformers ------------------------------------------------------------------------
 
-def transformers_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
-    """Batch document for `_flash_attention_forward` (module function or model method)."""
-    q, k, v = a["query_states"], a["key_states"], a["value_states"]
+def _transformers_model(ctx: Context, a: Dict[str, Any]) -> Tuple[Dict[str, Any], str, int]:
+    """(model block, the dtype the kernel gets, position origin) of a transformers call."""
+    q, k = a["query_states"], a["key_states"]
     module = a.get("self", ctx.module)
     config = _config_of(module)
     q_shape, k_shape = T.shape(q), T.shape(k)
-    q_device = T.device_name(q)
 
     q_dtype = T.dtype_name(q)
     target = a.get("target_dtype")
@@ -273,6 +331,15 @@ def transformers_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
         if pad is not None:
             origin = pad + 1
             model["position_origin"] = origin
+    return model, kernel_dtype, origin
+
+
+def transformers_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
+    """Batch document for `_flash_attention_forward` (module function or model method)."""
+    q, k, v = a["query_states"], a["key_states"], a["value_states"]
+    q_shape, k_shape = T.shape(q), T.shape(k)
+    q_device = T.device_name(q)
+    model, kernel_dtype, origin = _transformers_model(ctx, a)
 
     batch: Dict[str, Any] = {}
     tensors: Dict[str, Dict[str, Any]] = {}
@@ -301,7 +368,7 @@ def transformers_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
             kwargs[hf_name] = [int(x) for x in ctx.cache.get(cu)]
             _index_tensor_overrides(tensors, tensor_name, cu, q_device)
     for hf_name in ("max_length_q", "max_length_k"):
-        value, _ = T.scalar_arg(a.get(hf_name))
+        value, _ = scalar(ctx, a.get(hf_name))
         if value is not None:
             kwargs[hf_name] = value
     if kwargs:
@@ -353,7 +420,7 @@ def varlen_arguments(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
     if T.is_tensor(cu_k):
         block["cu_seqlens_k"] = [int(x) for x in ctx.cache.get(cu_k)]
     for name in ("max_seqlen_q", "max_seqlen_k"):
-        value, is_tensor = T.scalar_arg(a.get(name))
+        value, is_tensor = scalar(ctx, a.get(name))
         if value is not None:
             block[name] = {"tensor": value} if is_tensor else value
     used = a.get("seqused_k")
@@ -456,6 +523,18 @@ def fla_rotary_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
                      rotary=rotary)
 
 
+def metadata_model(ctx: Context, kind: str, q: Any, k: Any, a: Dict[str, Any]) -> Dict[str, Any]:
+    """The model block of any hooked call, from the call's metadata alone (no index values)."""
+    if kind in ("transformers", "transformers_method"):
+        return _transformers_model(ctx, a)[0]
+    return _kernel_model(q, k if k is not None else q, a, ctx)
+
+
+qkv_overrides = _qkv_overrides
+document = _document
+environment = _environment
+
+
 def fla_rotary_table_length(rotary_module: Any) -> Optional[int]:
     """Rows of FLA's cached cos/sin table (read after the call: the call grows it)."""
     return _int_attr(rotary_module, "_seq_len_cached")
@@ -468,5 +547,6 @@ BUILDERS = {
     "fla_rotary": fla_rotary_call,
 }
 
-__all__ = ["BUILDERS", "Context", "HostCache", "bind_arguments", "library_versions",
+__all__ = ["BUILDERS", "Context", "HostCache", "NeedsSync", "bind_arguments", "document",
+           "environment", "library_versions", "metadata_model", "qkv_overrides", "scalar",
            "observed_kernel_call", "analyse_mask_4d"]

@@ -1,6 +1,7 @@
-"""Started by Python at start-up in the process `python -m attn_doctor.capture` launches:
-installs the capture configured in ATTN_DOCTOR_CAPTURE, then runs the sitecustomize this
-file shadows, if there is one, so the environment's own start-up code still runs."""
+"""Started by Python at start-up in the processes `python -m attn_doctor.capture` and
+`python -m attn_doctor.guard` launch: installs the capture configured in ATTN_DOCTOR_CAPTURE
+and the guard configured in ATTN_DOCTOR_GUARD, then runs the sitecustomize this file
+shadows, if there is one, so the environment's own start-up code still runs."""
 import importlib.machinery
 import importlib.util
 import json
@@ -8,12 +9,18 @@ import os
 import sys
 
 
-def _install():
-    config = json.loads(os.environ.get("ATTN_DOCTOR_CAPTURE", "{}"))
-    if not config:
-        return
-    import attn_doctor
-    attn_doctor.Capture(**config).install()
+def _install(variable, what):
+    try:
+        config = json.loads(os.environ.get(variable, "{}"))
+        if not config:
+            return
+        import attn_doctor
+        if what == "capture":
+            attn_doctor.Capture(**config).install()
+        else:
+            attn_doctor.guard.install(**config)
+    except Exception as exc:  # never stop the user's program from starting
+        print(f"attn-doctor: warning: {what} not installed: {exc!r}", file=sys.stderr)
 
 
 def _chain():
@@ -26,8 +33,6 @@ def _chain():
     spec.loader.exec_module(module)
 
 
-try:
-    _install()
-except Exception as exc:  # never stop the user's program from starting
-    print(f"attn-doctor: warning: capture not installed: {exc!r}", file=sys.stderr)
+_install("ATTN_DOCTOR_CAPTURE", "capture")
+_install("ATTN_DOCTOR_GUARD", "guard")
 _chain()

@@ -1,0 +1,86 @@
+"""`attn_doctor.check(batch) -> report`: `attn-doctor check` from Python.
+
+`batch` is a batch file's path or a batch document (a dict, as the capture writes it). The
+report is the dict `attn-doctor check --format json` prints (docs/spec/report-format.md):
+`status`, `first_violation` (id, message, fix, ...), `violations`, `prediction`, `varlen`,
+`stages`. It runs in-process through the package's extension (attn_doctor._native, the same
+library as the binary); where the extension is missing (a source checkout that was not
+built for this Python) the binary is run instead. Invalid input raises InputError (a
+ValueError) naming the file, the JSON path, what was expected and what was found.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from typing import Any, Dict, Optional, Tuple, Union
+
+from . import _binary
+
+try:
+    from . import _native
+except ImportError:  # a source checkout without the built extension
+    _native = None
+
+if _native is not None:
+    InputError = _native.InputError
+else:
+    class InputError(ValueError):
+        """An invalid batch: the file, the JSON path, what was expected and what was found."""
+
+Batch = Union[str, "os.PathLike[str]", Dict[str, Any]]
+
+
+def check(batch: Batch, *, backend: str = "auto", transformers: Optional[str] = None,
+          flash_attn: Optional[str] = None, seed: int = 0, budget: int = 0, full: bool = False,
+          strict: bool = False) -> Dict[str, Any]:
+    """The report of `attn-doctor check` for a batch file path or a batch document, as a
+    dict. Options as the command line's: backend "auto" (CUDA when a device is present),
+    "cpu", "cuda" or "none" (static checks only), the transformers / flash-attn releases to
+    replay instead of the file's, the seed and budget of the dynamic stages, full arrays,
+    warnings as failures."""
+    _, text = render(batch, format="json", backend=backend, transformers=transformers,
+                     flash_attn=flash_attn, seed=seed, budget=budget, full=full, strict=strict)
+    return json.loads(text)
+
+
+def render(batch: Batch, *, format: str = "text", backend: str = "auto",
+           transformers: Optional[str] = None, flash_attn: Optional[str] = None, seed: int = 0,
+           budget: int = 0, full: bool = False, strict: bool = False,
+           color: bool = False) -> Tuple[int, str]:
+    """(exit code, report as `format` "text" or "json") for one batch, as the binary prints it."""
+    options = dict(backend=backend, format=format, transformers=transformers or "",
+                   flash_attn=flash_attn or "", seed=seed, budget=budget, full=full,
+                   strict=strict, color=color)
+    if isinstance(batch, dict):
+        text = json.dumps(batch)
+        origin = os.path.join(os.getcwd(), str(batch.get("name") or "batch") + ".json")
+        if _native is None:
+            raise RuntimeError("checking a batch document needs attn_doctor's extension "
+                               "(attn_doctor._native, built by `pip install .`); write the document "
+                               "to a file and pass its path instead")
+        return _native.check_text(text, origin, **options)
+    path = os.fspath(batch)
+    if _native is not None:
+        return _native.check_file(path, **options)
+    return _run_binary(path, options)
+
+
+def _run_binary(path: str, options: Dict[str, Any]) -> Tuple[int, str]:
+    binary = _binary.find()
+    if binary is None:
+        raise RuntimeError(_binary.not_found_message())
+    argv = [binary, "check", path, "--format", options["format"], "--backend", options["backend"],
+            "--seed", str(options["seed"])]
+    for flag, key in (("--transformers", "transformers"), ("--flash-attn", "flash_attn")):
+        if options[key]:
+            argv += [flag, options[key]]
+    if options["budget"]:
+        argv += ["--budget", str(options["budget"])]
+    argv += [flag for flag, key in (("--full", "full"), ("--strict", "strict")) if options[key]]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode == 2:
+        raise InputError(done.stderr.strip().removeprefix("attn-doctor: invalid input: "))
+    if done.returncode not in (0, 1, 3) or not done.stdout:
+        raise RuntimeError(done.stderr.strip() or f"attn-doctor exited with {done.returncode}")
+    return done.returncode, done.stdout

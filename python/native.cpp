@@ -1,0 +1,179 @@
+// attn_doctor._native: the pipeline of `attn-doctor check` inside a Python process (nanobind).
+//
+// Two entry points, both over the same lib/ the binary runs:
+//   check(...)        one batch (a file, or the text of one) -> (exit code, report text or JSON);
+//                     what attn_doctor.check() and the capture's diagnosis use.
+//   guard_check(...)  the in-process guard's per-call check: replay + static checks only, and
+//                     nothing built or returned for a call that holds every invariant (the
+//                     common case, kept cheap); the full report only for a call that breaks one.
+// The GIL is released while C++ runs. Invalid input raises InputError (a ValueError) with the
+// file, the JSON path, what was expected and what was found, as the binary's exit 2 does.
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include "batch/batch.hpp"
+#include "check/check.hpp"
+#include "convert/convert.hpp"
+#include "doctor/doctor.hpp"
+#include "report/report.hpp"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace {
+
+std::optional<ad::Version> version_argument(const std::string& text, const char* name) {
+  if (text.empty()) return std::nullopt;
+  auto v = ad::parse_version(text);
+  if (!v) throw nb::value_error((std::string(name) + ": expected a version such as 4.44.0, found \"" + text + "\"").c_str());
+  return v;
+}
+
+struct CheckRequest {
+  std::string backend = "auto";
+  std::string format = "json";
+  std::string transformers, flash_attn;
+  uint64_t seed = 0;
+  int64_t budget = 0;
+  bool full = false, strict = false, color = false;
+};
+
+// (exit code, rendered report) for one batch, as `attn-doctor check` computes them.
+std::tuple<int, std::string> run_check(const ad::Batch& batch, const std::string& label, const CheckRequest& req) {
+  ad::CheckOptions options;
+  options.transformers = version_argument(req.transformers, "transformers");
+  options.flash_attn = version_argument(req.flash_attn, "flash_attn");
+  auto backend = ad::parse_backend_choice(req.backend);
+  if (!backend) throw nb::value_error(("backend: expected auto, cpu, cuda or none, found \"" + req.backend + "\"").c_str());
+  options.backend = *backend;
+  options.exec.seed = req.seed;
+  if (req.budget > 0) options.exec.budget = req.budget;
+  options.exec.full = req.full;
+  options.strict = req.strict;
+  ad::Report report;
+  {
+    nb::gil_scoped_release release;
+    report = ad::diagnose(batch, options, label);
+  }
+  ad::RenderOptions render{req.color && req.format == "text", req.full, false};
+  std::string out = req.format == "text"
+                        ? ad::render_text(report, render)
+                        : ad::to_json(report, render).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return {ad::exit_code_for(report, req.strict), out};
+}
+
+CheckRequest request(std::string backend, std::string format, std::string transformers, std::string flash_attn,
+                     uint64_t seed, int64_t budget, bool full, bool strict, bool color) {
+  if (format != "json" && format != "text")
+    throw nb::value_error(("format: expected json or text, found \"" + format + "\"").c_str());
+  return CheckRequest{std::move(backend), std::move(format), std::move(transformers), std::move(flash_attn),
+                      seed, budget, full, strict, color};
+}
+
+// A document the guard wrote without reading the call's index tensors (they live on the
+// device and reading them would synchronise) describes q/k/v's true sizes as one dense call:
+// only the invariants that need no index values are kept. input.int32_range is not among
+// them: it counts what reaches the kernel, which depends on the unpadding the values decide.
+bool needs_no_index_values(const ad::Violation& v) {
+  const ad::Invariant* inv = ad::find_invariant(v.id);
+  return inv && inv->group == ad::InvariantGroup::input && v.id != "input.int32_range";
+}
+
+// What the guard needs to know about one call. `warnings`: (id, message) of each warning;
+// `report`: the full JSON report, only when an error-severity invariant is violated.
+using GuardResult = std::optional<std::tuple<int, std::vector<std::tuple<std::string, std::string>>, std::optional<std::string>>>;
+
+GuardResult guard_check(const std::string& text, const std::string& origin, bool strict, bool metadata_only) {
+  std::vector<ad::Violation> found;
+  std::optional<ad::Batch> batch;
+  {
+    nb::gil_scoped_release release;
+    batch.emplace(ad::parse_batch_text(text, origin));
+    ad::Conversion conversion = ad::convert(*batch, ad::ConvertOptions{});
+    found = ad::run_static_checks(*batch, conversion, ad::CheckContext{strict, std::nullopt});
+  }
+  if (metadata_only) std::erase_if(found, [](const ad::Violation& v) { return !needs_no_index_values(v); });
+  if (found.empty()) return std::nullopt;
+  int errors = 0;
+  std::vector<std::tuple<std::string, std::string>> warnings;
+  for (const ad::Violation& v : found) {
+    if (v.severity == ad::Severity::error || strict) ++errors;
+    else warnings.emplace_back(v.id, v.message);
+  }
+  std::optional<std::string> report;
+  if (errors > 0) {
+    // The rare path: the whole report (first violation, prediction, fix) from the same
+    // pipeline as `attn-doctor check --backend none`.
+    ad::CheckOptions options;
+    options.backend = ad::BackendChoice::none;
+    options.strict = strict;
+    nb::gil_scoped_release release;
+    ad::Report r = ad::diagnose(*batch, options, origin);
+    if (metadata_only) {
+      std::erase_if(r.violations, [](const ad::Violation& v) { return !needs_no_index_values(v); });
+      r.notes.push_back("guard without device reads: the index tensors were not read; only the input invariants were checked");
+    }
+    report = ad::to_json(r, ad::RenderOptions{}).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  return std::make_tuple(errors, std::move(warnings), std::move(report));
+}
+
+}  // namespace
+
+NB_MODULE(_native, m) {
+  m.doc() = "attn-doctor's checks in-process (the library behind the attn-doctor binary)";
+  m.attr("__version__") = ad::kToolVersion;
+#ifdef ATTN_DOCTOR_WITH_CUDA
+  m.attr("cuda_backend_built") = true;
+#else
+  m.attr("cuda_backend_built") = false;
+#endif
+  nb::exception<ad::InputError>(m, "InputError", PyExc_ValueError);
+  nb::exception<ad::CapabilityError>(m, "CapabilityError", PyExc_RuntimeError);
+
+  m.def(
+      "check_file",
+      [](const std::string& path, std::string backend, std::string format, std::string transformers,
+         std::string flash_attn, uint64_t seed, int64_t budget, bool full, bool strict, bool color) {
+        auto req = request(std::move(backend), std::move(format), std::move(transformers), std::move(flash_attn), seed,
+                           budget, full, strict, color);
+        ad::Batch batch;
+        {
+          nb::gil_scoped_release release;
+          batch = ad::load_batch_file(path);
+        }
+        return run_check(batch, path, req);
+      },
+      "path"_a, "backend"_a = "auto", "format"_a = "json", "transformers"_a = "", "flash_attn"_a = "", "seed"_a = 0,
+      "budget"_a = 0, "full"_a = false, "strict"_a = false, "color"_a = false,
+      "(exit code, report) of `attn-doctor check PATH`: the report as JSON text or the text rendering");
+  m.def(
+      "check_text",
+      [](const std::string& text, const std::string& origin, std::string backend, std::string format,
+         std::string transformers, std::string flash_attn, uint64_t seed, int64_t budget, bool full, bool strict,
+         bool color) {
+        auto req = request(std::move(backend), std::move(format), std::move(transformers), std::move(flash_attn), seed,
+                           budget, full, strict, color);
+        ad::Batch batch;
+        {
+          nb::gil_scoped_release release;
+          batch = ad::parse_batch_text(text, origin);
+        }
+        return run_check(batch, origin, req);
+      },
+      "text"_a, "origin"_a, "backend"_a = "auto", "format"_a = "json", "transformers"_a = "", "flash_attn"_a = "",
+      "seed"_a = 0, "budget"_a = 0, "full"_a = false, "strict"_a = false, "color"_a = false,
+      "as check_file, for the JSON text of a batch; `origin` names it in messages and anchors relative .npy paths");
+  m.def("guard_check", &guard_check, "text"_a, "origin"_a, "strict"_a = false, "metadata_only"_a = false,
+        "None when the call holds every static invariant, else (errors, [(id, message) of warnings], report JSON "
+        "or None when there is no error); metadata_only: the document was written without the index tensors' "
+        "values, keep the invariants that need none");
+}
