@@ -1,4 +1,5 @@
-// `attn-doctor check FILE`: the whole pipeline on one batch file.
+// `attn-doctor check FILE|DIR...`: the whole pipeline on each batch file, one report each.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -9,6 +10,7 @@
 #include "doctor/doctor.hpp"
 #include "html/html.hpp"
 #include "report/report.hpp"
+#include "repro/repro.hpp"
 #include "util/log.hpp"
 
 namespace ad::cli {
@@ -16,7 +18,7 @@ namespace ad::cli {
 namespace {
 
 struct CheckArgs {
-  std::string file;
+  std::vector<std::string> paths;
   std::string format = "text";
   std::string backend = "auto";
   std::string transformers, flash_attn;
@@ -33,13 +35,41 @@ std::optional<Version> version_option(const std::string& text, const char* flag)
   return v;
 }
 
+// GitHub Actions workflow commands (docs.github.com: "Workflow commands for GitHub Actions"):
+// a message escapes %, CR and LF; a property value also ':' and ','.
+std::string github_escape(const std::string& s, bool property) {
+  std::string out;
+  for (char c : s) {
+    if (c == '%') out += "%25";
+    else if (c == '\r') out += "%0D";
+    else if (c == '\n') out += "%0A";
+    else if (property && c == ':') out += "%3A";
+    else if (property && c == ',') out += "%2C";
+    else out += c;
+  }
+  return out;
+}
+
 }  // namespace
+
+// One annotation line: `::error file=F,title=T::message`.
+std::string github_annotation(const std::string& level, const std::string& file, const std::string& title,
+                              const std::string& message) {
+  return "::" + level + " file=" + github_escape(file, true) + ",title=" + github_escape(title, true) +
+         "::" + github_escape(message, false) + "\n";
+}
 
 Subcommand add_check(CLI::App& root, const Globals& globals) {
   auto args = std::make_shared<CheckArgs>();
-  CLI::App* sub = root.add_subcommand("check", "check one batch file: replay, static invariants, checked execution");
-  sub->add_option("FILE", args->file, "batch file (attn-doctor/batch@1 JSON)")->required();
-  add_format_option(sub, args->format);
+  CLI::App* sub = root.add_subcommand("check", "check batch files: replay, static invariants, checked execution");
+  sub->add_option("FILE", args->paths,
+                  "batch files (attn-doctor/batch@1 JSON) or folders of them (every *.json below): one report each")
+      ->required();
+  sub->add_option("--format", args->format,
+                  "text, json (one document; JSON lines, one report per line, for several files or a folder), "
+                  "github (GitHub Actions annotations)")
+      ->check(CLI::IsMember({"text", "json", "github"}))
+      ->capture_default_str();
   sub->add_option("--backend", args->backend, "auto (CUDA when a device is present), cpu, cuda, none (static checks only)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda", "none"}))
       ->capture_default_str();
@@ -51,7 +81,7 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
   sub->add_flag("--full", args->full, "print arrays in full and check every row regardless of the budget");
   sub->add_flag("--strict", args->strict, "treat warnings as failures (exit 1)");
   sub->add_flag("--raw", args->raw, "also run the unchecked form of the failing stage in a child process");
-  sub->add_option("--html", args->html, "also write a picture of the batch and the report to this HTML file");
+  sub->add_option("--html", args->html, "also write a picture of the batch and the report to this HTML file (one FILE)");
 
   Subcommand s;
   s.app = sub;
@@ -66,25 +96,72 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
     options.exec.raw = args->raw;
     options.strict = args->strict;
 
+    // folders: every *.json below them; a file as given (a missing one is the loader's error)
+    std::vector<std::filesystem::path> files;
+    for (const auto& p : args->paths) {
+      if (std::filesystem::is_directory(p)) {
+        auto found = collect_cases({p});
+        files.insert(files.end(), found.begin(), found.end());
+      } else {
+        files.emplace_back(p);
+      }
+    }
+    // one file as given: one report as before (pretty JSON); several (or a folder): JSON lines
+    const bool several = files.size() > 1 || std::any_of(args->paths.begin(), args->paths.end(), [](const auto& p) {
+                           return std::filesystem::is_directory(p);
+                         });
+    if (several && !args->html.empty())
+      throw CLI::ValidationError("--html", "draws one batch: give one FILE with --html");
     HtmlFile html(args->html);
-    Batch batch = load_batch_file(args->file);
-    log::debug("loaded " + args->file + " (" + batch.name + ")");
-    Report report = diagnose(batch, options, args->file);
-    if (html.wanted()) {
-      Conversion conversion = convert(batch, ConvertOptions{options.transformers, options.flash_attn});
-      html.write(render_check_html(batch, conversion, report, HtmlOptions{.full = args->full}));
-      log::info("wrote " + args->html);
+    RenderOptions render{use_color(globals) && args->format == "text", args->full, globals.verbosity > 0};
+
+    int worst = 0;
+    bool first_output = true;
+    for (const auto& path : files) {
+      const std::string file = path.string();
+      Report report;
+      int code = 0;
+      try {
+        Batch batch = load_batch_file(path);
+        log::debug("loaded " + file + " (" + batch.name + ")");
+        report = diagnose(batch, options, file);
+        if (html.wanted()) {
+          Conversion conversion = convert(batch, ConvertOptions{options.transformers, options.flash_attn});
+          html.write(render_check_html(batch, conversion, report, HtmlOptions{.full = args->full}));
+          log::info("wrote " + args->html);
+        }
+        code = exit_code_for(report, args->strict);
+      } catch (const InputError& e) {
+        if (!several) throw;  // main: exit 2 with the message
+        // the others are still checked; this one is reported where its report would be
+        std::fprintf(stderr, "attn-doctor: invalid input: %s\n", e.what());
+        if (args->format == "json")
+          std::cout << nlohmann::json{{"input", file}, {"status", "invalid"}, {"error", e.what()}}.dump() << std::endl;
+        else if (args->format == "github")
+          std::cout << github_annotation("error", file, "attn-doctor: invalid input", e.what());
+        worst = std::max(worst, 2);
+        continue;
+      }
+      worst = std::max(worst, code);
+      if (args->format == "json") {
+        std::cout << to_json(report, render).dump(several ? -1 : 2, ' ', false, nlohmann::json::error_handler_t::replace)
+                  << std::endl;
+      } else if (args->format == "github") {
+        for (const Violation& v : report.violations)
+          std::cout << github_annotation(v.severity == Severity::error ? "error" : "warning", file,
+                                         "attn-doctor: " + v.id, v.message + (v.fix.empty() ? "" : "\nfix: " + v.fix));
+        if (report.stage_error) std::cout << github_annotation("error", file, "attn-doctor: stage error", report.error_message);
+      } else if (globals.quiet) {
+        const Violation* first = report.first_violation();
+        std::cout << report.status() << (first ? " " + first->id : std::string()) << (several ? "  " + file : "")
+                  << std::endl;
+      } else {
+        if (!first_output) std::cout << "\n";
+        std::cout << render_text(report, render);
+      }
+      first_output = false;
     }
-    RenderOptions render{stdout_wants_color() && args->format == "text", args->full, globals.verbosity > 0};
-    if (args->format == "json") {
-      std::cout << to_json(report, render).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
-    } else if (globals.quiet) {
-      const Violation* first = report.first_violation();
-      std::cout << report.status() << (first ? " " + first->id : std::string()) << std::endl;
-    } else {
-      std::cout << render_text(report, render);
-    }
-    return exit_code_for(report, args->strict);
+    return worst;
   };
   return s;
 }

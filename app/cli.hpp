@@ -10,9 +10,18 @@
 namespace ad::cli {
 
 struct Globals {
-  int verbosity = 0;  // -v, -vv
-  bool quiet = false; // -q
+  int verbosity = 0;           // -v, -vv
+  bool quiet = false;          // -q
+  std::string color = "auto";  // --color auto|always|never
 };
+
+// Whether stdout gets ANSI colour: --color always/never, else (auto) FORCE_COLOR or a
+// terminal, and never with NO_COLOR (stdout_wants_color).
+bool use_color(const Globals& globals);
+
+// No subcommand or an unknown one: prints the help (and the closest subcommand) on stderr and
+// returns the exit code (2); -1 when the command line names a subcommand.
+int usage_problem(CLI::App& app, int argc, char** argv);
 
 // A registered subcommand: its CLI11 node and what to run when it was selected. `run`
 // returns the process exit code (report-format.md).
@@ -27,6 +36,10 @@ Subcommand add_repro(CLI::App& root, const Globals& globals);
 Subcommand add_explain(CLI::App& root, const Globals& globals);
 Subcommand add_list(CLI::App& root, const Globals& globals);
 Subcommand add_env(CLI::App& root, const Globals& globals);
+
+// One GitHub Actions workflow command: `::error file=FILE,title=TITLE::message` (escaped).
+std::string github_annotation(const std::string& level, const std::string& file, const std::string& title,
+                              const std::string& message);
 
 // The capability is not in this binary: say so on stderr and return exit code 3.
 int missing_capability(const std::string& what);

@@ -18,11 +18,16 @@ Subcommand add_repro(CLI::App& root, const Globals& globals) {
     std::string format = "text", junit, backend = "auto";
     unsigned jobs = 0;
     double timeout = 300;
+    bool no_expect = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = root.add_subcommand("repro", "run repro cases (batch files with an expect block) and compare");
   sub->add_option("PATHS", args->paths, "case files or folders of them")->required();
-  add_format_option(sub, args->format);
+  sub->add_option("--format", args->format, "text, json, github (GitHub Actions annotations for the failed cases)")
+      ->check(CLI::IsMember({"text", "json", "github"}))
+      ->capture_default_str();
+  sub->add_flag("--no-expect", args->no_expect,
+                "ignore expect blocks: every case must simply pass (a folder of captures, say)");
   sub->add_option("--junit", args->junit, "also write JUnit XML (one testcase per case) to this file");
   sub->add_option("--backend", args->backend, "auto, cpu, cuda, none (as in check)")
       ->check(CLI::IsMember({"auto", "cpu", "cuda", "none"}))
@@ -38,6 +43,7 @@ Subcommand add_repro(CLI::App& root, const Globals& globals) {
     options.backend = args->backend;
     options.jobs = args->jobs;
     options.timeout_seconds = args->timeout;
+    options.no_expect = args->no_expect;
     auto results = run_repro(cases, options);
     int failed = 0;
     for (const auto& r : results) failed += !r.passed;
@@ -49,8 +55,13 @@ Subcommand add_repro(CLI::App& root, const Globals& globals) {
     }
     if (args->format == "json") {
       std::cout << repro_json(results).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+    } else if (args->format == "github") {
+      for (const auto& r : results)
+        if (!r.passed)
+          std::cout << github_annotation("error", r.file.string(), "attn-doctor repro: " + r.name, r.message);
+      std::cout << passed << " passed, " << failed << " failed" << std::endl;
     } else {
-      bool color = stdout_wants_color();
+      bool color = use_color(globals);
       for (const auto& r : results) {
         if (globals.quiet && r.passed) continue;
         std::string tag = r.passed ? (color ? "\033[32mPASS\033[0m" : "PASS") : (color ? "\033[31mFAIL\033[0m" : "FAIL");

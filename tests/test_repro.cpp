@@ -79,14 +79,25 @@ TEST_CASE("judge: typos in expect ids, empty expect, no expect, no report", "[re
   CHECK(judge_case(empty, 1, kReport, "").message.find("the expect block is empty") != std::string::npos);
   auto noexpect = d.write("n.json", R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 1, "head_dim": 8},
                                        "varlen": {"cu_seqlens_q": [0, 1]}})");
-  CHECK(judge_case(noexpect, 0, kReport, "").message == "the case has no \"expect\" block");
+  r = judge_case(noexpect, 0, kReport, "");
+  CHECK(r.message.find("the case has no \"expect\" block") == 0);
+  CHECK(r.error);  // JUnit <error>: nothing to judge against
+  // --no-expect: a case needs no expect block and must simply pass
+  CHECK(judge_case(noexpect, 0, kReport, "", true).passed);
+  r = judge_case(noexpect, 1, kReport, "", true);
+  CHECK(!r.passed);
+  CHECK(!r.error);
+  CHECK(r.message.find("first violation cu_seqlens.total") != std::string::npos);
+  CHECK(!r.report.empty());  // kept for the JUnit <system-out>
   auto crashed = d.write("x.json", make_case("x", R"({"first_violation": "cu_seqlens.total"})"));
   r = judge_case(crashed, 3, "", "attn-doctor: cannot run: device lost\n");
   CHECK(!r.passed);
+  CHECK(r.error);
   CHECK(r.message.find("no report (exit 3): attn-doctor: cannot run: device lost") != std::string::npos);
   auto unreadable = d.write("u.json", "{\"format\": \"attn-doctor/batch@1\"");
   r = judge_case(unreadable, 2, "", "");
   CHECK(!r.passed);
+  CHECK(r.error);
   CHECK(r.message.find("the case cannot be read") != std::string::npos);
 }
 
@@ -113,8 +124,10 @@ TEST_CASE("run_repro isolates a case that crashes or hangs and reports every cas
   CHECK(j["passed"] == 1);
   CHECK(j["failed"] == 2);
   std::string xml = junit_xml(results, "suite");
-  CHECK(xml.find("<testsuite name=\"suite\" tests=\"3\" failures=\"2\"") != std::string::npos);
-  CHECK(xml.find("<failure message=\"timed out after 2 s\"") != std::string::npos);
+  // a crash and a timeout are errors (nothing was judged), not expectation failures
+  CHECK(xml.find("<testsuite name=\"suite\" tests=\"3\" failures=\"0\" errors=\"2\"") != std::string::npos);
+  CHECK(xml.find("<error message=\"timed out after 2 s\"") != std::string::npos);
+  CHECK(xml.find("<system-out>") != std::string::npos);  // case a's report
 }
 
 TEST_CASE("collect_cases: folders recursively and sorted, missing paths are input errors", "[repro]") {

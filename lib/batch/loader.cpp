@@ -95,7 +95,10 @@ struct Loader {
     if (level + 1 == t.shape.size()) {
       for (size_t k = 0; k < j.size(); ++k) {
         const json& e = j[k];
-        if (!booleans && e.is_number_integer() && !e.is_number_unsigned()) {
+        // (the JSON parser gives non-negative integers the unsigned type)
+        if (!booleans && e.is_number_unsigned() && e.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+          t.values.push_back(static_cast<int64_t>(e.get<uint64_t>()));
+        } else if (!booleans && e.is_number_integer() && !e.is_number_unsigned()) {
           t.values.push_back(e.get<int64_t>());
         } else if (booleans && e.is_boolean()) {
           t.values.push_back(e.get<bool>() ? 1 : 0);
@@ -391,14 +394,36 @@ struct Loader {
     return s;
   }
 
+  // `name`, or its Hugging Face config.json spelling `alias` (copied from a model's config as
+  // it is); given both ways, the two must agree.
+  std::optional<int64_t> aliased_int(const Node& n, const char* name, const char* alias, int64_t min, int64_t max) {
+    auto a = n.get(name), b = n.get(alias);
+    if (!a && !b) return std::nullopt;
+    if (a && b && a->as_int(min, max) != b->as_int(min, max))
+      b->fail("the same value as /model/" + std::string(name) + " (" + std::to_string(a->as_int(min, max)) + ")",
+              std::to_string(b->as_int(min, max)));
+    return (a ? *a : *b).as_int(min, max);
+  }
+
   Model model(const Node& n) {
     n.expect_object({"num_heads", "num_kv_heads", "head_dim", "hidden_size", "dtype", "causal", "sliding_window",
-                     "softcap", "dropout", "architecture", "position_origin"});
+                     "softcap", "dropout", "architecture", "position_origin", "num_attention_heads",
+                     "num_key_value_heads"});
     Model m;
-    m.num_heads = n.at("num_heads").as_int(1, kMaxHeads);
-    m.num_kv_heads = n.has("num_kv_heads") ? n.at("num_kv_heads").as_int(1, kMaxHeads) : m.num_heads;
-    m.head_dim = n.at("head_dim").as_int(1, kMaxHeadDim);
+    auto heads = aliased_int(n, "num_heads", "num_attention_heads", 1, kMaxHeads);
+    if (!heads) n.at("num_heads");  // the required-key error
+    m.num_heads = *heads;
+    m.num_kv_heads = aliased_int(n, "num_kv_heads", "num_key_value_heads", 1, kMaxHeads).value_or(m.num_heads);
     if (auto h = n.get("hidden_size")) m.hidden_size = h->as_int(1, kMaxHeads * kMaxHeadDim);
+    if (auto d = n.get("head_dim")) {
+      m.head_dim = d->as_int(1, kMaxHeadDim);
+    } else if (m.hidden_size && *m.hidden_size % m.num_heads == 0) {
+      m.head_dim = *m.hidden_size / m.num_heads;  // what transformers derives for a config without head_dim
+    } else {
+      n.fail("\"head_dim\", or \"hidden_size\" divisible by the number of heads",
+             m.hidden_size ? "hidden_size " + std::to_string(*m.hidden_size) + " and " + std::to_string(m.num_heads) + " heads"
+                           : "neither");
+    }
     if (auto d = n.get("dtype")) {
       auto t = parse_dtype(d->as_string());
       if (!t || !is_floating(*t) || *t == DType::fp64)

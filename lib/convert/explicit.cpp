@@ -46,6 +46,21 @@ VarlenArgs explicit_varlen_args(const Batch& batch) {
   a.total_k = e.total_k_given ? e.total_k : (k && k->rows) ? *k->rows : e.total_k;
   a.call = kernel_call_for(batch.model);
   a.steps.push_back("arguments taken as written in the batch file's varlen block");
+  // A packed batch (one row of S tokens in the `batch` block) says how many rows q and k/v
+  // have: cu_seqlens ending past them overruns the tensors (cu_seqlens.total), it does not
+  // describe longer tensors. Without the block (or with total_q/total_k or row overrides)
+  // the rows are cu[-1] as before.
+  if (batch.batch && batch.batch->batch_size == 1) {
+    const BatchInputs& in = *batch.batch;
+    if (!e.total_q_given && !(q && q->rows) && a.total_q > in.query_length) {
+      a.total_q = in.query_length;
+      a.steps.push_back("q rows: the packed batch's " + std::to_string(in.query_length) + " tokens");
+    }
+    if (!e.total_k_given && !(k && k->rows) && a.total_k > in.kv_length) {
+      a.total_k = in.kv_length;
+      a.steps.push_back("k/v rows: the packed batch's " + std::to_string(in.kv_length) + " tokens");
+    }
+  }
   return a;
 }
 

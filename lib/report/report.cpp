@@ -45,6 +45,9 @@ nlohmann::json summarise_array(const std::vector<int64_t>& values, bool full) {
 bool stdout_wants_color() {
   const char* no_color = std::getenv("NO_COLOR");
   if (no_color && *no_color) return false;
+  // FORCE_COLOR (set and not "0"): colour off a terminal too, as CI logs that render ANSI ask
+  const char* force = std::getenv("FORCE_COLOR");
+  if (force && *force && std::string_view(force) != "0") return true;
   return isatty(fileno(stdout)) != 0;
 }
 

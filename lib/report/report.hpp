@@ -76,7 +76,7 @@ inline constexpr size_t kSummariseAbove = 32;
 // {"count": N, "head": [...16], "tail": [...16], "summarised": true} for long arrays.
 nlohmann::json summarise_array(const std::vector<int64_t>& values, bool full);
 
-// Whether stdout should get colour: a terminal and NO_COLOR unset.
+// Whether stdout should get colour: NO_COLOR unset, and FORCE_COLOR set (not "0") or a terminal.
 bool stdout_wants_color();
 
 }  // namespace ad

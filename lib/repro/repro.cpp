@@ -54,7 +54,8 @@ std::string first_line(const std::string& s) {
 
 }  // namespace
 
-ReproResult judge_case(const fs::path& file, int exit_code, const std::string& stdout_text, const std::string& stderr_text) {
+ReproResult judge_case(const fs::path& file, int exit_code, const std::string& stdout_text, const std::string& stderr_text,
+                       bool no_expect) {
   ReproResult r;
   r.file = file;
   r.name = file.stem().string();
@@ -63,16 +64,22 @@ ReproResult judge_case(const fs::path& file, int exit_code, const std::string& s
   try {
     Batch b = load_batch_file(file);
     r.name = b.name;
-    if (!b.expect) {
-      r.message = "the case has no \"expect\" block";
+    if (no_expect) {
+      expect = Expect{};
+      expect.exit_code = 0;  // every case must simply pass
+    } else if (!b.expect) {
+      r.message = "the case has no \"expect\" block (--no-expect: every case must simply pass)";
+      r.error = true;
       return r;
+    } else {
+      expect = *b.expect;
     }
-    expect = *b.expect;
   } catch (const InputError& e) {
     // A case may be an invalid batch on purpose (expect exit 2): then it cannot carry a
     // readable expect block, and only exit code 2 can pass. Such cases live in hostile/
     // fixtures with an .expect file instead; here an unreadable case fails with the reason.
     invalid_case = true;
+    r.error = true;
     r.message = std::string("the case cannot be read: ") + e.what();
   }
   r.expected = expect_json(expect);
@@ -88,11 +95,14 @@ ReproResult judge_case(const fs::path& file, int exit_code, const std::string& s
   }
   std::vector<std::string> got_ids;
   if (have_report) {
+    r.report = stdout_text;
     r.got["status"] = report.value("status", "");
     const auto& first = report["first_violation"];
     r.got["first_violation"] = first.is_object() ? first["id"] : nlohmann::json();
     for (const auto& v : report["violations"]) got_ids.push_back(v.value("id", ""));
     r.got["violations"] = got_ids;
+  } else if (!(expect.exit_code && *expect.exit_code == exit_code && exit_code >= 2)) {
+    r.error = true;  // no report to judge (and no expected failure to run)
   }
   if (invalid_case) return r;
 
@@ -119,6 +129,8 @@ ReproResult judge_case(const fs::path& file, int exit_code, const std::string& s
                        (exit_code >= 2 ? " (" + first_line(stderr_text) + ")" : ""));
   if (!expect.first_violation_given && expect.violations.empty() && !expect.exit_code)
     problems.push_back("the expect block is empty");
+  if (no_expect && have_report && exit_code == 1 && r.got["first_violation"].is_string())
+    problems.push_back("first violation " + r.got["first_violation"].get<std::string>());
   r.passed = problems.empty();
   for (const auto& p : problems) r.message += (r.message.empty() ? "" : "; ") + p;
   return r;
@@ -136,15 +148,18 @@ std::vector<ReproResult> run_repro(const std::vector<fs::path>& cases, const Rep
       argv.insert(argv.end(), options.extra_args.begin(), options.extra_args.end());
       ProcessResult p = run_process(argv, options.timeout_seconds);
       int code = p.exited ? p.exit_code : -1;
-      ReproResult r = judge_case(cases[i], code, p.out, p.err);
+      ReproResult r = judge_case(cases[i], code, p.out, p.err, options.no_expect);
       if (!p.spawn_error.empty()) {
         r.passed = false;
+        r.error = true;
         r.message = "could not start " + options.executable + ": " + p.spawn_error;
       } else if (p.timed_out) {
         r.passed = false;
+        r.error = true;
         r.message = "timed out after " + std::to_string(static_cast<int>(options.timeout_seconds)) + " s";
       } else if (!p.exited) {
         r.passed = false;
+        r.error = true;
         r.message = "attn-doctor died with signal " + std::to_string(p.signal) + (r.message.empty() ? "" : "; " + r.message);
       }
       r.ms = p.seconds * 1000.0;
@@ -166,6 +181,7 @@ nlohmann::json repro_json(const std::vector<ReproResult>& results) {
                      {"expected", r.expected},
                      {"got", r.got},
                      {"passed", r.passed},
+                     {"error", r.error},
                      {"ms", r.ms},
                      {"message", r.message}});
     passed += r.passed;
@@ -192,23 +208,33 @@ std::string xml_escape(const std::string& s) {
 }
 }  // namespace
 
+// JUnit XML: a case that met its expectation passes; one that did not is a <failure>; one that
+// could not be judged (unreadable, no report, crash, timeout) is an <error>. Each testcase's
+// <system-out> holds the case's report (the JSON `check` printed).
 std::string junit_xml(const std::vector<ReproResult>& results, const std::string& suite_name) {
-  int failures = 0;
+  int failures = 0, errors = 0;
   double total_ms = 0;
   for (const auto& r : results) {
-    failures += !r.passed;
+    failures += !r.passed && !r.error;
+    errors += !r.passed && r.error;
     total_ms += r.ms;
   }
+  const std::string counts = "tests=\"" + std::to_string(results.size()) + "\" failures=\"" + std::to_string(failures) +
+                             "\" errors=\"" + std::to_string(errors) + "\"";
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
-  out += "<testsuites tests=\"" + std::to_string(results.size()) + "\" failures=\"" + std::to_string(failures) + "\">\n";
-  out += "  <testsuite name=\"" + xml_escape(suite_name) + "\" tests=\"" + std::to_string(results.size()) +
-         "\" failures=\"" + std::to_string(failures) + "\" errors=\"0\" time=\"" + std::to_string(total_ms / 1000.0) + "\">\n";
+  out += "<testsuites " + counts + ">\n";
+  out += "  <testsuite name=\"" + xml_escape(suite_name) + "\" " + counts + " time=\"" +
+         std::to_string(total_ms / 1000.0) + "\">\n";
   for (const auto& r : results) {
     out += "    <testcase classname=\"" + xml_escape(r.file.parent_path().string()) + "\" name=\"" + xml_escape(r.name) +
            "\" file=\"" + xml_escape(r.file.string()) + "\" time=\"" + std::to_string(r.ms / 1000.0) + "\">\n";
-    if (!r.passed)
+    if (!r.passed && r.error)
+      out += "      <error message=\"" + xml_escape(r.message) + "\" type=\"unreadable\">" + xml_escape(r.message) +
+             "</error>\n";
+    else if (!r.passed)
       out += "      <failure message=\"" + xml_escape(r.message) + "\" type=\"expectation\">expected: " +
              xml_escape(r.expected.dump()) + "\ngot: " + xml_escape(r.got.dump()) + "</failure>\n";
+    if (!r.report.empty()) out += "      <system-out>" + xml_escape(r.report) + "</system-out>\n";
     out += "    </testcase>\n";
   }
   out += "  </testsuite>\n</testsuites>\n";

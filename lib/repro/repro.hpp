@@ -1,4 +1,5 @@
-// Repro cases: batch files with an `expect` block. Each case runs `attn-doctor check` in a
+// Repro cases: batch files with an `expect` block (or, with no_expect, any batch files that
+// must simply pass). Each case runs `attn-doctor check` in a
 // child process (isolation: a case that crashes or hangs cannot take the others with it),
 // cases run in parallel, and the outcome is compared with the expectation.
 #pragma once
@@ -17,6 +18,7 @@ struct ReproOptions {
   std::vector<std::string> extra_args;  // further `check` arguments
   unsigned jobs = 0;                    // 0: one per core
   double timeout_seconds = 300.0;       // per case
+  bool no_expect = false;               // ignore expect blocks: every case must pass (exit 0)
 };
 
 struct ReproResult {
@@ -25,7 +27,9 @@ struct ReproResult {
   nlohmann::json expected;  // {"first_violation", "violations", "exit_code"} as given
   nlohmann::json got;       // {"first_violation", "violations", "exit_code", "status"}
   bool passed = false;
+  bool error = false;       // not judged: unreadable case, no report, crash, timeout (JUnit <error>)
   std::string message;      // why it failed (expected vs got), or the error
+  std::string report;       // the report `check --format json` printed ("" without one)
   double ms = 0.0;
 };
 
@@ -33,9 +37,10 @@ struct ReproResult {
 // InputError for a path that does not exist or a folder without cases.
 std::vector<std::filesystem::path> collect_cases(const std::vector<std::string>& paths);
 
-// Compares one `check --format json` outcome with the case's expect block.
+// Compares one `check --format json` outcome with the case's expect block (no_expect: the
+// case passes when the check exits 0, whatever its file expects).
 ReproResult judge_case(const std::filesystem::path& file, int exit_code, const std::string& stdout_text,
-                       const std::string& stderr_text);
+                       const std::string& stderr_text, bool no_expect = false);
 
 std::vector<ReproResult> run_repro(const std::vector<std::filesystem::path>& cases, const ReproOptions& options);
 
