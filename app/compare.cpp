@@ -26,6 +26,7 @@ struct Row {
   std::string note;
   VarlenArgs args;
   std::optional<Violation> first;
+  Prediction prediction;  // what this release's stack does with the call
   bool changed = false;
 };
 
@@ -100,7 +101,7 @@ void print_text(const std::string& file, const std::vector<Row>& rows) {
   std::cout << "compare " << file << ": " << rows.size() << " rule sets (* = output differs from the row above)\n\n";
   std::cout << std::left << "  " << std::setw(10) << "release" << std::setw(11) << "rule set" << std::setw(13) << "path"
             << std::setw(26) << "cu_seqlens_q" << std::setw(26) << "cu_seqlens_k" << std::setw(24) << "max_seqlen q/k"
-            << std::setw(10) << "total q/k" << "first violation\n";
+            << std::setw(10) << "total q/k" << std::setw(17) << "predicted" << "first violation\n";
   for (const Row& r : rows) {
     const VarlenArgs& a = r.args;
     bool varlen = a.path != VarlenPath::dense;
@@ -112,7 +113,8 @@ void print_text(const std::string& file, const std::vector<Row>& rows) {
               << to_string(a.path) << std::setw(26)
               << (varlen ? list(a.cu_seqlens_q) : "-") << std::setw(26) << (varlen ? list(a.cu_seqlens_k) : "-")
               << std::setw(24) << max << std::setw(10)
-              << (varlen ? std::to_string(a.total_q) + "/" + std::to_string(a.total_k) : "-") << outcome(r) << "\n";
+              << (varlen ? std::to_string(a.total_q) + "/" + std::to_string(a.total_k) : "-") << std::setw(17)
+              << to_string(r.prediction.symptom.outcome) << outcome(r) << "\n";
     if (!r.note.empty()) std::cout << "              note: " << r.note << "\n";
   }
 }
@@ -146,6 +148,7 @@ Subcommand add_compare(CLI::App& root, const Globals&) {
       Conversion conversion;
       conversion.replayed = r.args;
       std::vector<Violation> found = run_static_checks(batch, conversion);
+      r.prediction = predict_call(found, batch);
       if (!found.empty()) r.first = found.front();  // catalogue order, warnings included
       bool error = false;
       for (const Violation& v : found) error = error || v.severity == Severity::error;
@@ -176,6 +179,7 @@ Subcommand add_compare(CLI::App& root, const Globals&) {
                                                         {"severity", to_string(r.first->severity)},
                                                         {"message", r.first->message}}
                                        : nlohmann::json(nullptr);
+        j["prediction"] = prediction_json(r.prediction);
         j["changed"] = r.changed;
         if (!r.note.empty()) j["note"] = r.note;
         out["rules"].push_back(j);

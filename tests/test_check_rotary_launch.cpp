@@ -5,7 +5,7 @@ using namespace check_test;
 
 TEST_CASE("rotary.dim: the rotary dim is per head", "[check]") {
   SECTION("the worked example rotary-model-width (FLA #180) breaks exactly it") {
-    auto r = run(R"({"format": "attn-doctor/batch@1", "name": "rotary-model-width",
+    auto r = run(R"({"format": "attn-doctor/batch@1", "name": "rotary-model-width", "environment": {"fla": "0.5.2"},
                      "model": {"num_heads": 16, "head_dim": 64, "hidden_size": 1024},
                      "rotary": {"implementation": "fla", "dim": 1024},
                      "varlen": {"cu_seqlens_q": [0, 512, 1024], "max_seqlen_q": 512}})");
@@ -14,6 +14,14 @@ TEST_CASE("rotary.dim: the rotary dim is per head", "[check]") {
     CHECK_THAT(v.message, Catch::Contains("model width"));
     CHECK(v.evidence["elements_past_head"] == 960);
     CHECK(v.evidence["upstream_message"] == "an illegal memory access was encountered");
+  }
+  SECTION("fla-core 0.6.0 (and no release named: the newest) asserts it before the launch") {
+    auto r = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 16, "head_dim": 64, "hidden_size": 1024},
+                     "rotary": {"implementation": "fla", "dim": 1024}, "varlen": {"cu_seqlens_q": [0, 512, 1024]}})");
+    REQUIRE_ONLY(r, "rotary.dim");
+    CHECK(r.violations[0].evidence["upstream_message"] ==
+          "Rotary dimension must not exceed head dimension, got rotary_dim=1024 and head_dim=64");
+    CHECK(r.violations[0].symptom->outcome == ad::Outcome::raises);
   }
   SECTION("flash_attn's apply_rotary rejects it on the host") {
     auto r = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 16, "head_dim": 64},
@@ -91,12 +99,18 @@ TEST_CASE("rotary.layout: a layout the kernel supports, batch 1 with cu_seqlens"
 
 TEST_CASE("rotary.table: the cos/sin table covers every position", "[check]") {
   SECTION("FLA varlen needs the packed length, not the longest sequence (FLA #515): breaks exactly it") {
-    auto r = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},
+    auto r = run(R"({"format": "attn-doctor/batch@1", "environment": {"fla": "0.5.2"}, "model": {"num_heads": 8, "head_dim": 64},
                      "rotary": {"implementation": "fla", "dim": 64, "table_length": 512},
                      "varlen": {"cu_seqlens_q": [0, 512, 1024]}})");
     REQUIRE_ONLY(r, "rotary.table");
     CHECK(r.violations[0].evidence["needed"] == 1024);
-    CHECK(r.violations[0].evidence["upstream_message"] == "TR must be >= T");
+    CHECK(r.violations[0].evidence["upstream_message"] == "TR must be >= T, got 512 and 1024");
+    // fla-core 0.6.0 drops TR >= T in varlen but still asserts offset + T <= TR on the packed length
+    auto now = run(R"({"format": "attn-doctor/batch@1", "environment": {"fla": "0.6.0"}, "model": {"num_heads": 8, "head_dim": 64},
+                       "rotary": {"implementation": "fla", "dim": 64, "table_length": 512},
+                       "varlen": {"cu_seqlens_q": [0, 512, 1024]}})");
+    REQUIRE_ONLY(now, "rotary.table");
+    CHECK(now.violations[0].evidence["upstream_message"] == "AssertionError");
   }
   SECTION("flash_attn: seqlen_ro < max_seqlen raises; per-sequence offsets past the table are left unrotated") {
     auto short_table = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},

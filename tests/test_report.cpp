@@ -35,6 +35,25 @@ Report sample_report() {
   return r;
 }
 
+// A symptom or prediction: outcome class, pass, message, basis, optional rows.
+void check_symptom(const json& s) {
+  REQUIRE(s.is_object());
+  REQUIRE(s["outcome"].is_string());
+  CHECK(parse_outcome(s["outcome"].get<std::string>()));
+  CHECK((s["pass"] == "forward" || s["pass"] == "backward"));
+  CHECK(s["message"].is_string());
+  REQUIRE(s["basis"].is_string());
+  const std::string basis = s["basis"];
+  CHECK((basis == "model" || basis.rfind("report ", 0) == 0 || basis.rfind("golden ", 0) == 0));
+  if (s.contains("rows")) {
+    REQUIRE(s["rows"].is_array());
+    for (const auto& r : s["rows"]) {
+      REQUIRE(r.size() == 2);
+      CHECK(r[0].get<int64_t>() <= r[1].get<int64_t>());
+    }
+  }
+}
+
 // Required keys and their JSON types (report-format.md `check --format json`).
 void require_schema(const json& j) {
   for (const char* k : {"tool", "version", "input", "name", "status", "backend"}) {
@@ -58,6 +77,7 @@ void require_schema(const json& j) {
     CHECK(v["evidence"].is_object());
     CHECK(v["references"].is_array());
     CHECK((v["severity"] == "error" || v["severity"] == "warning"));
+    if (v.contains("symptom")) check_symptom(v["symptom"]);
   };
   if (!j["first_violation"].is_null()) {
     check_violation(j["first_violation"]);
@@ -163,6 +183,37 @@ TEST_CASE("diagnose: explicit overrun with --backend none gives the JSON schema 
   CHECK(j["varlen"]["path"] == "explicit");
   CHECK(j["varlen"]["cu_seqlens_q"] == json({0, 100, 137, 400}));
   CHECK(exit_code_for(r, false) == 1);
+  // the prediction for the call, and the symptom of the violation it comes from
+  REQUIRE(j.contains("prediction"));
+  check_symptom(j["prediction"]);
+  CHECK(j["prediction"]["outcome"] == "out_of_bounds");
+  CHECK(j["prediction"]["invariant"] == "cu_seqlens.total");
+  CHECK(j["first_violation"]["symptom"]["outcome"] == "out_of_bounds");
+  CHECK_FALSE(j["first_violation"]["symptom"].contains("invariant"));
+  // the text report: right after the header, before the first violation
+  const std::string text = render_text(r, {});
+  const auto at = text.find("prediction: out_of_bounds (forward): no error;");
+  REQUIRE(at != std::string::npos);
+  CHECK(at < text.find("first violation:"));
+  CHECK(text.find("[model]") != std::string::npos);
+}
+
+TEST_CASE("report: a prediction with rows prints them on the next line", "[report]") {
+  Report r;
+  r.version = "0.1.0";
+  Prediction p;
+  p.symptom.outcome = Outcome::wrong_output;
+  p.symptom.message = "no error; output rows 128-199 are never computed";
+  p.symptom.rows = {{128, 199}, {300, 300}};
+  p.symptom.basis = "model";
+  p.invariant = "max_seqlen.covers";
+  r.prediction = p;
+  const std::string text = render_text(r, {});
+  CHECK(text.find("prediction: wrong_output (forward): no error; output rows 128-199 are never computed  [model]\n  rows: 128-199, 300\n") !=
+        std::string::npos);
+  const json j = to_json(r, {});
+  CHECK(j["prediction"]["rows"] == json::parse("[[128, 199], [300, 300]]"));
+  CHECK(j["prediction"]["invariant"] == "max_seqlen.covers");
 }
 
 TEST_CASE("check --format json stays valid JSON for a file name that is not UTF-8", "[report]") {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "batch/version.hpp"
+#include "predict/predict.hpp"
 
 namespace ad {
 
@@ -47,6 +48,8 @@ struct Environment {
   std::optional<Version> flash_attn;
   std::optional<Version> triton;
   std::optional<Version> torch;
+  std::optional<Version> fla;           // flash-linear-attention (fla-core)
+  std::optional<Version> flash_attn_4;  // the separately installed flash-attn 4 package (CuTe DSL)
   std::string device = "cuda:0";
 };
 
@@ -204,11 +207,18 @@ struct Intent {
   IntentSource source = IntentSource::none;
 };
 
+// expect.prediction: pins the report's prediction.outcome (and prediction.pass when given).
+struct ExpectedPrediction {
+  Outcome outcome = Outcome::ok;
+  std::optional<Pass> pass;
+};
+
 struct Expect {
   bool first_violation_given = false;
   std::optional<std::string> first_violation;  // nullopt with _given = all hold
   std::vector<std::string> violations;
   std::optional<int> exit_code;
+  std::optional<ExpectedPrediction> prediction;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -218,6 +228,7 @@ struct Batch {
   std::string name;            // "name", else the file stem
   std::string description;
   std::vector<std::string> references;
+  CallPass pass = CallPass::forward;  // "pass": inference, or a training step (forward + backward)
   Environment environment;
   Model model;
   std::optional<BatchInputs> batch;

@@ -366,7 +366,7 @@ struct Loader {
   // ---- sections -------------------------------------------------------------------------
 
   Environment environment(const Node& n) {
-    n.expect_object({"transformers", "flash_attn", "triton", "torch", "device"});
+    n.expect_object({"transformers", "flash_attn", "flash_attn_4", "fla", "triton", "torch", "device"});
     Environment e;
     auto version = [&](const char* key) -> std::optional<Version> {
       auto v = n.get(key);
@@ -379,6 +379,8 @@ struct Loader {
     e.flash_attn = version("flash_attn");
     e.triton = version("triton");
     e.torch = version("torch");
+    e.fla = version("fla");
+    e.flash_attn_4 = version("flash_attn_4");
     if (auto d = n.get("device")) e.device = device(*d);
     return e;
   }
@@ -714,7 +716,7 @@ struct Loader {
   }
 
   Expect expect(const Node& n) {
-    n.expect_object({"first_violation", "violations", "exit_code"});
+    n.expect_object({"first_violation", "violations", "exit_code", "prediction"});
     Expect e;
     if (auto f = n.get("first_violation")) {
       e.first_violation_given = true;
@@ -722,18 +724,33 @@ struct Loader {
     }
     if (auto v = n.get("violations")) e.violations = v->as_string_array();
     if (auto c = n.get("exit_code")) e.exit_code = static_cast<int>(c->as_int(0, 3));
+    if (auto p = n.get("prediction")) {
+      p->expect_object({"outcome", "pass"});
+      ExpectedPrediction want;
+      Node o = p->at("outcome");
+      std::optional<Outcome> outcome = o.is_string() ? parse_outcome(o.raw().get<std::string>()) : std::nullopt;
+      if (!outcome) {
+        std::string classes;
+        for (std::string_view c : outcome_names()) classes += (classes.empty() ? "\"" : ", \"") + std::string(c) + "\"";
+        o.fail("an outcome class: one of " + classes);
+      }
+      want.outcome = *outcome;
+      if (auto ps = p->get("pass")) want.pass = parse_pass(ps->as_enum({"forward", "backward"}));
+      e.prediction = want;
+    }
     return e;
   }
 
   Batch batch(const Node& root) {
-    root.expect_object({"format", "name", "description", "references", "environment", "model", "batch", "varlen",
-                        "tensors", "rotary", "launch", "intent", "expect"});
+    root.expect_object({"format", "name", "description", "references", "pass", "environment", "model", "batch",
+                        "varlen", "tensors", "rotary", "launch", "intent", "expect"});
     Batch b;
     auto format = root.at("format");
     if (format.as_string() != "attn-doctor/batch@1") format.fail("\"attn-doctor/batch@1\"");
     if (auto v = root.get("name")) b.name = v->as_string();
     if (auto v = root.get("description")) b.description = v->as_string();
     if (auto v = root.get("references")) b.references = v->as_string_array();
+    if (auto v = root.get("pass")) b.pass = *parse_call_pass(v->as_enum({"forward", "training"}));
     if (auto v = root.get("environment")) b.environment = environment(*v);
     b.model = model(root.at("model"));
     if (!(root.has("batch") || root.has("varlen") || root.has("rotary") || root.has("launch")))

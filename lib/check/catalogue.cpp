@@ -99,17 +99,28 @@ const std::vector<Invariant>& table() {
        .upstream_message = "flash_attn_varlen_func() got an unexpected keyword argument 'softcap'",
        .check = checks::input_feature},
       {.number = 5, .id = "input.int32_range", .group = G::input, .stage = "input",
-       .severity_rule = "error; warning on FA3 (64-bit offsets)",
-       .statement = "every tensor's element count and row offset < 2^31",
-       .when_broken = "illegal memory access on 32-bit index paths",
+       .severity_rule = "error where the batch's pass breaks: the dense kernel or an LSE past 2^31 elements (forward), "
+                        "the backward's 32-bit dq_accum offsets (\"pass\": \"training\"); warning where only a training "
+                        "step would break, or the tensors pass 2^31 on 64-bit paths (FA2's varlen forward, FA3, FA4)",
+       .statement = "every offset a kernel of the call computes in 32 bits stays below 2^31, counted over the tensors "
+                    "that reach the kernel (the packed q/k/v/out on the varlen routes, the padded ones on the dense "
+                    "route)",
+       .when_broken = "dense kernel: illegal memory access; varlen backward: silently wrong dq for late segments "
+                      "(illegal memory access before 2.8.0 for long or many segments); varlen forward: right",
        .explanation =
-           "Parts of FA2 and of the kernels around it compute element offsets in 32-bit integers. A q, k, v or out "
-           "of 2^31 elements or more, or a row offset past 2^31, wraps around and the kernel reads or writes far "
-           "outside the tensor. Reported for long sequences times wide heads (flash-attention#767); FA3 uses 64-bit "
-           "offsets and was reported to work there.",
-       .fix = "Split the call so every tensor stays below 2^31 elements (fewer tokens per call, fewer heads per "
-              "tensor-parallel rank), or use FA3 on Hopper.",
-       .references = {"Dao-AILab/flash-attention#767", "Dao-AILab/flash-attention PR#1500"},
+           "FA2's varlen forward reaches q, k, v and out through 64-bit strides (flash.h index_t), so a packed q past "
+           "2^31 elements is computed right (measured on an H100 at 1.19 x 2^31). Its backward offsets the fp32 dq "
+           "accumulator by cu_seqlens_q[b] x H x d_rounded in 32 bits (block_info.h q_offset with int strides): the "
+           "segments that start past row 2^31 / (H x d_rounded) get a silently wrong dq, in every 2.x release up to "
+           "2.8.3 (fixed on main by flash-attention PR#2260). Before 2.8.0 the tile term (m_block x kBlockM + 128 x b) x "
+           "H x d_rounded was an int product too, an illegal memory access for long or many segments (PR#1500). The "
+           "dense kernel on tensors past 2^31 elements faults (flash-attention#767). On the unpad route the padded "
+           "(B, L) tensors only meet PyTorch's gather, which indexes in 64 bits. FA3 uses 64-bit offsets.",
+       .fix = "Split the call so every segment starts below row 2^31 / (H x d_rounded) for training (fewer tokens per "
+              "call, fewer heads per tensor-parallel rank), upgrade to flash-attn >= 2.8.0, or use FA3 on Hopper.",
+       .references = {"Dao-AILab/flash-attention#767", "Dao-AILab/flash-attention PR#1500",
+                      "Dao-AILab/flash-attention PR#2260",
+                      "Dao-AILab/flash-attention v2.6.3 csrc/flash_attn/src/flash_bwd_kernel.h (row_offset_dq_accum)"},
        .upstream_message = "an illegal memory access was encountered",
        .check = checks::input_int32_range},
 
@@ -323,8 +334,10 @@ const std::vector<Invariant>& table() {
                       "undershoot: tail rows uninitialised, NaN gradients",
        .explanation =
            "cu[-1] must equal the rows of the packed tensor. Past it the kernel reads q/k/v and writes out beyond the "
-           "tensors: an illegal memory access, or silent corruption of whatever the allocator placed next "
-           "(flash-attention#855, LongQLoRA's shifted groups, the mRoPE [0, S, 2S, 3S]). Short of it the tail rows "
+           "tensors (flash-attention#855, LongQLoRA's shifted groups, the mRoPE [0, S, 2S, 3S]). How far decides what "
+           "the user sees: a few rows stay inside the segment PyTorch's caching allocator carved the tensor from, "
+           "nothing is raised and the intended rows come out right (memory corruption possible, compute-sanitizer "
+           "reports it); a phantom segment reaching far past it faults with an illegal memory access. Short of it the tail rows "
            "are never written and turn into NaN gradients (flash-attention#1661, PR#2324).",
        .fix = "Derive cu_seqlens from the same lengths that built the packed tensor: cu_seqlens_q[-1] == "
               "q.shape[0], cu_seqlens_k[-1] == k.shape[0].",
@@ -351,13 +364,20 @@ const std::vector<Invariant>& table() {
        .upstream_message = "",
        .check = checks::max_seqlen_type},
       {.number = 22, .id = "max_seqlen.covers", .group = G::conversion, .stage = "conversion",
-       .severity_rule = "error",
+       .severity_rule = "error where a kernel of the batch's pass leaves rows or keys out (the forward's row tiles, the "
+                        "window clamp, split-KV decode; the backward's grids for a training batch); warning where the "
+                        "tiles absorb it (latent: the message says when it bites)",
        .statement = "max_seqlen_q >= every q segment length and max_seqlen_k >= every k segment length",
-       .when_broken = "q: rows past it never computed (silent garbage); k: keys dropped in split-KV/paged/backward",
+       .when_broken = "q: rows past the forward's ceil(max_seqlen_q / kBlockM) row tiles never computed (stale values); "
+                      "k: keys dropped by split-KV decode, the window clamp and the backward",
        .explanation =
-           "The forward grid has ceil(max_seqlen_q / BLOCK_M) query tiles per sequence, so rows of a longer segment "
-           "past them are never computed and keep whatever memory held. A max_seqlen_k shorter than a key segment "
-           "truncates keys in the split-KV, paged and backward kernels, which size their loops from it.",
+           "FA2's forward grid has ceil(max_seqlen_q / kBlockM) row tiles of kBlockM rows (128 for most head dims) per "
+           "sequence: a longer segment is still computed entirely while it fits them, and only rows past them are "
+           "never computed, keeping whatever torch.empty held (stale finite values). The forward takes its key "
+           "blocks from the actual lengths, so a short max_seqlen_k matters only where the host or another kernel "
+           "uses it: mha_varlen_fwd drops a left window >= max_seqlen_k, the split-KV decode path sizes its splits "
+           "from it, and the backward sizes its row grids from max_seqlen_q and its key-block grid from "
+           "max_seqlen_k (flash_bwd_launch_template.h), leaving dq, dk and dv rows unwritten.",
        .fix = "Compute max_seqlen_q and max_seqlen_k from the cu_seqlens actually passed (the largest cu[i+1] - "
               "cu[i] of each).",
        .references = {"Dao-AILab/flash-attention#1773"},
@@ -441,14 +461,15 @@ const std::vector<Invariant>& table() {
       {.number = 28, .id = "rotary.dim", .group = G::rotary, .stage = "rotary",
        .severity_rule = "error",
        .statement = "rotary dim <= head_dim (the value passed is the per-head width, not the model width)",
-       .when_broken = "reads/writes past each head -> illegal memory access at the tensor end, silent cross-head "
-                      "corruption elsewhere",
+       .when_broken = "FLA before 0.6.0: reads/writes past each head -> illegal memory access at the tensor end, "
+                      "silent cross-head corruption elsewhere; FLA 0.6.0, flash_attn: AssertionError on the host",
        .explanation =
            "The rotary dimension is per head. FLA's rotary kernel bounds its columns by the dim it was given, not by "
            "the head dim: RotaryEmbedding(dim=hidden_size) rotates hidden_size elements from the start of each head, "
            "overwriting the following heads and, at the last head of the last token, memory past the tensor (an "
-           "illegal memory access under torch.compile, FLA #180). flash_attn's apply_rotary rejects it on the host; "
-           "transformers' apply_rotary_pos_emb fails to broadcast.",
+           "illegal memory access under torch.compile, FLA #180). fla-core 0.6.0 asserts the rotary width against "
+           "the head dim before the launch (\"Rotary dimension must not exceed head dimension\"). flash_attn's "
+           "apply_rotary rejects it on the host; transformers' apply_rotary_pos_emb fails to broadcast.",
        .fix = "Construct the rotary embedding with the head dim (or its rotary fraction): "
               "RotaryEmbedding(dim=head_dim).",
        .references = {"fla-org/flash-linear-attention#180"},
@@ -488,9 +509,11 @@ const std::vector<Invariant>& table() {
                     "for FLA)",
        .when_broken = "positions past the table silently left unrotated, or out-of-bounds table reads",
        .explanation =
-           "The cos/sin table needs a row for every position rotated. FLA asserts TR >= T on the tensor it is given, "
-           "and in varlen that tensor is the packed one: the table must cover the packed length, not the longest "
-           "sequence (FLA #515: unpadded to one row while max_seqlen kept the padded length). flash_attn asserts "
+           "The cos/sin table needs a row for every position rotated. FLA up to 0.5.2 asserts TR >= T on the tensor "
+           "it is given, and in varlen that tensor is the packed one: the table must cover the packed length, not "
+           "the longest sequence (FLA #515: unpadded to one row while max_seqlen kept the padded length). fla-core "
+           "0.6.0 keeps that assert only without cu_seqlens, still asserts offset + T <= TR for an int offset (T the "
+           "packed length), and checks per-sequence tensor offsets on the device (a device-side assert). flash_attn asserts "
            "seqlen_ro >= max_seqlen but leaves positions that per-sequence offsets push past the table unrotated.",
        .fix = "Let the table grow to the largest position used (FLA's RotaryEmbedding does when given the packed "
               "length), or pass max_seqlen and offsets that cover every sequence.",

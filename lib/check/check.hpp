@@ -57,6 +57,19 @@ struct CheckContext {
   std::optional<Version> flash_attn;  // --flash-attn: overrides environment.flash_attn
 };
 
+// The releases and pass the symptom table reads (lib/predict): the batch's environment, the
+// --flash-attn override, the flash-attn family of the rule set that applies, the batch's pass.
+SymptomContext symptom_context(const Batch& batch, const std::optional<Version>& flash_attn_override = std::nullopt);
+
+// Gives every violation without a symptom the symptom table's default for its id (its
+// "warning" case for a warning; a dynamic observation's case from its evidence; a raise takes
+// the violation's own upstream message), then combines them into the call's prediction.
+// Backward symptoms count for a training batch only. `trusted_reference` false: a
+// result.reference finding compared against an intent derived from the broken input, which
+// cannot vouch for the outcome, and is left out.
+Prediction predict_call(std::vector<Violation>& violations, const Batch& batch,
+                        const std::optional<Version>& flash_attn_override = std::nullopt, bool trusted_reference = true);
+
 // The catalogue as Markdown (docs/spec/invariants.md embeds it between generated markers) and the
 // flash-attn release table as Markdown (docs/spec/flash-attn-features.md).
 std::string catalogue_markdown();

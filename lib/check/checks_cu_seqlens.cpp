@@ -8,6 +8,7 @@
 
 #include "check/checked_math.hpp"
 #include "check/static_checks.hpp"
+#include "exec/semantics.hpp"
 
 namespace ad::checks {
 
@@ -70,11 +71,12 @@ void cu_seqlens_device(Ctx& ctx) {
     if (!o || !o->device || *o->device == q_device) continue;
     const std::string& d = *o->device;
     const bool cpu = d == "cpu";
-    ctx.report(Severity::error,
+    Violation& v = ctx.report(Severity::error,
                std::string(cu_name(q)) + " is on " + d + " but q is on " + q_device +
                    (cpu ? ": the host check rejects it" : ": the kernel reads it across devices"),
                {{"tensor", cu_name(q)}, {"device", d}, {"q_device", q_device}},
                cpu ? std::string(cu_name(q)) + " must be on CUDA" : "an illegal memory access was encountered");
+    if (!cpu) ctx.symptom(v, "other_gpu");
   }
 }
 
@@ -89,11 +91,12 @@ void cu_seqlens_shape(Ctx& ctx) {
     const VarlenArgs* r = ctx.replayed;
     if (r && r->failure && r->path == VarlenPath::position_ids && r->cu_seqlens_q.numel() > 0 &&
         !is_vector(r->cu_seqlens_q))
-      ctx.report(Severity::error,
+      ctx.symptom(ctx.report(Severity::error,
                  "the release builds cu_seqlens_q of shape " + shape_text(r->cu_seqlens_q.shape) + " (" +
                      std::to_string(r->cu_seqlens_q.numel()) + " entries) and fails on it before calling the kernel",
                  {{"tensor", "cu_seqlens_q"}, {"shape", r->cu_seqlens_q.shape}, {"entries", r->cu_seqlens_q.numel()}},
-                 r->failure->type + ": " + r->failure->message);
+                 r->failure->type + ": " + r->failure->message),
+                  "replay", r->failure->type + ": " + r->failure->message);
     return;
   }
   const bool fa2 = ctx.rules().family == 2;
@@ -135,12 +138,21 @@ void cu_seqlens_start(Ctx& ctx) {
     const IntTensor& cu = q ? a->cu_seqlens_q : a->cu_seqlens_k;
     if (cu.rank() != 1 || cu.values.empty() || cu.values.front() == 0) continue;
     const int64_t first = cu.values.front();
-    ctx.report(Severity::error,
+    Violation& v = ctx.report(Severity::error,
                std::string(cu_name(q)) + "[0] is " + std::to_string(first) + ", not 0" +
                    (first < 0 ? ": a negative start becomes a huge unsigned row offset"
                               : ": rows 0-" + std::to_string(first - 1) + " are never written"),
                {{"tensor", cu_name(q)}, {"first", first}},
                first < 0 ? "an illegal memory access was encountered" : "");
+    if (first > 0 && q) {
+      ctx.symptom(v, "positive", "", packed_rows_as_user_sees(*a, 0, std::min(first, a->total_q) - 1));
+      if (v.symptom && !v.symptom->rows.empty())
+        v.symptom->message = "no error; output rows " + rows_text(v.symptom->rows, 4) +
+                             " are never written (torch.empty: stale values)";
+    } else if (first > 0) {
+      ctx.symptom(v, "positive", "no error; every segment reads the keys cu_seqlens_k places it at, shifted by " +
+                                     std::to_string(first) + " rows");
+    }
     if (same_cu(*a)) break;
   }
 }
@@ -170,9 +182,97 @@ void cu_seqlens_monotonic(Ctx& ctx) {
   }
 }
 
-// 20 cu_seqlens.total: cu[-1] must be the packed tensor's row count. Over: reads and writes
-// past q/k/v/out (flash-attention#855, LongQLoRA#6, the mRoPE cu = [0, S, 2S, 3S]); under: tail
-// rows never written, NaN gradients (flash-attention#1661, PR#2324).
+namespace {
+
+// How far FA2's varlen forward reaches into q/out and k/v: per segment, the rows of its
+// ceil(max_seqlen_q / kBlockM) row tiles (loads and stores are predicated by the segment's own
+// length), and for each the key blocks compute_attn_1rowblock visits (semantics.hpp).
+struct Reach {
+  int64_t q_end = 0;  // one past the furthest q/out row accessed
+  int64_t k_end = 0;  // one past the furthest k/v row read
+};
+
+Reach fa2_reach(const Ctx& ctx, const VarlenArgs& a) {
+  Reach r;
+  const Model& m = ctx.batch.model;
+  const sem::Fa2Tile tile = sem::fa2_tile(static_cast<int>(std::min<int64_t>(m.head_dim, 256)), a.call.dropout > 0,
+                                          sem::GpuArch::sm90);
+  const int64_t grid_rows = checked::ceil_div(std::max<int64_t>(a.max_seqlen_q.value, 0), tile.block_m) * tile.block_m;
+  // mha_varlen_fwd / set_params_fprop: causal is window (-1, 0); a window >= max_seqlen_k is
+  // dropped; a one-sided window gets max_seqlen_k on its open side (as lib/exec/plan.cpp)
+  const int64_t max_k = std::max<int64_t>(a.max_seqlen_k.value, 0);
+  int64_t wl = a.call.window_left, wr = a.call.causal ? 0 : a.call.window_right;
+  if (wl >= max_k) wl = -1;
+  if (wr >= max_k) wr = -1;
+  const bool causal = wl < 0 && wr == 0;
+  if (wl < 0 && wr >= 0) wl = max_k;
+  if (wl >= 0 && wr < 0) wr = max_k;
+  const sem::Fa2Flags flags{causal, (wl >= 0 || wr >= 0) && !causal, static_cast<int32_t>(std::min<int64_t>(wl, INT32_MAX)),
+                            static_cast<int32_t>(std::min<int64_t>(wr, INT32_MAX)), tile.block_m, tile.block_n};
+  const auto& cq = a.cu_seqlens_q.values;
+  const auto& ck = a.cu_seqlens_k.values;
+  auto clamp32 = [](int64_t v) { return static_cast<int32_t>(std::clamp<int64_t>(v, INT32_MIN, INT32_MAX)); };
+  for (size_t b = 0; b + 1 < cq.size() && b + 1 < ck.size(); ++b) {
+    const int64_t len_q = cq[b + 1] - cq[b], len_k = ck[b + 1] - ck[b];
+    if (len_q <= 0 || cq[b] < 0 || ck[b] < 0) continue;
+    const int64_t rows = std::min(len_q, grid_rows);
+    if (rows <= 0) continue;
+    r.q_end = std::max(r.q_end, cq[b] + rows);
+    if (len_k <= 0) continue;
+    const sem::Fa2TileRange t = sem::fa2_tile_range((rows - 1) / tile.block_m, clamp32(len_q), clamp32(len_k), flags);
+    if (!t.exits && !t.empty) r.k_end = std::max(r.k_end, ck[b] + t.key_end);
+  }
+  return r;
+}
+
+// The symptom of an overrun: where the furthest access lands against the caching allocator's
+// segment of each tensor (predict.hpp caching_allocator_placement).
+void overrun_symptom(Ctx& ctx, Violation& v, const VarlenArgs& a) {
+  const Model& m = ctx.batch.model;
+  const Reach reach = fa2_reach(ctx, a);
+  const int64_t elem = dtype_bytes(m.dtype);
+  struct Side {
+    const char* tensors;
+    int64_t end, rows, heads;
+  };
+  bool past_segment = false, reached = false;
+  std::string detail;
+  nlohmann::json sides = nlohmann::json::array();
+  for (const Side& s : {Side{"q/out", reach.q_end, a.total_q, m.num_heads}, Side{"k/v", reach.k_end, a.total_k, m.num_kv_heads}}) {
+    if (s.end <= s.rows) continue;
+    reached = true;
+    const auto row_bytes = checked::product({s.heads, m.head_dim, elem});
+    const auto tensor_bytes = row_bytes ? checked::mul(std::max<int64_t>(s.rows, 0), *row_bytes) : std::nullopt;
+    const auto past_bytes = row_bytes ? checked::mul(s.end - s.rows, *row_bytes) : std::nullopt;
+    const AllocatorPlacement place = caching_allocator_placement(tensor_bytes.value_or(0));
+    const bool inside = tensor_bytes && past_bytes && *past_bytes <= place.segment_bytes - *tensor_bytes;
+    past_segment = past_segment || !inside;
+    sides.push_back({{"tensors", s.tensors}, {"rows", s.rows}, {"furthest_row", s.end - 1},
+                     {"bytes_past", checked::to_text(past_bytes)}, {"segment_bytes", place.segment_bytes},
+                     {"inside_segment", inside}});
+    detail += std::string(detail.empty() ? "" : " and ") + std::to_string(s.end - s.rows) + " rows past " + s.tensors;
+  }
+  v.evidence["reach"] = sides;
+  if (!past_segment) v.evidence.erase("upstream_message");  // nothing is raised
+  if (!reached) {
+    ctx.symptom(v, "over_unreached");
+    return;
+  }
+  if (past_segment) ctx.symptom(v, "over_past_segment");
+  else
+    ctx.symptom(v, "over_in_segment",
+                "no error; the intended rows come out right, but the kernel reads and writes " + detail +
+                    ", inside the caching allocator's segments (memory corruption possible; compute-sanitizer reports it)");
+}
+
+}  // namespace
+
+// 20 cu_seqlens.total: cu[-1] must be the packed tensor's row count. Over: the kernel reads and
+// writes past q/k/v/out (flash-attention#855, LongQLoRA#6, the mRoPE cu = [0, S, 2S, 3S]). What
+// the user sees depends on how far: accesses that stay inside the caching allocator's segment
+// the tensor sits in raise nothing and leave the intended rows right (compute-sanitizer sees
+// them); a phantom segment far past it faults. Under: tail rows never written, NaN gradients
+// (flash-attention#1661, PR#2324).
 void cu_seqlens_total(Ctx& ctx) {
   const VarlenArgs* a = varlen_call(ctx);
   if (!a) return;
@@ -185,15 +285,24 @@ void cu_seqlens_total(Ctx& ctx) {
       continue;
     }
     const bool over = last > rows;
-    ctx.report(Severity::error,
-               std::string(cu_name(q)) + "[-1] is " + std::to_string(last) + " but " + (q ? "q" : "k/v") + " has " +
-                   std::to_string(rows) + " rows" +
-                   (over ? ": the kernel reads and writes " + checked::to_text(checked::sub(last, rows)) +
-                               " rows past the tensor"
-                         : ": the last " + checked::to_text(checked::sub(rows, last)) +
-                               " rows are never written (uninitialised output, NaN gradients)"),
-               {{"tensor", cu_name(q)}, {"last", last}, {"rows", rows}},
-               over ? "an illegal memory access was encountered" : "");
+    nlohmann::json ev = {{"tensor", cu_name(q)}, {"last", last}, {"rows", rows}};
+    Violation& v =
+        ctx.report(Severity::error,
+                   std::string(cu_name(q)) + "[-1] is " + std::to_string(last) + " but " + (q ? "q" : "k/v") + " has " +
+                       std::to_string(rows) + " rows" +
+                       (over ? ": the kernel reads and writes " + checked::to_text(checked::sub(last, rows)) +
+                                   " rows past the tensor"
+                             : ": the last " + checked::to_text(checked::sub(rows, last)) +
+                                   " rows are never written (uninitialised output, NaN gradients)"),
+                   ev, over ? "an illegal memory access was encountered" : "");
+    if (over) {
+      overrun_symptom(ctx, v, *a);
+    } else {
+      ctx.symptom(v, "under", "", packed_rows_as_user_sees(*a, std::max<int64_t>(last, 0), rows - 1));
+      if (v.symptom && v.symptom->outcome == Outcome::wrong_output)
+        v.symptom->message = "no error; output rows " + rows_text(v.symptom->rows, 4) +
+                             " are never written (torch.empty: stale values)";
+    }
     if (k_is_q(*a)) break;
   }
 }
@@ -231,14 +340,30 @@ void max_seqlen_type(Ctx& ctx) {
   }
 }
 
-// 22 max_seqlen.covers: the grid has ceil(max_seqlen_q / BLOCK_M) query tiles, so rows of a
-// longer segment past them are never computed; a short max_seqlen_k drops keys in split-KV,
-// paged and backward kernels (flash-attention#1773).
+// 22 max_seqlen.covers, by the tiles the kernels really run (FA2, flash_fwd_launch_template.h
+// and flash_bwd_launch_template.h, 2.6.x - 2.8.x):
+//  - forward: ceil(max_seqlen_q / kBlockM) row tiles of kBlockM rows per segment, so a longer
+//    segment is still computed entirely while it fits them (a latent violation: a warning that
+//    says when it bites); rows past the tiles are never written (torch.empty: stale values)
+//    (flash-attention#1773). Key blocks come from the actual lengths (compute_attn_1rowblock),
+//    except in the split-KV decode path (n_blocks_per_split from max_seqlen_k, taken when
+//    max_seqlen_q == 1 swaps heads into rows) and the window clamp (window_size_left >=
+//    max_seqlen_k drops the window, mha_varlen_fwd).
+//  - backward: dot_do_o and convert_dQ run ceil(max_seqlen_q / kBlockM) row tiles, the dq/dk/dv
+//    kernel ceil(max_seqlen_k / kBlockN) key-block columns.
 void max_seqlen_covers(Ctx& ctx) {
   const VarlenArgs* a = varlen_call(ctx);
   if (!a || !shapes_ok(*a)) return;
+  const Model& m = ctx.batch.model;
+  const bool training = ctx.batch.pass == CallPass::training;
+  const int hd = static_cast<int>(std::clamp<int64_t>(m.head_dim, 1, 256));
+  const sem::Fa2Tile fwd = sem::fa2_tile(hd, a->call.dropout > 0, sem::GpuArch::sm90);
+  // the backward's tiles on an H100 (run_mha_bwd_hdim*): 128 query rows up to head dim 64, else
+  // 64; 128 keys up to head dim 128, else 64
+  const int64_t bwd_m = hd <= 64 ? 128 : 64, bwd_n = hd <= 128 ? 128 : 64;
   for (bool q : {true, false}) {
     const IntTensor& cu = q ? a->cu_seqlens_q : a->cu_seqlens_k;
+    const int64_t max = (q ? a->max_seqlen_q : a->max_seqlen_k).value;
     int64_t longest = 0;
     size_t where = 0;
     for (size_t i = 0; i + 1 < cu.values.size(); ++i)
@@ -246,15 +371,96 @@ void max_seqlen_covers(Ctx& ctx) {
         longest = *l;
         where = i;
       }
-    const int64_t m = (q ? a->max_seqlen_q : a->max_seqlen_k).value;
-    if (m > 0 && longest > m)
-      ctx.report(Severity::error,
-                 std::string(q ? "max_seqlen_q" : "max_seqlen_k") + " is " + std::to_string(m) + " but segment " +
-                     std::to_string(where) + " has " + std::to_string(longest) + (q ? " queries" : " keys") +
-                     (q ? ": its rows past " + std::to_string(m) + " are never computed"
-                        : ": keys past " + std::to_string(m) + " are dropped by split-KV, paged and backward kernels"),
-                 {{"argument", q ? "max_seqlen_q" : "max_seqlen_k"}, {"value", m}, {"segment", where}, {"length", longest}});
-    if (k_is_q(*a) && a->max_seqlen_k.value == a->max_seqlen_q.value) break;
+    const bool same = k_is_q(*a) && a->max_seqlen_k.value == a->max_seqlen_q.value;
+    if (max <= 0 || longest <= max) {
+      if (same) break;
+      continue;
+    }
+    const std::string name = q ? "max_seqlen_q" : "max_seqlen_k";
+    const std::string head = name + " is " + std::to_string(max) + " but segment " + std::to_string(where) + " has " +
+                             std::to_string(longest) + (q ? " queries" : " keys");
+    nlohmann::json ev = {{"argument", name}, {"value", max}, {"segment", where}, {"length", longest}};
+    if (q) {
+      const int64_t fwd_rows = checked::ceil_div(max, fwd.block_m) * fwd.block_m;
+      const int64_t bwd_rows = checked::ceil_div(max, bwd_m) * bwd_m;
+      ev["forward_tile_rows"] = fwd.block_m;
+      ev["forward_rows_covered"] = fwd_rows;
+      ev["backward_rows_covered"] = bwd_rows;
+      // packed rows past `covered` in every segment longer than it
+      auto rows_past = [&](int64_t covered) {
+        std::vector<RowRange> rows;
+        for (size_t i = 0; i + 1 < cu.values.size(); ++i) {
+          auto l = segment_length(cu, i);
+          if (!l || *l <= covered || cu.values[i] < 0) continue;
+          auto part = packed_rows_as_user_sees(*a, cu.values[i] + covered, std::min(cu.values[i] + *l, a->total_q) - 1);
+          rows.insert(rows.end(), part.begin(), part.end());
+        }
+        return rows;
+      };
+      if (longest > fwd_rows) {
+        Violation& v = ctx.report(Severity::error,
+                                  head + ": the forward runs ceil(" + std::to_string(max) + " / " +
+                                      std::to_string(fwd.block_m) + ") row tiles, so rows past " +
+                                      std::to_string(fwd_rows) + " of a segment are never computed",
+                                  ev);
+        auto rows = rows_past(fwd_rows);
+        ctx.symptom(v, "q_rows",
+                    "no error; output rows " + rows_text(rows, 4) +
+                        " are never computed (torch.empty: stale finite values, not NaN)",
+                    rows);
+      } else if (training && longest > bwd_rows) {
+        Violation& v = ctx.report(Severity::error,
+                                  head + ": the forward's " + std::to_string(fwd_rows) +
+                                      " tile rows cover it, but the backward's row tiles cover only " +
+                                      std::to_string(bwd_rows) + " rows: dq past them is never written",
+                                  ev);
+        auto rows = rows_past(bwd_rows);
+        ctx.symptom(v, "q_backward", "no error in the forward; dq rows " + rows_text(rows, 4) + " are never written", rows);
+      } else {
+        Violation& v = ctx.report(
+            Severity::warning,
+            head + ": latent, FA2 runs ceil(" + std::to_string(max) + " / " + std::to_string(fwd.block_m) + ") tiles of " +
+                std::to_string(fwd.block_m) + " rows, which cover it" + (training ? " in the forward and the backward" : "") +
+                "; it bites for a segment longer than " + std::to_string(fwd_rows) +
+                " rows, on kernels with smaller row tiles (FA2 at head dim 256 on Hopper: 64), and in a training step's "
+                "backward past " + std::to_string(bwd_rows) + " rows",
+            ev);
+        ctx.symptom(v, "q_latent");
+      }
+    } else {
+      const bool swapped = a->max_seqlen_q.value == 1 && m.num_heads > m.num_kv_heads && ctx.rules().varlen_single_query_swap;
+      const bool window_dropped = a->call.window_left >= max && a->call.window_left < longest;
+      const int64_t bwd_keys = checked::ceil_div(max, bwd_n) * bwd_n;
+      ev["backward_keys_covered"] = bwd_keys;
+      if (window_dropped) {
+        Violation& v = ctx.report(Severity::error,
+                                  head + ": mha_varlen_fwd drops a left window of " + std::to_string(a->call.window_left) +
+                                      " >= max_seqlen_k, so the segment attends to all its keys",
+                                  ev);
+        ctx.symptom(v, "k_window");
+      } else if (swapped) {
+        Violation& v = ctx.report(Severity::error,
+                                  head + ": the single-query decode path splits the keys by max_seqlen_k, so keys past " +
+                                      std::to_string(max) + " can be dropped",
+                                  ev);
+        ctx.symptom(v, "k_split");
+      } else if (training && longest > bwd_keys) {
+        Violation& v = ctx.report(Severity::error,
+                                  head + ": the forward reads every key, but the backward's key-block grid covers only " +
+                                      std::to_string(bwd_keys) + " keys: dk and dv past them are never written",
+                                  ev);
+        ctx.symptom(v, "k_backward");
+      } else {
+        Violation& v = ctx.report(Severity::warning,
+                                  head + ": latent, FA2's forward takes its key blocks from cu_seqlens_k; it bites in a "
+                                         "training step's backward past " +
+                                      std::to_string(bwd_keys) +
+                                      " keys, in the split-KV decode path, and with a window >= max_seqlen_k",
+                                  ev);
+        ctx.symptom(v, "k_latent");
+      }
+    }
+    if (same) break;
   }
 }
 

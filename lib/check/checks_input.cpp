@@ -125,13 +125,16 @@ void input_feature(Ctx& ctx) {
   if (m.sliding_window && *m.sliding_window > 0 && !r.window) {
     const int64_t W = *m.sliding_window, longest = longest_key_range(ctx);
     const bool matters = longest > W;
-    ctx.report(matters ? Severity::error : Severity::warning,
+    Violation& v = ctx.report(matters ? Severity::error : Severity::warning,
                "sliding_window " + std::to_string(W) + " needs flash-attn >= 2.3.0 (window_size); with flash_attn " +
                    ctx.fa.label() + " transformers drops the window silently and computes full attention" +
                    (matters ? " over key ranges up to " + std::to_string(longest) + " tokens"
                             : " (no key range in this batch is longer than the window)"),
                {{"feature", "sliding_window"}, {"sliding_window", W}, {"longest_key_range", longest},
                 {"needs", "2.3.0"}, {"flash_attn", ctx.fa.label()}});
+    if (matters)
+      ctx.symptom(v, "dropped", "no error; full attention instead of the " + std::to_string(W) +
+                                    "-token window over key ranges up to " + std::to_string(longest) + " tokens");
   }
   if (m.softcap && *m.softcap > 0 && !r.softcap) {
     std::string upstream, what;
@@ -145,10 +148,11 @@ void input_feature(Ctx& ctx) {
       what = tf ? "transformers " + tf->text + " passes softcap anyway and the call raises TypeError"
                 : "transformers <= 4.54 passes it anyway (TypeError), 4.55 - 5.17 drop it silently";
     }
-    ctx.report(Severity::error,
+    Violation& v = ctx.report(Severity::error,
                "softcap " + nlohmann::json(*m.softcap).dump() + " needs flash-attn >= 2.6.0; flash_attn " + ctx.fa.label() +
                    " has none: " + what,
                {{"feature", "softcap"}, {"softcap", *m.softcap}, {"needs", "2.6.0"}, {"flash_attn", ctx.fa.label()}}, upstream);
+    if (upstream.empty()) ctx.symptom(v, "dropped", "no error; the attention logits are not capped");
   }
   if (m.softcap && *m.softcap > 0 && m.dropout > 0 && r.softcap && r.dropout && !r.softcap_with_dropout)
     ctx.report(Severity::error,
@@ -163,36 +167,50 @@ void input_feature(Ctx& ctx) {
                {{"feature", "dropout"}, {"dropout", m.dropout}, {"flash_attn", ctx.fa.label()}});
 }
 
-// 5 input.int32_range: FA2 addresses elements with 32-bit arithmetic on some paths; a tensor of
-// 2^31 elements or more gives "an illegal memory access" (Dao-AILab/flash-attention#767; FA3
-// was reported to work there, hence a warning on FA3). Counted, never materialised.
+// 5 input.int32_range, per pass and release, over the tensors that reach a kernel (a padded
+// (B, L) tensor on the unpad route only meets PyTorch's gather, which indexes in 64 bits).
+//  - FA2's varlen forward addresses q/k/v/out through 64-bit strides (flash.h index_t): a
+//    packed q past 2^31 elements is computed right (measured on an H100 at 1.19 x 2^31). Its LSE
+//    offset h x total_q + row is an int.
+//  - FA2's backward offsets dq_accum by cu_seqlens_q[b] x H x d_rounded computed in 32 bits
+//    (block_info.h q_offset instantiated with int strides in flash_bwd_kernel.h and
+//    flash_bwd_preprocess_kernel.h): the segments that start past 2^31 / (H x d_rounded) get a
+//    wrong dq, silently. Fixed on main by Dao-AILab/flash-attention#2260, in no 2.x release up to
+//    2.8.3. Before 2.8.0 (Dao-AILab/flash-attention#1500) the tile term (m_block x kBlockM +
+//    128 x b) x H x d_rounded was an int product too: an illegal memory access.
+//  - The dense kernel (flash_attn_func) on tensors past 2^31 elements: an illegal memory access
+//    (Dao-AILab/flash-attention#767).
+//  - FA3 (hopper/flash.h: int64 strides) and FA4 use 64-bit offsets: a warning at most.
+// Counted, never materialised.
 void input_int32_range(Ctx& ctx) {
   const Model& m = ctx.batch.model;
-  struct Tensor {
-    std::string name;
-    int64_t rows;
-    int64_t heads;
-  };
-  std::vector<Tensor> tensors;
+  const bool varlen = ctx.args && ctx.args->path != VarlenPath::dense;
+  const FlashAttnRules& rules = ctx.rules();
   auto rows_override = [&](const char* name) -> std::optional<int64_t> {
     const TensorOverride* o = ctx.batch.override_for(name);
     return o && o->rows ? o->rows : std::nullopt;
   };
-  const bool packed = ctx.args && ctx.args->path != VarlenPath::dense;
-  if (ctx.batch.batch) {
-    const BatchInputs& b = *ctx.batch.batch;
-    // the padded (B, L, heads, D) tensors exist before unpadding, whatever the route
-    if (auto rows = checked::mul(b.batch_size, b.query_length)) tensors.push_back({"q (padded, B x Lq rows)", *rows, m.num_heads});
-    if (auto rows = checked::mul(b.batch_size, b.kv_length)) {
-      tensors.push_back({"k (padded, B x Lk rows)", *rows, m.num_kv_heads});
-      tensors.push_back({"v (padded, B x Lk rows)", *rows, m.num_kv_heads});
-    }
-  }
-  if (packed) {
+  struct Tensor {
+    std::string name;
+    int64_t rows, heads;
+  };
+  std::vector<Tensor> tensors;
+  if (varlen) {
     tensors.push_back({"q", rows_override("q").value_or(ctx.args->total_q), m.num_heads});
     tensors.push_back({"k", rows_override("k").value_or(ctx.args->total_k), m.num_kv_heads});
     tensors.push_back({"v", rows_override("v").value_or(ctx.args->total_k), m.num_kv_heads});
     tensors.push_back({"out", rows_override("out").value_or(ctx.args->total_q), m.num_heads});
+  } else if (ctx.batch.batch) {
+    // the dense kernel gets the padded (B, L, heads, D) tensors
+    const BatchInputs& b = *ctx.batch.batch;
+    if (auto rows = checked::mul(b.batch_size, b.query_length)) {
+      tensors.push_back({"q (B x Lq rows)", *rows, m.num_heads});
+      tensors.push_back({"out (B x Lq rows)", *rows, m.num_heads});
+    }
+    if (auto rows = checked::mul(b.batch_size, b.kv_length)) {
+      tensors.push_back({"k (B x Lk rows)", *rows, m.num_kv_heads});
+      tensors.push_back({"v (B x Lk rows)", *rows, m.num_kv_heads});
+    }
   }
   nlohmann::json offenders = nlohmann::json::array();
   std::string first;
@@ -205,27 +223,108 @@ void input_int32_range(Ctx& ctx) {
       first = t.name + " has " + checked::to_text(elements) + " elements (" + std::to_string(t.rows) + " rows x " +
               std::to_string(t.heads) + " heads x " + std::to_string(m.head_dim) + ")";
   }
-  // the row offset the kernel computes for the last segment start: cu[-1] * row stride
-  if (packed) {
-    for (bool q : {true, false}) {
-      const IntTensor& cu = q ? ctx.args->cu_seqlens_q : ctx.args->cu_seqlens_k;
-      if (cu.values.empty()) continue;
-      int64_t last = cu.values.back();
-      auto offset = checked::product({last < 0 ? -last : last, q ? m.num_heads : m.num_kv_heads, m.head_dim});
-      int64_t rows = q ? ctx.args->total_q : ctx.args->total_k;
-      if (last <= rows || (offset && *offset < checked::kInt32Limit)) continue;  // covered by the tensor count
-      const char* name = q ? "cu_seqlens_q[-1] x row stride" : "cu_seqlens_k[-1] x row stride";
-      offenders.push_back({{"tensor", name}, {"row", last}, {"elements", checked::to_text(offset)}});
-      if (first.empty()) first = std::string(name) + " reaches element " + checked::to_text(offset);
+  nlohmann::json ev = {{"limit", checked::kInt32Limit}, {"tensors", offenders}, {"flash_attn", ctx.fa.label()},
+                       {"pass", to_string(ctx.batch.pass)}};
+  if (rules.family >= 3) {
+    if (offenders.empty()) return;
+    Violation& v = ctx.report(Severity::warning,
+                              first + ", past 2^31: FA" + std::to_string(rules.family) +
+                                  " uses 64-bit offsets (other kernels on the path may not)",
+                              ev);
+    ctx.symptom(v, "offsets_64bit");
+    return;
+  }
+  if (!varlen) {
+    if (offenders.empty()) return;
+    Violation& v = ctx.report(Severity::error, first + ", past the 2^31 the dense kernel's 32-bit offsets address", ev,
+                              "an illegal memory access was encountered");
+    ctx.symptom(v, "dense");
+    return;
+  }
+  const VarlenArgs& a = *ctx.args;
+  // forward: the LSE offset h x total_q + row (an int)
+  if (auto lse = checked::mul(m.num_heads, a.total_q); !lse || *lse >= checked::kInt32Limit) {
+    ev["lse_elements"] = checked::to_text(lse);
+    Violation& v = ctx.report(Severity::error,
+                              "softmax_lse has " + checked::to_text(lse) + " elements (" + std::to_string(m.num_heads) +
+                                  " heads x " + std::to_string(a.total_q) + " rows): its int offset wraps",
+                              ev, "an illegal memory access was encountered");
+    ctx.symptom(v, "dense");
+    return;
+  }
+  // backward: the dq_accum offsets (only when a segment is long or late enough)
+  const IntTensor& cu = a.cu_seqlens_q;
+  if (!is_vector(cu)) return;
+  const int64_t d8 = (m.head_dim + 7) / 8 * 8;
+  const int64_t d_rounded = d8 <= 192 ? (d8 + 31) / 32 * 32 : 256;
+  const int64_t row_stride = m.num_heads * d_rounded;  // fp32 elements per dq_accum row
+  const int64_t threshold = checked::ceil_div(checked::kInt32Limit, std::max<int64_t>(1, row_stride));
+  int64_t first_late = -1;  // first segment whose start is past the threshold (32-bit offset wraps)
+  int64_t tile_overflow = -1;
+  for (size_t b = 0; b + 1 < cu.values.size(); ++b) {
+    const int64_t start = cu.values[b];
+    const auto len = segment_length(cu, b);
+    if (!len || *len <= 0) continue;
+    if (first_late < 0 && start >= threshold) first_late = static_cast<int64_t>(b);
+    // (m_block x kBlockM + 128 x b) x H x d_rounded, with the last row tile of the segment
+    auto tile = checked::add(*len - 1, checked::mul(128, static_cast<int64_t>(b)).value_or(INT64_MAX));
+    auto product = tile ? checked::mul(*tile, row_stride) : std::nullopt;
+    if (tile_overflow < 0 && (!product || *product >= checked::kInt32Limit)) tile_overflow = static_cast<int64_t>(b);
+  }
+  const bool tile_bug = tile_overflow >= 0 && ctx.symptoms.flash_attn &&
+                        *ctx.symptoms.flash_attn < version_literal("2.8.0");
+  if (first_late < 0 && !tile_bug) {
+    if (offenders.empty()) return;
+    Violation& v = ctx.report(Severity::warning,
+                              first + ", past 2^31: FA2's varlen forward offsets are 64-bit (computed right), and "
+                                      "its backward's dq_accum offsets stay below 2^31 for these segments",
+                              ev);
+    ctx.symptom(v, "offsets_64bit");
+    return;
+  }
+  const bool training = ctx.batch.pass == CallPass::training;
+  std::string what;
+  std::string variant;
+  std::vector<RowRange> rows;
+  if (tile_bug) {
+    variant = "dq_accum_tile";
+    ev["segment"] = tile_overflow;
+    what = "the backward's dq_accum tile offset (row tile + 128 x segment " + std::to_string(tile_overflow) + ") x " +
+           std::to_string(row_stride) + " passes 2^31 in flash_attn " + ctx.fa.label() +
+           " (an int product before 2.8.0)";
+  } else {
+    variant = "dq_accum_offset";
+    const int64_t from = cu.values[static_cast<size_t>(first_late)];
+    const int64_t to = std::min(cu.values.back(), a.total_q) - 1;
+    rows = packed_rows_as_user_sees(a, from, to);
+    ev["segment"] = first_late;
+    ev["first_row"] = from;
+    ev["threshold_row"] = threshold;
+    what = "segment " + std::to_string(first_late) + " starts at row " + std::to_string(from) + ", past row " +
+           std::to_string(threshold) + " = 2^31 / (" + std::to_string(m.num_heads) + " heads x d_rounded " +
+           std::to_string(d_rounded) + "): the backward's 32-bit dq_accum offset wraps for it and every later segment";
+  }
+  if (!training) {
+    Violation& v = ctx.report(Severity::warning,
+                              "latent for inference (the forward is right): " + what +
+                                  "; a training step (\"pass\": \"training\") would get " +
+                                  (tile_bug ? "an illegal memory access" : "a silently wrong dq"),
+                              ev);
+    ctx.symptom(v, "offsets_64bit", "no error in the forward; the backward of a training step would break");
+    return;
+  }
+  Violation& v = ctx.report(Severity::error, what, ev, tile_bug ? "an illegal memory access was encountered" : "");
+  if (tile_bug) {
+    ctx.symptom(v, variant);
+  } else {
+    v.symptom = symptom_for(v.id, variant, ctx.symptoms);
+    if (v.symptom) {
+      v.symptom->rows = rows;
+      v.symptom->message = "no error; dq rows " + rows_text(rows, 4) +
+                           " are wrong (the backward's 32-bit dq_accum offset wraps past row " + std::to_string(threshold) +
+                           ")";
     }
   }
-  if (offenders.empty()) return;
-  const bool fa3 = ctx.rules().offsets_64bit;
-  ctx.report(fa3 ? Severity::warning : Severity::error,
-             first + ", past the 2^31 a 32-bit index can address" +
-                 (fa3 ? " (FA3 uses 64-bit offsets; other kernels on the path may not)" : ""),
-             {{"limit", checked::kInt32Limit}, {"tensors", offenders}, {"flash_attn", ctx.fa.label()}},
-             "an illegal memory access was encountered");
 }
 
 }  // namespace ad::checks

@@ -54,7 +54,7 @@ void mask_rank(Ctx& ctx) {
     std::string upstream = replay_failure_message(ctx);
     if (upstream.empty())
       upstream = gather_faults ? "index out of bounds" : "cu_seqlens_q must have shape (batch_size + 1)";
-    ctx.report(Severity::error,
+    Violation& v = ctx.report(Severity::error,
                "the batch's 2-D mask is not what reached the unpad path: the replayed release (" + r->rule_set +
                    ") unpadded a mask of shape " + shape_text(mask_shape) + " (its cu_seqlens_k has shape " +
                    shape_text(cu.shape) + "), whose " + std::to_string(count) +
@@ -63,6 +63,7 @@ void mask_rank(Ctx& ctx) {
                {{"batch_mask_shape", m->tensor.shape}, {"cu_seqlens_shape", cu.shape}, {"unpad_mask_shape", mask_shape},
                 {"indices", count}, {"largest_index", largest}, {"key_rows", r->gather_rows_k}, {"rule_set", r->rule_set}},
                upstream);
+    if (!gather_faults) ctx.symptom(v, "cu_shape", upstream.find("must have shape") != std::string::npos ? "RuntimeError: " + upstream : "");
     return;
   }
   const IntTensor& t = m->tensor;
@@ -89,10 +90,11 @@ void mask_rank(Ctx& ctx) {
   message += "the " + std::to_string(nonzero) + " unpad indices enumerate mask entries up to " + std::to_string(last);
   message += gather_faults ? ", past the " + std::to_string(*gather_rows) + " key rows the gather reads"
                            : " instead of tokens";
-  ctx.report(Severity::error, message,
-             {{"mask_shape", t.shape}, {"cu_seqlens_shape", cu_shape}, {"indices", nonzero}, {"largest_index", last},
-              {"key_rows", checked::to_text(gather_rows)}},
-             upstream);
+  Violation& v = ctx.report(Severity::error, message,
+                            {{"mask_shape", t.shape}, {"cu_seqlens_shape", cu_shape}, {"indices", nonzero},
+                             {"largest_index", last}, {"key_rows", checked::to_text(gather_rows)}},
+                            upstream);
+  if (!gather_faults) ctx.symptom(v, "cu_shape", upstream.find("must have shape") != std::string::npos ? "RuntimeError: " + upstream : "");
 }
 
 // 7 mask.binary: segment-id masks ([1, 1, 2, 2, 0]) reach _get_unpad_data unchanged: sum()

@@ -17,6 +17,11 @@ bool has_cu_seqlens(const Ctx& ctx) {
   return ctx.args && ctx.args->path != VarlenPath::dense && is_vector(ctx.args->cu_seqlens_q);
 }
 
+// The FLA release is before `release` (an unknown release is the newest: false).
+bool fla_before(const Ctx& ctx, const char* release) {
+  return ctx.symptoms.fla && *ctx.symptoms.fla < version_literal(release);
+}
+
 // rotary.varlen, defaulting to true when cu_seqlens exist (batch-format.md).
 bool rotary_varlen(const Ctx& ctx) { return ctx.batch.rotary->varlen.value_or(has_cu_seqlens(ctx)); }
 
@@ -40,6 +45,7 @@ std::pair<int64_t, int64_t> packed_row(const Batch& batch) {
 // 28 rotary.dim: the value passed is the per-head rotary width. FLA's kernel bounds columns by
 // the dim it was given, so RotaryEmbedding(dim=hidden_size) rotates hidden_size elements from
 // each head's start: into the next heads, and past the tensor at the last one (FLA #180).
+// fla-core 0.6.0 (fla/modules/rotary/ops.py) asserts the rotary width R2 <= D before launching.
 void rotary_dim(Ctx& ctx) {
   if (!ctx.batch.rotary) return;
   const Rotary& r = *ctx.batch.rotary;
@@ -58,19 +64,27 @@ void rotary_dim(Ctx& ctx) {
     upstream = "The size of tensor a (" + std::to_string(D) + ") must match the size of tensor b (" + std::to_string(R) +
                ") at non-singleton dimension 3";
     effect = "the cos/sin broadcast against the head fails";
+  } else if (!fla_before(ctx, "0.6.0")) {
+    const int64_t R2 = (R + 1) / 2 * 2;  // the table has ceil(dim / 2) columns
+    upstream = "Rotary dimension must not exceed head dimension, got rotary_dim=" + std::to_string(R2) +
+               " and head_dim=" + std::to_string(D);
+    effect = "FLA " + (ctx.symptoms.fla ? ctx.symptoms.fla->text : std::string("0.6.0 (no release given: the newest)")) +
+             " asserts the rotary width against the head dim before the launch";
   } else {
     upstream = "an illegal memory access was encountered";
     effect = "each head's rotation reaches " + std::to_string(past) + " elements (" + std::to_string(heads) +
              " heads) into the following heads, and the last head " + std::to_string(past) +
              " elements past the end of the tensor";
   }
-  ctx.report(Severity::error,
+  Violation& v = ctx.report(Severity::error,
              "rotary dim " + std::to_string(R) + " is larger than head_dim " + std::to_string(D) +
                  (model_width ? " (it is the model width: RotaryEmbedding(dim=hidden_size) instead of head_dim)" : "") + ": " +
                  effect,
              {{"rotary_dim", R}, {"head_dim", D}, {"hidden_size", m.hidden_size ? nlohmann::json(*m.hidden_size) : nlohmann::json()},
               {"implementation", r.implementation}, {"elements_past_head", past}, {"heads_reached", heads}},
              upstream);
+  if (r.implementation == "fla")
+    ctx.symptom(v, "fla", fla_before(ctx, "0.6.0") ? "" : "AssertionError: " + upstream);
 }
 
 // 29 rotary.even: the table has ceil(dim / 2) frequency columns, so an odd dim rotates dim + 1
@@ -80,20 +94,24 @@ void rotary_even(Ctx& ctx) {
   if (!ctx.batch.rotary) return;
   const Rotary& r = *ctx.batch.rotary;
   if (r.dim % 2 != 0) {
-    ctx.report(Severity::error,
+    Violation& v = ctx.report(Severity::error,
                "rotary dim " + std::to_string(r.dim) + " is odd: the cos/sin table has " + std::to_string((r.dim + 1) / 2) +
                    " columns, so the kernel rotates " + std::to_string(r.dim + 1) + " elements, one past the rotary part" +
                    (r.dim + 1 > ctx.batch.model.head_dim ? " and past the head" : ""),
                {{"rotary_dim", r.dim}, {"implementation", r.implementation}});
+    // fla-core 0.6.0's RotaryEmbedding asserts an even dim when it is built
+    if (r.implementation == "fla")
+      ctx.symptom(v, "fla", fla_before(ctx, "0.6.0") ? "" : "AssertionError: Rotary dimension must be even, got " + std::to_string(r.dim));
     return;
   }
   const bool kv_cache_path = r.implementation == "flash_attn" && ctx.batch.batch && ctx.batch.batch->cache;
   if (kv_cache_path && r.dim % 16 != 0)
-    ctx.report(Severity::error,
+    ctx.symptom(ctx.report(Severity::error,
                "rotary dim " + std::to_string(r.dim) +
                    " is not a multiple of 16, which flash_attn_with_kvcache's fused rotary (a cache is in use) requires",
                {{"rotary_dim", r.dim}, {"implementation", r.implementation}, {"cache", ctx.batch.batch->cache->kind}},
-               "Only rotary dimensions divisible by 16 are currently supported");
+               "Only rotary dimensions divisible by 16 are currently supported"),
+                "kv_cache", "RuntimeError: Only rotary dimensions divisible by 16 are currently supported");
 }
 
 // 30 rotary.layout: flash_attn's apply_rotary unpacks x as (batch, seqlen, nheads, headdim), or
@@ -131,23 +149,37 @@ void rotary_layout(Ctx& ctx) {
   if (problem.empty() && r.layout == "BHTD")
     problem = r.implementation + "'s rotary reads a (B, H, T, D) tensor with heads as positions (wrong strides)";
   if (problem.empty()) return;
-  ctx.report(Severity::error, problem, ev, upstream);
+  Violation& v = ctx.report(Severity::error, problem, ev, upstream);
+  if (upstream.empty()) ctx.symptom(v, "strides");
+  else if (upstream.find("illegal memory access") != std::string::npos) ctx.symptom(v, "fault");
 }
 
-// 31 rotary.table: the cos/sin table must cover every position rotated. FLA asserts TR >= T on
-// the tensor it gets, which in varlen is the packed length, not the longest sequence (FLA #515:
-// "TR must be >= T"); flash_attn asserts seqlen_ro >= max_seqlen and leaves positions past the
-// table unrotated when per-sequence offsets push them there.
+// 31 rotary.table: the cos/sin table must cover every position rotated.
+//  - FLA, fla/modules/rotary.py up to 0.5.2: `assert TR >= T, "TR must be >= T, got {TR} and {T}"`
+//    on the tensor it gets, which in varlen is the packed length, not the longest sequence
+//    (FLA #515), then `assert seqlen_offsets + T <= TR` for an int offset. fla-core 0.6.0
+//    (fla/modules/rotary/ops.py) keeps TR >= T only without cu_seqlens, keeps the int-offset
+//    assert (T still the packed length in varlen: a bare AssertionError), and checks tensor
+//    offsets per sequence on the device (torch._assert_async: a device-side assert); before
+//    0.6.0 the kernel masks positions past the table (o_cs < TR) and leaves them unrotated.
+//  - flash_attn asserts seqlen_ro >= max_seqlen and leaves positions past the table unrotated
+//    when per-sequence offsets push them there.
+//  - hf indexes cos/sin by position id.
 void rotary_table(Ctx& ctx) {
   if (!ctx.batch.rotary || !ctx.batch.rotary->table_length) return;
   const Rotary& r = *ctx.batch.rotary;
   const int64_t TR = *r.table_length;
   const bool varlen = rotary_varlen(ctx) && has_cu_seqlens(ctx);
   const int64_t offset = !r.seqlen_offset_per_sequence && !r.seqlen_offset.empty() ? r.seqlen_offset.front() : 0;
-  const int64_t S = ctx.batch.batch ? ctx.batch.batch->query_length : (ctx.args ? ctx.args->total_q : 0);
+  // T of the tensor the rotary gets: the padded rows' length, else (a packed call without a
+  // `batch` block) the packed rows, else (a rotary call alone) the rows of q as `tensors` gives them
+  const TensorOverride* q_rows = ctx.batch.override_for("q");
+  const int64_t S = ctx.batch.batch ? ctx.batch.batch->query_length
+                    : ctx.args      ? ctx.args->total_q
+                    : q_rows && q_rows->rows ? *q_rows->rows : 0;
   nlohmann::json ev = {{"implementation", r.implementation}, {"table_length", TR}, {"varlen", varlen}, {"offset", offset}};
   int64_t needed = 0;
-  std::string what, upstream;
+  std::string what, upstream, variant;
   if (r.implementation == "hf") {
     int64_t max_pos = S - 1 + offset;
     if (ctx.batch.batch && ctx.batch.batch->position_ids && !ctx.batch.batch->position_ids->tensor.values.empty()) {
@@ -156,14 +188,50 @@ void rotary_table(Ctx& ctx) {
     }
     needed = max_pos + 1;
     what = "the largest position id is " + std::to_string(max_pos);
+    variant = "hf";
+  } else if (r.implementation == "fla") {
+    const int64_t T = varlen ? ctx.args->total_q : S;
+    if (T <= 0) return;
+    const bool old = fla_before(ctx, "0.6.0");
+    const std::string release = ctx.symptoms.fla ? "FLA " + ctx.symptoms.fla->text : "FLA (no release given: 0.6.0)";
+    if (T > TR && (!varlen || old)) {
+      needed = T;
+      what = release + " asserts TR >= T on the " + (varlen ? "packed" : "tensor's") + " length T = " + std::to_string(T);
+      upstream = "TR must be >= T, got " + std::to_string(TR) + " and " + std::to_string(T);
+      variant = "fla_tr_ge_t";
+    } else if (!r.seqlen_offset_per_sequence) {
+      needed = checked::add(T, offset).value_or(INT64_MAX);
+      what = release + " asserts seqlen_offsets + T <= TR with T = " + std::to_string(T) +
+             (varlen ? " (the packed length)" : "") + " and offset " + std::to_string(offset);
+      upstream = "AssertionError";
+      variant = "fla_offset";
+    } else {
+      // per-sequence (tensor) offsets: each sequence's last position must stay in the table
+      std::vector<int64_t> lengths;
+      if (varlen)
+        for (size_t i = 0; i + 1 < ctx.args->cu_seqlens_q.values.size(); ++i)
+          lengths.push_back(segment_length(ctx.args->cu_seqlens_q, i).value_or(-1));
+      else
+        lengths.assign(r.seqlen_offset.size(), S);
+      for (size_t i = 0; i < lengths.size() && i < r.seqlen_offset.size(); ++i) {
+        auto end = checked::add(lengths[i], r.seqlen_offset[i]);
+        if (end && *end <= TR) continue;
+        needed = end.value_or(INT64_MAX);
+        what = "sequence " + std::to_string(i) + " (" + std::to_string(lengths[i]) + " tokens, offset " +
+               std::to_string(r.seqlen_offset[i]) + ") reaches position " + checked::to_text(end) +
+               (old ? ", which the kernel leaves unrotated" : ", which " + release + " asserts on the device");
+        variant = "fla_tensor_offsets";
+        break;
+      }
+    }
   } else if (varlen) {
     const VarlenArgs& a = *ctx.args;
-    const int64_t T = r.implementation == "fla" ? a.total_q : a.max_seqlen_q.value;
+    const int64_t T = a.max_seqlen_q.value;
     needed = checked::add(T, offset).value_or(INT64_MAX);
-    what = r.implementation == "fla" ? "FLA checks the packed length T = " + std::to_string(T)
-                                     : "flash_attn checks max_seqlen = " + std::to_string(T);
+    what = "flash_attn checks max_seqlen = " + std::to_string(T);
     if (offset) what += " plus offset " + std::to_string(offset);
-    upstream = r.implementation == "fla" ? (T > TR ? "TR must be >= T" : "") : (T > TR ? "seqlen_ro must be >= seqlen" : "");
+    upstream = T > TR ? "seqlen_ro must be >= seqlen" : "";
+    variant = "flash_attn";
     // per-sequence offsets: each sequence's last position must stay in the table
     if (needed <= TR && r.seqlen_offset_per_sequence) {
       const IntTensor& cu = a.cu_seqlens_q;
@@ -174,8 +242,9 @@ void rotary_table(Ctx& ctx) {
         needed = end.value_or(INT64_MAX);
         what = "sequence " + std::to_string(i) + " (" + std::to_string(len.value_or(-1)) + " tokens, offset " +
                std::to_string(r.seqlen_offset[i]) + ") reaches position " + checked::to_text(end) +
-               (r.implementation == "flash_attn" ? ", which the kernel leaves unrotated" : ", read past the table");
+               ", which the kernel leaves unrotated";
         upstream.clear();
+        variant = "flash_attn_offsets";
         break;
       }
     }
@@ -183,14 +252,18 @@ void rotary_table(Ctx& ctx) {
     if (S <= 0) return;
     needed = checked::add(S, offset).value_or(INT64_MAX);
     what = "each row has " + std::to_string(S) + " positions" + (offset ? " from offset " + std::to_string(offset) : "");
-    if (S > TR) upstream = r.implementation == "fla" ? "TR must be >= T" : "seqlen_ro must be >= seqlen";
+    if (S > TR) upstream = "seqlen_ro must be >= seqlen";
+    variant = upstream.empty() ? "flash_attn_offsets" : "flash_attn";
   }
   if (needed <= TR) return;
   ev["needed"] = needed;
-  ctx.report(Severity::error,
-             "the cos/sin table has " + std::to_string(TR) + " rows but " + what + ": " + std::to_string(needed) +
-                 " rows are needed",
-             ev, upstream);
+  Violation& v = ctx.report(Severity::error,
+                            "the cos/sin table has " + std::to_string(TR) + " rows but " + what + ": " +
+                                std::to_string(needed) + " rows are needed",
+                            ev, upstream);
+  std::string message;
+  if (variant == "fla_tr_ge_t" || variant == "flash_attn") message = "AssertionError: " + upstream;
+  ctx.symptom(v, variant, message);
 }
 
 // 32 rotary.positions: in a packed row each sequence's positions must restart. The rotary

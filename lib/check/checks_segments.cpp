@@ -204,7 +204,7 @@ void max_seqlen_single_query(Ctx& ctx) {
   const bool reshape_fails = a->total_q != N;
   const std::string target = "[" + std::to_string(N) + ", " + std::to_string(m.num_kv_heads) + ", " + std::to_string(G) +
                              ", " + std::to_string(m.head_dim) + "]";
-  ctx.report(Severity::error,
+  Violation& v = ctx.report(Severity::error,
              "max_seqlen_q is 1 with " + std::to_string(m.num_heads) + " query heads over " + std::to_string(m.num_kv_heads) +
                  " kv heads, so flash-attn reshapes q to " + target + " assuming one query per segment, but segment " +
                  std::to_string(first) + " has " + std::to_string(first_len) + " (" + std::to_string(off) + " of " +
@@ -213,6 +213,10 @@ void max_seqlen_single_query(Ctx& ctx) {
              {{"segment", first}, {"length", first_len}, {"segments_not_one", off}, {"total_q", a->total_q},
               {"reshape", target}, {"flash_attn", ctx.fa.label()}},
              reshape_fails ? "shape '" + target + "' is invalid for input of size " + checked::to_text(size) : "");
+  if (reshape_fails)
+    ctx.symptom(v, "", "RuntimeError: shape '" + target + "' is invalid for input of size " + checked::to_text(size));
+  else
+    ctx.symptom(v, "silent");
 }
 
 // 24 cu_seqlens.segments: the segments that reach the kernel are exactly the intended sequences.

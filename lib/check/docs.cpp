@@ -22,6 +22,33 @@ std::string cell(std::string_view text) {
 
 const char* yes_no(bool b) { return b ? "yes" : "no"; }
 
+// "flash_attn < 2.8.0", "fla >= 0.6.0", "" (any release)
+std::string release_range(const SymptomRow& row) {
+  if (row.library.empty() || (row.from.empty() && row.to.empty())) return "";
+  std::string out(row.library);
+  if (!row.from.empty()) out += " >= " + std::string(row.from);
+  if (!row.from.empty() && !row.to.empty()) out += ",";
+  if (!row.to.empty()) out += " < " + std::string(row.to);
+  return out;
+}
+
+// The symptom table's rows for one invariant (lib/predict/symptoms.cpp), as a list.
+void symptom_rows(std::ostringstream& md, std::string_view id) {
+  bool any = false;
+  for (const SymptomRow& row : symptom_table()) {
+    if (row.invariant != id) continue;
+    if (!any) md << "\n**Predicted symptoms** (case: outcome, pass: what the user sees [basis]):\n\n";
+    any = true;
+    std::string when(row.when);
+    if (const std::string r = release_range(row); !r.empty()) when += "; " + r;
+    if (row.training_only) when += "; training only";
+    md << "- " << (row.variant.empty() ? std::string("default") : "`" + std::string(row.variant) + "`") << " (" << when
+       << "): **" << to_string(row.outcome) << "**, " << to_string(row.pass) << ": " << row.message << " [" << row.basis
+       << "]\n";
+  }
+  if (!any) md << "\n**Predicted symptoms:** none of its own (its effect is predicted by the invariants it leads to).\n";
+}
+
 }  // namespace
 
 std::string catalogue_markdown() {
@@ -39,6 +66,7 @@ std::string catalogue_markdown() {
     if (!inv.severity_rule.empty()) md << "- **Severity:** " << inv.severity_rule << "\n";
     if (!inv.upstream_message.empty()) md << "- **Message users saw:** `" << inv.upstream_message << "`\n";
     if (!inv.explanation.empty()) md << "\n" << inv.explanation << "\n";
+    symptom_rows(md, inv.id);
     if (!inv.fix.empty()) md << "\n**Fix:** " << inv.fix << "\n";
     if (!inv.references.empty()) {
       md << "\n**References:**";

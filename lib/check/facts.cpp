@@ -7,10 +7,17 @@
 
 namespace ad::checks {
 
-void Ctx::report(Severity severity, std::string message, nlohmann::json evidence, std::string_view upstream) {
+Violation& Ctx::report(Severity severity, std::string message, nlohmann::json evidence, std::string_view upstream) {
   if (!evidence.is_object()) evidence = nlohmann::json{{"value", evidence}};
   if (!upstream.empty()) evidence["upstream_message"] = std::string(upstream);
   out.push_back(make_violation(current->id, severity, std::move(message), std::move(evidence)));
+  return out.back();
+}
+
+void Ctx::symptom(Violation& v, std::string_view variant, std::string message, std::vector<RowRange> rows) {
+  // a case the table has no row for under these releases: the id's default case
+  v.symptom = symptom_for(v.id, variant, symptoms, message, rows);
+  if (!v.symptom && !variant.empty()) v.symptom = symptom_for(v.id, "", symptoms, std::move(message), std::move(rows));
 }
 
 std::string replay_failure_message(const Ctx& ctx) {
@@ -114,6 +121,23 @@ std::string shape_text(const std::vector<int64_t>& shape) {
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   if (shape.size() == 1) s += ",";
   return s + ")";
+}
+
+std::vector<RowRange> packed_rows_as_user_sees(const VarlenArgs& args, int64_t first, int64_t last) {
+  std::vector<RowRange> out;
+  if (last < first) return out;
+  auto add = [&](int64_t row) {
+    if (!out.empty() && out.back().last + 1 == row) out.back().last = row;
+    else out.push_back({row, row});
+  };
+  if (args.path == VarlenPath::mask && args.indices_q && args.indices_q->rank() == 1) {
+    const auto& idx = args.indices_q->values;
+    for (int64_t r = std::max<int64_t>(first, 0); r <= last && r < static_cast<int64_t>(idx.size()); ++r)
+      add(idx[static_cast<size_t>(r)]);
+    return out;
+  }
+  out.push_back({first, last});
+  return out;
 }
 
 }  // namespace ad::checks

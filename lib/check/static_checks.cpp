@@ -15,6 +15,7 @@ std::vector<Violation> run_static_checks(const Batch& batch, const Conversion& c
   const VarlenArgs* reached = conversion.effective();
   if (reached && reached == replayed && replayed->failure) reached = nullptr;
   checks::Ctx ctx{batch, conversion, reached, replayed, context, resolve_flash_attn(fa_release), out};
+  ctx.symptoms = symptom_context(batch, context.flash_attn);
   for (const Invariant& inv : catalogue()) {
     if (!inv.check) continue;
     ctx.current = &inv;

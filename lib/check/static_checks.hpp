@@ -25,12 +25,16 @@ struct Ctx {
   ResolvedFlashAttn fa;        // the flash-attn rule set that applies
   std::vector<Violation>& out;
   const Invariant* current = nullptr;  // the invariant being checked (set by the runner)
+  SymptomContext symptoms;             // releases and pass the symptom table reads
 
   const FlashAttnRules& rules() const { return *fa.rules; }
   // A violation of the current invariant. `upstream` is the message the user most likely saw
   // for this very case (evidence "upstream_message"); empty: none or the catalogue's generic one.
-  void report(Severity severity, std::string message, nlohmann::json evidence = nlohmann::json::object(),
-              std::string_view upstream = {});
+  Violation& report(Severity severity, std::string message, nlohmann::json evidence = nlohmann::json::object(),
+                    std::string_view upstream = {});
+  // Sets the violation's symptom from the symptom table's case `variant` of the current
+  // invariant; `message` and `rows` replace the row's (the check knows the amounts).
+  void symptom(Violation& v, std::string_view variant, std::string message = {}, std::vector<RowRange> rows = {});
 };
 
 // ---- the checks, in catalogue order -------------------------------------------------------
@@ -119,6 +123,11 @@ size_t first_span_ending_after(const std::vector<Span>& spans, int64_t token);
 // A 1-D int tensor's segment lengths are cu[i+1] - cu[i]; nullopt when a difference overflows.
 std::optional<int64_t> segment_length(const IntTensor& cu, size_t i);
 bool is_vector(const IntTensor& t);  // rank 1 with at least 2 entries
+
+// Packed rows [first, last] of the kernel's output (or dq) as the user receives them: through
+// pad_input on the mask route (rows b x Lq + i of the padded output, via indices_q), else as
+// they are. Inclusive ranges, in order.
+std::vector<RowRange> packed_rows_as_user_sees(const VarlenArgs& args, int64_t first, int64_t last);
 
 // JSON for a long list: the first entries and the count (evidence stays small).
 nlohmann::json head_of(const std::vector<int64_t>& values, size_t n = 8);

@@ -84,7 +84,9 @@ bool guarded_stage(Report& r, const char* stage, Clock::time_point t0, Fn&& fn) 
 
 }  // namespace
 
-Report diagnose(const Batch& batch, const CheckOptions& options, const std::string& input_label) {
+namespace {
+
+Report run_pipeline(const Batch& batch, const CheckOptions& options, const std::string& input_label) {
   Report r;
   r.version = kToolVersion;
   r.input = input_label;
@@ -162,6 +164,15 @@ Report diagnose(const Batch& batch, const CheckOptions& options, const std::stri
     for (Violation& v : res.violations) r.add(std::move(v));
     for (std::string& n : res.notes) r.notes.push_back(std::move(n));
   });
+  return r;
+}
+
+}  // namespace
+
+Report diagnose(const Batch& batch, const CheckOptions& options, const std::string& input_label) {
+  Report r = run_pipeline(batch, options, input_label);
+  // the prediction: from every violation found, whatever stage ended the run
+  r.prediction = predict_call(r.violations, batch, options.flash_attn);
   return r;
 }
 

@@ -51,17 +51,54 @@ bool stdout_wants_color() {
   return isatty(fileno(stdout)) != 0;
 }
 
+nlohmann::json symptom_json(const Symptom& s) {
+  nlohmann::json j = {{"outcome", to_string(s.outcome)}, {"pass", to_string(s.pass)}, {"message", s.message}};
+  if (!s.rows.empty()) {
+    j["rows"] = nlohmann::json::array();
+    for (const RowRange& r : s.rows) j["rows"].push_back({r.first, r.last});
+  }
+  j["basis"] = s.basis;
+  return j;
+}
+
+nlohmann::json prediction_json(const Prediction& p) {
+  nlohmann::json j = symptom_json(p.symptom);
+  if (!p.invariant.empty()) j["invariant"] = p.invariant;
+  return j;
+}
+
+std::string rows_text(const std::vector<RowRange>& rows, size_t max_ranges) {
+  std::string out;
+  for (size_t i = 0; i < rows.size() && i < max_ranges; ++i) {
+    if (i) out += ", ";
+    out += std::to_string(rows[i].first);
+    if (rows[i].last != rows[i].first) {
+      out += '-';
+      out += std::to_string(rows[i].last);
+    }
+  }
+  if (rows.size() > max_ranges) out += ", ... (" + std::to_string(rows.size()) + " ranges)";
+  return out;
+}
+
+std::string prediction_line(const Prediction& p) {
+  return to_string(p.symptom.outcome) + " (" + to_string(p.symptom.pass) + "): " + p.symptom.message + "  [" +
+         p.symptom.basis + "]";
+}
+
 namespace {
 
 nlohmann::json violation_json(const Violation& v) {
-  return {{"id", v.id},
-          {"stage", v.stage},
-          {"severity", to_string(v.severity)},
-          {"message", v.message},
-          {"evidence", v.evidence},
-          {"explanation", v.explanation},
-          {"fix", v.fix},
-          {"references", v.references}};
+  nlohmann::json j = {{"id", v.id},
+                      {"stage", v.stage},
+                      {"severity", to_string(v.severity)},
+                      {"message", v.message},
+                      {"evidence", v.evidence},
+                      {"explanation", v.explanation},
+                      {"fix", v.fix},
+                      {"references", v.references}};
+  if (v.symptom) j["symptom"] = symptom_json(*v.symptom);
+  return j;
 }
 
 struct Palette {
@@ -150,6 +187,7 @@ nlohmann::json to_json(const Report& r, const RenderOptions& options) {
   j["status"] = r.status();
   j["rules"] = r.rules;
   j["backend"] = r.backend;
+  if (r.prediction) j["prediction"] = prediction_json(*r.prediction);
   j["first_violation"] = r.violations.empty() ? nlohmann::json(nullptr) : violation_json(r.violations.front());
   j["violations"] = nlohmann::json::array();
   for (const auto& v : r.violations) j["violations"].push_back(violation_json(v));
@@ -180,6 +218,14 @@ std::string render_text(const Report& r, const RenderOptions& options) {
     rules += (rules.empty() ? "" : ", ") + it.key() + " " + (it->is_string() ? it->get<std::string>() : it->dump());
   out << c.dim() << "rules: " << (rules.empty() ? "none" : rules) << "   backend: " << r.backend << c.reset() << "\n";
   for (const auto& n : r.notes) out << c.dim() << "note: " << n << c.reset() << "\n";
+  if (r.prediction) {
+    // one line, continued with a hanging indent when long
+    const std::string line = "prediction: " + prediction_line(*r.prediction);
+    const std::string text = line.size() <= 100 ? line + "\n" : wrap(line, "  ").substr(2);
+    const size_t label = std::string("prediction:").size();
+    out << c.bold() << text.substr(0, label) << c.reset() << text.substr(label);
+    if (!r.prediction->symptom.rows.empty()) out << wrap("rows: " + rows_text(r.prediction->symptom.rows), "  ");
+  }
   out << "\n";
 
   auto marker = [&](const Violation& v) {

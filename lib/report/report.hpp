@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "predict/predict.hpp"
+
 namespace ad {
 
 enum class Severity { error, warning };
@@ -23,6 +25,9 @@ struct Violation {
   std::string fix;
   std::vector<std::string> references;
   int order = 0;                  // catalogue position; decides "first"
+  // What this violation alone does on the real stack (lib/predict): set by the check that
+  // knows the amounts, else the symptom table's default for the id; absent when none is modelled.
+  std::optional<Symptom> symptom;
 };
 
 struct StageRecord {
@@ -41,6 +46,7 @@ struct Report {
   nlohmann::json rules = nlohmann::json::object();    // {"transformers": ..., "flash_attn": ...}
   std::string backend = "none";
   std::vector<Violation> violations;                  // kept sorted: first violation first
+  std::optional<Prediction> prediction;               // what the real stack does with the call
   nlohmann::json varlen;                              // null when nothing reached a kernel
   nlohmann::json replayed;                            // the replay, when `varlen` is explicit
   std::vector<StageRecord> stages;
@@ -69,6 +75,12 @@ struct RenderOptions {
 };
 
 nlohmann::json to_json(const Report& report, const RenderOptions& options);
+// The JSON of a symptom (violation `symptom`) and of a prediction (report `prediction`).
+nlohmann::json symptom_json(const Symptom& s);
+nlohmann::json prediction_json(const Prediction& p);
+// "wrong_output (forward): no error; ...  [model]" and "rows 128-199, 300-310" (empty: no rows).
+std::string prediction_line(const Prediction& p);
+std::string rows_text(const std::vector<RowRange>& rows, size_t max_ranges = 8);
 std::string render_text(const Report& report, const RenderOptions& options);
 
 // Arrays longer than this are summarised in JSON output unless --full.

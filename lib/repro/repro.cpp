@@ -43,6 +43,10 @@ nlohmann::json expect_json(const Expect& e) {
   if (e.first_violation_given) j["first_violation"] = e.first_violation ? nlohmann::json(*e.first_violation) : nlohmann::json();
   if (!e.violations.empty()) j["violations"] = e.violations;
   if (e.exit_code) j["exit_code"] = *e.exit_code;
+  if (e.prediction) {
+    j["prediction"] = {{"outcome", to_string(e.prediction->outcome)}};
+    if (e.prediction->pass) j["prediction"]["pass"] = to_string(*e.prediction->pass);
+  }
   return j;
 }
 
@@ -101,6 +105,9 @@ ReproResult judge_case(const fs::path& file, int exit_code, const std::string& s
     r.got["first_violation"] = first.is_object() ? first["id"] : nlohmann::json();
     for (const auto& v : report["violations"]) got_ids.push_back(v.value("id", ""));
     r.got["violations"] = got_ids;
+    if (report.contains("prediction") && report["prediction"].is_object())
+      r.got["prediction"] = {{"outcome", report["prediction"].value("outcome", "")},
+                             {"pass", report["prediction"].value("pass", "")}};
   } else if (!(expect.exit_code && *expect.exit_code == exit_code && exit_code >= 2)) {
     r.error = true;  // no report to judge (and no expected failure to run)
   }
@@ -123,11 +130,21 @@ ReproResult judge_case(const fs::path& file, int exit_code, const std::string& s
     for (const auto& id : expect.violations)
       if (std::find(got_ids.begin(), got_ids.end(), id) == got_ids.end())
         problems.push_back("violations: expected " + id + " among them, not reported");
+    if (expect.prediction) {
+      const std::string want = to_string(expect.prediction->outcome);
+      const std::string got = r.got.contains("prediction") ? r.got["prediction"]["outcome"].get<std::string>() : "none";
+      if (want != got) problems.push_back("prediction.outcome: expected " + want + ", got " + got);
+      if (expect.prediction->pass) {
+        const std::string want_pass = to_string(*expect.prediction->pass);
+        const std::string got_pass = r.got.contains("prediction") ? r.got["prediction"]["pass"].get<std::string>() : "none";
+        if (want_pass != got_pass) problems.push_back("prediction.pass: expected " + want_pass + ", got " + got_pass);
+      }
+    }
   }
   if (expect.exit_code && *expect.exit_code != exit_code)
     problems.push_back("exit code: expected " + std::to_string(*expect.exit_code) + ", got " + std::to_string(exit_code) +
                        (exit_code >= 2 ? " (" + first_line(stderr_text) + ")" : ""));
-  if (!expect.first_violation_given && expect.violations.empty() && !expect.exit_code)
+  if (!expect.first_violation_given && expect.violations.empty() && !expect.exit_code && !expect.prediction)
     problems.push_back("the expect block is empty");
   if (no_expect && have_report && exit_code == 1 && r.got["first_violation"].is_string())
     problems.push_back("first violation " + r.got["first_violation"].get<std::string>());

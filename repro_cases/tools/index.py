@@ -28,7 +28,7 @@ def load_cases():
 
 
 def table(cases):
-    lines = ["| case | reports | expected first violation | exit |", "|---|---|---|---|"]
+    lines = ["| case | reports | expected first violation | predicted outcome | exit |", "|---|---|---|---|---|"]
     for name, doc in cases:
         e = doc.get("expect", {})
         first = e.get("first_violation")
@@ -37,7 +37,11 @@ def table(cases):
         if also:
             cell += " (also " + ", ".join(f"`{v}`" for v in also) + ")"
         refs = ", ".join(doc.get("references", [])) or "constructed"
-        lines.append(f"| [{name}]({name}) | {refs} | {cell} | {e.get('exit_code', '')} |")
+        pred = e.get("prediction")
+        predicted = ""
+        if pred:
+            predicted = f"`{pred['outcome']}`" + (f" ({pred['pass']})" if pred.get("pass") else "")
+        lines.append(f"| [{name}]({name}) | {refs} | {cell} | {predicted} | {e.get('exit_code', '')} |")
     return "\n".join(lines)
 
 

@@ -81,6 +81,28 @@ CASES = {
                            '"intent": {"sequences": [{"row": 0, "start": 3, "length": 9}]}}' % (F, M)).encode(),
                           "within the row width 4", {}),
     "binary-garbage": (bytes(range(256)) * 4, "expected valid JSON", {}),
+    # the pass, the FLA / FA4 releases and the pinned prediction
+    "pass-backward": (('{%s, "pass": "backward", %s, "batch": {"query_length": 4}}' % (F, M)).encode(),
+                      '/pass: expected one of "forward", "training", found the string "backward"', {}),
+    "pass-boolean": (('{%s, "pass": true, %s, "batch": {"query_length": 4}}' % (F, M)).encode(),
+                     '/pass: expected one of "forward", "training", found true', {}),
+    "env-fla-not-a-version": (('{%s, "environment": {"fla": "zero.six"}, %s, "batch": {"query_length": 4}}' % (F, M)).encode(),
+                              '/environment/fla: expected a PEP 440 version', {}),
+    "env-flash-attn-4-number": (('{%s, "environment": {"flash_attn_4": 4}, %s, "batch": {"query_length": 4}}' % (F, M)).encode(),
+                                '/environment/flash_attn_4: expected a string', {}),
+    "expect-prediction-unknown-outcome": (
+        ('{%s, %s, "batch": {"query_length": 4}, "expect": {"prediction": {"outcome": "crash"}}}' % (F, M)).encode(),
+        '/expect/prediction/outcome: expected an outcome class: one of "ok", "raises", "device_assert", '
+        '"illegal_address", "out_of_bounds", "wrong_output", "wrong_gradient", found the string "crash"', {}),
+    "expect-prediction-pass-training": (
+        ('{%s, %s, "batch": {"query_length": 4}, "expect": {"prediction": {"outcome": "ok", "pass": "training"}}}'
+         % (F, M)).encode(), '/expect/prediction/pass: expected one of "forward", "backward", found the string "training"', {}),
+    "expect-prediction-no-outcome": (
+        ('{%s, %s, "batch": {"query_length": 4}, "expect": {"prediction": {"pass": "forward"}}}' % (F, M)).encode(),
+        '/expect/prediction/outcome', {}),
+    "expect-prediction-unknown-key": (
+        ('{%s, %s, "batch": {"query_length": 4}, "expect": {"prediction": {"outcome": "ok", "rowz": []}}}' % (F, M)).encode(),
+        '/expect/prediction/rowz', {}),
 }
 
 

@@ -1,0 +1,52 @@
+// The bridge from violations to the prediction: the context the symptom table reads, the
+// default symptom of each violation, and the call's prediction (lib/predict's combination rule).
+#include "check/check.hpp"
+#include "check/flash_attn_rules.hpp"
+
+namespace ad {
+
+namespace {
+
+// The case of a dynamic observation, from its evidence (observe.cpp): the rotary kernel's first
+// refused access says whether it read before the table, outside its head, or past the tensor.
+std::string_view dynamic_variant(const Violation& v) {
+  if (v.id == "rotary.access") {
+    if (v.evidence.value("table", 0) > 0) return "table";
+    if (v.evidence.value("outside_head", 0) > 0) return "head";
+    return "tensor";
+  }
+  return "";
+}
+
+}  // namespace
+
+SymptomContext symptom_context(const Batch& batch, const std::optional<Version>& flash_attn_override) {
+  SymptomContext c;
+  c.flash_attn = flash_attn_override ? flash_attn_override : batch.environment.flash_attn;
+  c.fla = batch.environment.fla;
+  c.transformers = batch.environment.transformers;
+  c.flash_attn_family = resolve_flash_attn(c.flash_attn).rules->family;
+  c.pass = batch.pass;
+  return c;
+}
+
+Prediction predict_call(std::vector<Violation>& violations, const Batch& batch,
+                        const std::optional<Version>& flash_attn_override, bool trusted_reference) {
+  const SymptomContext context = symptom_context(batch, flash_attn_override);
+  std::vector<Finding> findings;
+  for (Violation& v : violations) {
+    if (!v.symptom) {
+      // a warning is latent: its "warning" case says what it does (nothing modelled: none)
+      v.symptom = symptom_for(v.id, v.severity == Severity::warning ? "warning" : dynamic_variant(v), context);
+      // a raise: the message this very case gives, where the check knows it
+      if (v.symptom && v.symptom->outcome == Outcome::raises && v.evidence.contains("upstream_message") &&
+          v.evidence["upstream_message"].is_string())
+        v.symptom->message = v.evidence["upstream_message"].get<std::string>();
+    }
+    if (v.id == "result.reference" && !trusted_reference) continue;
+    findings.push_back({v.id, v.order, v.symptom ? &*v.symptom : nullptr});
+  }
+  return combine(findings, batch.pass);
+}
+
+}  // namespace ad

@@ -1,0 +1,121 @@
+// Outcome vocabulary, the combination rule, and the caching-allocator placement model.
+#include "predict/predict.hpp"
+
+#include <algorithm>
+#include <array>
+
+namespace ad {
+
+namespace {
+
+constexpr std::array<std::string_view, 7> kOutcomes = {"ok",           "raises",       "device_assert", "illegal_address",
+                                                       "out_of_bounds", "wrong_output", "wrong_gradient"};
+
+// Loud outcomes at one moment: a host raise comes before any launch, a device assert stops
+// the kernel that trips it, a fault is reported at the next synchronisation.
+int loud_rank(Outcome o) {
+  switch (o) {
+    case Outcome::raises: return 0;
+    case Outcome::device_assert: return 1;
+    case Outcome::illegal_address: return 2;
+    default: return 3;
+  }
+}
+
+// Silent outcomes, most severe first.
+int silent_rank(Outcome o) {
+  switch (o) {
+    case Outcome::wrong_output: return 0;
+    case Outcome::wrong_gradient: return 1;
+    case Outcome::out_of_bounds: return 2;
+    default: return 3;
+  }
+}
+
+}  // namespace
+
+std::string to_string(Outcome o) { return std::string(kOutcomes[static_cast<size_t>(o)]); }
+std::string to_string(Pass p) { return p == Pass::forward ? "forward" : "backward"; }
+std::string to_string(CallPass p) { return p == CallPass::forward ? "forward" : "training"; }
+std::string to_string(Moment m) {
+  switch (m) {
+    case Moment::conversion: return "conversion";
+    case Moment::gather: return "gather";
+    case Moment::rotary: return "rotary";
+    case Moment::attention: return "attention";
+    case Moment::backward: return "backward";
+  }
+  return "?";
+}
+
+std::span<const std::string_view> outcome_names() { return kOutcomes; }
+
+std::optional<Outcome> parse_outcome(std::string_view s) {
+  for (size_t i = 0; i < kOutcomes.size(); ++i)
+    if (kOutcomes[i] == s) return static_cast<Outcome>(i);
+  return std::nullopt;
+}
+
+std::optional<Pass> parse_pass(std::string_view s) {
+  if (s == "forward") return Pass::forward;
+  if (s == "backward") return Pass::backward;
+  return std::nullopt;
+}
+
+std::optional<CallPass> parse_call_pass(std::string_view s) {
+  if (s == "forward") return CallPass::forward;
+  if (s == "training") return CallPass::training;
+  return std::nullopt;
+}
+
+bool is_loud(Outcome o) { return loud_rank(o) < 3; }
+
+Prediction combine(std::span<const Finding> findings, CallPass pass) {
+  const Finding* loud = nullptr;
+  const Finding* silent = nullptr;
+  auto loud_key = [](const Finding& f) {
+    return std::make_tuple(static_cast<int>(f.symptom->at), loud_rank(f.symptom->outcome), f.order);
+  };
+  auto silent_key = [](const Finding& f) { return std::make_tuple(silent_rank(f.symptom->outcome), f.order); };
+  for (const Finding& f : findings) {
+    if (!f.symptom) continue;
+    if (f.symptom->pass == Pass::backward && pass != CallPass::training) continue;
+    if (is_loud(f.symptom->outcome)) {
+      if (!loud || loud_key(f) < loud_key(*loud)) loud = &f;
+    } else if (f.symptom->outcome != Outcome::ok) {
+      if (!silent || silent_key(f) < silent_key(*silent)) silent = &f;
+    }
+  }
+  const Finding* chosen = loud ? loud : silent;
+  Prediction p;
+  if (chosen) {
+    p.symptom = *chosen->symptom;
+    p.invariant = std::string(chosen->invariant);
+    return p;
+  }
+  p.symptom.outcome = Outcome::ok;
+  p.symptom.pass = pass == CallPass::training ? Pass::backward : Pass::forward;
+  p.symptom.at = pass == CallPass::training ? Moment::backward : Moment::attention;
+  p.symptom.message = pass == CallPass::training ? "no error; every intended output and gradient row is right"
+                                                 : "no error; every intended output row is right";
+  p.symptom.basis = "model";
+  return p;
+}
+
+// c10/cuda/CUDACachingAllocator.cpp (PyTorch 2.x, default configuration): requests are
+// rounded to 512 bytes (round_size); up to 1 MiB they come from 2 MiB segments, below 10 MiB
+// from 20 MiB segments, larger ones get a segment of their own rounded to 2 MiB
+// (get_allocation_size).
+AllocatorPlacement caching_allocator_placement(int64_t bytes) {
+  constexpr int64_t kMinBlockSize = 512, kSmallSize = 1 << 20, kSmallBuffer = 2 << 20, kLargeBuffer = 20 << 20,
+                    kMinLargeAlloc = 10 << 20, kRoundLarge = 2 << 20;
+  AllocatorPlacement p;
+  if (bytes < 0) bytes = 0;
+  p.block_bytes = bytes < kMinBlockSize ? kMinBlockSize : (bytes + kMinBlockSize - 1) / kMinBlockSize * kMinBlockSize;
+  if (p.block_bytes <= kSmallSize) p.segment_bytes = kSmallBuffer;
+  else if (p.block_bytes < kMinLargeAlloc) p.segment_bytes = kLargeBuffer;
+  else p.segment_bytes = (p.block_bytes + kRoundLarge - 1) / kRoundLarge * kRoundLarge;
+  return p;
+}
+
+}  // namespace ad

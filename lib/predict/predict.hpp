@@ -1,0 +1,120 @@
+// The prediction: what the real stack does with a call (docs/spec/report-format.md#prediction).
+//
+// Vocabulary (outcome classes, passes), the value types a violation and a report carry
+// (Symptom, Prediction), the one table of symptoms per invariant (symptoms.cpp: outcome,
+// message and basis per id, per case a check selects, per release and pass) and the one
+// combination rule that turns the symptoms of a call's violations into the prediction for the
+// call as a whole. The oracle (tools/oracle) applies the same rule to what it measures.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "batch/version.hpp"
+
+namespace ad {
+
+// What the user sees. Loud: raises, device_assert, illegal_address. Silent: the rest.
+enum class Outcome { ok, raises, device_assert, illegal_address, out_of_bounds, wrong_output, wrong_gradient };
+// The pass in which an outcome happens.
+enum class Pass { forward, backward };
+// What the batch describes: inference (forward only) or a training step (forward, backward).
+enum class CallPass { forward, training };
+
+std::string to_string(Outcome o);
+std::string to_string(Pass p);
+std::string to_string(CallPass p);
+std::optional<Outcome> parse_outcome(std::string_view s);
+std::optional<Pass> parse_pass(std::string_view s);
+std::optional<CallPass> parse_call_pass(std::string_view s);
+std::span<const std::string_view> outcome_names();  // every class, in declaration order
+bool is_loud(Outcome o);
+
+// Where on the real stack a symptom happens, in the order things run: the conversion
+// (transformers' mask / position-ids code), the unpad gather, the rotary kernel, the attention
+// forward (host checks, then the kernel, then pad_input), the backward pass.
+enum class Moment { conversion, gather, rotary, attention, backward };
+std::string to_string(Moment m);
+
+struct RowRange {
+  int64_t first = 0, last = 0;  // inclusive
+  bool operator==(const RowRange&) const = default;
+};
+
+// What one violation alone does on the real stack.
+struct Symptom {
+  Outcome outcome = Outcome::ok;
+  Pass pass = Pass::forward;
+  Moment at = Moment::attention;  // orders loud outcomes; not part of the JSON
+  std::string message;            // what the user sees (exact where measured or cited)
+  std::vector<RowRange> rows;     // output rows (wrong_gradient: rows of the gradient named)
+  std::string basis;              // "golden <id>" | "report <owner/repo#N>" | "model"
+};
+
+// For the call as a whole: the chosen symptom and the invariant it belongs to ("" for ok).
+struct Prediction {
+  Symptom symptom;
+  std::string invariant;
+};
+
+// The releases and the pass a symptom may depend on. Absent releases: the newest behaviour
+// (a table row open towards newer releases applies), as the rule sets do.
+struct SymptomContext {
+  std::optional<Version> flash_attn;
+  std::optional<Version> fla;
+  std::optional<Version> transformers;
+  int flash_attn_family = 2;  // 1, 2, 3 (hopper), 4 (cute): the flash-attn rule set that applies
+  CallPass pass = CallPass::forward;
+};
+
+// The table's symptom for an invariant and a case (`variant`, "" = the invariant's default),
+// under the context; `message` and `rows`, when given, replace the row's message and rows
+// (the check knows the amounts). nullopt: the table has no row for it (no symptom modelled).
+std::optional<Symptom> symptom_for(std::string_view invariant, std::string_view variant, const SymptomContext& context,
+                                   std::string message = {}, std::vector<RowRange> rows = {});
+
+// One row of the table, for docs, tests and `explain`.
+struct SymptomRow {
+  std::string_view invariant;
+  std::string_view variant;   // "" = the default for the id
+  std::string_view library;   // "" | "flash_attn" | "fla" | "transformers": whose release selects the row
+  std::string_view from, to;  // [from, to) of that library's releases; "" = open
+  bool training_only;         // applies only when the batch's pass is "training"
+  Outcome outcome;
+  Pass pass;
+  Moment at;
+  std::string_view message;
+  std::string_view basis;
+  std::string_view when;      // the case in words
+};
+std::span<const SymptomRow> symptom_table();
+
+// A symptom of the call, for the combination: the violation's id and catalogue order.
+struct Finding {
+  std::string_view invariant;
+  int order = 0;
+  const Symptom* symptom = nullptr;
+};
+
+// The combination rule (one definition): loud outcomes (raises, device_assert,
+// illegal_address) in the order they happen (Moment, then host raise before device assert
+// before fault, then catalogue order) win; otherwise wrong_output > wrong_gradient >
+// out_of_bounds > ok (catalogue order among equals). Backward symptoms count only for a
+// training call. With nothing to combine: ok, in the last pass the call runs.
+Prediction combine(std::span<const Finding> findings, CallPass pass);
+
+// How the caching allocator of PyTorch places a tensor of `bytes` bytes on a CUDA device
+// (c10/cuda/CUDACachingAllocator.cpp): the block it rounds to and the segment (one
+// cudaMalloc) it is carved from. Accesses past the tensor but inside its segment hit mapped
+// memory and raise nothing; past the segment they reach memory that is usually unmapped.
+struct AllocatorPlacement {
+  int64_t block_bytes = 0;    // the rounded request
+  int64_t segment_bytes = 0;  // the cudaMalloc the block lives in
+};
+AllocatorPlacement caching_allocator_placement(int64_t bytes);
+
+}  // namespace ad

@@ -1,0 +1,323 @@
+// The symptom table: what each invariant's violation does on the real stack, per case, per
+// release and per pass. ONE table: every outcome and every basis the tool can predict is a
+// row here, so measured goldens (tests/golden/oracle) revise rows, not code. Checks that know
+// the amounts pick a case (`variant`) and fill in the message and rows; everything else gets
+// the id's default row ("" for an error, "warning" for a warning: a latent violation).
+//
+// basis: "report owner/repo#N" where a public report shows the symptom, "model" where it is
+// reasoned from the kernel's source (cited in `when` and in the check), "golden <id>" once the
+// oracle measured it.
+#include <algorithm>
+
+#include "predict/predict.hpp"
+
+namespace ad {
+
+namespace {
+
+using O = Outcome;
+using P = Pass;
+using M = Moment;
+
+constexpr std::string_view kIllegal = "CUDA error: an illegal memory access was encountered";
+constexpr std::string_view kAssert = "CUDA error: device-side assert triggered";
+
+const std::vector<SymptomRow>& table() {
+  // {invariant, variant, library, from, to, training_only, outcome, pass, at, message, basis, when}
+  static const std::vector<SymptomRow> t = {
+      // ---- inputs: flash-attn's host checks raise before any launch -------------------------
+      {"input.dtype", "", "", "", "", false, O::raises, P::forward, M::attention,
+       "RuntimeError: FlashAttention only support fp16 and bf16 data type", "model",
+       "mha_varlen_fwd's dtype check (flash_api.cpp)"},
+      {"input.head_dim", "", "", "", "", false, O::raises, P::forward, M::attention,
+       "RuntimeError: FlashAttention forward only supports head dimension at most 256", "model",
+       "the release's head-dim check"},
+      {"input.head_dim", "warning", "", "", "", false, O::ok, P::forward, M::attention,
+       "no error; FA2 pads the head dim to a multiple of 8 (q, k, v and out copied on every call)", "model",
+       "an unaligned head dim FA2 pads"},
+      {"input.gqa", "", "", "", "", false, O::raises, P::forward, M::attention,
+       "RuntimeError: Number of heads in key/value must divide number of heads in query", "model",
+       "mha_varlen_fwd's head-count check"},
+      {"input.feature", "", "", "", "", false, O::raises, P::forward, M::attention,
+       "TypeError: flash_attn_varlen_func() got an unexpected keyword argument 'softcap'", "model",
+       "the call passes a feature the release lacks, or a combination it rejects"},
+      {"input.feature", "dropped", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; transformers drops the feature silently, so the outputs differ from what the model computes", "model",
+       "a missing sliding window the batch's key ranges exceed; softcap dropped by transformers 4.55 - 5.17"},
+      {"input.feature", "warning", "", "", "", false, O::ok, P::forward, M::attention,
+       "no error; the feature is dropped but does not change this batch's outputs", "model",
+       "a missing window no key range of the batch exceeds; dropout without a dropout argument"},
+      // input.int32_range (checks_input.cpp): the forward's q/k/v/out offsets are 64-bit in every
+      // FA2 release (flash.h index_t); the backward's dq accumulator offset is not.
+      {"input.int32_range", "dq_accum_offset", "", "", "", true, O::wrong_gradient, P::backward, M::backward,
+       "no error; dq is wrong for the segments that start past the 32-bit dq_accum offset", "model",
+       "FA2's backward computes the dq_accum offset of a varlen segment as cu_seqlens_q[b] x H x d_rounded in 32 "
+       "bits (flash_bwd_kernel.h, block_info.h q_offset with int strides; fixed on main by "
+       "Dao-AILab/flash-attention#2260, in no 2.x release up to 2.8.3)"},
+      {"input.int32_range", "dq_accum_tile", "flash_attn", "", "2.8.0", true, O::illegal_address, P::backward,
+       M::backward, kIllegal, "report Dao-AILab/flash-attention#1500",
+       "before 2.8.0 the tile offset (m_block x kBlockM + 128 x b) x H x d_rounded of dq_accum is an int product"},
+      {"input.int32_range", "dense", "", "", "", false, O::illegal_address, P::forward, M::attention, kIllegal,
+       "report Dao-AILab/flash-attention#767",
+       "a padded (non-varlen) call whose tensors pass 2^31 elements, or an offset past 2^31 on a 32-bit path"},
+      {"input.int32_range", "offsets_64bit", "", "", "", false, O::ok, P::forward, M::attention,
+       "no error reported for FA3/FA4 at this size (64-bit offsets); kernels around them may still index in 32 bits",
+       "model", "FA3 (hopper/flash.h int64 strides) and FA4"},
+
+      // ---- conversion -----------------------------------------------------------------------
+      {"mask.rank", "", "", "", "", false, O::device_assert, P::forward, M::gather, kAssert,
+       "report Dao-AILab/flash-attention#1156", "the key gather reads past B x Lk"},
+      {"mask.rank", "cu_shape", "", "", "", false, O::raises, P::forward, M::attention,
+       "RuntimeError: cu_seqlens_q must have shape (batch_size + 1)", "report Dao-AILab/flash-attention#742",
+       "no gather index passes B x Lk: flash-attn rejects the rank-3 cu_seqlens"},
+      {"mask.binary", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; cu_seqlens counts the segment ids' sum while the gather packs the non-zero tokens, so sequences "
+       "are cut at the wrong rows",
+       "model", "a mask holding segment ids"},
+      {"mask.kv_length", "", "", "", "", false, O::device_assert, P::forward, M::gather, kAssert,
+       "report Dao-AILab/flash-attention#1156", "the unpad indices pass B x Lk"},
+      {"mask.padding_side", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; the query rows of the right-padded rows are padding positions: their outputs come back as zeros",
+       "report huggingface/transformers#35032", "a partial query sliced with mask[:, -Lq:] on right padding"},
+      {"position_ids.origin", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; sequence boundaries are missed or invented, so sequences are merged or split", "model",
+       "position ids that do not start at the origin the release looks for"},
+      {"route.packed_to_dense", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; the dense kernel attends across the packed sequences of a row", "report hiyouga/EasyR1#494",
+       "packed rows the release sends to the dense kernel"},
+      {"route.partial_kwargs", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; the release falls back to the dense kernel and attends across the packed sequences",
+       "report huggingface/transformers#47170", "some but not all of the varlen kwargs"},
+      {"cu_seqlens.dtype", "", "", "", "", false, O::raises, P::forward, M::attention,
+       "RuntimeError: cu_seqlens_q must have dtype int32", "model", "mha_varlen_fwd's dtype check"},
+      {"cu_seqlens.device", "", "", "", "", false, O::raises, P::forward, M::attention,
+       "RuntimeError: cu_seqlens_q must be on CUDA", "report vllm-project/vllm#44180", "cu_seqlens on the CPU"},
+      {"cu_seqlens.device", "other_gpu", "", "", "", false, O::illegal_address, P::forward, M::attention, kIllegal,
+       "model", "cu_seqlens on another GPU: CHECK_DEVICE passes, the kernel reads across devices"},
+      {"cu_seqlens.shape", "", "", "", "", false, O::raises, P::forward, M::attention,
+       "RuntimeError: cu_seqlens_q must have shape (batch_size + 1)", "report Dao-AILab/flash-attention#742",
+       "mha_varlen_fwd's CHECK_SHAPE"},
+      {"cu_seqlens.shape", "replay", "", "", "", false, O::raises, P::forward, M::conversion,
+       "the release raises while building cu_seqlens", "report huggingface/transformers#39814",
+       "the release's position-ids route fails on the cu_seqlens it built"},
+      {"cu_seqlens.start", "", "", "", "", false, O::illegal_address, P::forward, M::attention, kIllegal, "model",
+       "a negative start becomes a huge unsigned row offset (block_info.h)"},
+      {"cu_seqlens.start", "positive", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; the rows before cu_seqlens[0] are never written (torch.empty: stale values)",
+       "report PrimeIntellect-ai/prime-rl#2392", "a positive start"},
+      {"cu_seqlens.monotonic", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; the rows of a negative-length segment are never written and later segments overlap earlier ones",
+       "model", "a decreasing cu_seqlens"},
+      // cu_seqlens.total (checks_cu_seqlens.cpp): how far the accesses go decides.
+      {"cu_seqlens.total", "over_in_segment", "", "", "", false, O::out_of_bounds, P::forward, M::attention,
+       "no error; the intended rows come out right, but the kernel reads and writes rows past the tensors (inside "
+       "the caching allocator's segment: memory corruption possible, compute-sanitizer reports it)",
+       "model", "every access past the tensors stays inside the allocator segment the tensor sits in"},
+      {"cu_seqlens.total", "over_past_segment", "", "", "", false, O::illegal_address, P::forward, M::attention,
+       kIllegal, "model", "accesses reach past the allocator segment the tensor sits in"},
+      {"cu_seqlens.total", "over_unreached", "", "", "", false, O::ok, P::forward, M::attention,
+       "no error; the kernel's row tiles (ceil(max_seqlen / kBlockM)) end before the rows past the tensor", "model",
+       "cu_seqlens[-1] past the rows, but max_seqlen keeps every access inside"},
+      {"cu_seqlens.total", "under", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; the rows past cu_seqlens[-1] are never written (torch.empty: stale values)", "model",
+       "cu_seqlens[-1] below the packed rows, which the caller keeps"},
+      {"cu_seqlens.total", "under", "", "", "", true, O::wrong_gradient, P::backward, M::backward,
+       "no error; the gradients of the rows past cu_seqlens[-1] are never written (NaN gradients reported)",
+       "report Dao-AILab/flash-attention#1661", "cu_seqlens[-1] below the packed rows"},
+      {"max_seqlen.type", "warning", "", "", "", false, O::ok, P::forward, M::attention,
+       "no error; FA2/FA3 convert the 0-d tensor to an int (a device->host sync, a graph break under torch.compile)",
+       "model", "a 0-d tensor max_seqlen on FA2 or FA3"},
+      {"max_seqlen.type", "", "", "", "", false, O::raises, P::forward, M::attention,
+       "the call fails on a max_seqlen that is not a host int (FA4's int arithmetic, or None)", "model",
+       "a 0-d tensor on FA4, or max_seqlen None"},
+      // max_seqlen.covers (checks_cu_seqlens.cpp): FA2's forward grid has ceil(max_seqlen_q /
+      // kBlockM) row tiles; its key loop takes key blocks from the actual lengths; the backward
+      // sizes its grids from max_seqlen_q and max_seqlen_k (flash_bwd_launch_template.h).
+      {"max_seqlen.covers", "q_latent", "", "", "", false, O::ok, P::forward, M::attention,
+       "no error; the forward's row tiles still cover every row of the segment", "model",
+       "max_seqlen_q below a segment that fits the ceil(max_seqlen_q / kBlockM) row tiles"},
+      {"max_seqlen.covers", "q_rows", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; the rows past the forward's row tiles are never computed (torch.empty: stale finite values)",
+       "model", "a segment longer than ceil(max_seqlen_q / kBlockM) x kBlockM rows"},
+      {"max_seqlen.covers", "q_backward", "", "", "", true, O::wrong_gradient, P::backward, M::backward,
+       "no error; dq rows past the backward's ceil(max_seqlen_q / kBlockM) row tiles are never converted", "model",
+       "the backward sizes dot_do_o and convert_dQ grids from max_seqlen_q"},
+      {"max_seqlen.covers", "k_latent", "", "", "", false, O::ok, P::forward, M::attention,
+       "no error; the forward takes key blocks from the actual lengths", "model",
+       "max_seqlen_k below a segment: the forward without split-KV"},
+      {"max_seqlen.covers", "k_window", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; the sliding window is dropped (window_size_left >= max_seqlen_k), so rows attend to keys past it",
+       "model", "mha_varlen_fwd clamps window_size_left >= max_seqlen_k to -1"},
+      {"max_seqlen.covers", "k_split", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; the split-KV decode kernel drops the keys past ceil(max_seqlen_k / kBlockN) blocks", "model",
+       "max_seqlen_q == 1 with more query than key heads: the swapped decode path splits KV by max_seqlen_k"},
+      {"max_seqlen.covers", "k_backward", "", "", "", true, O::wrong_gradient, P::backward, M::backward,
+       "no error; dk and dv of the keys past ceil(max_seqlen_k / kBlockN) blocks are never written, and dq misses "
+       "their contributions",
+       "model", "the backward's key-block grid comes from max_seqlen_k"},
+      {"max_seqlen.single_query", "", "", "", "", false, O::raises, P::forward, M::attention,
+       "RuntimeError: shape '[...]' is invalid for input of size ...", "report Dao-AILab/flash-attention#1537",
+       "the swapped single-query path reshapes q by the segment count"},
+      {"max_seqlen.single_query", "silent", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; the swapped single-query path assigns tokens to the wrong sequences",
+       "report Dao-AILab/flash-attention#1619", "the reshape succeeds with tokens in the wrong segments"},
+      {"cu_seqlens.segments", "warning", "", "", "", false, O::ok, P::forward, M::attention,
+       "no error; the segments differ from the intended sequences only where no intended output depends on it",
+       "model", "segments over padding only, or splits the attention mask hides"},
+      {"cu_seqlens.segments", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; the segments cut across the intended sequences (cross-contamination or truncated context)",
+       "report huggingface/transformers#47496", "segments that differ from the intended sequences"},
+      {"cu_seqlens.grid", "", "", "", "", false, O::raises, P::forward, M::attention,
+       "RuntimeError: CUDA error: invalid argument (the launch's grid exceeds 65535 blocks on y)",
+       "report hiyouga/LlamaFactory#10452", "more segments than a grid dimension holds"},
+      {"indices.range", "", "", "", "", false, O::device_assert, P::forward, M::gather, kAssert,
+       "report Dao-AILab/flash-attention#1156", "a gather index past its view"},
+
+      // ---- rotary -----------------------------------------------------------------------------
+      {"rotary.dim", "fla", "fla", "0.6.0", "", false, O::raises, P::forward, M::rotary,
+       "AssertionError: Rotary dimension must not exceed head dimension", "model",
+       "fla-core 0.6.0 fla/modules/rotary/ops.py asserts R2 <= D before the launch"},
+      {"rotary.dim", "fla", "fla", "", "0.6.0", false, O::illegal_address, P::forward, M::rotary, kIllegal,
+       "report fla-org/flash-linear-attention#180", "FLA before 0.6.0 rotates past each head and the tensor"},
+      {"rotary.dim", "", "", "", "", false, O::raises, P::forward, M::rotary,
+       "AssertionError: rotary_dim must be <= headdim", "model",
+       "flash_attn's apply_rotary asserts it; transformers' broadcast fails"},
+      {"rotary.even", "fla", "fla", "0.6.0", "", false, O::raises, P::forward, M::rotary,
+       "AssertionError: Rotary dimension must be even", "model",
+       "fla-core 0.6.0 RotaryEmbedding.__init__ asserts an even dim"},
+      {"rotary.even", "kv_cache", "", "", "", false, O::raises, P::forward, M::rotary,
+       "RuntimeError: Only rotary dimensions divisible by 16 are currently supported", "model",
+       "flash_attn_with_kvcache's fused rotary (flash_api.cpp)"},
+      {"rotary.even", "", "", "", "", false, O::wrong_output, P::forward, M::rotary,
+       "no error; the kernel rotates one column past the rotary part", "model", "an odd rotary dim"},
+      {"rotary.layout", "", "", "", "", false, O::raises, P::forward, M::rotary,
+       "ValueError: the rotary kernel cannot unpack the tensor's shape", "model", "a tensor of the wrong rank"},
+      {"rotary.layout", "fault", "", "", "", false, O::illegal_address, P::forward, M::rotary, kIllegal, "model",
+       "FLA's varlen rotary with a batch dimension above 1"},
+      {"rotary.layout", "strides", "", "", "", false, O::wrong_output, P::forward, M::rotary,
+       "no error; heads are rotated as positions", "model", "a (B, H, T, D) tensor"},
+      // rotary.table (checks_rotary.cpp): FLA's host asserts per release (fla/modules/rotary.py
+      // up to 0.5.2: TR >= T always; fla-core 0.6.0 fla/modules/rotary/ops.py: TR >= T without
+      // cu_seqlens, then seqlen_offsets + T <= TR for an int offset, and a device-side assert
+      // for tensor offsets).
+      {"rotary.table", "fla_tr_ge_t", "fla", "", "", false, O::raises, P::forward, M::rotary,
+       "AssertionError: TR must be >= T", "report fla-org/flash-linear-attention#515",
+       "FLA checks the table against the tensor's T (the packed length in varlen before 0.6.0)"},
+      {"rotary.table", "fla_offset", "fla", "", "", false, O::raises, P::forward, M::rotary,
+       "AssertionError", "model",
+       "a bare `assert seqlen_offsets + T <= TR` (fla/modules/rotary.py; fla-core 0.6.0 with cu_seqlens: T is the "
+       "packed length)"},
+      {"rotary.table", "fla_tensor_offsets", "fla", "0.6.0", "", false, O::device_assert, P::forward, M::rotary,
+       kAssert, "model", "fla-core 0.6.0 checks per-sequence offsets with torch._assert_async"},
+      {"rotary.table", "fla_tensor_offsets", "fla", "", "0.6.0", false, O::wrong_output, P::forward, M::rotary,
+       "no error; positions past the table are masked and left unrotated", "model",
+       "FLA before 0.6.0 masks o_cs >= TR"},
+      {"rotary.table", "flash_attn", "", "", "", false, O::raises, P::forward, M::rotary,
+       "AssertionError: seqlen_ro must be >= seqlen", "model", "flash_attn's apply_rotary"},
+      {"rotary.table", "flash_attn_offsets", "", "", "", false, O::wrong_output, P::forward, M::rotary,
+       "no error; positions past the table are left unrotated", "model",
+       "flash_attn's rotary with per-sequence offsets past the table"},
+      {"rotary.table", "hf", "", "", "", false, O::device_assert, P::forward, M::rotary, kAssert, "model",
+       "cos/sin indexed by a position id past the table"},
+      {"rotary.positions", "", "", "", "", false, O::wrong_output, P::forward, M::rotary,
+       "no error; every packed sequence but the first is rotated as if it continued the previous one", "model",
+       "positions that do not restart per packed sequence"},
+
+      // ---- dynamic (observed by the backends) -----------------------------------------------
+      {"unpad.gather", "", "", "", "", false, O::device_assert, P::forward, M::gather, kAssert,
+       "report Dao-AILab/flash-attention#1156", "an unpad gather index out of range"},
+      {"rotary.access", "table", "", "", "", false, O::wrong_output, P::forward, M::rotary,
+       "no error; positions before the cos/sin table read memory in front of it: those rows are rotated by garbage",
+       "model", "the rotary kernel reads the table at a negative position"},
+      {"rotary.access", "head", "", "", "", false, O::wrong_output, P::forward, M::rotary,
+       "no error; each head's rotation writes into the neighbouring heads", "model",
+       "rotary accesses inside the tensor but outside their head"},
+      {"rotary.access", "tensor", "", "", "", false, O::out_of_bounds, P::forward, M::rotary,
+       "no error; the rotary kernel reads and writes past the tensor (memory corruption possible)", "model",
+       "rotary accesses past the tensor's end only"},
+      {"attention.access", "", "", "", "", false, O::out_of_bounds, P::forward, M::attention,
+       "no error; the attention kernel reads or writes rows past its tensors (memory corruption possible)", "model",
+       "an access past the tensors the static checks did not explain"},
+      {"attention.coverage", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; output rows are never written (torch.empty: stale values) or written by the wrong segment",
+       "model", "output rows the kernel leaves unwritten or writes twice"},
+      {"pad.scatter", "", "", "", "", false, O::device_assert, P::forward, M::attention, kAssert, "model",
+       "pad_input's scatter index out of range"},
+      {"result.reference", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; output rows differ from attention over the intended sequences", "model",
+       "the checked execution's output against the fp64 reference"},
+
+      // ---- launch -------------------------------------------------------------------------------
+      {"launch.autotune_keys", "", "", "", "", false, O::raises, P::forward, M::attention,
+       "IndexError: list index out of range", "report fla-org/flash-linear-attention#354",
+       "Triton <= 3.1's positional key lookup runs past the end"},
+      {"launch.autotune_keys", "warning", "", "", "", false, O::ok, P::forward, M::attention,
+       "no error; the autotune cache key holds another parameter's value (configs reused across shapes)", "model",
+       "a wrong or missing cache-key entry"},
+  };
+  return t;
+}
+
+const std::optional<Version>* release_of(const SymptomContext& c, std::string_view library) {
+  if (library == "flash_attn") return &c.flash_attn;
+  if (library == "fla") return &c.fla;
+  if (library == "transformers") return &c.transformers;
+  return nullptr;
+}
+
+// [from, to) of the library's releases; an unknown release is the newest (open-ended rows).
+bool release_matches(const SymptomRow& row, const SymptomContext& c) {
+  const std::optional<Version>* v = release_of(c, row.library);
+  if (!v) return true;
+  if (!*v) return row.to.empty();
+  if (!row.from.empty() && **v < version_literal(row.from)) return false;
+  if (!row.to.empty() && !(**v < version_literal(row.to))) return false;
+  return true;
+}
+
+}  // namespace
+
+std::span<const SymptomRow> symptom_table() { return table(); }
+
+std::optional<Symptom> symptom_for(std::string_view invariant, std::string_view variant, const SymptomContext& context,
+                                   std::string message, std::vector<RowRange> rows) {
+  // The forward row (the check's message and rows describe it) and, for a training step, the
+  // backward row; the call's own combination rule picks what happens first.
+  auto find = [&](bool training_rows) -> const SymptomRow* {
+    for (const SymptomRow& row : table())
+      if (row.invariant == invariant && row.variant == variant && row.training_only == training_rows &&
+          release_matches(row, context))
+        return &row;
+    return nullptr;
+  };
+  auto make = [](const SymptomRow& row) {
+    Symptom s;
+    s.outcome = row.outcome;
+    s.pass = row.pass;
+    s.at = row.at;
+    s.message = std::string(row.message);
+    s.basis = std::string(row.basis);
+    return s;
+  };
+  std::optional<Symptom> forward, backward;
+  if (const SymptomRow* row = find(false)) {
+    forward = make(*row);
+    if (!message.empty()) forward->message = std::move(message);
+    forward->rows = std::move(rows);
+  }
+  if (context.pass == CallPass::training)
+    if (const SymptomRow* row = find(true)) {
+      backward = make(*row);
+      if (!forward) {  // a case only the backward has: the check's amounts describe it
+        if (!message.empty()) backward->message = std::move(message);
+        backward->rows = std::move(rows);
+      }
+    }
+  if (!forward || !backward) return forward ? forward : backward;
+  const Finding both[] = {{invariant, 0, &*forward}, {invariant, 1, &*backward}};
+  const Prediction p = combine(both, CallPass::training);
+  if (p.invariant.empty()) return forward;  // both ok
+  return p.symptom;
+}
+
+}  // namespace ad
