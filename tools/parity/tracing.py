@@ -145,6 +145,7 @@ class Target:
 
     def __init__(self):
         self.last_ignored = []
+        self.last_output = None
         try:
             self.module = importlib.import_module("transformers.modeling_flash_attention_utils")
             self.level = "function"
@@ -186,8 +187,11 @@ class Target:
                         "kwargs (listed per case under ignored_arguments). num_heads, num_key_value_heads, "
                         "head_dim, is_causal are set on a bare LlamaFlashAttention2 from the batch's model block."}
 
-    def call(self, case):
-        q, k, v = _batchfile().make_qkv(case)
+    def call(self, case, qkv=None):
+        """Run the release's conversion on the batch; `qkv` = (q, k, v) to use instead of the
+        seeded CPU tensors of batchfile.make_qkv (tools/oracle passes CUDA tensors). Returns the
+        arguments the release does not accept; the release's return value is `self.last_output`."""
+        q, k, v = qkv if qkv is not None else _batchfile().make_qkv(case)
         model = case["model"]
         wanted = {
             "dropout": model.get("dropout", 0.0),
@@ -196,7 +200,10 @@ class Target:
             "softcap": model.get("softcap"),
         }
         for key, value in case["flash_kwargs"].items():
-            wanted[key] = torch.tensor(value, dtype=torch.int32) if isinstance(value, list) else value
+            wanted[key] = torch.tensor(value, dtype=torch.int32, device=q.device) if isinstance(value, list) else value
+        position_ids = wanted["position_ids"]
+        if isinstance(position_ids, torch.Tensor) and position_ids.device != q.device:
+            wanted["position_ids"] = position_ids.to(q.device)
         kwargs, ignored = {}, []
         for key, value in wanted.items():
             if key in self.params or self.var_kw:
@@ -209,14 +216,17 @@ class Target:
             # what transformers.integrations.flash_attention passes (>= 4.53); 5.x needs it
             kwargs["attn_implementation"] = "flash_attention_2"
         causal = model.get("causal", True)
+        mask = case["attention_mask"]
+        if mask is not None and mask.device != q.device:
+            mask = mask.to(q.device)
         if self.level == "function":
-            self.fn(q, k, v, case["attention_mask"], case["query_length"], causal, **kwargs)
+            self.last_output = self.fn(q, k, v, mask, case["query_length"], causal, **kwargs)
         else:
             self.attn.is_causal = causal
             self.attn.num_heads = model["num_heads"]
             self.attn.num_key_value_heads = model.get("num_kv_heads", model["num_heads"])
             self.attn.head_dim = model["head_dim"]
-            self.fn(q, k, v, case["attention_mask"], case["query_length"], **kwargs)
+            self.last_output = self.fn(q, k, v, mask, case["query_length"], **kwargs)
         return ignored
 
 

@@ -1,0 +1,56 @@
+"""Outcome classes (docs/spec/report-format.md#prediction) and the combination rule, as the
+oracle applies them to what it measured.
+
+The rule is defined once for the tool in lib/predict/; this is the oracle's side of the same
+rule: loud outcomes (raises, device_assert, illegal_address) win in the order they happen,
+otherwise wrong_output > wrong_gradient > out_of_bounds > ok, and the backward counts only for
+a training step.
+"""
+
+LOUD = ("raises", "device_assert", "illegal_address")
+SILENT_ORDER = ("wrong_output", "wrong_gradient", "out_of_bounds", "ok")
+CLASSES = LOUD + SILENT_ORDER
+
+_CUDA_FAULTS = ("illegal memory access", "misaligned address", "unspecified launch failure",
+                "illegal instruction", "an illegal", "CUDA error", "CUDA driver error",
+                "operation not permitted when stream is capturing", "hardware stack error")
+
+
+def classify_exception(exc_type, message):
+    """A Python exception as the user sees it -> outcome class."""
+    text = message or ""
+    if "device-side assert" in text:
+        return "device_assert"
+    if exc_type in ("AcceleratorError",) or any(s in text for s in _CUDA_FAULTS):
+        return "illegal_address"
+    return "raises"
+
+
+def silent_forward(wrong_rows, sanitizer_errors):
+    if wrong_rows:
+        return "wrong_output"
+    if sanitizer_errors:
+        return "out_of_bounds"
+    return "ok"
+
+
+def silent_backward(wrong_grad_rows, sanitizer_errors):
+    if wrong_grad_rows:
+        return "wrong_gradient"
+    if sanitizer_errors:
+        return "out_of_bounds"
+    return "ok"
+
+
+def combine(forward, backward, training):
+    """forward/backward: outcome classes of the passes (backward None when it did not run).
+    -> the call's outcome."""
+    if forward in LOUD:
+        return forward
+    if training and backward in LOUD:
+        return backward
+    candidates = [forward] + ([backward] if training and backward else [])
+    for name in SILENT_ORDER:
+        if name in candidates:
+            return name
+    raise ValueError(f"unknown outcome classes {candidates}")

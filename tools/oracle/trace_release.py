@@ -1,0 +1,55 @@
+"""pack.py's helper: run one transformers release's conversion on batch files, on the CPU, and
+report what each call did and which of the release's module files were loaded.
+
+    ORACLE_STACK=DIR python trace_release.py RELEASE BATCH.json... > result.json
+
+DIR holds `transformers-RELEASE/` (the full wheel, or the trimmed copy being verified). The
+attention is the dry-cpu stand-in (a plain PyTorch attention): what is compared between the full
+and the trimmed copy is the conversion (the release's result or exception), not a kernel.
+"""
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parent / "parity")]
+os.environ["ORACLE_DRY_CPU"] = "1"
+
+import stack  # noqa: E402
+
+
+def main():
+    release, batches = sys.argv[1], sys.argv[2:]
+    stack.install_standin("2.6.3", os.environ.get("ORACLE_WORK", "/tmp/oracle-work"))
+    import torch
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    stack.load_transformers(release)
+    stack.ensure_flash_attn_available(dry=True)
+    import batchfile
+    import tracing
+    target = tracing.load_target()
+    results = {}
+    for path in batches:
+        doc = json.loads(Path(path).read_text())
+        if doc["model"].get("architecture") in ("gemma2", "qwen2_vl") or "batch" not in doc:
+            continue
+        case = batchfile.load(path)
+        try:
+            target.call(case)
+            out = target.last_output
+            digest = hashlib.sha256(out.detach().float().numpy().tobytes()).hexdigest()[:16] if out is not None else None
+            results[Path(path).name] = {"out": digest}
+        except Exception as exc:  # the release's own failure is part of what must match
+            results[Path(path).name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
+    root = (stack.stack_root() / f"transformers-{release}").resolve()
+    files = sorted({os.path.relpath(m.__file__, root) for m in list(sys.modules.values())
+                    if getattr(m, "__file__", None) and str(Path(m.__file__).resolve()).startswith(str(root))})
+    print(json.dumps({"release": release, "results": results, "files": files}))
+
+
+if __name__ == "__main__":
+    main()
