@@ -83,9 +83,12 @@ def pack_release(release, own_cases, cache, out):
     shutil.rmtree(trimmed, ignore_errors=True)
     # the whole utils package besides: helpers a CUDA-only branch may import lazily (small)
     extra = [os.path.relpath(f, target) for f in (target / "transformers" / "utils").glob("*.py")]
-    # releases >= 4.53 list transformers/models/ at import to build their lazy import structure
-    # (utils/import_utils.py, create_import_structure_from_path): its package __init__ files travel
-    extra += [os.path.relpath(f, target) for f in (target / "transformers" / "models").rglob("__init__.py")]
+    # releases >= 4.53 build their lazy import structure at import by reading every module of
+    # transformers/models/ (utils/import_utils.py, create_import_structure_from_path): there the
+    # models tree travels whole; older releases need its package __init__ files only
+    scans = "create_import_structure_from_path" in (target / "transformers" / "utils" / "import_utils.py").read_text()
+    pattern = "*.py" if scans else "__init__.py"
+    extra += [os.path.relpath(f, target) for f in (target / "transformers" / "models").rglob(pattern)]
     for rel in sorted(set(whole["files"]) | set(extra)):
         dest = trimmed / rel
         dest.parent.mkdir(parents=True, exist_ok=True)

@@ -174,6 +174,8 @@ def sequence_reference(q, k, v, do, q_slots, k_slots, causal, window, softcap, s
         allowed &= s >= t - left
     if right >= 0:
         allowed &= s <= t + right
+    # heads per chunk: keep each (h, n, m) fp32 score tensor near 1.5 GB on the longest sequences
+    head_chunk = max(1, min(head_chunk, int(1.5e9 // max(n * m * 4, 1))))
     out = torch.zeros_like(q)
     dq = torch.zeros_like(q) if want_grads else None
     dk = torch.zeros_like(k) if want_grads else None
