@@ -70,6 +70,13 @@ SymptomContext symptom_context(const Batch& batch, const std::optional<Version>&
 Prediction predict_call(std::vector<Violation>& violations, const Batch& batch,
                         const std::optional<Version>& flash_attn_override = std::nullopt, bool trusted_reference = true);
 
+// Where the reference's intended sequences come from and whether they can vouch for the output:
+// an intent derived from the input the conversion broke (the mask a partial-query slice read
+// with the wrong padding side, the segment ids of a mask, position ids whose boundaries the
+// release misread, the cu_seqlens_q under test) reproduces the breakage, so it is not trusted.
+// `found`: the static violations.
+IntentTrust assess_intent(const Batch& batch, const std::vector<Violation>& found);
+
 // The catalogue as Markdown (docs/spec/invariants.md embeds it between generated markers) and the
 // flash-attn release table as Markdown (docs/spec/flash-attn-features.md).
 std::string catalogue_markdown();

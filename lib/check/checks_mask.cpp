@@ -197,6 +197,7 @@ void mask_padding_side(Ctx& ctx) {
   const IntTensor& t = m->tensor;
   const int64_t rows = t.dim(0), W = t.dim(1);
   int64_t bad_rows = 0, first_row = -1, first_gap = -1, tokens = 0, kept = 0;
+  std::vector<RowRange> wrong;  // output rows b x Lq + i of every row that is not left-padded
   for (int64_t r = 0; r < rows; ++r) {
     const int64_t* row = t.values.data() + r * W;
     int64_t c = 0;
@@ -209,6 +210,8 @@ void mask_padding_side(Ctx& ctx) {
       }
     if (gap < 0) continue;
     ++bad_rows;
+    if (!wrong.empty() && wrong.back().last + 1 == r * Lq) wrong.back().last = r * Lq + Lq - 1;
+    else wrong.push_back({r * Lq, r * Lq + Lq - 1});
     if (first_row >= 0) continue;
     first_row = r;
     first_gap = gap;
@@ -217,7 +220,7 @@ void mask_padding_side(Ctx& ctx) {
   }
   if (first_row < 0) return;
   const int64_t slice_from = std::max<int64_t>(0, W - Lq);
-  ctx.report(Severity::error,
+  Violation& v = ctx.report(Severity::error,
              "row " + std::to_string(first_row) + " is not left-padded (padding from column " + std::to_string(first_gap) +
                  ") but query_length " + std::to_string(Lq) + " is neither 1 nor kv_length " + std::to_string(Lk) +
                  ": mask[:, -" + std::to_string(Lq) + ":] takes columns " + std::to_string(slice_from) + "-" +
@@ -226,6 +229,12 @@ void mask_padding_side(Ctx& ctx) {
              {{"row", first_row}, {"padding_from_column", first_gap}, {"rows_not_left_padded", bad_rows},
               {"query_length", Lq}, {"kv_length", Lk}, {"slice_columns", {slice_from, W}},
               {"tokens_in_row", tokens}, {"tokens_in_slice", kept}});
+  // pad_input leaves zeros where the slice picked padding; the real tokens it picked are the
+  // wrong queries (the row's newest tokens are not its last columns)
+  ctx.symptom(v, "",
+              "no error; the query rows of the " + std::to_string(bad_rows) + " row(s) that are not left-padded come "
+              "back wrong: output rows " + rows_text(wrong, 4) + " (zeros where the slice picked padding)",
+              wrong);
 }
 
 }  // namespace ad::checks

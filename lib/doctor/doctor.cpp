@@ -128,6 +128,7 @@ Report run_pipeline(const Batch& batch, const CheckOptions& options, const std::
   StageRecord static_stage{"static", found.empty() ? "ok" : "violation", ms_since(t0), "", nlohmann::json::object()};
   static_stage.data["checked"] = catalogue().size();
   for (auto& v : found) r.add(std::move(v));
+  r.intent = assess_intent(batch, r.violations);
   r.stages.push_back(static_stage);
 
   // 3. dynamic stages: run after static violations too, so the report shows the symptom
@@ -167,12 +168,26 @@ Report run_pipeline(const Batch& batch, const CheckOptions& options, const std::
   return r;
 }
 
+// The result stage against an untrusted reference (intent.trusted false) never says ok: the
+// rows agree with sequences that carry the breakage, which proves nothing.
+void qualify_result_stage(Report& r) {
+  if (!r.intent || r.intent->trusted) return;
+  for (StageRecord& st : r.stages) {
+    if (st.name != "result" || st.status == "skipped" || st.status == "error") continue;
+    st.data["reference_trusted"] = false;
+    if (st.status == "ok") st.status = "unverified";
+    st.detail += std::string(st.detail.empty() ? "" : "; ") + "the reference is untrusted: " + r.intent->why;
+  }
+}
+
 }  // namespace
 
 Report diagnose(const Batch& batch, const CheckOptions& options, const std::string& input_label) {
   Report r = run_pipeline(batch, options, input_label);
-  // the prediction: from every violation found, whatever stage ended the run
-  r.prediction = predict_call(r.violations, batch, options.flash_attn);
+  qualify_result_stage(r);
+  // the prediction: from every violation found, whatever stage ended the run (a comparison
+  // with an untrusted reference cannot decide it)
+  r.prediction = predict_call(r.violations, batch, options.flash_attn, !r.intent || r.intent->trusted);
   return r;
 }
 

@@ -77,7 +77,8 @@ const std::vector<SymptomRow>& table() {
       {"mask.kv_length", "", "", "", "", false, O::device_assert, P::forward, M::gather, kAssert,
        "report Dao-AILab/flash-attention#1156", "the unpad indices pass B x Lk"},
       {"mask.padding_side", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
-       "no error; the query rows of the right-padded rows are padding positions: their outputs come back as zeros",
+       "no error; the unpad slice mask[:, -Lq:] picks the wrong query positions: those output rows come back wrong "
+       "(zeros where it picked padding)",
        "report huggingface/transformers#35032", "a partial query sliced with mask[:, -Lq:] on right padding"},
       {"position_ids.origin", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
        "no error; sequence boundaries are missed or invented, so sequences are merged or split", "model",

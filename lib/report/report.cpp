@@ -192,6 +192,7 @@ nlohmann::json to_json(const Report& r, const RenderOptions& options) {
   j["violations"] = nlohmann::json::array();
   for (const auto& v : r.violations) j["violations"].push_back(violation_json(v));
   j["varlen"] = r.varlen;
+  if (r.intent) j["intent"] = {{"source", r.intent->source}, {"trusted", r.intent->trusted}, {"why", r.intent->why}};
   if (!r.replayed.is_null()) j["replayed"] = r.replayed;
   j["stages"] = nlohmann::json::array();
   for (const auto& s : r.stages) {
@@ -226,6 +227,8 @@ std::string render_text(const Report& r, const RenderOptions& options) {
     out << c.bold() << text.substr(0, label) << c.reset() << text.substr(label);
     if (!r.prediction->symptom.rows.empty()) out << wrap("rows: " + rows_text(r.prediction->symptom.rows), "  ");
   }
+  if (r.intent && !r.intent->trusted && r.intent->source != "none")
+    out << c.dim() << wrap("reference: untrusted: " + r.intent->why, "  ").substr(2) << c.reset();
   out << "\n";
 
   auto marker = [&](const Violation& v) {

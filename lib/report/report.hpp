@@ -38,6 +38,15 @@ struct StageRecord {
   nlohmann::json data = nlohmann::json::object();  // stage-specific numbers
 };
 
+// What the result stage's reference is built from (report-format.md `intent`): the given or
+// derived intended sequences, and whether they can vouch for the output. An intent derived from
+// the very input the conversion broke reproduces the breakage and is not trusted.
+struct IntentTrust {
+  std::string source = "none";  // given | mask | position_ids | cu_seqlens_q | none
+  bool trusted = false;
+  std::string why;
+};
+
 struct Report {
   std::string tool = "attn-doctor";
   std::string version;
@@ -47,6 +56,7 @@ struct Report {
   std::string backend = "none";
   std::vector<Violation> violations;                  // kept sorted: first violation first
   std::optional<Prediction> prediction;               // what the real stack does with the call
+  std::optional<IntentTrust> intent;                  // what the reference compares against
   nlohmann::json varlen;                              // null when nothing reached a kernel
   nlohmann::json replayed;                            // the replay, when `varlen` is explicit
   std::vector<StageRecord> stages;
