@@ -244,6 +244,22 @@ TEST_CASE("predict: max_seqlen.covers by the kernel's tile rows", "[predict]") {
     CHECK(find(tr, "max_seqlen.covers")->severity == Severity::error);
     CHECK(tr.prediction->symptom.outcome == Outcome::wrong_gradient);
   }
+  SECTION("the split-KV decode path: keys past its splits are dropped only when the heuristic splits") {
+    // one query per sequence, 16 query heads over 4 kv heads: FA2 swaps heads into rows and
+    // sizes its KV splits from max_seqlen_k (num_splits_heuristic on 132 SMs)
+    const char* k = R"({"format": "attn-doctor/batch@1", "environment": {"flash_attn": "2.6.3"},
+      "model": {"num_heads": 16, "num_kv_heads": 4, "head_dim": 128},
+      "varlen": {"cu_seqlens_q": [0, 1, 2], "cu_seqlens_k": [0, 3000, 6000], "max_seqlen_q": 1, "max_seqlen_k": %d}})";
+    char buf[512];
+    std::snprintf(buf, sizeof buf, k, 1000);  // 8 key blocks: split, covering 1024 keys
+    Report split = diagnose_text(buf);
+    CHECK(find(split, "max_seqlen.covers")->evidence["split_kv_keys_covered"] == 1024);
+    CHECK(split.prediction->symptom.outcome == Outcome::wrong_output);
+    std::snprintf(buf, sizeof buf, k, 100);  // one key block: one split, the standard kernel
+    Report one = diagnose_text(buf);
+    CHECK(find(one, "max_seqlen.covers")->severity == Severity::warning);
+    CHECK(one.prediction->symptom.outcome == Outcome::ok);
+  }
 }
 
 TEST_CASE("predict: input.int32_range counts the tensors that reach a kernel, per pass and release", "[predict]") {

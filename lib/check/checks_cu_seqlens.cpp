@@ -5,6 +5,7 @@
 // each value invariant says what the kernel does with them instead (execution.md, the FA2
 // indexing contract).
 #include <algorithm>
+#include <cmath>
 
 #include "check/checked_math.hpp"
 #include "check/static_checks.hpp"
@@ -265,6 +266,37 @@ void overrun_symptom(Ctx& ctx, Violation& v, const VarlenArgs& a) {
                     ", inside the caching allocator's segments (memory corruption possible; compute-sanitizer reports it)");
 }
 
+// FA2's split-KV decode path (mha_varlen_fwd with seqlenq_ngroups_swapped, set_params_splitkv
+// and num_splits_heuristic in flash_api.cpp, 2.5 - 2.8): the keys its splits cover, sized from
+// max_seqlen_k; 0 when the heuristic picks one split (the standard kernel runs, its key blocks
+// from the actual lengths). The GPU is an H100 / H200 (132 SMs).
+int64_t fa2_splitkv_keys_covered(int64_t segments, int64_t kv_heads, int64_t ngroups, int64_t head_dim, int64_t max_k) {
+  constexpr int64_t kSMs = 132;
+  const int64_t d8 = (head_dim + 7) / 8 * 8;
+  const int64_t block_n = d8 <= 64 ? 256 : d8 <= 128 ? 128 : 64;
+  const int64_t n_blocks = checked::ceil_div(std::max<int64_t>(max_k, 0), block_n);
+  const int64_t work = segments * kv_heads * checked::ceil_div(ngroups, 64);
+  const int64_t sms = 2 * kSMs;  // 128 threads per block
+  if (work >= 0.8 * sms || n_blocks <= 1) return 0;
+  const int64_t max_splits = std::min<int64_t>({128, sms, n_blocks});
+  auto eligible = [&](int64_t s) { return s == 1 || checked::ceil_div(n_blocks, s) != checked::ceil_div(n_blocks, s - 1); };
+  auto efficiency = [&](int64_t s) {
+    const double waves = double(work * s) / double(sms);
+    return waves / std::ceil(waves);
+  };
+  double best = 0;
+  for (int64_t s = 1; s <= max_splits; ++s)
+    if (eligible(s)) best = std::max(best, efficiency(s));
+  int64_t splits = 1;
+  for (int64_t s = 1; s <= max_splits; ++s)
+    if (eligible(s) && efficiency(s) >= 0.85 * best) {
+      splits = s;
+      break;
+    }
+  if (splits <= 1) return 0;
+  return splits * checked::ceil_div(n_blocks, splits) * block_n;
+}
+
 }  // namespace
 
 // 20 cu_seqlens.total: cu[-1] must be the packed tensor's row count. Over: the kernel reads and
@@ -428,7 +460,14 @@ void max_seqlen_covers(Ctx& ctx) {
         ctx.symptom(v, "q_latent");
       }
     } else {
-      const bool swapped = a->max_seqlen_q.value == 1 && m.num_heads > m.num_kv_heads && ctx.rules().varlen_single_query_swap;
+      const bool swapped_path = a->max_seqlen_q.value == 1 && m.num_heads > m.num_kv_heads && a->call.dropout == 0 &&
+                                ctx.rules().varlen_single_query_swap;
+      const int64_t split_keys =
+          swapped_path ? fa2_splitkv_keys_covered(static_cast<int64_t>(cu.values.size()) - 1, m.num_kv_heads,
+                                                  m.num_heads / std::max<int64_t>(m.num_kv_heads, 1), m.head_dim, max)
+                       : 0;
+      const bool swapped = split_keys > 0 && longest > split_keys;
+      if (split_keys > 0) ev["split_kv_keys_covered"] = split_keys;
       const bool window_dropped = a->call.window_left >= max && a->call.window_left < longest;
       const int64_t bwd_keys = checked::ceil_div(max, bwd_n) * bwd_n;
       ev["backward_keys_covered"] = bwd_keys;
@@ -440,8 +479,8 @@ void max_seqlen_covers(Ctx& ctx) {
         ctx.symptom(v, "k_window");
       } else if (swapped) {
         Violation& v = ctx.report(Severity::error,
-                                  head + ": the single-query decode path splits the keys by max_seqlen_k, so keys past " +
-                                      std::to_string(max) + " can be dropped",
+                                  head + ": the single-query decode path splits the keys by max_seqlen_k, and its splits "
+                                         "cover only " + std::to_string(split_keys) + " keys",
                                   ev);
         ctx.symptom(v, "k_split");
       } else if (training && longest > bwd_keys) {
