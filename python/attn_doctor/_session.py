@@ -255,9 +255,11 @@ class Capture:
             if exc is not None:
                 self.failures.append(path)
         if exc is not None and self.announce:
+            from .diagnosis import summary
             print(f"attn-doctor: call {frame.call} into {frame.entry} raised "
-                  f"{_exception_text(exc)}\nattn-doctor: wrote {path}; reproduce with:\n"
-                  f"  {check_command_line(self.check_command, path)}", file=sys.stderr)
+                  f"{_exception_text(exc)}\nattn-doctor: wrote {path}; its diagnosis:\n"
+                  f"{summary(path)}\nattn-doctor: the whole report: "
+                  f"{check_command_line(self.check_command, path)}", file=sys.stderr)
 
 
 def _exception_text(exc: BaseException) -> str:

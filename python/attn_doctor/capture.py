@@ -3,9 +3,10 @@
 Runs CMD (`python train.py ...`, `torchrun ...`, `accelerate launch ...`) with the capture
 installed in every Python process it starts: the folder holding attn_doctor's bootstrap
 `sitecustomize` is put first on PYTHONPATH and the options travel in ATTN_DOCTOR_CAPTURE.
-When CMD ends, the batch files its processes wrote (read from DIR/manifest.jsonl) are
-listed with the exact `attn-doctor check` command, and this command exits with CMD's
-status. In first-failure mode CUDA_LAUNCH_BLOCKING=1 is set (unless already set or
+When CMD ends, each call that raised is reported with its batch file and its diagnosis
+(the first lines of `attn-doctor check`: the prediction, the first violation and its fix;
+with --check, for every file written), run here through the package's extension, and this
+command exits with CMD's status. In first-failure mode CUDA_LAUNCH_BLOCKING=1 is set (unless already set or
 --no-launch-blocking is given) so that an asynchronous device error surfaces in the call
 that caused it rather than in a later one.
 
@@ -25,6 +26,7 @@ import types
 from typing import List, Optional, Sequence
 
 from ._session import MANIFEST, capture as _capture_function, check_command_line
+from .diagnosis import summary
 
 
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
@@ -45,6 +47,8 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
                         help="arrays with more elements go to .npy sidecars (default 4096)")
     parser.add_argument("--no-launch-blocking", action="store_true",
                         help="do not set CUDA_LAUNCH_BLOCKING=1 in first-failure mode")
+    parser.add_argument("--check", action="store_true",
+                        help="diagnose every file written, not only those of failing calls")
     parser.add_argument("--attn-doctor", default="attn-doctor", metavar="PROGRAM",
                         help="program named in the printed check command (default: %(default)s)")
     parser.add_argument("command", nargs=argparse.REMAINDER,
@@ -125,17 +129,29 @@ def _report(args: argparse.Namespace, entries: List[dict], status: int) -> None:
         return
     for entry in failures:
         where = f", layer {entry['layer_idx']}" if "layer_idx" in entry else ""
+        path = os.path.join(out, entry["file"])
         print(f"attn-doctor: call {entry['call']} into {entry['entry']}{where} raised "
               f"{entry.get('exception', '')}", file=err)
-        print(f"attn-doctor: batch file written; reproduce with:\n"
-              f"  {check_command_line(args.attn_doctor, os.path.join(out, entry['file']))}",
-              file=err)
+        print(f"attn-doctor: wrote {_shown(path)}; its diagnosis:", file=err)
+        print(summary(path), file=err)
+        print(f"attn-doctor: the whole report: {check_command_line(args.attn_doctor, path)}", file=err)
+    if args.check:
+        for entry in entries:
+            if entry.get("failed"):
+                continue
+            path = os.path.join(out, entry["file"])
+            print(f"attn-doctor: call {entry['call']} into {entry['entry']}: {_shown(path)}", file=err)
+            print(summary(path), file=err)
     if not failures or len(entries) > len(failures):
-        print(f"attn-doctor: wrote {len(entries)} batch file(s) into "
-              f"{os.path.relpath(out) if not os.path.relpath(out).startswith('..') else out} "
+        print(f"attn-doctor: wrote {len(entries)} batch file(s) into {_shown(out)} "
               f"(index: {MANIFEST}); check one with:\n"
               f"  {check_command_line(args.attn_doctor, os.path.join(out, entries[0]['file']))}",
               file=err)
+
+
+def _shown(path: str) -> str:
+    rel = os.path.relpath(path)
+    return rel if not rel.startswith("..") else path
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

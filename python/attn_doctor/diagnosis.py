@@ -84,3 +84,28 @@ def _run_binary(path: str, options: Dict[str, Any]) -> Tuple[int, str]:
     if done.returncode not in (0, 1, 3) or not done.stdout:
         raise RuntimeError(done.stderr.strip() or f"attn-doctor exited with {done.returncode}")
     return done.returncode, done.stdout
+
+
+def summary(path: str, backend: str = "cpu", max_lines: int = 30) -> str:
+    """The first lines of `attn-doctor check PATH` (header, prediction, first violation with
+    its fix), indented for a message, or why there is none. The capture prints it for a call
+    that failed. The CPU backend by default: after a failed call the process's CUDA context
+    may be unusable, and the diagnosis must not depend on it."""
+    try:
+        code, text = render(path, format="text", backend=backend)
+    except Exception as exc:  # the capture's own report must not fail because of this
+        return f"  (no diagnosis: {exc})"
+    lines = text.splitlines()
+    kept = []
+    for line in lines:
+        if line.startswith(("also violated:", "varlen ", "stages:")):
+            break
+        kept.append(line)
+    while kept and not kept[-1].strip():
+        kept.pop()
+    if len(kept) > max_lines:
+        kept = kept[:max_lines] + ["..."]
+    verdict = next((line for line in reversed(lines) if line.startswith("verdict:")), "")
+    if verdict:
+        kept.append(verdict)
+    return "\n".join("  " + line if line else "" for line in kept)

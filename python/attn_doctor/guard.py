@@ -298,12 +298,8 @@ class _ReadTracker:
 
 
 def _training(bound: Dict[str, Any]) -> bool:
-    """Whether this call will run a backward pass: q requires grad with grad mode on."""
-    q = bound.get("query_states", bound.get("q"))
-    if not getattr(q, "requires_grad", False):
-        return False
-    torch = sys.modules.get("torch")
-    return bool(torch is None or torch.is_grad_enabled())
+    """Whether this call will run a backward pass (the document's "pass")."""
+    return records.call_pass(bound.get("query_states", bound.get("q"))) == "training"
 
 
 def _key_of(name: str, value: Any, refs: List[Any]) -> Any:
@@ -340,7 +336,7 @@ def _metadata_document(kind: str, ctx: records.Context, bound: Dict[str, Any]) -
     model = records.metadata_model(ctx, kind, q, k, bound)
     tensors: Dict[str, Dict[str, Any]] = {}
     records.qkv_overrides(tensors, q, k, v, model["dtype"], T.dtype_name(q))
-    return records.document(ctx, records.environment(ctx, q), model, batch=batch, tensors=tensors)
+    return records.document(ctx, records.environment(ctx, q), model, q=q, batch=batch, tensors=tensors)
 
 
 # -- the module is callable: attn_doctor.guard(...) is a Guard ------------------------------

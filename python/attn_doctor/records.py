@@ -21,6 +21,7 @@ device-side assert) can still be written: everything it needs is already on the 
 from __future__ import annotations
 
 import inspect
+import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import _tensors as T
@@ -31,8 +32,17 @@ _ROBERTA_LIKE = {"roberta", "xlm-roberta", "xlm_roberta", "camembert", "roberta-
                  "roberta_prelayernorm", "xmod", "data2vec-text", "data2vec_text", "longformer",
                  "markuplm", "ibert", "mpnet"}
 
-_VERSION_DISTS = (("transformers", "transformers"), ("flash_attn", "flash-attn"),
-                  ("torch", "torch"), ("triton", "triton"))
+# (batch-file key, module whose __version__ is read, distributions asked otherwise, whether
+# only a module the run has imported counts). flash-attn 4 (the CuTe DSL kernels,
+# `flash_attn.cute`) and flash-linear-attention (`fla`, from the flash-linear-attention or
+# fla-core distribution) are recorded only when the run loaded them: installed but unused,
+# they say nothing about the call.
+_VERSION_SOURCES = (("transformers", "transformers", ("transformers",), False),
+                    ("flash_attn", "flash_attn", ("flash-attn",), False),
+                    ("flash_attn_4", "flash_attn.cute", ("flash-attn-4",), True),
+                    ("fla", "fla", ("flash-linear-attention", "fla-core"), True),
+                    ("torch", "torch", ("torch",), False),
+                    ("triton", "triton", ("triton",), False))
 
 
 # id(fn) -> (fn, names of the positional parameters in order (None: bind with inspect), name
@@ -89,21 +99,35 @@ def library_versions(known: Dict[str, str], missed: set) -> Dict[str, str]:
     (what actually runs), else the installed distribution's metadata (looked up once per
     name). `known` and `missed` persist between calls: a library imported lazily inside
     the first attention call (transformers 5.x imports flash_attn there) is found later."""
-    import sys
-    for module_name, dist in _VERSION_DISTS:
-        if module_name in known:
+    for key, module_name, dists, imported_only in _VERSION_SOURCES:
+        if key in known:
             continue
         mod = sys.modules.get(module_name)
+        if imported_only and mod is None:
+            continue  # asked again at the next call: the run may load it later
         version = getattr(mod, "__version__", None) if mod is not None else None
-        if not isinstance(version, str) and module_name not in missed:
-            try:
-                from importlib import metadata
-                version = metadata.version(dist)
-            except Exception:
-                missed.add(module_name)
+        if not isinstance(version, str) and key not in missed:
+            from importlib import metadata
+            for dist in dists:
+                try:
+                    version = metadata.version(dist)
+                    break
+                except Exception:
+                    continue
+            else:
+                missed.add(key)
         if isinstance(version, str) and version:
-            known[module_name] = version
-    return {name: known[name] for name, _ in _VERSION_DISTS if name in known}
+            known[key] = version
+    return {key: known[key] for key, *_ in _VERSION_SOURCES if key in known}
+
+
+def call_pass(q: Any) -> str:
+    """The batch's "pass": "training" when q requires grad with grad mode on (a backward
+    will follow), else "forward"."""
+    if not getattr(q, "requires_grad", False):
+        return "forward"
+    torch = sys.modules.get("torch")
+    return "training" if torch is None or torch.is_grad_enabled() else "forward"
 
 
 class NeedsSync(Exception):
@@ -121,6 +145,7 @@ class HostCache:
         self.size = size
         self.sync = sync
         self._entries: List[Tuple[Any, Any, List[Any]]] = []
+        self._summaries: List[Tuple[Any, Any, Any, Any]] = []
 
     def _find(self, t: Any) -> Tuple[Any, Optional[List[Any]]]:
         key = (getattr(t, "_version", None), tuple(T.shape(t)), T.dtype_name(t))
@@ -133,6 +158,23 @@ class HostCache:
         """Raise NeedsSync when reading `t` would synchronise and is not allowed."""
         if not self.sync and T.device_name(t) != "cpu" and self._find(t)[1] is None:
             raise NeedsSync(T.device_name(t))
+
+    def summary(self, t: Any, what: str, compute: Any, related: Any = None) -> Any:
+        """compute(t), cached like a host copy (same unmodified tensor, and the same
+        unmodified `related` tensor when the answer depends on one, same answer); for
+        summaries computed on the tensor's device, which read a few numbers back."""
+        key = (what, getattr(t, "_version", None), tuple(T.shape(t)), getattr(related, "_version", None))
+        for tensor, other, k, value in self._summaries:
+            if tensor is t and other is related and k == key:
+                return value
+        self.require(t)
+        if related is not None and T.is_tensor(related):
+            self.require(related)
+        value = compute(t)
+        self._summaries.append((t, related, key, value))
+        if len(self._summaries) > self.size:
+            self._summaries.pop(0)
+        return value
 
     def get(self, t: Any) -> List[Any]:
         key, flat = self._find(t)
@@ -227,13 +269,14 @@ def _qkv_overrides(tensors: Dict[str, Dict[str, Any]], q: Any, k: Any, v: Any,
             _override(tensors, name, "contiguous", False)
 
 
-def _document(ctx: Context, env: Dict[str, Any], model: Dict[str, Any], **blocks: Any
+def _document(ctx: Context, env: Dict[str, Any], model: Dict[str, Any], q: Any = None, **blocks: Any
               ) -> Dict[str, Any]:
     doc: Dict[str, Any] = {"format": FORMAT}
     if ctx.name:
         doc["name"] = ctx.name
     if ctx.description:
         doc["description"] = ctx.description
+    doc["pass"] = call_pass(q)
     doc["environment"] = env
     doc["model"] = model
     for key in ("batch", "varlen", "tensors", "rotary"):
@@ -243,26 +286,126 @@ def _document(ctx: Context, env: Dict[str, Any], model: Dict[str, Any], **blocks
     return doc
 
 
-def _mask_block(ctx: Context, mask: Any) -> Tuple[Dict[str, Any], Optional[Tuple[List[int], List[int]]]]:
-    """(mask object, (flat values, shape) when 2-D binary) for the attention mask."""
+def _mask_block(ctx: Context, mask: Any) -> Dict[str, Any]:
+    """The attention mask's object."""
     shape = T.shape(mask)
     floating = T.is_floating(mask)
     if len(shape) == 4:
         ctx.cache.require(mask)
         recovered = analyse_mask_4d(mask)
         flat = None if recovered is not None else ctx.cache.get(mask)
-        return ctx.encoder.mask_4d(shape, floating, recovered=recovered, flat=flat), None
-    flat = ctx.cache.get(mask)
-    obj = ctx.encoder.mask(flat, shape, T.dtype_name(mask), floating=floating)
+        return ctx.encoder.mask_4d(shape, floating, recovered=recovered, flat=flat)
     if len(shape) == 2 and not floating:
-        return obj, ([int(v) for v in flat], shape)
-    return obj, None
+        summary = ctx.cache.summary(mask, "mask-2d", summarise_mask_2d)
+        if summary is not None:
+            return summary
+    return ctx.encoder.mask(ctx.cache.get(mask), shape, T.dtype_name(mask), floating=floating)
+
+
+def _mask_values_2d(ctx: Context, mask: Any) -> Optional[Tuple[List[int], List[int]]]:
+    """(flat values, shape) of a 2-D integer mask (what the position-ids encoder compares
+    against), else None."""
+    if not T.is_tensor(mask) or T.ndim(mask) != 2 or T.is_floating(mask):
+        return None
+    return [int(v) for v in ctx.cache.get(mask)], T.shape(mask)
+
+
+def _position_block(ctx: Context, pos: Any, mask: Any, origin: int, batch_size: int) -> Dict[str, Any]:
+    """The position ids' object: computed on the device where torch has them (a few numbers
+    read back), else from a host copy."""
+    summary = ctx.cache.summary(pos, f"position-ids:{origin}:{batch_size}",
+                                lambda p: summarise_position_ids(p, mask, origin, batch_size), related=mask)
+    if summary is not None:
+        return summary
+    return ctx.encoder.position_ids(ctx.cache.get(pos), T.shape(pos), T.dtype_name(pos),
+                                    _mask_values_2d(ctx, mask), origin, batch_size)
+
+
+# -- the same encodings computed on the tensors' device (torch) ------------------------------
+#
+# A mask or position ids on the GPU is summarised there: a handful of reductions, then one
+# copy of B + a few numbers to the host, instead of copying all B x S values and looping over
+# them in Python. Each returns exactly what batchfile.Encoder writes for the same values, or
+# None where only the values themselves describe the tensor (the caller then copies them).
+
+def _torch_tensor(t: Any) -> Any:
+    torch = sys.modules.get("torch")
+    return torch if torch is not None and isinstance(t, torch.Tensor) else None
+
+
+def summarise_mask_2d(mask: Any) -> Optional[Dict[str, Any]]:
+    """{"lengths", "width", "padding_side"} for a (B, W) 0/1 mask whose rows are each one
+    block of ones on a common side (full and empty rows fit both; right is preferred)."""
+    torch = _torch_tensor(mask)
+    if torch is None or mask.dim() != 2 or mask.shape[0] == 0 or mask.is_floating_point():
+        return None
+    rows, width = mask.shape
+    attended = mask != 0
+    lengths = attended.sum(-1)
+    cols = torch.arange(width, device=mask.device)
+    right = (attended == (cols < lengths[:, None])).all()
+    left = (attended == (cols >= (width - lengths)[:, None])).all()
+    binary = ((mask == 0) | (mask == 1)).all()
+    head = torch.stack([binary, right, left]).to(lengths.dtype)
+    values = torch.cat([head, lengths]).tolist()       # the one copy to the host
+    is_binary, right_ok, left_ok, lengths_list = values[0], values[1], values[2], values[3:]
+    if not is_binary or not (right_ok or left_ok):
+        return None
+    return {"lengths": [int(n) for n in lengths_list], "width": int(width),
+            "padding_side": "right" if right_ok else "left"}
+
+
+def summarise_position_ids(pos: Any, mask: Any, origin: int, batch_size: Optional[int]) -> Optional[Dict[str, Any]]:
+    """{"from": "arange"} / {"from": "mask"} / {"from": "packed", "lengths"} (each with
+    "mrope" for three identical planes) for position ids that are exactly that, else None."""
+    torch = _torch_tensor(pos)
+    if torch is None:
+        return None
+    mrope = False
+    p = pos
+    if p.dim() == 3 and p.shape[0] == 3:
+        if not bool(((p[0] == p[1]) & (p[0] == p[2])).all()):
+            return None
+        p, mrope = p[0], True
+    if p.dim() != 2 or p.shape[1] == 0:
+        return None
+    rows, width = p.shape
+    cols = torch.arange(width, device=p.device)
+    checks = [(p == cols).all() if (batch_size is None or rows == batch_size) else torch.zeros((), dtype=torch.bool, device=p.device)]
+    m = mask if (_torch_tensor(mask) is not None and mask.dim() == 2 and tuple(mask.shape) == (rows, width)
+                 and not mask.is_floating_point()) else None
+    if m is not None:
+        binary = ((m == 0) | (m == 1)).all()
+        # generate's convention: cumsum(mask) - 1, padded slots set to 1
+        expected = torch.where(m != 0, m.to(torch.int64).cumsum(-1) - 1, torch.ones_like(p, dtype=torch.int64))
+        checks.append(binary & (p.to(torch.int64) == expected).all())
+    else:
+        checks.append(torch.zeros((), dtype=torch.bool, device=p.device))
+    starts = p[0] == origin
+    if rows == 1:
+        continues = p[0, 1:] == p[0, :-1] + 1
+        checks.append(starts[0] & (continues | starts[1:]).all())
+    else:
+        checks.append(torch.zeros((), dtype=torch.bool, device=p.device))
+    arange_ok, mask_ok, packed_ok = torch.stack(checks).tolist()   # one copy to the host
+    obj: Optional[Dict[str, Any]] = None
+    if arange_ok:
+        obj = {"from": "arange"}
+    elif mask_ok:
+        obj = {"from": "mask"}
+    elif packed_ok:
+        at = torch.cat([starts.nonzero().flatten(), torch.tensor([width], device=p.device)])
+        lengths = (at[1:] - at[:-1]).tolist()
+        if len(lengths) > 1:
+            obj = {"from": "packed", "lengths": [int(n) for n in lengths]}
+    if obj is not None and mrope:
+        obj["mrope"] = True
+    return obj
 
 
 def analyse_mask_4d(mask: Any) -> Optional[Tuple[List[int], bool]]:
     """(2-D mask, causal) a (B, 1, Q, K) mask was built from, or None. With torch the test
     runs on the mask's device and only the (B, K) result is copied to the host."""
-    import sys
     torch = sys.modules.get("torch")
     if torch is None or not isinstance(mask, torch.Tensor):
         from .batchfile import recover_2d_from_4d
@@ -343,14 +486,12 @@ def transformers_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
 
     batch: Dict[str, Any] = {}
     tensors: Dict[str, Dict[str, Any]] = {}
-    mask_2d = None
     mask = a.get("attention_mask")
     if T.is_tensor(mask):
-        batch["attention_mask"], mask_2d = _mask_block(ctx, mask)
+        batch["attention_mask"] = _mask_block(ctx, mask)
     pos = a.get("position_ids")
     if T.is_tensor(pos):
-        batch["position_ids"] = ctx.encoder.position_ids(
-            ctx.cache.get(pos), T.shape(pos), T.dtype_name(pos), mask_2d, origin, q_shape[0])
+        batch["position_ids"] = _position_block(ctx, pos, mask, origin, q_shape[0])
         if T.device_name(pos) != q_device:
             _override(tensors, "position_ids", "device", T.device_name(pos))
     query_length = a.get("query_length")
@@ -375,7 +516,7 @@ def transformers_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
         batch["flash_kwargs"] = kwargs
 
     _qkv_overrides(tensors, q, k, v, model["dtype"], kernel_dtype)
-    return _document(ctx, _environment(ctx, q), model, batch=batch, tensors=tensors)
+    return _document(ctx, _environment(ctx, q), model, q=q, batch=batch, tensors=tensors)
 
 
 # -- flash_attn --------------------------------------------------------------------------
@@ -440,7 +581,7 @@ def flash_attn_varlen_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
         if T.is_tensor(t):
             _index_tensor_overrides(tensors, name, t, T.device_name(q))
     _qkv_overrides(tensors, q, k, v, model["dtype"], T.dtype_name(q))
-    return _document(ctx, _environment(ctx, q), model,
+    return _document(ctx, _environment(ctx, q), model, q=q,
                      varlen=varlen_arguments(ctx, a), tensors=tensors)
 
 
@@ -451,7 +592,7 @@ def flash_attn_dense_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
     tensors: Dict[str, Dict[str, Any]] = {}
     _qkv_overrides(tensors, q, k, v, model["dtype"], T.dtype_name(q))
     batch = {"batch_size": qs[0], "query_length": qs[1], "kv_length": ks[1]}
-    return _document(ctx, _environment(ctx, q), model, batch=batch, tensors=tensors)
+    return _document(ctx, _environment(ctx, q), model, q=q, batch=batch, tensors=tensors)
 
 
 def observed_kernel_call(ctx: Context, entry: str, a: Dict[str, Any]) -> Dict[str, Any]:
@@ -519,7 +660,7 @@ def fla_rotary_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
         # packed input: (1, total, H, D)
         varlen["total_q"] = qs[0] * qs[1]
         _index_tensor_overrides(tensors, "cu_seqlens_q", cu, T.device_name(q))
-    return _document(ctx, _environment(ctx, q), model, varlen=varlen, tensors=tensors,
+    return _document(ctx, _environment(ctx, q), model, q=q, varlen=varlen, tensors=tensors,
                      rotary=rotary)
 
 
@@ -547,6 +688,6 @@ BUILDERS = {
     "fla_rotary": fla_rotary_call,
 }
 
-__all__ = ["BUILDERS", "Context", "HostCache", "NeedsSync", "bind_arguments", "document",
+__all__ = ["BUILDERS", "Context", "call_pass", "HostCache", "NeedsSync", "bind_arguments", "document",
            "environment", "library_versions", "metadata_model", "qkv_overrides", "scalar",
            "observed_kernel_call", "analyse_mask_4d"]

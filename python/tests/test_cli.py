@@ -12,6 +12,10 @@ from .support import FAKEPKGS, temp_dir
 
 PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# the capture diagnoses through the extension, else the binary
+from attn_doctor import _binary, diagnosis  # noqa: E402
+CAN_CHECK = diagnosis._native is not None or _binary.find() is not None
+
 SCRIPT = textwrap.dedent("""
     import sys
     from faketensor import FakeTensor
@@ -51,8 +55,12 @@ class CliTest(unittest.TestCase):
             self.assertIn("RuntimeError: CUDA error: device-side assert triggered", proc.stderr)
             self.assertIn("attn-doctor: call 2 into transformers._flash_attention_forward, layer 0 "
                           "raised RuntimeError", proc.stderr)
-            self.assertTrue(proc.stderr.rstrip().endswith("attn-doctor check cap/call-000002.json"),
-                            proc.stderr)
+            self.assertTrue(proc.stderr.rstrip().endswith(
+                "attn-doctor: the whole report: attn-doctor check cap/call-000002.json"), proc.stderr)
+            if CAN_CHECK:  # the diagnosis itself, not only a command to run
+                self.assertIn("attn-doctor: wrote cap/call-000002.json; its diagnosis:", proc.stderr)
+                self.assertIn("  first violation: mask.kv_length", proc.stderr)
+                self.assertIn("  verdict: VIOLATION", proc.stderr)
             with open(os.path.join(d, "cap", "call-000002.json")) as fh:
                 doc = json.load(fh)
             self.assertEqual(doc["batch"]["attention_mask"],
@@ -60,6 +68,15 @@ class CliTest(unittest.TestCase):
             self.assertEqual(doc["batch"]["kv_length"], 8)
             self.assertEqual(sorted(os.listdir(os.path.join(d, "cap"))),
                              ["call-000002.json", "manifest.jsonl"])
+
+    @unittest.skipUnless(CAN_CHECK, "neither attn_doctor._native nor the attn-doctor binary is here")
+    def test_check_diagnoses_every_file(self):
+        with temp_dir() as d:
+            proc = self.run_capture(d, "--every", "--check")
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertIn("attn-doctor: call 1 into transformers._flash_attention_forward: cap/call-000001.json",
+                          proc.stderr)
+            self.assertIn("  verdict: OK", proc.stderr)
 
     def test_status_passes_through_and_nothing_is_written_without_failure(self):
         with temp_dir() as d:

@@ -1,6 +1,7 @@
 """The hooks, against fake transformers / flash_attn / fla packages (tests/fakepkgs) and
 fake tensors: what gets recorded, that calls are not changed, and that everything is
 restored."""
+import contextlib
 import json
 import os
 import sys
@@ -20,6 +21,20 @@ def read_json(path):
 def manifest(folder):
     with open(os.path.join(folder, "manifest.jsonl")) as fh:
         return [json.loads(line) for line in fh]
+
+
+@contextlib.contextmanager
+def mock_module(name, module):
+    """sys.modules[name] = module for the duration (the previous entry put back)."""
+    previous = sys.modules.get(name)
+    sys.modules[name] = module
+    try:
+        yield
+    finally:
+        if previous is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = previous
 
 
 class ModelCalls:
@@ -202,6 +217,39 @@ class KernelEntryTest(unittest.TestCase):
                                               "cu_seqlens_k": {"dtype": "int64", "device": "cpu"}})
             self.assertNotIn("batch", doc)
 
+    def test_pass_and_the_versions_of_the_libraries_the_run_loaded(self):
+        with fake_libraries(), temp_dir() as out:
+            import flash_attn
+            from faketensor import FakeTensor
+            q = FakeTensor(shape=(9, 4, 64), dtype="bfloat16", device="cuda:0")
+            cu = FakeTensor([0, 4, 9], dtype="int32", device="cuda:0")
+            with attn_doctor.capture(out, every=True, announce=False) as cap:
+                flash_attn.flash_attn_varlen_func(q, q, q, cu, cu, 5, 5)       # inference
+                q.requires_grad = True
+                flash_attn.flash_attn_varlen_func(q, q, q, cu, cu, 5, 5)       # a training step
+                cute = types.ModuleType("flash_attn.cute")
+                cute.__version__ = "4.0.0b9"
+                sys.modules["flash_attn.cute"] = cute                           # FA4 loaded
+                flash_attn.flash_attn_varlen_func(q, q, q, cu, cu, 5, 5)
+            first, second, third = (read_json(f) for f in cap.files)
+            self.assertEqual((first["pass"], second["pass"]), ("forward", "training"))
+            self.assertNotIn("flash_attn_4", first["environment"])   # installed or not: unused
+            self.assertNotIn("fla", first["environment"])
+            self.assertEqual(third["environment"]["flash_attn_4"], "4.0.0b9")
+            self.assertEqual(third["environment"]["flash_attn"], "2.6.3")
+        # grad mode off: no backward will follow
+        fake_torch = types.ModuleType("torch")
+        fake_torch.is_grad_enabled = lambda: False
+        with fake_libraries(), temp_dir() as out, mock_module("torch", fake_torch):
+            import flash_attn
+            from faketensor import FakeTensor
+            q = FakeTensor(shape=(9, 4, 64), dtype="bfloat16", device="cuda:0")
+            q.requires_grad = True
+            cu = FakeTensor([0, 4, 9], dtype="int32", device="cuda:0")
+            with attn_doctor.capture(out, every=True, announce=False) as cap:
+                flash_attn.flash_attn_varlen_func(q, q, q, cu, cu, 5, 5)
+            self.assertEqual(read_json(cap.files[0])["pass"], "forward")
+
     def test_direct_dense_call_and_strided_q(self):
         with fake_libraries(), temp_dir() as out:
             import flash_attn
@@ -228,6 +276,7 @@ class KernelEntryTest(unittest.TestCase):
                 with self.assertRaises(RuntimeError):
                     rotary(q, q, seqlen_offset=0, cu_seqlens=cu, max_seqlen=2048)
             doc = read_json(cap.files[0])
+            self.assertEqual(doc["environment"]["fla"], "0.6.0")
             self.assertEqual(doc["rotary"], {"implementation": "fla", "dim": 1024, "base": 10000.0,
                                              "interleaved": False, "varlen": True, "layout": "BTHD",
                                              "table_length": 2048})
