@@ -1,4 +1,4 @@
-// Device helpers shared by the kernels: the violation recorder, element conversions, and
+// Device helpers shared by the kernels: the access recorder, element conversions, and
 // the sm_80 warp-level primitives (cp.async, ldmatrix, mma.sync m16n8k16) the attention
 // kernel is built from. PTX semantics: NVIDIA PTX ISA, "Warp-level matrix instructions"
 // (mma.m16n8k16 fragment layouts, ldmatrix) and "cp.async".
@@ -9,39 +9,48 @@
 
 #include <cstdint>
 
-#include "device_record.hpp"
+#include "contract/access_record.hpp"
 
 namespace ad::kern {
 
 // ---------------------------------------------------------------------------------------
-// violation record
+// the access record
 
-// Records one refused access. The first caller (count 0 -> 1) owns the detail fields; the
-// host reads them only after the launch has completed, so no further ordering is needed.
-__device__ __noinline__ inline void record_violation(ViolationRecord* rec, Buffer buffer, Access access,
-                                                      int64_t index, int64_t bound, int64_t segment,
-                                                      int64_t row, int64_t head, int64_t tile, uint64_t order) {
+// Records `n` refused accesses, the first of them at launch-order key `key`
+// (contract/access_record.hpp: counting mode adds to the count and lowers the smallest index
+// and key, and the first arrival fills the details; detail mode fills them for `key` ==
+// target_order only). The host reads the record after the launch has completed, so no
+// further ordering is needed. Scalars, not an Access, so that the call (in the refusal
+// branches only) passes its arguments in registers. (m, b, h): the program's coordinates.
+__device__ __noinline__ inline void record_violation(AccessRecord* rec, Buffer buffer, AccessKind kind, Unit unit,
+                                                      Region region, int64_t index, int64_t bound, int64_t m, int64_t b,
+                                                      int64_t h, int64_t segment, int64_t row, int64_t head, int64_t tile,
+                                                      uint64_t key, uint64_t n) {
   if (rec == nullptr) return;
   if (rec->detail_mode != 0) {
-    if (order != rec->target_order) return;
+    if (key != rec->target_order) return;
   } else {
     atomicMin(reinterpret_cast<long long*>(&rec->min_index), static_cast<long long>(index));
-    atomicMin(reinterpret_cast<unsigned long long*>(&rec->min_order), static_cast<unsigned long long>(order));
-    const uint32_t previous = atomicAdd(&rec->count, 1u);
+    atomicMin(reinterpret_cast<unsigned long long*>(&rec->order), static_cast<unsigned long long>(key));
+    const unsigned long long previous =
+        atomicAdd(reinterpret_cast<unsigned long long*>(&rec->count), static_cast<unsigned long long>(n));
     if (previous != 0) return;
   }
-  rec->buffer = static_cast<int32_t>(buffer);
-  rec->access = static_cast<int32_t>(access);
+  Access& a = rec->first;
+  a.buffer = buffer;
+  a.kind = kind;
+  a.unit = unit;
+  a.region = region;
+  a.index = index;
+  a.bound = bound;
+  a.block[0] = m;
+  a.block[1] = b;
+  a.block[2] = h;
+  a.segment = segment;
+  a.row = row;
+  a.head = head;
+  a.tile = tile;
   rec->thread = static_cast<int32_t>(threadIdx.x);
-  rec->block[0] = static_cast<int32_t>(blockIdx.x);
-  rec->block[1] = static_cast<int32_t>(blockIdx.y);
-  rec->block[2] = static_cast<int32_t>(blockIdx.z);
-  rec->index = index;
-  rec->bound = bound;
-  rec->segment = segment;
-  rec->row = row;
-  rec->head = head;
-  rec->tile = tile;
 }
 
 // ---------------------------------------------------------------------------------------

@@ -17,26 +17,12 @@
 
 #include <cstdint>
 
-#include "device_record.hpp"
-
-#if defined(__CUDACC__)
-#define AD_HD __host__ __device__ __forceinline__
-#else
-#define AD_HD inline
-#endif
+#include "contract/access_record.hpp"
+#include "contract/fa2_forward.hpp"
+#include "contract/host_device.hpp"
+#include "contract/vocabulary.hpp"
 
 namespace ad::kern {
-
-enum class ElemType : int32_t { bf16 = 0, fp16 = 1, fp32 = 2 };
-AD_HD int elem_bytes(ElemType t) { return t == ElemType::fp32 ? 4 : 2; }
-inline const char* to_string(ElemType t) {
-  return t == ElemType::bf16 ? "bf16" : t == ElemType::fp16 ? "fp16" : "fp32";
-}
-
-// The checked form compares every access with its buffer's size and records instead of
-// performing an out-of-bounds access; the unchecked form is what the real stack runs.
-enum class Checks : int32_t { checked = 0, unchecked = 1 };
-inline const char* to_string(Checks c) { return c == Checks::checked ? "checked" : "unchecked"; }
 
 // ---------------------------------------------------------------------------------------
 // roles
@@ -48,12 +34,20 @@ struct OutputRole {};
 
 // A packed (rows, heads, head_dim) tensor, row-major and contiguous: row r, head h, column
 // d lives at element (r * heads + h) * head_dim + d. `rows` is what the allocation holds:
-// the bound every checked access is compared with.
+// the bound every checked access is compared with; `buffer` is the name a refused access is
+// recorded under.
+template <class Role> struct RoleBuffer;
+template <> struct RoleBuffer<QueryRole> { static constexpr Buffer value = Buffer::q; };
+template <> struct RoleBuffer<KeyRole> { static constexpr Buffer value = Buffer::k; };
+template <> struct RoleBuffer<ValueRole> { static constexpr Buffer value = Buffer::v; };
+template <> struct RoleBuffer<OutputRole> { static constexpr Buffer value = Buffer::out; };
+
 template <class Role, class Pointer>
 struct RowOperand {
   Pointer data = nullptr;
   int64_t rows = 0;
   int32_t heads = 0;
+  Buffer buffer = RoleBuffer<Role>::value;  // q_rot / k_rot when rotary rotated them
 };
 using QueryOperand = RowOperand<QueryRole, const void*>;
 using KeyOperand = RowOperand<KeyRole, const void*>;
@@ -82,24 +76,22 @@ struct IndexCopyParams {
   int64_t row_bytes = 0;             // heads * head_dim * element size
   const int64_t* indices = nullptr;  // int64, as torch.nonzero returns them
   int64_t num_indices = 0;
-  ViolationRecord* record = nullptr; // checked form only
+  AccessRecord* record = nullptr;    // checked form only
+  Buffer src_buffer = Buffer::none;  // what a refused access is recorded as (q_src, ... / out)
+  Buffer dst_buffer = Buffer::none;  // (q, ... / out_final)
 };
 
 // ---------------------------------------------------------------------------------------
 // rotary embedding
 
-enum class RotaryContract : int32_t {
-  // flash_attn.ops.triton.rotary: grid (ceil(max_seqlen / BLOCK_M), N, H); rows past the
-  // segment or past the grid are skipped; positions past the table are rotated by the
-  // identity (cos 1, sin 0) but still read and written; columns bounded by rotary_dim,
-  // which the host guarantees is <= head_dim.
-  flash_attn = 0,
-  // fla.modules.rotary (before the head-dim check): every row of every segment; columns
-  // bounded by the rotary dim it was given only, so a rotary dim wider than the head walks
-  // into the next heads and past the tensor; positions past the table are skipped.
-  fla = 1,
-};
-
+// The contracts the kernel runs (contract/vocabulary.hpp, geometry in contract/rotary.hpp):
+//  flash_attn: grid (ceil(max_seqlen / BLOCK_M), N, H); rows past the segment or past the
+//    grid are skipped; positions past the table are rotated by the identity (cos 1, sin 0)
+//    but still read and written; columns bounded by rotary_dim, which the host guarantees is
+//    <= head_dim.
+//  fla (before the head-dim check): every row of every segment; columns bounded by the rotary
+//    dim it was given only, so a rotary dim wider than the head walks into the next heads and
+//    past the tensor; positions past the table are skipped.
 struct RotaryParams {
   ElemType elem = ElemType::bf16;
   void* x = nullptr;                 // (rows, heads, head_dim), rotated in place
@@ -119,16 +111,19 @@ struct RotaryParams {
   int32_t max_seqlen = 0;            // flash_attn varlen: the grid covers this many rows
   const int64_t* seqlen_offsets = nullptr;  // per segment, or null: `seqlen_offset` for all
   int64_t seqlen_offset = 0;
-  RotaryContract contract = RotaryContract::flash_attn;
-  int32_t order_block_rows = 1;      // rows per program of the launch-order key (flash_attn BLOCK_M)
-  ViolationRecord* record = nullptr;
+  RotaryContract contract = RotaryContract::flash_attn;  // flash_attn or fla
+  // flash_attn: BLOCK_M of the release (rope::flash_attn_block_m), the rows per program of the
+  // grid and of the launch-order key.
+  int32_t block_rows = 0;
+  // Checked form: rows outside [0, rows) (a segment running past the tensor, or starting
+  // before it) return at once when true; the caller counts their accesses on the host
+  // (exec/clip.hpp). The launch then covers `launch_rows` rows per segment when > 0 (rows
+  // past them are outside for every segment), the launch-order keys still those of the grid.
+  bool skip_rows_outside = false;
+  int64_t launch_rows = 0;
+  Buffer buffer = Buffer::none;      // what a refused access is recorded as (q_rot / k_rot)
+  AccessRecord* record = nullptr;
 };
-
-// flash_attn's rotary row tile (apply_rotary: 2 if interleaved else 4 if rotary_dim <= 128
-// else 2); rows of a segment past ceil(max_seqlen / BLOCK_M) * BLOCK_M are never visited.
-AD_HD int flash_attn_rotary_block_m(int rotary_dim, bool interleaved) {
-  return interleaved ? 2 : (rotary_dim <= 128 ? 4 : 2);
-}
 
 // ---------------------------------------------------------------------------------------
 // varlen attention forward (FA2 contract, docs/spec/execution.md)
@@ -139,7 +134,7 @@ struct VarlenFwdParams {
   KeyOperand k;                      // (total_k, Hk, D)
   ValueOperand v;                    // (total_k, Hk, D)
   OutputOperand out;                 // (total_q, H, D)
-  float* lse = nullptr;              // (H, total_q), fp32, FA2's unpadded LSE
+  float* lse = nullptr;              // fp32, laid out as lse_layout says
   int64_t lse_size = 0;
   uint32_t* row_writes = nullptr;    // optional: writes per output row (head 0), coverage
   int64_t row_writes_size = 0;
@@ -163,16 +158,34 @@ struct VarlenFwdParams {
   int32_t ngroups = 1;
   bool normalized = false;           // fa2_normalize() has been applied
   int32_t block_m = 128;             // FA2's kBlockM for the head dim (grid.x = ceil(max_seqlen_q / block_m))
-  // LSE layout: 0 = (H, total_q) "unpadded" (flash-attn >= 2.6), 1 = (N, H, max_seqlen_q)
-  int32_t lse_layout = 0;
-  int32_t lse_max_seqlen_q = 0;      // layout 1: the per-segment stride
-  ViolationRecord* record = nullptr;
+  fa2::LseLayout lse_layout = fa2::LseLayout::unpadded;  // (H, total_q) from flash-attn 2.6
+  int32_t lse_max_seqlen_q = 0;      // padded layout: the per-segment stride
+  // Checked form: CTAs whose rows all lie past q/out (fa2::tile_past_rows) return at once
+  // when true; the caller counts their accesses on the host (the CUDA backend does, with
+  // exec/clip.hpp, as the CPU twin does), so a phantom segment costs no device time. The
+  // launch then covers min(grid, launch_m_blocks) m blocks when launch_m_blocks > 0, the
+  // launch-order keys still those of the full grid.
+  bool skip_tiles_past_rows = false;
+  int32_t launch_m_blocks = 0;
+  AccessRecord* record = nullptr;
 };
 
-// FA2's row tile for the forward kernel (kBlockM = 128 for every head dim we run:
-// csrc/flash_attn/src/flash_fwd_launch_template.h, run_mha_fwd_hdim*). The grid and so the
-// rows a too-small max_seqlen_q leaves uncomputed depend on it.
-inline constexpr int kFa2BlockM = 128;
+// The launch grid's m blocks and the m blocks of the launch-order keys (FA2's grid.x).
+AD_HD int64_t fa2_grid_m(const VarlenFwdParams& p) {
+  return p.block_m > 0 ? (int64_t(p.max_seqlen_q) + p.block_m - 1) / p.block_m : 0;
+}
+AD_HD int64_t launch_grid_m(const VarlenFwdParams& p) {
+  const int64_t g = fa2_grid_m(p);
+  return p.skip_tiles_past_rows && p.launch_m_blocks > 0 && p.launch_m_blocks < g ? p.launch_m_blocks : g;
+}
+// The contract's flags of a normalised call, for key tiles of `block_n` keys.
+AD_HD fa2::Flags fa2_flags(const VarlenFwdParams& p, int block_n) {
+  const bool local = !p.causal && (p.window_left >= 0 || p.window_right >= 0);
+  return fa2::Flags{p.causal, local, p.window_left, p.window_right, p.block_m, block_n};
+}
+AD_HD fa2::LseShape lse_shape(const VarlenFwdParams& p) {
+  return fa2::LseShape{p.lse_layout, p.q.rows, p.num_heads, p.lse_max_seqlen_q};
+}
 
 // The tile pipelines (K and V). Same shape, different types: see the file comment.
 template <class Role>

@@ -23,7 +23,8 @@ void launch_pad_scatter(const IndexCopyParams& p, Checks checks, cudaStream_t st
 
 // ---- rotary (kernels/rotary.cu) ---------------------------------------------------------
 // `grid_rows`: rows per segment the grid covers (flash_attn: ceil(max_seqlen / BLOCK_M) *
-// BLOCK_M; fla: the longest segment), computed on the host by `rotary_grid_rows`.
+// BLOCK_M with p.block_rows = BLOCK_M; fla: the longest segment), computed on the host by
+// `rotary_grid_rows`.
 void launch_rotary(const RotaryParams& p, int64_t grid_rows, Checks checks, cudaStream_t stream = nullptr);
 int64_t rotary_grid_rows(const RotaryParams& p, const int32_t* host_cu_seqlens);
 
@@ -36,9 +37,10 @@ int64_t rotary_grid_rows(const RotaryParams& p, const int32_t* host_cu_seqlens);
 // wgmma_alt: the same with its other tile shape (benchmarks only; ATTN_DOCTOR_WGMMA_ALT, bf16).
 enum class AttnKernel { automatic = 0, tensor_core = 1, generic = 2, tensor_core_alt = 3, wgmma = 4, wgmma_alt = 5 };
 
-// FA2's host-side normalisation of the call (flash_api.cpp, mha_varlen_fwd): causal is
-// dropped when max_seqlen_q == 1, causal sets window_right = 0, the single-query GQA swap,
-// windows wider than max_seqlen_k become unlimited. Idempotent.
+// FA2's host-side normalisation of the call (fa2::normalize in contract/fa2_forward.hpp,
+// mha_varlen_fwd's order) applied to the params: causal is dropped when max_seqlen_q == 1,
+// causal sets window_right = 0, the single-query GQA swap, windows not smaller than
+// max_seqlen_k become unlimited, one-sided windows get max_seqlen_k. Idempotent.
 void fa2_normalize(VarlenFwdParams& p);
 
 // Which kernel `launch_varlen_fwd` runs for these params on the current device, e.g.

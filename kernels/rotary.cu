@@ -13,7 +13,10 @@
 // head's rotation into the following heads and the last one past the tensor.
 //
 // The checked form refuses, and records as rotary.access, every element access outside the
-// tensor or outside the head the row's rotation belongs to; the rest of the pair is done.
+// tensor or outside the head the row's rotation belongs to; the rest of the pair is done. A
+// (row, head) wholly outside the tensor is recorded once, with the count of its accesses
+// (rope::accesses_per_row_head), as the CPU twin counts it. Launch order and geometry:
+// contract/rotary.hpp, contract/launch_order.hpp.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -22,6 +25,7 @@
 
 #include "cuda_check.hpp"
 #include "device_common.cuh"
+#include "contract/rotary.hpp"
 #include "launch.hpp"
 
 namespace ad::kern {
@@ -41,51 +45,50 @@ __device__ __forceinline__ RotarySegment rotary_segment(const RotaryParams& p, i
   return {int64_t(a), int64_t(p.cu_seqlens[b + 1]) - int64_t(a)};
 }
 
-// Whether element `e` at head column `col` may be touched; records it when not.
-// Launch-order key of a (row, head) as the CPU twin enumerates flash_attn's programs:
-// ((h * N + b) * grid_m + m) with BLOCK_M = order_block_rows, then the row in the program.
-// Computed only when an access is refused (divisions stay out of the hot path).
+// Launch-order key of the accesses of a (row, head): flash_attn's program (m, b, h) in its
+// grid (grid_rows / BLOCK_M, N, H), then the row in the program. Computed only when an
+// access is refused (the divisions stay out of the hot path).
 struct OrderCtx {
   int64_t grid_rows;
   __device__ uint64_t key(const RotaryParams& p, int b, int64_t r, int h) const {
-    const int64_t obm = p.order_block_rows > 0 ? p.order_block_rows : 1;
-    const uint64_t grid_m = uint64_t((grid_rows + obm - 1) / obm);
-    return (((uint64_t(h) * p.num_segments + b) * grid_m + uint64_t(r / obm)) << 24) | uint64_t(r % obm);
+    const int64_t bm = p.block_rows > 0 ? p.block_rows : 1;
+    const uint64_t program = rope::flash_attn_program(r / bm, b, h, (grid_rows + bm - 1) / bm, p.num_segments);
+    return order::key(program, order::kRead, order::rotary_sub(r % bm, 0));
   }
 };
 
+// Whether element `e` at head column `col` of packed row `xrow` (row r of segment b) may be
+// touched; records it when not.
 template <bool Checked>
-__device__ __forceinline__ bool element_ok(const RotaryParams& p, int64_t e, int col, int64_t numel, Access access,
-                                           int b, int64_t r, int h, OrderCtx order_ctx) {
+__device__ __forceinline__ bool element_ok(const RotaryParams& p, int64_t e, int col, int64_t numel, AccessKind kind,
+                                           int b, int64_t r, int64_t xrow, int h, OrderCtx order_ctx) {
   if constexpr (!Checked) {
     return true;
   } else {
-    if (col >= p.head_dim) {
-      record_violation(p.record, Buffer::rotary_head, access, col, p.head_dim, b, r, h, e, order_ctx.key(p, b, r, h));
-      return false;
-    }
-    if (e < 0 || e >= numel) {
-      record_violation(p.record, Buffer::rotary_x, access, e, numel, b, r, h, col, order_ctx.key(p, b, r, h));
-      return false;
-    }
-    return true;
+    const bool outside_tensor = e < 0 || e >= numel;
+    if (!outside_tensor && col < p.head_dim) return true;
+    const int64_t bm = p.block_rows > 0 ? p.block_rows : 1;
+    record_violation(p.record, p.buffer, kind, Unit::elements, outside_tensor ? Region::tensor : Region::head, e, numel,
+                     r / bm, b, h, b, xrow, h, col, order_ctx.key(p, b, r, h), 1);
+    return false;
   }
 }
 
 template <class T, bool Checked>
 __device__ __forceinline__ void rotate_pair(const RotaryParams& p, T* x, int64_t base, int c, int half, float cs,
-                                            float sn, int64_t numel, int b, int64_t r, int h, OrderCtx order) {
+                                            float sn, int64_t numel, int b, int64_t r, int64_t xrow, int h,
+                                            OrderCtx order) {
   const int ca = p.interleaved ? 2 * c : c;
   const int cb = p.interleaved ? 2 * c + 1 : c + half;
   const int64_t ea = base + ca, eb = base + cb;
-  const bool ra = element_ok<Checked>(p, ea, ca, numel, Access::read, b, r, h, order);
-  const bool rb = element_ok<Checked>(p, eb, cb, numel, Access::read, b, r, h, order);
+  const bool ra = element_ok<Checked>(p, ea, ca, numel, AccessKind::read, b, r, xrow, h, order);
+  const bool rb = element_ok<Checked>(p, eb, cb, numel, AccessKind::read, b, r, xrow, h, order);
   const float a = ra ? Elem<T>::to_float(x[ea]) : 0.f;
   const float bb = rb ? Elem<T>::to_float(x[eb]) : 0.f;
   if (ra) x[ea] = Elem<T>::from_float(a * cs - bb * sn);
-  else if (Checked) element_ok<Checked>(p, ea, ca, numel, Access::write, b, r, h, order);
+  else if (Checked) element_ok<Checked>(p, ea, ca, numel, AccessKind::write, b, r, xrow, h, order);
   if (rb) x[eb] = Elem<T>::from_float(a * sn + bb * cs);
-  else if (Checked) element_ok<Checked>(p, eb, cb, numel, Access::write, b, r, h, order);
+  else if (Checked) element_ok<Checked>(p, eb, cb, numel, AccessKind::write, b, r, xrow, h, order);
 }
 
 // V = 8: eight GPT-NeoX pairs per thread with 16-byte accesses (2-byte types, half % 8 == 0).
@@ -107,12 +110,23 @@ __global__ void __launch_bounds__(kRotaryThreads) rotary_kernel(const RotaryPara
   const int half = p.rotary_dim / 2;
   const int64_t row_stride = int64_t(p.heads) * p.head_dim;
   const int64_t numel = p.rows * row_stride;
-  const int64_t base = (seg.start + r) * row_stride + int64_t(h) * p.head_dim;
+  const int64_t xrow = seg.start + r;
+  const int64_t base = xrow * row_stride + int64_t(h) * p.head_dim;
+  const OrderCtx order{grid_rows};
+  if constexpr (Checked) {
+    if (xrow < 0 || xrow >= p.rows) {
+      // the rest of a segment outside the tensor: counted by the host, or here at once
+      if (!p.skip_rows_outside && threadIdx.x % threads_per_row == 0 && (base >= numel || base + 2 * half <= 0))
+        record_violation(p.record, p.buffer, AccessKind::read, Unit::elements, Region::tensor, base, numel,
+                         r / (p.block_rows > 0 ? p.block_rows : 1), b, h, b, xrow, h, 0, order.key(p, b, r, h),
+                         uint64_t(rope::accesses_per_row_head(half, p.interleaved)));
+      if (p.skip_rows_outside || base >= numel || base + 2 * half <= 0) return;
+    }
+  }
   T* x = static_cast<T*>(p.x);
   const float* cos_row = p.cos + (in_table ? pos : 0) * half;
   const float* sin_row = p.sin + (in_table ? pos : 0) * half;
   const int units = (half + V - 1) / V;
-  const OrderCtx order{grid_rows};
   for (int u = threadIdx.x % threads_per_row; u < units; u += threads_per_row) {
     const int c0 = u * V;
     bool done = false;
@@ -153,7 +167,7 @@ __global__ void __launch_bounds__(kRotaryThreads) rotary_kernel(const RotaryPara
     for (int c = c0; c < c0 + V && c < half; ++c) {
       const float cs = in_table ? cos_row[c] : 1.f;
       const float sn = in_table ? sin_row[c] : 0.f;
-      rotate_pair<T, Checked>(p, x, base, c, half, cs, sn, numel, b, r, h, order);
+      rotate_pair<T, Checked>(p, x, base, c, half, cs, sn, numel, b, r, xrow, h, order);
     }
   }
 }
@@ -164,7 +178,8 @@ void launch_t(const RotaryParams& p, int64_t grid_rows, bool checked, cudaStream
   const int units = (half + V - 1) / V;
   const int threads_per_row = std::min(units, kRotaryThreads);
   const int rows_per_block = kRotaryThreads / threads_per_row;
-  const dim3 grid(unsigned((grid_rows + rows_per_block - 1) / rows_per_block), unsigned(p.num_segments),
+  const int64_t launched = p.skip_rows_outside && p.launch_rows > 0 && p.launch_rows < grid_rows ? p.launch_rows : grid_rows;
+  const dim3 grid(unsigned((launched + rows_per_block - 1) / rows_per_block), unsigned(p.num_segments),
                   unsigned(p.heads));
   if (checked)
     rotary_kernel<T, V, true><<<grid, kRotaryThreads, 0, stream>>>(p, grid_rows, threads_per_row);
@@ -176,10 +191,7 @@ void launch_t(const RotaryParams& p, int64_t grid_rows, bool checked, cudaStream
 
 int64_t rotary_grid_rows(const RotaryParams& p, const int32_t* host_cu_seqlens) {
   if (p.cu_seqlens == nullptr) return p.segment_rows;
-  if (p.contract == RotaryContract::flash_attn) {
-    const int64_t bm = p.order_block_rows > 1 ? p.order_block_rows : flash_attn_rotary_block_m(p.rotary_dim, p.interleaved);
-    return (int64_t(p.max_seqlen) + bm - 1) / bm * bm;
-  }
+  if (p.contract == RotaryContract::flash_attn) return rope::grid_m(p.max_seqlen, p.block_rows) * p.block_rows;
   int64_t longest = 0;
   for (int32_t b = 0; b < p.num_segments; ++b)
     longest = std::max<int64_t>(longest, int64_t(host_cu_seqlens[b + 1]) - int64_t(host_cu_seqlens[b]));
@@ -191,6 +203,10 @@ void launch_rotary(const RotaryParams& p, int64_t grid_rows, Checks checks, cuda
   if (p.rotary_dim <= 0 || p.rotary_dim % 2 != 0) fail("rotary_dim must be positive and even");
   if (p.heads <= 0 || p.head_dim <= 0 || p.rows < 0) fail("invalid tensor shape");
   if (checks == Checks::checked && p.record == nullptr) fail("checked launch without a violation record");
+  if (p.contract != RotaryContract::flash_attn && p.contract != RotaryContract::fla)
+    fail(std::string("no kernel for the ") + to_string(p.contract) + " contract");
+  if (p.contract == RotaryContract::flash_attn && p.cu_seqlens != nullptr && p.block_rows <= 0)
+    fail("flash_attn: block_rows (BLOCK_M of the release) must be set");
   if (p.num_segments > 65535 || p.heads > 65535) fail("grid exceeds the 65535 limit of grid.y/grid.z: invalid argument");
   if (grid_rows <= 0 || p.num_segments <= 0 || p.rows == 0) return;
   const int half = p.rotary_dim / 2;

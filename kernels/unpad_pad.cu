@@ -40,16 +40,17 @@ __global__ void __launch_bounds__(kCopyThreads) index_copy_kernel(const IndexCop
     const int64_t dst_row = Scatter ? idx : i;
     if constexpr (Checked) {
       bool ok = true;
+      // one record per refused copy, keyed by its position i (the CPU twin's order)
       if (src_row < 0 || src_row >= p.src_rows) {
         if (lane == 0)
-          record_violation(p.record, Scatter ? Buffer::scatter_src : Buffer::gather_src, Access::read, src_row,
-                           p.src_rows, -1, i, -1, -1, uint64_t(i));
+          record_violation(p.record, p.src_buffer, AccessKind::read, Unit::rows, Region::tensor, src_row, p.src_rows, i,
+                           -1, -1, -1, i, -1, -1, order::key(uint64_t(i), order::kRead, 0), 1);
         ok = false;
       }
       if (dst_row < 0 || dst_row >= p.dst_rows) {
         if (lane == 0)
-          record_violation(p.record, Scatter ? Buffer::scatter_dst : Buffer::gather_dst, Access::write, dst_row,
-                           p.dst_rows, -1, i, -1, -1, uint64_t(i));
+          record_violation(p.record, p.dst_buffer, AccessKind::write, Unit::rows, Region::tensor, dst_row, p.dst_rows, i,
+                           -1, -1, -1, i, -1, -1, order::key(uint64_t(i), order::kRead, 0), 1);
         ok = false;
       }
       if (!ok) continue;

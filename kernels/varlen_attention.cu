@@ -31,12 +31,14 @@ __global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(con
   const Segment seg = segment_of(p, b);
   const int row0 = m_block * p.block_m;
   if (row0 >= seg.len_q) return;
+  if (Checked && skipped_past_rows(p, seg, row0)) return;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int D = p.head_dim;
   const KeyPipelineParams kpipe = key_pipeline(p);
   const ValuePipelineParams vpipe = value_pipeline(p);
   const int h_kv = h / kpipe.group;
-  const int diag = seg.len_k - seg.len_q;
+  const fa2::Flags flags = fa2_flags(p, 1);
+  const int64_t kv_head = p.seqlenq_ngroups_swapped ? -1 : int64_t(h);
   const float scale_nat = p.softcap > 0.f ? 1.f : p.softmax_scale;
   const float scale_log2 = scale_nat * 1.4426950408889634f;
   const float cap_in = p.softcap > 0.f ? p.softmax_scale / p.softcap : 0.f;
@@ -44,6 +46,9 @@ __global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(con
   const T* k = static_cast<const T*>(kpipe.src.data);
   const T* v = static_cast<const T*>(vpipe.src.data);
   T* out = static_cast<T*>(p.out.data);
+  // Checked form: the keys at or past k's (v's) rows, a suffix of the segment's keys.
+  const int64_t k_valid = int64_t(kpipe.src.rows) - int64_t(seg.start_k);
+  const int64_t v_valid = int64_t(vpipe.src.rows) - int64_t(seg.start_k);
 
   for (int r = warp; r < p.block_m; r += kGenericThreads / 32) {
     const int lr = row0 + r;
@@ -53,8 +58,8 @@ __global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(con
     if constexpr (Checked) {
       if (qr.row >= uint64_t(p.q.rows)) {
         if (lane == 0)
-          record_violation(p.record, Buffer::q, Access::read, int64_t(qr.row), p.q.rows, b, lr, qr.head, m_block,
-                           attn_order(kQRead, lr));
+          record_row(p, p.q.buffer, AccessKind::read, Unit::rows, int64_t(qr.row), p.q.rows, int64_t(qr.row), qr.head,
+                     m_block, order::kRead, lr);
         q_ok = false;
       }
     }
@@ -66,24 +71,29 @@ __global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(con
       qv[i] = (q_ok && d < D) ? Elem<T>::to_float(qrow[d]) : 0.f;
       acc[i] = 0.f;
     }
-    int j_lo = 0, j_hi = seg.len_k;
-    if (p.window_left >= 0) j_lo = max(0, lr + diag - p.window_left);
-    if (p.window_right >= 0) j_hi = min(j_hi, lr + diag + p.window_right + 1);
+    const fa2::KeyLimits kl = fa2::row_keys(lr, seg.len_q, seg.len_k, flags);
+    // [kl.lo, j_read): keys of which k or v is inside its buffer, key by key; [j_read, kl.hi):
+    // both past their buffers (zeros), recorded and folded into the softmax at once below.
+    int64_t j_read = kl.hi;
+    if constexpr (Checked) {
+      const int64_t inside = k_valid > v_valid ? k_valid : v_valid;
+      j_read = inside < kl.lo ? kl.lo : (inside < kl.hi ? inside : kl.hi);
+    }
     float m = -INFINITY, l = 0.f;
-    for (int j = j_lo; j < j_hi; ++j) {
+    for (int64_t j = kl.lo; j < j_read; ++j) {
       const uint64_t row = uint64_t(seg.start_k) + uint64_t(j);
       bool k_ok = true, v_ok = true;
       if constexpr (Checked) {
         if (row >= uint64_t(kpipe.src.rows)) {
           if (lane == 0)
-            record_violation(p.record, Buffer::k, Access::read, int64_t(row), kpipe.src.rows, b, j, h_kv, m_block,
-                             attn_order(kKvRead, j));
+            record_row(p, kpipe.src.buffer, AccessKind::read, Unit::rows, int64_t(row), kpipe.src.rows, int64_t(row),
+                       kv_head, m_block, order::kKeyRead, j);
           k_ok = false;
         }
         if (row >= uint64_t(vpipe.src.rows)) {
           if (lane == 0)
-            record_violation(p.record, Buffer::v, Access::read, int64_t(row), vpipe.src.rows, b, j, h_kv, m_block,
-                             attn_order(kKvRead, j | (1 << 23)));
+            record_row(p, vpipe.src.buffer, AccessKind::read, Unit::rows, int64_t(row), vpipe.src.rows, int64_t(row),
+                       kv_head, m_block, order::kKeyRead, j | int64_t(order::kValueBit));
           v_ok = false;
         }
       }
@@ -110,6 +120,25 @@ __global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(con
       }
       m = m_new;
     }
+    if (Checked && j_read < kl.hi) {
+      // n keys read as zeros: score 0 (softcap(0) = 0), value 0. The first rescales the row
+      // to max(m, 0); each then adds exp2(-max * scale) to the sum.
+      const int64_t n = kl.hi - j_read;
+      const uint64_t row = uint64_t(seg.start_k) + uint64_t(j_read);
+      if (lane == 0) {
+        record_row(p, kpipe.src.buffer, AccessKind::read, Unit::rows, int64_t(row), kpipe.src.rows, int64_t(row), kv_head,
+                   m_block, order::kKeyRead, j_read, uint64_t(n));
+        record_row(p, vpipe.src.buffer, AccessKind::read, Unit::rows, int64_t(row), vpipe.src.rows, int64_t(row), kv_head,
+                   m_block, order::kKeyRead, j_read | int64_t(order::kValueBit), uint64_t(n));
+      }
+      const float m_new = fmaxf(m, 0.f);
+      const float corr = exp2f((m - m_new) * scale_log2);
+      const float pj = exp2f((0.f - m_new) * scale_log2);
+      l = l * corr + pj * float(n);
+#pragma unroll
+      for (int i = 0; i < kPerLane; ++i) acc[i] *= corr;
+      m = m_new;
+    }
     const bool empty = l == 0.f || l != l;
     const float inv = empty ? 1.f : 1.f / l;
     const float lse = empty ? INFINITY : m * scale_nat + logf(l);
@@ -117,8 +146,8 @@ __global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(con
     if constexpr (Checked) {
       if (qr.row >= uint64_t(p.out.rows)) {
         if (lane == 0)
-          record_violation(p.record, Buffer::out, Access::write, int64_t(qr.row), p.out.rows, b, lr, qr.head, m_block,
-                           attn_order(kOutWrite, lr));
+          record_row(p, p.out.buffer, AccessKind::write, Unit::rows, int64_t(qr.row), p.out.rows, int64_t(qr.row), qr.head,
+                     m_block, order::kOutWrite, lr);
         out_ok = false;
       }
     }
@@ -205,27 +234,17 @@ void launch_fill_f32(float* data, int64_t elements, float value, cudaStream_t st
 void fa2_normalize(VarlenFwdParams& p) {
   if (p.normalized) return;
   p.normalized = true;
-  // mha_varlen_fwd, in its order.
-  if (p.window_left >= p.max_seqlen_k) p.window_left = -1;
-  if (p.window_right >= p.max_seqlen_k) p.window_right = -1;
-  if (p.max_seqlen_q == 1) p.causal = false;  // "causal=true is the same as causal=false in this case"
-  if (p.causal) p.window_right = 0;
-  const bool swap = p.max_seqlen_q == 1 && p.num_heads > p.num_heads_k && p.num_heads_k > 0 &&
-                    p.window_left < 0 && p.window_right < 0 && p.head_dim % 8 == 0;
-  if (swap) {
-    p.ngroups = p.num_heads / p.num_heads_k;
-    p.num_heads = p.num_heads_k;
-    p.max_seqlen_q = p.ngroups;
+  const fa2::Normalized n = fa2::normalize(fa2::Call{p.max_seqlen_q, p.max_seqlen_k, p.num_heads, p.num_heads_k,
+                                                     p.head_dim, p.causal, p.window_left, p.window_right, false});
+  if (n.swapped) {
+    p.ngroups = int32_t(n.ngroups);
+    p.num_heads = int32_t(n.num_heads);
+    p.max_seqlen_q = int32_t(n.max_seqlen_q);
     p.seqlenq_ngroups_swapped = true;
   }
-  // set_params_fprop: a one-sided window gets max_seqlen_k on its open side (causal, i.e.
-  // left < 0 and right == 0, keeps no left limit).
-  const bool causal_kernel = p.window_left < 0 && p.window_right == 0;
-  if (!causal_kernel) {
-    if (p.window_left < 0 && p.window_right >= 0) p.window_left = p.max_seqlen_k;
-    if (p.window_left >= 0 && p.window_right < 0) p.window_right = p.max_seqlen_k;
-  }
-  p.causal = causal_kernel;
+  p.causal = n.causal;
+  p.window_left = int32_t(n.window_left);
+  p.window_right = int32_t(n.window_right);
 }
 
 bool varlen_fwd_has_tensor_core_path(const VarlenFwdParams& p) {
@@ -317,7 +336,7 @@ void launch_varlen_fwd(const VarlenFwdParams& p_in, Checks checks, cudaStream_t 
     return;
   }
   check_config(p.block_m > 0, "block_m must be positive");
-  const int64_t grid_x = (int64_t(p.max_seqlen_q) + p.block_m - 1) / p.block_m;
+  const int64_t grid_x = fa2_grid_m(p);
   check_config(grid_x > 0 && p.batch > 0,
                "empty launch grid (" + std::to_string(grid_x) + ", " + std::to_string(p.batch) + ", " +
                    std::to_string(p.num_heads) + "): invalid configuration argument");
@@ -352,7 +371,7 @@ namespace detail {
 
 template <class T>
 void launch_generic_t(const VarlenFwdParams& p, bool checked, cudaStream_t stream) {
-  const dim3 grid((p.max_seqlen_q + p.block_m - 1) / p.block_m, p.batch, p.num_heads);
+  const dim3 grid(unsigned(launch_grid_m(p)), p.batch, p.num_heads);
   if (checked)
     attn::varlen_fwd_generic_kernel<T, true><<<grid, attn::kGenericThreads, 0, stream>>>(p);
   else

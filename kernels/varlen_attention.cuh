@@ -1,30 +1,39 @@
 // Varlen attention forward with FA2's indexing contract (docs/spec/execution.md), in a
 // checked and an unchecked form. Kernels at the top, launchers in varlen_attention.cu.
 //
-//   q   (total_q, H, D)   k, v (total_k, Hk, D)   out (total_q, H, D)   lse (H, total_q) fp32
-//   grid (ceil(max_seqlen_q / 128), N, H); tile (m, b, h) exits when m * 128 >= len_q.
+//   q   (total_q, H, D)   k, v (total_k, Hk, D)   out (total_q, H, D)
+//   lse (H, total_q) fp32 from flash-attn 2.6, (N, H, max_seqlen_q) before (lse_layout)
+//   grid (ceil(max_seqlen_q / block_m), N, H); CTA (m, b, h) exits when m * block_m >= len_q.
+//   The single-query GQA swap (max_seqlen_q == 1, H > Hk) runs (N, Hk) CTAs of H / Hk rows.
 //
+// Every decision below is a function of contract/fa2_forward.hpp, the definitions the CPU
+// twin (lib/exec/cpu_attention.cpp) runs: segments, rows, key blocks, masks, the LSE index.
 // What is reproduced from FA2 (csrc/flash_attn/src/flash_fwd_kernel.h compute_attn_1rowblock,
 // block_info.h, flash_api.cpp mha_varlen_fwd), because the diagnosis depends on it:
 //  - the grid comes from max_seqlen_q, so rows of a longer segment past the last tile are
 //    never computed (their poison survives: attention.coverage);
 //  - segment starts are read as int32 and widened through uint32 (a negative cu_seqlens[0]
-//    becomes a row offset near 2^32: the "illegal memory access" of #855 / prime-rl #2392);
+//    becomes a row offset near 2^32: PrimeIntellect-ai/prime-rl PR#2392);
 //  - rows are predicated on the segment length only, never on the tensor size, so an
-//    overshooting cu_seqlens[-1] reads and writes past q/k/v/out in the unchecked form;
+//    overshooting cu_seqlens[-1] reads and writes past q/k/v/out in the unchecked form
+//    (Dao-AILab/flash-attention#855);
 //  - causal is bottom-right aligned, the window is inclusive around the same diagonal,
 //    key tiles outside [n_min, n_max) are skipped, and an empty key range writes 0 / +inf;
 //  - softcap: s = softcap * tanh(scale * s / softcap) before the softmax.
 // The checked form compares every row it touches with its buffer's row count; a row outside
-// is recorded (attention.access) and neither read (zero-filled) nor written.
+// is recorded (attention.access) and neither read (zero-filled) nor written. A key tile wholly
+// past k/v is recorded at once; with skip_tiles_past_rows a CTA wholly past q/out returns at
+// once and the host counts its accesses (lib/exec/clip.hpp).
 //
-// Tensor-core kernel (head dim 64 and 128, bf16/fp16): 8 warps, 16 query rows per warp,
-// Q fragments in registers, K and V tiles double-buffered in shared memory with cp.async,
-// S = Q·Kᵀ and O += P·V on mma.sync.m16n8k16 (fp32 accumulators), online softmax in
-// registers with exp2. Tile shape follows FA2 (128 x 128 for D = 64, 128 x 64 for D = 128);
-// the warp layout (8 x 16 rows instead of FA2's 4 x 32) trades shared-memory reads for fewer
-// registers per thread. Fragment layouts: PTX ISA, "mma.m16n8k16" and "ldmatrix". Shared
-// tiles are XOR-swizzled in 16-byte chunks so that ldmatrix reads are bank-conflict free.
+// Tensor-core kernel (head dim 64 and 128, bf16/fp16, block_m 128): TileShape<D, MT>. The
+// launcher's shape (kDefaultMT = 2) is FA2's warp layout: 4 warps of 32 query rows, Q re-read
+// from shared memory every step, each K/V fragment feeding two MMAs, key tiles of 64 (D = 64)
+// or 32 (D = 128) keys; MT = 1 (8 warps of 16 rows, Q in registers, 128 / 64 keys) is the
+// other shape the benchmarks compare (ATTN_DOCTOR_TC_BOTH_SHAPES). K and V tiles are
+// double-buffered in shared memory with cp.async; S = Q·Kᵀ and O += P·V on
+// mma.sync.m16n8k16 (fp32 accumulators), online softmax in registers with exp2. Fragment
+// layouts: PTX ISA, "mma.m16n8k16" and "ldmatrix". Shared tiles are XOR-swizzled in 16-byte
+// chunks so that ldmatrix reads are bank-conflict free.
 //
 // The Hopper kernel (kernels/sm90a/varlen_attention_wgmma.cuh, wgmma on sm_90a) calls the
 // segment, key-range, mask, loader, LSE and store functions below, so both kernels keep one
@@ -35,13 +44,14 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "device_common.cuh"
 #include "kernel_params.hpp"
 
 namespace ad::kern::attn {
 
-inline constexpr int kBlockM = kFa2BlockM;  // 128
+inline constexpr int kBlockM = 128;  // the tensor-core kernels' block_m (FA2's kBlockM for D 64 and 128)
 inline constexpr int kGenericThreads = 128;
 
 // The tensor-core kernel's shape. MT: 16-row m tiles per warp. MT = 2 is FA2's layout (4
@@ -63,7 +73,8 @@ struct TileShape {
 inline constexpr int kDefaultMT = 2;
 
 // ---------------------------------------------------------------------------------------
-// segment and row addressing (shared by both kernels)
+// segment and row addressing (shared by both kernels): the contract's definitions
+// (contract/fa2_forward.hpp), the ones the CPU twin runs, in the kernels' compact types.
 
 struct Segment {
   uint32_t start_q;  // FA2: uint32_t(sum_s_q) * row_stride
@@ -73,20 +84,12 @@ struct Segment {
 };
 
 __device__ __forceinline__ Segment segment_of(const VarlenFwdParams& p, int b) {
-  Segment s;
-  if (p.seqlenq_ngroups_swapped) {
-    // cu_seqlens_q is dropped: segment b is token b, its H / Hk heads become rows.
-    s.start_q = static_cast<uint32_t>(b);
-    s.len_q = p.ngroups;
-  } else {
-    const int32_t a = p.cu_seqlens_q.data[b];
-    s.start_q = static_cast<uint32_t>(a);
-    s.len_q = p.cu_seqlens_q.data[b + 1] - a;
-  }
-  const int32_t ak = p.cu_seqlens_k.data[b];
-  s.start_k = static_cast<uint32_t>(ak);
-  s.len_k = p.seqused_k != nullptr ? p.seqused_k[b] : p.cu_seqlens_k.data[b + 1] - ak;
-  return s;
+  const fa2::Segment s =
+      fa2::segment(p.cu_seqlens_q.data, p.cu_seqlens_k.data, p.seqused_k, b, p.seqlenq_ngroups_swapped, p.ngroups);
+  return {static_cast<uint32_t>(s.start_q), s.len_q, static_cast<uint32_t>(s.start_k), s.len_k};
+}
+__device__ __forceinline__ fa2::Segment contract_segment(const Segment& s) {
+  return {int64_t(s.start_q), s.len_q, int64_t(s.start_k), s.len_k};
 }
 
 // Query row `lr` of tile head `h` in segment `b`: which row and head of q/out/lse it is.
@@ -95,36 +98,22 @@ struct QueryRow {
   int32_t head;
 };
 __device__ __forceinline__ QueryRow query_row(const VarlenFwdParams& p, const Segment& s, int b, int h, int lr) {
-  if (p.seqlenq_ngroups_swapped) return {static_cast<uint64_t>(b), h * p.ngroups + lr};
-  return {static_cast<uint64_t>(s.start_q) + static_cast<uint64_t>(lr), h};
+  const fa2::QueryRow q = fa2::query_row(contract_segment(s), p.seqlenq_ngroups_swapped, p.ngroups, h, lr);
+  return {static_cast<uint64_t>(q.row), static_cast<int32_t>(q.head)};
 }
 
 struct KeyRange {
   int n_min, n_max;  // key tiles [n_min, n_max)
-  int diag;          // query i sees key j <= i + diag (+ window_right)
 };
-__device__ __forceinline__ KeyRange key_range(const VarlenFwdParams& p, const Segment& s, int row0, int block_n) {
-  KeyRange r;
-  r.diag = s.len_k - s.len_q;
-  r.n_max = s.len_k <= 0 ? 0 : (s.len_k + block_n - 1) / block_n;
-  if (p.window_right >= 0) {
-    const long long lim = (long long)row0 + kBlockM + r.diag + p.window_right;
-    const int t = lim <= 0 ? 0 : int((lim + block_n - 1) / block_n);
-    r.n_max = t < r.n_max ? t : r.n_max;
-  }
-  r.n_min = 0;
-  if (p.window_left >= 0) {
-    const long long lo = (long long)row0 + r.diag - p.window_left;
-    r.n_min = lo <= 0 ? 0 : int(lo / block_n);
-  }
-  return r;
+__device__ __forceinline__ KeyRange key_range(const VarlenFwdParams& p, const Segment& s, int m_block, int block_n) {
+  const fa2::KeyBlocks k = fa2::key_blocks(m_block, s.len_q, s.len_k, fa2_flags(p, block_n));
+  return {int(k.n_min), int(k.n_max)};
 }
 
-__device__ __forceinline__ bool key_visible(const VarlenFwdParams& p, const Segment& s, int diag, int i, int j) {
-  if (j >= s.len_k) return false;
-  if (p.window_right >= 0 && j > i + diag + p.window_right) return false;
-  if (p.window_left >= 0 && j < i + diag - p.window_left) return false;
-  return true;
+// The checked form with skip_tiles_past_rows: a CTA whose rows all lie past q/out returns at
+// once (the host counts its accesses, exec/clip.hpp).
+__device__ __forceinline__ bool skipped_past_rows(const VarlenFwdParams& p, const Segment& s, int row0) {
+  return p.skip_tiles_past_rows && fa2::tile_past_rows(contract_segment(s), p.seqlenq_ngroups_swapped, row0, p.q.rows);
 }
 
 __device__ __forceinline__ float fast_exp2(float x) {
@@ -133,33 +122,31 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
-// Launch-order key of an access (exec/access.hpp): CTA linear index (h-major, as FA2's
-// grid is enumerated by the CPU twin), then the access class within the CTA (0 q read,
-// 1 k/v read, 2 out write, 3 lse write) and its row or key.
-enum AccessClass : uint32_t { kQRead = 0, kKvRead = 1, kOutWrite = 2, kLseWrite = 3 };
-__device__ __forceinline__ uint64_t attn_order(uint32_t cls, int64_t sub) {
-  const uint64_t blk = (uint64_t(blockIdx.z) * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
-  const uint64_t s = sub < 0 ? 0 : (sub > 0xFFFFFF ? 0xFFFFFF : uint64_t(sub));
-  return (blk << 26) | (uint64_t(cls) << 24) | s;
+// Launch-order key of an access of this CTA (contract/launch_order.hpp): the CTA's place in
+// FA2's grid (heads outermost; the full grid's m blocks even when the launch is clipped),
+// then the access class and its row (q/out/LSE: row of the segment; k/v: key row).
+__device__ __forceinline__ uint64_t attn_key(const VarlenFwdParams& p, uint32_t cls, int64_t sub) {
+  return order::key(order::grid_linear(blockIdx.x, blockIdx.y, blockIdx.z, uint64_t(fa2_grid_m(p)), uint64_t(p.batch)),
+                    cls, sub);
 }
 
-// FA2's LSE element for query row `lr` of segment b, tile head h (semantics.hpp): (H,
-// total_q) from 2.6 with the start read back as a signed int, (N, H, max_seqlen_q) before,
-// and (H, N) on the single-query swapped path.
-__device__ __forceinline__ int64_t lse_index(const VarlenFwdParams& p, const QueryRow& qr, int b, int h, int lr) {
-  if (p.seqlenq_ngroups_swapped) return int64_t(qr.head) * p.q.rows + b;
-  if (p.lse_layout == 1) return (int64_t(b) * p.num_heads + h) * p.lse_max_seqlen_q + lr;
-  return int64_t(p.cu_seqlens_q.data[b]) + int64_t(h) * p.q.rows + lr;
+// Records a refused row access of this CTA (block = (m, b, h) = blockIdx).
+__device__ __forceinline__ void record_row(const VarlenFwdParams& p, Buffer buffer, AccessKind kind, Unit unit,
+                                           int64_t index, int64_t bound, int64_t row, int64_t head, int64_t tile,
+                                           uint32_t cls, int64_t sub, uint64_t n = 1) {
+  record_violation(p.record, buffer, kind, unit, Region::tensor, index, bound, blockIdx.x, blockIdx.y, blockIdx.z,
+                   blockIdx.y, row, head, tile, attn_key(p, cls, sub), n);
 }
 
 template <bool Checked>
 __device__ __forceinline__ void write_lse(const VarlenFwdParams& p, const QueryRow& qr, int b, int h, int lr,
                                           int m_block, float lse) {
-  const int64_t idx = lse_index(p, qr, b, h, lr);
+  const int64_t idx = fa2::lse_index(lse_shape(p), p.seqlenq_ngroups_swapped,
+                                     p.seqlenq_ngroups_swapped ? 0 : p.cu_seqlens_q.data[b], b, h, qr.head, lr);
   if constexpr (Checked) {
     if (idx < 0 || idx >= p.lse_size) {
-      record_violation(p.record, Buffer::lse, Access::write, idx, p.lse_size, b, lr, qr.head, m_block,
-                       attn_order(kLseWrite, lr));
+      record_row(p, Buffer::lse, AccessKind::write, Unit::elements, idx, p.lse_size, int64_t(qr.row), qr.head, m_block,
+                 order::kLseWrite, lr);
       return;
     }
   }
@@ -195,18 +182,31 @@ struct RowSwizzle {
 // Checked form: the rows are contiguous, so one comparison per tile decides whether every
 // row lies inside the buffer; only a tile that reaches past it takes the per-row path that
 // records and zero-fills, and the hot loop stays the unchecked one. A refused row is
-// recorded with its key tile `kr / order_bn` (the mma.sync kernel's key-tile size).
+// recorded with its key tile `kr / order_bn` (the mma.sync kernel's key-tile size); a tile
+// whose rows all lie past the buffer (a segment running past k/v) is recorded at once, with
+// its row count, and zero-filled.
 template <class T, int D, int BN, int NT, bool Checked, class Layout, class Role>
 __device__ __forceinline__ void load_key_rows(const VarlenFwdParams& p, const PipelineParams<Role>& pipe,
                                               SmemTile<Role, T> tile, const Segment& seg, int b, int h_kv, int first,
-                                              int lo, int hi, int order_bn, Buffer which) {
+                                              int lo, int hi, int order_bn) {
   constexpr int C = D / 8;
+  constexpr bool kIsValue = std::is_same<Role, ValueRole>::value;
   const T* src = static_cast<const T*>(pipe.src.data) + int64_t(h_kv) * D;
   const int64_t row_elems = int64_t(pipe.src.heads) * D;
+  const int64_t head = p.seqlenq_ngroups_swapped ? -1 : int64_t(blockIdx.z);
   bool per_row = false;
   if constexpr (Checked) {
     const int begin = max(first, lo), end = min(first + BN, hi);
     per_row = end > begin && uint64_t(seg.start_k) + uint64_t(end) > uint64_t(pipe.src.rows);
+    if (per_row && uint64_t(seg.start_k) + uint64_t(begin) >= uint64_t(pipe.src.rows)) {
+      if (threadIdx.x == 0)
+        record_row(p, pipe.src.buffer, AccessKind::read, Unit::rows, int64_t(uint64_t(seg.start_k) + uint64_t(begin)),
+                   pipe.src.rows, int64_t(uint64_t(seg.start_k) + uint64_t(begin)), head, begin / order_bn,
+                   order::kKeyRead, kIsValue ? int64_t(begin | order::kValueBit) : int64_t(begin), uint64_t(end - begin));
+      for (int i = threadIdx.x; i < BN * C; i += NT)
+        *reinterpret_cast<uint4*>(tile.data + Layout::offset(i / C, (i % C) * 8)) = make_uint4(0, 0, 0, 0);
+      return;
+    }
   }
   if (!per_row) {
 #pragma unroll
@@ -231,8 +231,8 @@ __device__ __forceinline__ void load_key_rows(const VarlenFwdParams& p, const Pi
     bool ok = kr >= lo && kr < hi;
     if (ok && row >= uint64_t(pipe.src.rows)) {
       if (c == 0)
-        record_violation(p.record, which == Buffer::k ? Buffer::k : Buffer::v, Access::read, int64_t(row), pipe.src.rows,
-                         b, kr, h_kv, kr / order_bn, attn_order(kKvRead, which == Buffer::k ? kr : kr | (1 << 23)));
+        record_row(p, pipe.src.buffer, AccessKind::read, Unit::rows, int64_t(row), pipe.src.rows, int64_t(row), head,
+                   kr / order_bn, order::kKeyRead, kIsValue ? int64_t(kr | order::kValueBit) : int64_t(kr));
       ok = false;
     }
     if (ok) {
@@ -247,10 +247,10 @@ __device__ __forceinline__ void load_key_rows(const VarlenFwdParams& p, const Pi
 template <class T, int D, int MT, bool Checked, class Role>
 __device__ __forceinline__ void load_kv_tile(const VarlenFwdParams& p, const PipelineParams<Role>& pipe,
                                              SmemTile<Role, T> tile, const Segment& seg, int b, int h_kv,
-                                             int n, Buffer which) {
+                                             int n) {
   using Shape = TileShape<D, MT>;
   load_key_rows<T, D, Shape::kBlockN, Shape::kThreads, Checked, RowSwizzle<D>>(
-      p, pipe, tile, seg, b, h_kv, n * Shape::kBlockN, 0, seg.len_k, Shape::kBlockN, which);
+      p, pipe, tile, seg, b, h_kv, n * Shape::kBlockN, 0, seg.len_k, Shape::kBlockN);
 }
 
 // The Q tile, rows [row0, row0 + 128) of the segment, into shared memory (layout `Layout`,
@@ -272,8 +272,8 @@ __device__ __forceinline__ void load_q_tile(const VarlenFwdParams& p, T* sQ, con
     const QueryRow qr = query_row(p, seg, b, h, lr);
     if (Checked && q_rows_checked && ok && qr.row >= uint64_t(p.q.rows)) {
       if (c == 0)
-        record_violation(p.record, Buffer::q, Access::read, int64_t(qr.row), p.q.rows, b, lr, qr.head, m_block,
-                         attn_order(kQRead, lr));
+        record_row(p, p.q.buffer, AccessKind::read, Unit::rows, int64_t(qr.row), p.q.rows, int64_t(qr.row), qr.head,
+                   m_block, order::kRead, lr);
       ok = false;
     }
     if (ok) {
@@ -303,8 +303,8 @@ __device__ __forceinline__ void store_out_rows(const VarlenFwdParams& p, const T
     const QueryRow qr = query_row(p, seg, b, h, lr);
     if (Checked && q_rows_checked && qr.row >= uint64_t(p.out.rows)) {
       if (c == 0)
-        record_violation(p.record, Buffer::out, Access::write, int64_t(qr.row), p.out.rows, b, lr, qr.head, m_block,
-                         attn_order(kOutWrite, lr));
+        record_row(p, p.out.buffer, AccessKind::write, Unit::rows, int64_t(qr.row), p.out.rows, int64_t(qr.row), qr.head,
+                   m_block, order::kOutWrite, lr);
       continue;
     }
     if (Checked && c == 0) count_row_write(p, qr);
@@ -344,12 +344,14 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
   const Segment seg = segment_of(p, b);
   const int row0 = m_block * kBlockM;
   if (row0 >= seg.len_q) return;  // FA2: per-tile exit (a negative length computes nothing)
+  if (Checked && skipped_past_rows(p, seg, row0)) return;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const KeyPipelineParams kpipe = key_pipeline(p);
   const ValuePipelineParams vpipe = value_pipeline(p);
   const int h_kv = h / kpipe.group;
-  const KeyRange kr = key_range(p, seg, row0, BN);
+  const fa2::Flags flags = fa2_flags(p, BN);
+  const KeyRange kr = key_range(p, seg, m_block, BN);
   bool q_rows_checked = false;  // checked form, tile reaching past q/out: row by row
   if constexpr (Checked) q_rows_checked = !query_tile_in_bounds(p, seg, b, h, row0);
 
@@ -369,9 +371,9 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
   if (kr.n_max > kr.n_min) {
     // Q tile -> shared (rows past the segment zero-filled).
     load_q_tile<T, D, NT, Checked, RowSwizzle<D>>(p, sQ, seg, b, h, row0, m_block, q_rows_checked);
-    load_kv_tile<T, D, MT, Checked>(p, kpipe, k_tile(0), seg, b, h_kv, kr.n_max - 1, Buffer::k);
+    load_kv_tile<T, D, MT, Checked>(p, kpipe, k_tile(0), seg, b, h_kv, kr.n_max - 1);
     cp_async_commit();
-    load_kv_tile<T, D, MT, Checked>(p, vpipe, v_tile(0), seg, b, h_kv, kr.n_max - 1, Buffer::v);
+    load_kv_tile<T, D, MT, Checked>(p, vpipe, v_tile(0), seg, b, h_kv, kr.n_max - 1);
     cp_async_commit();
 
     uint32_t qf[Shape::kQInRegisters ? KQ : 1][4];
@@ -379,7 +381,7 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
     const int row_a = row0 + warp * WR + (lane >> 2);  // m tile mt: rows row_a + 16 mt (+ 8)
     for (int n = kr.n_max - 1; n >= kr.n_min; --n) {
       const bool has_next = n > kr.n_min;
-      if (has_next) load_kv_tile<T, D, MT, Checked>(p, kpipe, k_tile(buf ^ 1), seg, b, h_kv, n - 1, Buffer::k);
+      if (has_next) load_kv_tile<T, D, MT, Checked>(p, kpipe, k_tile(buf ^ 1), seg, b, h_kv, n - 1);
       cp_async_commit();
       cp_async_wait<2>();
       __syncthreads();
@@ -432,21 +434,22 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
             for (int e = 0; e < 4; ++e) s[mt][i][e] = p.softcap * tanhf(s[mt][i][e] * cap_in);
       }
 
-      // Masking: only tiles that reach past the segment's keys or cross the window.
-      const bool need_mask = (n + 1) * BN > seg.len_k ||
-                             (p.window_right >= 0 && (n + 1) * BN - 1 > row0 + kr.diag + p.window_right) ||
-                             (p.window_left >= 0 && n * BN < row0 + kBlockM - 1 + kr.diag - p.window_left);
-      if (need_mask) {
+      // Masking (fa2::row_keys per row): only tiles that reach past the segment's keys or
+      // cross the window.
+      if (fa2::block_needs_mask(int64_t(n) * BN, BN, row0, kBlockM, seg.len_q, seg.len_k, flags)) {
 #pragma unroll
         for (int mt = 0; mt < MT; ++mt)
 #pragma unroll
-          for (int i = 0; i < NB; ++i)
+          for (int half = 0; half < 2; ++half) {
+            const fa2::KeyLimits kl = fa2::row_keys(row_a + mt * 16 + half * 8, seg.len_q, seg.len_k, flags);
 #pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const int col = n * BN + i * 8 + 2 * (lane & 3) + (e & 1);
-              const int row = row_a + mt * 16 + (e >> 1) * 8;
-              if (!key_visible(p, seg, kr.diag, row, col)) s[mt][i][e] = -INFINITY;
-            }
+            for (int i = 0; i < NB; ++i)
+#pragma unroll
+              for (int e = 2 * half; e < 2 * half + 2; ++e) {
+                const int64_t col = int64_t(n) * BN + i * 8 + 2 * (lane & 3) + (e & 1);
+                if (col < kl.lo || col >= kl.hi) s[mt][i][e] = -INFINITY;
+              }
+          }
       }
 
       // Online softmax (each row spread over the 4 lanes of a quad).
@@ -477,7 +480,7 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
           }
         }
 
-      if (has_next) load_kv_tile<T, D, MT, Checked>(p, vpipe, v_tile(buf ^ 1), seg, b, h_kv, n - 1, Buffer::v);
+      if (has_next) load_kv_tile<T, D, MT, Checked>(p, vpipe, v_tile(buf ^ 1), seg, b, h_kv, n - 1);
       cp_async_commit();
       cp_async_wait<2>();
       __syncthreads();
@@ -573,7 +576,7 @@ void launch_tc_one(const VarlenFwdParams& p, cudaStream_t stream) {
   const size_t smem = Shape::smem_elems() * sizeof(T);
   auto kernel = &varlen_fwd_tc_kernel<T, D, MT, Checked>;
   AD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.batch, p.num_heads);
+  const dim3 grid(unsigned(launch_grid_m(p)), p.batch, p.num_heads);
   kernel<<<grid, Shape::kThreads, smem, stream>>>(p);
 }
 

@@ -14,12 +14,16 @@ TEST_CASE("cuda sweep: CUDA and CPU backends agree (not built)", "[cuda][cuda-sw
 
 #else
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <map>
+#include <tuple>
 #include <set>
 #include <sstream>
 
 #include "exec/cuda/device.hpp"
+#include "convert/convert.hpp"
 #include "exec/plan.hpp"
 #include "sweep.hpp"
 
@@ -104,6 +108,46 @@ TEST_CASE("cuda sweep: CUDA and CPU backends report the same violations on >= 20
   INFO(mismatches.str());
   CHECK(cases.size() >= 200);
   CHECK(disagree == 0);
+}
+
+// A cu_seqlens whose last segment runs a million rows past the tensors (cu [0, 4, 7, 1000012]
+// on 12 rows). Before the CTAs wholly past q/out were counted on the host, the checked kernels
+// refused their accesses one by one and the CUDA backend ran for minutes at 100 % GPU; the
+// CPU backend answered in milliseconds. Both must answer within 10 s, with the same report.
+TEST_CASE("cuda: a phantom segment is answered within 10 s, as on the CPU", "[cuda]") {
+  const cuda::DeviceInfo info = cuda::query_device();
+  if (!info.present) {
+    WARN("SKIPPED: no CUDA device (" + info.why_absent + ")");
+    return;
+  }
+  std::string why;
+  auto gpu = make_cuda_backend(&why);
+  REQUIRE(gpu);
+  auto cpu = make_cpu_backend();
+  for (const auto& [head_dim, causal, rotary] : {std::tuple{64, true, false}, std::tuple{96, false, false},
+                                                  std::tuple{128, true, true}}) {
+    DYNAMIC_SECTION("head_dim " << head_dim << (causal ? " causal" : "") << (rotary ? " rotary" : "")) {
+      nlohmann::json j = {{"format", "attn-doctor/batch@1"},
+                          {"name", "phantom-segment"},
+                          {"model", {{"num_heads", 4}, {"num_kv_heads", 2}, {"head_dim", head_dim}, {"causal", causal}}},
+                          {"varlen", {{"cu_seqlens_q", {0, 4, 7, 1000012}}, {"max_seqlen_q", 1000005}, {"total_q", 12}}}};
+      if (rotary) j["rotary"] = {{"implementation", "flash_attn"}, {"dim", 32}};
+      const Batch b = parse_batch_text(j.dump(), "phantom.json");
+      ExecOptions opt;
+      opt.threads = 8;
+      const ExecPlan plan = make_exec_plan(b, convert(b), opt);
+      REQUIRE(plan.skip_reason.empty());
+      const auto t0 = std::chrono::steady_clock::now();
+      const Outcome og = summarise(gpu->run(plan, opt));
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const Outcome oc = summarise(cpu->run(plan, opt));
+      INFO("cpu:\n" << oc.describe << "cuda:\n" << og.describe << "cuda: " << seconds << " s");
+      CHECK(seconds < 10.0);
+      CHECK(og.ids == oc.ids);
+      CHECK(og.stage_status == oc.stage_status);
+      CHECK(std::find(og.ids.begin(), og.ids.end(), "attention.access") != og.ids.end());
+    }
+  }
 }
 
 #endif  // ATTN_DOCTOR_WITH_CUDA

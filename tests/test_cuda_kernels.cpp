@@ -26,12 +26,13 @@ TEST_CASE("cuda: kernels (not built)", "[cuda]") {
 #include <type_traits>
 #include <vector>
 
+#include "contract/rotary.hpp"
 #include "exec/cuda/device.hpp"
 #include "launch.hpp"
 
 using namespace ad;
-using ad::kern::Checks;
-using ad::kern::ElemType;
+using ad::Checks;
+using ad::ElemType;
 
 namespace {
 
@@ -94,7 +95,7 @@ HostTensor random_tensor(size_t n, ElemType elem, std::mt19937& rng) {
   t.elem = elem;
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   t.values.resize(n);
-  t.bytes.resize(n * size_t(kern::elem_bytes(elem)));
+  t.bytes.resize(n * size_t(elem_bytes(elem)));
   for (size_t i = 0; i < n; ++i) {
     const float x = u(rng);
     if (elem == ElemType::fp32) {
@@ -110,7 +111,7 @@ HostTensor random_tensor(size_t n, ElemType elem, std::mt19937& rng) {
 }
 
 std::vector<float> decode(const std::vector<unsigned char>& bytes, ElemType elem) {
-  const size_t n = bytes.size() / size_t(kern::elem_bytes(elem));
+  const size_t n = bytes.size() / size_t(elem_bytes(elem));
   std::vector<float> out(n);
   for (size_t i = 0; i < n; ++i) {
     if (elem == ElemType::fp32) {
@@ -142,7 +143,7 @@ struct AttnRun {
   std::vector<float> out;         // (rows_q, H, D), NaN where unwritten
   std::vector<float> lse;         // (H, rows_q)
   std::vector<uint32_t> row_writes;
-  kern::ViolationRecord record{};
+  AccessRecord record;
   std::string kernel;
 };
 
@@ -206,14 +207,13 @@ struct AttnCase {
     cuda::RecordSlot slot;
     AttnRun r;
     r.kernel = kern::varlen_fwd_kernel_name(p, checks, which);
-    auto outcome = cuda::checked_launch(r.kernel, slot, [&](kern::ViolationRecord* rec) {
-      if (detail_order) {
-        const kern::ViolationRecord want = kern::detail_record(*detail_order);
-        AD_CUDA_CHECK(cudaMemcpy(rec, &want, sizeof want, cudaMemcpyHostToDevice));
-      }
-      p.record = rec;
-      kern::launch_varlen_fwd(p, checks, nullptr, which);
-    });
+    auto outcome = cuda::checked_launch(
+        r.kernel, slot,
+        [&](AccessRecord* rec) {
+          p.record = rec;
+          kern::launch_varlen_fwd(p, checks, nullptr, which);
+        },
+        detail_order ? detail_record(*detail_order) : AccessRecord{});
     r.record = outcome.record;
     r.out = decode(dout.download(), spec.elem);
     r.lse = dlse.download();
@@ -453,20 +453,21 @@ TEST_CASE("cuda: the wgmma and mma.sync kernels record the same violations", "[c
       REQUIRE(mma.record.count > 0);
       CHECK(wg.record.count == mma.record.count);
       CHECK(wg.record.min_index == mma.record.min_index);
-      CHECK(wg.record.min_order == mma.record.min_order);
+      CHECK(wg.record.order == mma.record.order);
       // detail mode: the access with the smallest launch-order key, on both kernels
-      const kern::ViolationRecord dm = c.run(Checks::checked, kern::AttnKernel::tensor_core, mma.record.min_order).record;
-      const kern::ViolationRecord dw = c.run(Checks::checked, kern::AttnKernel::wgmma, mma.record.min_order).record;
+      const AccessRecord dm = c.run(Checks::checked, kern::AttnKernel::tensor_core, mma.record.order).record;
+      const AccessRecord dw = c.run(Checks::checked, kern::AttnKernel::wgmma, mma.record.order).record;
       INFO(cuda::describe(dm) << " | " << cuda::describe(dw));
-      CHECK(dw.buffer == dm.buffer);
-      CHECK(dw.access == dm.access);
-      CHECK(dw.index == dm.index);
-      CHECK(dw.bound == dm.bound);
-      CHECK((dw.block[0] == dm.block[0] && dw.block[1] == dm.block[1] && dw.block[2] == dm.block[2]));
-      CHECK(dw.segment == dm.segment);
-      CHECK(dw.row == dm.row);
-      CHECK(dw.head == dm.head);
-      CHECK(dw.tile == dm.tile);
+      CHECK(dw.first.buffer == dm.first.buffer);
+      CHECK(dw.first.kind == dm.first.kind);
+      CHECK(dw.first.index == dm.first.index);
+      CHECK(dw.first.bound == dm.first.bound);
+      CHECK((dw.first.block[0] == dm.first.block[0] && dw.first.block[1] == dm.first.block[1] &&
+             dw.first.block[2] == dm.first.block[2]));
+      CHECK(dw.first.segment == dm.first.segment);
+      CHECK(dw.first.row == dm.first.row);
+      CHECK(dw.first.head == dm.first.head);
+      CHECK(dw.first.tile == dm.first.tile);
       // rows inside the buffers are computed alike (within the bf16 tolerance of each other)
       double worst = 0;
       int64_t nan_mismatch = 0;
@@ -493,10 +494,10 @@ TEST_CASE("cuda: an overshooting cu_seqlens is recorded as attention.access, nev
   const AttnRun run = c.run(Checks::checked);
   REQUIRE(run.record.count > 0);
   CHECK(run.record.min_index == 200);
-  CHECK(run.record.bound == 200);
-  const auto buffer = static_cast<kern::Buffer>(run.record.buffer);
-  CHECK((buffer == kern::Buffer::q || buffer == kern::Buffer::out));
-  CHECK(run.record.segment == 1);
+  CHECK(run.record.first.bound == 200);
+  const Buffer buffer = run.record.first.buffer;
+  CHECK((buffer == Buffer::q || buffer == Buffer::out));
+  CHECK(run.record.first.segment == 1);
   INFO(cuda::describe(run.record));
   // Rows inside the buffer are still computed.
   CHECK(!std::isnan(run.out[0]));
@@ -513,8 +514,8 @@ TEST_CASE("cuda: a negative cu_seqlens start becomes a row offset near 2^32", "[
   const AttnCase c(s);
   const AttnRun run = c.run(Checks::checked);
   REQUIRE(run.record.count > 0);
-  CHECK(run.record.index >= (int64_t(1) << 32) - 16);
-  CHECK(run.record.bound == 128);
+  CHECK(run.record.first.index >= (int64_t(1) << 32) - 16);
+  CHECK(run.record.first.bound == 128);
 }
 
 TEST_CASE("cuda: max_seqlen_q below a segment leaves its rows past the grid unwritten", "[cuda]") {
@@ -590,8 +591,8 @@ TEST_CASE("cuda: unpad gather and pad scatter copy rows and record out-of-range 
 
   SECTION("valid indices") {
     cuda::DeviceBuffer<int64_t> didx(idx);
-    kern::IndexCopyParams p{dsrc.get(), src_rows, ddst.get(), n, row_elems * 2, didx.get(), n, nullptr};
-    auto o = cuda::checked_launch("unpad_gather", slot, [&](kern::ViolationRecord* rec) {
+    kern::IndexCopyParams p{dsrc.get(), src_rows, ddst.get(), n, row_elems * 2, didx.get(), n, nullptr, Buffer::k_src, Buffer::k};
+    auto o = cuda::checked_launch("unpad_gather", slot, [&](AccessRecord* rec) {
       p.record = rec;
       kern::launch_unpad_gather(p, Checks::checked);
     });
@@ -605,8 +606,8 @@ TEST_CASE("cuda: unpad gather and pad scatter copy rows and record out-of-range 
     // scatter back into a zeroed padded buffer
     cuda::DeviceBuffer<unsigned char> padded(src.bytes.size());
     padded.fill_bytes(0);
-    kern::IndexCopyParams s{ddst.get(), n, padded.get(), src_rows, row_elems * 2, didx.get(), n, nullptr};
-    auto o2 = cuda::checked_launch("pad_scatter", slot, [&](kern::ViolationRecord* rec) {
+    kern::IndexCopyParams s{ddst.get(), n, padded.get(), src_rows, row_elems * 2, didx.get(), n, nullptr, Buffer::out, Buffer::out_final};
+    auto o2 = cuda::checked_launch("pad_scatter", slot, [&](AccessRecord* rec) {
       s.record = rec;
       kern::launch_pad_scatter(s, Checks::checked);
     });
@@ -627,15 +628,15 @@ TEST_CASE("cuda: unpad gather and pad scatter copy rows and record out-of-range 
     cuda::DeviceBuffer<int64_t> didx(bad);
     kern::launch_fill_nan(ddst.get(), n * row_elems, ElemType::bf16);
     AD_CUDA_CHECK(cudaDeviceSynchronize());
-    kern::IndexCopyParams p{dsrc.get(), src_rows, ddst.get(), n, row_elems * 2, didx.get(), n, nullptr};
-    auto o = cuda::checked_launch("unpad_gather", slot, [&](kern::ViolationRecord* rec) {
+    kern::IndexCopyParams p{dsrc.get(), src_rows, ddst.get(), n, row_elems * 2, didx.get(), n, nullptr, Buffer::k_src, Buffer::k};
+    auto o = cuda::checked_launch("unpad_gather", slot, [&](AccessRecord* rec) {
       p.record = rec;
       kern::launch_unpad_gather(p, Checks::checked);
     });
     REQUIRE(o.record.count == 2);
     CHECK(o.record.min_index == -3);
-    CHECK(o.record.bound == src_rows);
-    CHECK(static_cast<kern::Buffer>(o.record.buffer) == kern::Buffer::gather_src);
+    CHECK(o.record.first.bound == src_rows);
+    CHECK(o.record.first.buffer == Buffer::k_src);
     const auto out = decode(ddst.download(), ElemType::bf16);
     CHECK(std::isnan(out[size_t(5 * row_elems)]));
     CHECK(!std::isnan(out[size_t(6 * row_elems)]));
@@ -646,14 +647,14 @@ TEST_CASE("cuda: unpad gather and pad scatter copy rows and record out-of-range 
     bad.back() = src_rows;  // one past the end
     cuda::DeviceBuffer<int64_t> didx(bad);
     cuda::DeviceBuffer<unsigned char> padded(src.bytes.size());
-    kern::IndexCopyParams s{ddst.get(), n, padded.get(), src_rows, row_elems * 2, didx.get(), n, nullptr};
-    auto o = cuda::checked_launch("pad_scatter", slot, [&](kern::ViolationRecord* rec) {
+    kern::IndexCopyParams s{ddst.get(), n, padded.get(), src_rows, row_elems * 2, didx.get(), n, nullptr, Buffer::out, Buffer::out_final};
+    auto o = cuda::checked_launch("pad_scatter", slot, [&](AccessRecord* rec) {
       s.record = rec;
       kern::launch_pad_scatter(s, Checks::checked);
     });
     REQUIRE(o.record.count == 1);
-    CHECK(o.record.index == src_rows);
-    CHECK(static_cast<kern::Buffer>(o.record.buffer) == kern::Buffer::scatter_dst);
+    CHECK(o.record.first.index == src_rows);
+    CHECK(o.record.first.buffer == Buffer::out_final);
   }
 }
 
@@ -663,11 +664,11 @@ namespace {
 
 struct RotaryRun {
   std::vector<float> x;
-  kern::ViolationRecord record{};
+  AccessRecord record;
 };
 
 RotaryRun run_rotary(const HostTensor& x, int64_t rows, int heads, int head_dim, int rotary_dim, int64_t table_rows,
-                     const std::vector<int32_t>& cu, int max_seqlen, bool interleaved, kern::RotaryContract contract,
+                     const std::vector<int32_t>& cu, int max_seqlen, bool interleaved, RotaryContract contract,
                      std::vector<float>& cos, std::vector<float>& sin) {
   const int half = rotary_dim / 2;
   cos.resize(size_t(table_rows * half));
@@ -691,10 +692,12 @@ RotaryRun run_rotary(const HostTensor& x, int64_t rows, int heads, int head_dim,
   p.num_segments = int32_t(cu.size()) - 1;
   p.max_seqlen = max_seqlen;
   p.contract = contract;
+  p.block_rows = rope::flash_attn_block_m(rotary_dim, interleaved, 6);  // flash-attn 2.6's BLOCK_M
+  p.buffer = Buffer::q_rot;
   const int64_t grid_rows = kern::rotary_grid_rows(p, cu.data());
   cuda::RecordSlot slot;
   RotaryRun r;
-  r.record = cuda::checked_launch("rotary", slot, [&](kern::ViolationRecord* rec) {
+  r.record = cuda::checked_launch("rotary", slot, [&](AccessRecord* rec) {
                p.record = rec;
                kern::launch_rotary(p, grid_rows, Checks::checked);
              }).record;
@@ -715,9 +718,9 @@ TEST_CASE("cuda: rotary (flash_attn contract) matches the rotation formula", "[c
     const HostTensor x = random_tensor(size_t(rows * heads * D), ElemType::bf16, rng);
     std::vector<float> cos, sin;
     const RotaryRun run = run_rotary(x, rows, heads, D, rd, table_rows, cu, max_seqlen, interleaved,
-                                     kern::RotaryContract::flash_attn, cos, sin);
+                                     RotaryContract::flash_attn, cos, sin);
     CHECK(run.record.count == 0);
-    const int bm = kern::flash_attn_rotary_block_m(rd, interleaved);
+    const int bm = rope::flash_attn_block_m(rd, interleaved, 6);
     const int grid_rows = (max_seqlen + bm - 1) / bm * bm;
     double worst = 0;
     for (size_t b = 0; b + 1 < cu.size(); ++b)
@@ -749,11 +752,11 @@ TEST_CASE("cuda: rotary (fla contract) with the model width records the cross-he
   const HostTensor x = random_tensor(size_t(rows * heads * D), ElemType::bf16, rng);
   std::vector<float> cos, sin;
   const RotaryRun run =
-      run_rotary(x, rows, heads, D, rd, rows, cu, 13, false, kern::RotaryContract::fla, cos, sin);
+      run_rotary(x, rows, heads, D, rd, rows, cu, 13, false, RotaryContract::fla, cos, sin);
   REQUIRE(run.record.count > 0);
-  const auto buffer = static_cast<kern::Buffer>(run.record.buffer);
-  CHECK((buffer == kern::Buffer::rotary_head || buffer == kern::Buffer::rotary_x));
   INFO(cuda::describe(run.record));
+  CHECK(run.record.first.buffer == Buffer::q_rot);
+  CHECK((run.record.first.region == Region::head || run.record.first.region == Region::tensor));
 }
 
 #endif  // ATTN_DOCTOR_WITH_CUDA

@@ -2,6 +2,8 @@
 // semantics they rest on. Tag [exec]; the whole file runs in well under a minute on 2 cores.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -104,57 +106,21 @@ TEST_CASE("exec: fp16 and bf16 rounding match IEEE round-to-nearest-even", "[exe
 TEST_CASE("exec: seeded inputs are reproducible, in the dtype, and never zero", "[exec]") {
   int differ = 0;
   for (uint64_t i = 0; i < 20000; ++i) {
-    const float a = num::input_value(3, num::InputTensor::q, i, num::Precision::bf16);
-    REQUIRE(a == num::input_value(3, num::InputTensor::q, i, num::Precision::bf16));
+    const float a = num::input_value(3, num::InputTensor::q, i, ElemType::bf16);
+    REQUIRE(a == num::input_value(3, num::InputTensor::q, i, ElemType::bf16));
     REQUIRE(a != 0.f);
     REQUIRE(std::fabs(a) <= 1.f);
     REQUIRE(num::round_bf16(a) == a);
-    const float h = num::input_value(3, num::InputTensor::k, i, num::Precision::fp16);
+    const float h = num::input_value(3, num::InputTensor::k, i, ElemType::fp16);
     REQUIRE(num::round_fp16(h) == h);
     REQUIRE(h != 0.f);
-    differ += a != num::input_value(4, num::InputTensor::q, i, num::Precision::bf16);
+    differ += a != num::input_value(4, num::InputTensor::q, i, ElemType::bf16);
   }
   CHECK(differ > 19000);
 }
 
 // ---------------------------------------------------------------------------------------
-// FA2 indexing contract
-
-TEST_CASE("exec: FA2 tile sizes per head dim (flash_fwd_launch_template.h)", "[exec]") {
-  using sem::GpuArch;
-  CHECK(sem::fa2_tile(32, false, GpuArch::sm90).block_m == 128);
-  CHECK(sem::fa2_tile(64, false, GpuArch::sm90).block_n == 128);
-  CHECK(sem::fa2_tile(40, false, GpuArch::sm90).head_dim_rounded == 64);
-  CHECK(sem::fa2_tile(128, false, GpuArch::sm90).block_n == 64);
-  CHECK(sem::fa2_tile(160, false, GpuArch::sm90).block_n == 32);
-  CHECK(sem::fa2_tile(256, false, GpuArch::sm90).block_m == 64);
-  CHECK(sem::fa2_tile(256, false, GpuArch::sm80).block_m == 128);
-  CHECK(sem::fa2_tile(200, false, GpuArch::sm90).head_dim_rounded == 256);
-}
-
-TEST_CASE("exec: FA2 tile exits, bottom-right causal limits and unsigned row offsets", "[exec]") {
-  sem::Fa2Flags causal{true, false, -1, 0, 128, 64};
-  // a tile past len_q exits; a negative length computes nothing
-  CHECK(sem::fa2_tile_range(1, 128, 10, causal).exits);
-  CHECK(sem::fa2_tile_range(0, -5, 10, causal).exits);
-  // len_k < len_q: the first rows see no key (the CTA still runs for the later rows)
-  sem::Fa2TileRange t = sem::fa2_tile_range(0, 20, 5, causal);
-  REQUIRE_FALSE(t.exits);
-  CHECK(sem::fa2_key_limits(0, 20, 5, causal, t).hi == sem::fa2_key_limits(0, 20, 5, causal, t).lo);
-  CHECK(sem::fa2_key_limits(15, 20, 5, causal, t).hi == 1);  // row 15 sees key 0 only
-  CHECK(sem::fa2_key_limits(19, 20, 5, causal, t).hi == 5);
-  // every row of a CTA beyond the keys: the CTA writes 0 and +inf without reading keys
-  CHECK(sem::fa2_tile_range(0, 300, 10, causal).empty);
-  // sliding window (left 3, right 0), inclusive
-  sem::Fa2Flags local{false, true, 3, 0, 128, 64};
-  t = sem::fa2_tile_range(0, 10, 10, local);
-  const sem::KeyLimits kl = sem::fa2_key_limits(6, 10, 10, local, t);
-  CHECK(kl.lo == 3);
-  CHECK(kl.hi == 7);
-  // negative starts become huge rows; the int LSE offset wraps back
-  CHECK(sem::fa2_row_offset(-5) == 4294967291ll);
-  CHECK(sem::fa2_lse_index_unpadded(-5, 0, 0, 100) == -5);
-}
+// FA2 host adjustments as the plan applies them (the rules: tests/test_contract.cpp)
 
 TEST_CASE("exec: host adjustments of mha_varlen_fwd", "[exec]") {
   auto plan_for = [](nlohmann::json model, nlohmann::json varlen) {
@@ -182,6 +148,14 @@ TEST_CASE("exec: host adjustments of mha_varlen_fwd", "[exec]") {
   CHECK(p.attention.flags.local);
   CHECK(p.attention.flags.window_left == 7);
   CHECK(p.attention.flags.window_right == 0);
+  // a window wider than the keys blocks the single-query swap (decided before the window is
+  // dropped; contract test "FA2 decides the single-query swap ..."), then becomes unlimited
+  p = plan_for({{"num_heads", 8}, {"num_kv_heads", 2}, {"head_dim", 64}, {"causal", false}, {"sliding_window", 200}},
+               {{"cu_seqlens_q", {0, 1, 2}}, {"cu_seqlens_k", {0, 50, 100}}, {"max_seqlen_q", 1}, {"max_seqlen_k", 50}});
+  CHECK_FALSE(p.attention.swapped);
+  CHECK(p.attention.grid_h == 8);
+  CHECK_FALSE(p.attention.flags.causal);
+  CHECK_FALSE(p.attention.flags.local);
   // int64 cu_seqlens: TORCH_CHECK before launch
   nlohmann::json j = {{"format", "attn-doctor/batch@1"},
                       {"model", {{"num_heads", 4}, {"head_dim", 64}}},
@@ -203,12 +177,12 @@ TEST_CASE("exec: an empty key range writes 0 and +inf LSE", "[exec]") {
   REQUIRE(p.skip_reason.empty());
   const int64_t H = 2, D = 32;
   std::vector<float> q(5 * H * D), k(2 * H * D), v(2 * H * D), out(5 * H * D, NAN), lse(H * 5, NAN);
-  for (size_t i = 0; i < q.size(); ++i) q[i] = num::input_value(1, num::InputTensor::q, i, num::Precision::fp16);
-  for (size_t i = 0; i < k.size(); ++i) k[i] = num::input_value(1, num::InputTensor::k, i, num::Precision::fp16);
-  for (size_t i = 0; i < v.size(); ++i) v[i] = num::input_value(1, num::InputTensor::v, i, num::Precision::fp16);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = num::input_value(1, num::InputTensor::q, i, ElemType::fp16);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = num::input_value(1, num::InputTensor::k, i, ElemType::fp16);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = num::input_value(1, num::InputTensor::v, i, ElemType::fp16);
   cpu::AttentionResult r = cpu::fa2_varlen_forward(p, q.data(), k.data(), v.data(), out.data(), lse.data(), 2);
-  CHECK_FALSE(r.access.has_first);
-  CHECK(r.rows_never == 0);
+  CHECK_FALSE(r.access.has_first());
+  CHECK(std::all_of(r.writes.begin(), r.writes.end(), [](uint32_t w) { return w == 1; }));
   for (int64_t h = 0; h < H; ++h) {
     CHECK(std::isinf(lse[static_cast<size_t>(h * 5 + 0)]));  // row 0: no visible key
     CHECK(std::isinf(lse[static_cast<size_t>(h * 5 + 3)]));  // segment 1: no keys at all
@@ -245,9 +219,9 @@ TEST_CASE("exec: a NaN key spreads to the rows that see it, as ex2.approx does o
   REQUIRE(p.skip_reason.empty());
   const int64_t H = 2, D = 32;
   std::vector<float> q(5 * H * D), k(4 * H * D), v(4 * H * D), out(5 * H * D, 0.f), lse(H * 5, 0.f);
-  for (size_t i = 0; i < q.size(); ++i) q[i] = num::input_value(2, num::InputTensor::q, i, num::Precision::fp16);
-  for (size_t i = 0; i < k.size(); ++i) k[i] = num::input_value(2, num::InputTensor::k, i, num::Precision::fp16);
-  for (size_t i = 0; i < v.size(); ++i) v[i] = num::input_value(2, num::InputTensor::v, i, num::Precision::fp16);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = num::input_value(2, num::InputTensor::q, i, ElemType::fp16);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = num::input_value(2, num::InputTensor::k, i, ElemType::fp16);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = num::input_value(2, num::InputTensor::v, i, ElemType::fp16);
   k[static_cast<size_t>(1 * H * D + 0 * D + 5)] = NAN;  // segment 0, key 1, head 0
   cpu::fa2_varlen_forward(p, q.data(), k.data(), v.data(), out.data(), lse.data(), 2);
   auto finite_row = [&](int64_t row, int64_t h) {
@@ -551,4 +525,61 @@ TEST_CASE("exec: end to end, correct replayed calls pass and silent bugs show in
   r = check_file("tests/golden/batches/008-segment-id-mask.json");
   CHECK(has(r, "cu_seqlens.total"));
   CHECK(has(r, "attention.access"));
+}
+
+// ---------------------------------------------------------------------------------------
+// always an answer
+
+// A cu_seqlens whose last segment runs a million rows past the tensors (cu [0, 4, 7, 1000012]
+// on 12 rows, or the same in cu_seqlens_k only). What lies wholly past the tensors is counted,
+// not run, on every stage, so each variant is answered in well under the 10 s every batch
+// gets (on 2 cores), reports the refused accesses, and names the clipped segment.
+TEST_CASE("exec: a phantom segment is answered within seconds, clipped to the tensors and reported", "[exec]") {
+  struct Variant {
+    const char* what;
+    int64_t head_dim;
+    bool causal;
+    nlohmann::json rotary;
+    bool keys_only;
+    int64_t end = 1000012;  // cu_seqlens[-1]
+  };
+  const std::vector<Variant> variants = {
+      {"causal d64", 64, true, nullptr, false},
+      {"non-causal d96", 96, false, nullptr, false},
+      {"flash_attn rotary", 64, true, {{"implementation", "flash_attn"}, {"dim", 32}}, false},
+      {"fla rotary", 64, true, {{"implementation", "fla"}, {"dim", 64}}, false},
+      {"keys only, non-causal", 64, false, nullptr, true},
+      {"int32 max, non-causal", 64, false, nullptr, false, 2147483647},
+      {"int32 max, keys only", 64, false, nullptr, true, 2147483647},
+      {"int32 max, fla rotary", 64, true, {{"implementation", "fla"}, {"dim", 64}}, false, 2147483647},
+  };
+  for (const Variant& v : variants) {
+    DYNAMIC_SECTION(v.what) {
+      nlohmann::json j = {{"format", "attn-doctor/batch@1"},
+                          {"model", {{"num_heads", 4}, {"num_kv_heads", 2}, {"head_dim", v.head_dim}, {"causal", v.causal}}}};
+      if (v.keys_only)
+        j["varlen"] = {{"cu_seqlens_q", {0, 4, 7, 12}},     {"cu_seqlens_k", {0, 4, 7, v.end}}, {"max_seqlen_q", 5},
+                       {"max_seqlen_k", v.end - 7},         {"total_q", 12},                    {"total_k", 12}};
+      else
+        j["varlen"] = {{"cu_seqlens_q", {0, 4, 7, v.end}}, {"max_seqlen_q", v.end - 7}, {"total_q", 12}};
+      if (!v.rotary.is_null()) j["rotary"] = v.rotary;
+      const Batch b = batch_from(j);
+      ExecOptions opt;
+      opt.threads = 2;
+      const auto t0 = std::chrono::steady_clock::now();
+      const Run r = run_case(b, convert(b), opt);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      INFO(r.describe() << seconds << " s");
+      CHECK(seconds < 10.0);
+      CHECK(r.ids.count("attention.access"));
+      if (!v.keys_only) {
+        CHECK(r.stage("attention")->data.value("ctas_past_rows", 0) > 0);
+        bool noted = false;
+        for (const auto& n : r.plan.notes)
+          noted = noted || n.find("segment 2 of cu_seqlens_q ends at row " + std::to_string(v.end)) == 0;
+        CHECK(noted);
+      }
+      if (!v.rotary.is_null()) CHECK(r.ids.count("rotary.access"));
+    }
+  }
 }

@@ -142,16 +142,16 @@ nlohmann::json kernel_case(int64_t H, int64_t Hk, int64_t D) {
   const int64_t nq = 2048 * H * D, nk = 2048 * Hk * D;
   std::vector<float> q(static_cast<size_t>(nq)), k(static_cast<size_t>(nk)), v(static_cast<size_t>(nk)),
       out(static_cast<size_t>(nq)), lse(static_cast<size_t>(H * 2048));
-  for (int64_t i = 0; i < nq; ++i) q[static_cast<size_t>(i)] = num::input_value(1, num::InputTensor::q, static_cast<uint64_t>(i), num::Precision::bf16);
+  for (int64_t i = 0; i < nq; ++i) q[static_cast<size_t>(i)] = num::input_value(1, num::InputTensor::q, static_cast<uint64_t>(i), ElemType::bf16);
   for (int64_t i = 0; i < nk; ++i) {
-    k[static_cast<size_t>(i)] = num::input_value(1, num::InputTensor::k, static_cast<uint64_t>(i), num::Precision::bf16);
-    v[static_cast<size_t>(i)] = num::input_value(1, num::InputTensor::v, static_cast<uint64_t>(i), num::Precision::bf16);
+    k[static_cast<size_t>(i)] = num::input_value(1, num::InputTensor::k, static_cast<uint64_t>(i), ElemType::bf16);
+    v[static_cast<size_t>(i)] = num::input_value(1, num::InputTensor::v, static_cast<uint64_t>(i), ElemType::bf16);
   }
   std::vector<uint8_t> checkable(2048, 1);
   double best_a = 1e30, best_r = 1e30, macs_a = 0, macs_r = 0;
   for (int rep = 0; rep < 3; ++rep) {
     const double t0 = thread_cpu_seconds();
-    cpu::AttentionResult a = cpu::fa2_varlen_forward(p, q.data(), k.data(), v.data(), out.data(), lse.data(), 1);
+    const cpu::AttentionResult a = cpu::fa2_varlen_forward(p, q.data(), k.data(), v.data(), out.data(), lse.data(), 1);
     const double t1 = thread_cpu_seconds();
     cpu::ReferenceResult r = cpu::reference_compare(p, q.data(), k.data(), v.data(), out.data(), checkable, 1);
     const double t2 = thread_cpu_seconds();

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "exec/cuda/device.hpp"
+#include "contract/rotary.hpp"
 #include "launch.hpp"
 
 using namespace ad;
@@ -34,19 +35,20 @@ extern "C" {
 
 const char* ad_last_error() { return last_error.c_str(); }
 
-size_t ad_record_size() { return sizeof(kern::ViolationRecord); }
+size_t ad_record_size() { return sizeof(AccessRecord); }
 
 // Writes an empty record to host memory `out` (the caller copies it to the device).
 void ad_empty_record(void* out) {
-  const kern::ViolationRecord r = kern::empty_record();
+  const AccessRecord r;
   std::memcpy(out, &r, sizeof(r));
 }
 
 // Fields of a record read back to host memory: count, buffer, index, bound, min_index.
 void ad_record_fields(const void* rec, int64_t* fields) {
-  kern::ViolationRecord r;
+  AccessRecord r;
   std::memcpy(&r, rec, sizeof(r));
-  fields[0] = r.count, fields[1] = r.buffer, fields[2] = r.index, fields[3] = r.bound, fields[4] = r.min_index;
+  fields[0] = int64_t(r.count), fields[1] = int64_t(r.first.buffer), fields[2] = r.first.index, fields[3] = r.first.bound,
+  fields[4] = r.min_index;
 }
 
 // The kernel ad_varlen_fwd runs on the current device for (elem, head_dim, which, checked),
@@ -54,9 +56,9 @@ void ad_record_fields(const void* rec, int64_t* fields) {
 const char* ad_varlen_fwd_kernel_name(int elem, int32_t head_dim, int which, int checked) {
   thread_local std::string name;
   kern::VarlenFwdParams p;
-  p.elem = static_cast<kern::ElemType>(elem);
+  p.elem = static_cast<ElemType>(elem);
   p.head_dim = head_dim;
-  name = kern::varlen_fwd_kernel_name(p, checked ? kern::Checks::checked : kern::Checks::unchecked,
+  name = kern::varlen_fwd_kernel_name(p, checked ? Checks::checked : Checks::unchecked,
                                       static_cast<kern::AttnKernel>(which));
   return name.c_str();
 }
@@ -71,7 +73,7 @@ int ad_varlen_fwd(int elem, const void* q, int64_t rows_q, void* out, float* lse
                   void* record, void* stream) {
   return guarded([&] {
     kern::VarlenFwdParams p;
-    p.elem = static_cast<kern::ElemType>(elem);
+    p.elem = static_cast<ElemType>(elem);
     p.q = {q, rows_q, heads};
     p.k = {k, rows_k, heads_k};
     p.v = {v, rows_k, heads_k};
@@ -91,8 +93,8 @@ int ad_varlen_fwd(int elem, const void* q, int64_t rows_q, void* out, float* lse
     p.window_left = window_left;
     p.window_right = window_right;
     p.softcap = softcap;
-    p.record = static_cast<kern::ViolationRecord*>(record);
-    kern::launch_varlen_fwd(p, checked ? kern::Checks::checked : kern::Checks::unchecked,
+    p.record = static_cast<AccessRecord*>(record);
+    kern::launch_varlen_fwd(p, checked ? Checks::checked : Checks::unchecked,
                             static_cast<cudaStream_t>(stream), static_cast<kern::AttnKernel>(which));
   });
 }
@@ -101,8 +103,8 @@ int ad_index_copy(int scatter, const void* src, int64_t src_rows, void* dst, int
                   const int64_t* indices, int64_t num_indices, int checked, void* record, void* stream) {
   return guarded([&] {
     kern::IndexCopyParams p{src, src_rows, dst, dst_rows, row_bytes, indices, num_indices,
-                            static_cast<kern::ViolationRecord*>(record)};
-    const auto c = checked ? kern::Checks::checked : kern::Checks::unchecked;
+                            static_cast<AccessRecord*>(record)};
+    const auto c = checked ? Checks::checked : Checks::unchecked;
     if (scatter)
       kern::launch_pad_scatter(p, c, static_cast<cudaStream_t>(stream));
     else
@@ -117,7 +119,7 @@ int ad_rotary(int elem, void* x, int64_t rows, int32_t heads, int32_t head_dim, 
               void* record, void* stream) {
   return guarded([&] {
     kern::RotaryParams p;
-    p.elem = static_cast<kern::ElemType>(elem);
+    p.elem = static_cast<ElemType>(elem);
     p.x = x;
     p.rows = rows, p.heads = heads, p.head_dim = head_dim;
     p.cos = cos, p.sin = sin, p.table_rows = table_rows, p.rotary_dim = rotary_dim;
@@ -125,10 +127,11 @@ int ad_rotary(int elem, void* x, int64_t rows, int32_t heads, int32_t head_dim, 
     p.cu_seqlens = cu_seqlens;
     p.num_segments = num_segments;
     p.max_seqlen = max_seqlen;
-    p.contract = static_cast<kern::RotaryContract>(contract);
-    p.record = static_cast<kern::ViolationRecord*>(record);
+    p.contract = static_cast<RotaryContract>(contract);
+    p.block_rows = rope::flash_attn_block_m(rotary_dim, interleaved != 0, 6);  // flash-attn 2.6 (the plan's default release)
+    p.record = static_cast<AccessRecord*>(record);
     const int64_t grid_rows = kern::rotary_grid_rows(p, cu_seqlens_host);
-    kern::launch_rotary(p, grid_rows, checked ? kern::Checks::checked : kern::Checks::unchecked,
+    kern::launch_rotary(p, grid_rows, checked ? Checks::checked : Checks::unchecked,
                         static_cast<cudaStream_t>(stream));
   });
 }

@@ -188,6 +188,7 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
   const Segment seg = segment_of(p, b);
   const int row0 = m_block * kBlockM;
   if (row0 >= seg.len_q) return;  // FA2: per-tile exit (a negative length computes nothing)
+  if (Checked && skipped_past_rows(p, seg, row0)) return;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   // The warpgroup index, broadcast from lane 0 so the compiler sees a warp-uniform value and
@@ -200,7 +201,8 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
   const KeyPipelineParams kpipe = key_pipeline(p);
   const ValuePipelineParams vpipe = value_pipeline(p);
   const int h_kv = h / kpipe.group;
-  const KeyRange kr = key_range(p, seg, row0, RB);
+  const fa2::Flags flags = fa2_flags(p, RB);
+  const KeyRange kr = key_range(p, seg, m_block, RB);
   const int key_lo = kr.n_min * RB;
   const int key_hi = min(kr.n_max * RB, seg.len_k);
   bool q_rows_checked = false;  // checked form, tile reaching past q/out: row by row
@@ -238,22 +240,20 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
         for (int i = 0; i < NB * 4; ++i) s[i] = p.softcap * tanhf(s[i] * cap_in);
       }
       const bool need_mask = n0 + BN > key_hi || n0 < key_lo ||
-                             (p.window_right >= 0 && n0 + BN - 1 > row0 + kr.diag + p.window_right) ||
-                             (p.window_left >= 0 && n0 < row0 + kBlockM - 1 + kr.diag - p.window_left);
+                             fa2::block_needs_mask(n0, BN, row0, kBlockM, seg.len_q, seg.len_k, flags);
       if (need_mask) {
-        // key_visible as one interval per row, [lo, hi), relative to this thread's first
-        // column, so each element costs two compares against a constant and a select
-        // (int arithmetic, as key_visible's).
+        // fa2::key_limits as one interval per row, [lo, hi), relative to this thread's first
+        // column, so each element costs two compares against a constant and a select.
         const int cb = n0 + 2 * (lane & 3);
+        fa2::TileRange keys{};
+        keys.key_begin = key_lo;
+        keys.key_end = key_hi;
         int lo_rel[2], hi_rel[2];
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const int r = row_a + half * 8;
-          int lo = key_lo, hi = seg.len_k;
-          if (p.window_left >= 0) lo = max(lo, r + kr.diag - p.window_left);
-          if (p.window_right >= 0) hi = min(hi, r + kr.diag + p.window_right + 1);
-          lo_rel[half] = lo - cb;
-          hi_rel[half] = hi - cb;
+          const fa2::KeyLimits kl = fa2::key_limits(row_a + half * 8, seg.len_q, seg.len_k, flags, keys);
+          lo_rel[half] = int(kl.lo - cb);
+          hi_rel[half] = int(kl.hi - cb);
         }
 #pragma unroll
         for (int i = 0; i < NB; ++i)
@@ -339,11 +339,11 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
       constexpr bool KVChecked = Checked && decltype(kv_checked_tag)::value;
       auto load_k = [&](int i, int buf) {
         load_key_rows<T, D, BN, NT, KVChecked, LayoutKV>(p, kpipe, k_tile(buf), seg, b, h_kv, (t_hi - i) * BN, key_lo,
-                                                         key_hi, RB, Buffer::k);
+                                                         key_hi, RB);
       };
       auto load_v = [&](int i, int buf) {
         load_key_rows<T, D, BN, NT, KVChecked, LayoutKV>(p, vpipe, v_tile(buf), seg, b, h_kv, (t_hi - i) * BN, key_lo,
-                                                         key_hi, RB, Buffer::v);
+                                                         key_hi, RB);
       };
       // S stages (3, or 2 where three do not fit): tile i in buffer i % S. Copy groups:
       // {Q, K_0}, {K_1, V_0} (, {K_2, V_1}), then one per iteration i >= 1,
@@ -497,7 +497,7 @@ void launch_wgmma_one(const VarlenFwdParams& p, cudaStream_t stream) {
   using Shape = WgmmaShape<D, Cfg::kBlockN, Cfg::kMinBlocks, Cfg::kPSmem>;
   auto kernel = &varlen_fwd_wgmma_kernel<T, D, Cfg::kBlockN, Cfg::kMinBlocks, Cfg::kPSmem, Checked>;
   AD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes));
-  const dim3 grid((p.max_seqlen_q + kBlockM - 1) / kBlockM, p.batch, p.num_heads);
+  const dim3 grid(unsigned(launch_grid_m(p)), p.batch, p.num_heads);
   kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(p);
 }
 

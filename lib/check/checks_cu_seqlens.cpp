@@ -9,7 +9,7 @@
 
 #include "check/checked_math.hpp"
 #include "check/static_checks.hpp"
-#include "exec/semantics.hpp"
+#include "contract/fa2_forward.hpp"
 
 namespace ad::checks {
 
@@ -187,7 +187,7 @@ namespace {
 
 // How far FA2's varlen forward reaches into q/out and k/v: per segment, the rows of its
 // ceil(max_seqlen_q / kBlockM) row tiles (loads and stores are predicated by the segment's own
-// length), and for each the key blocks compute_attn_1rowblock visits (semantics.hpp).
+// length), and for each the key blocks compute_attn_1rowblock visits (contract/fa2_forward.hpp).
 struct Reach {
   int64_t q_end = 0;  // one past the furthest q/out row accessed
   int64_t k_end = 0;  // one past the furthest k/v row read
@@ -196,20 +196,21 @@ struct Reach {
 Reach fa2_reach(const Ctx& ctx, const VarlenArgs& a) {
   Reach r;
   const Model& m = ctx.batch.model;
-  const sem::Fa2Tile tile = sem::fa2_tile(static_cast<int>(std::min<int64_t>(m.head_dim, 256)), a.call.dropout > 0,
-                                          sem::GpuArch::sm90);
+  const bool dropout = a.call.dropout > 0;
+  const fa2::Tile tile = fa2::tile_for(static_cast<int>(std::min<int64_t>(m.head_dim, 256)), dropout, fa2::GpuArch::sm90);
   const int64_t grid_rows = checked::ceil_div(std::max<int64_t>(a.max_seqlen_q.value, 0), tile.block_m) * tile.block_m;
-  // mha_varlen_fwd / set_params_fprop: causal is window (-1, 0); a window >= max_seqlen_k is
-  // dropped; a one-sided window gets max_seqlen_k on its open side (as lib/exec/plan.cpp)
-  const int64_t max_k = std::max<int64_t>(a.max_seqlen_k.value, 0);
-  int64_t wl = a.call.window_left, wr = a.call.causal ? 0 : a.call.window_right;
-  if (wl >= max_k) wl = -1;
-  if (wr >= max_k) wr = -1;
-  const bool causal = wl < 0 && wr == 0;
-  if (wl < 0 && wr >= 0) wl = max_k;
-  if (wl >= 0 && wr < 0) wr = max_k;
-  const sem::Fa2Flags flags{causal, (wl >= 0 || wr >= 0) && !causal, static_cast<int32_t>(std::min<int64_t>(wl, INT32_MAX)),
-                            static_cast<int32_t>(std::min<int64_t>(wr, INT32_MAX)), tile.block_m, tile.block_n};
+  // mha_varlen_fwd / set_params_fprop's adjustments of causal and the window (the contract's)
+  const fa2::Normalized n = fa2::normalize({.max_seqlen_q = a.max_seqlen_q.value,
+                                            .max_seqlen_k = std::max<int64_t>(a.max_seqlen_k.value, 0),
+                                            .num_heads = m.num_heads,
+                                            .num_heads_k = m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads,
+                                            .head_dim = m.head_dim,
+                                            .causal = a.call.causal,
+                                            .window_left = a.call.window_left,
+                                            .window_right = a.call.window_right,
+                                            .dropout = dropout});
+  const fa2::Flags flags{n.causal, n.local, static_cast<int32_t>(std::min<int64_t>(n.window_left, INT32_MAX)),
+                         static_cast<int32_t>(std::min<int64_t>(n.window_right, INT32_MAX)), tile.block_m, tile.block_n};
   const auto& cq = a.cu_seqlens_q.values;
   const auto& ck = a.cu_seqlens_k.values;
   auto clamp32 = [](int64_t v) { return static_cast<int32_t>(std::clamp<int64_t>(v, INT32_MIN, INT32_MAX)); };
@@ -220,7 +221,7 @@ Reach fa2_reach(const Ctx& ctx, const VarlenArgs& a) {
     if (rows <= 0) continue;
     r.q_end = std::max(r.q_end, cq[b] + rows);
     if (len_k <= 0) continue;
-    const sem::Fa2TileRange t = sem::fa2_tile_range((rows - 1) / tile.block_m, clamp32(len_q), clamp32(len_k), flags);
+    const fa2::TileRange t = fa2::tile_range((rows - 1) / tile.block_m, clamp32(len_q), clamp32(len_k), flags);
     if (!t.exits && !t.empty) r.k_end = std::max(r.k_end, ck[b] + t.key_end);
   }
   return r;
@@ -389,7 +390,7 @@ void max_seqlen_covers(Ctx& ctx) {
   const Model& m = ctx.batch.model;
   const bool training = ctx.batch.pass == CallPass::training;
   const int hd = static_cast<int>(std::clamp<int64_t>(m.head_dim, 1, 256));
-  const sem::Fa2Tile fwd = sem::fa2_tile(hd, a->call.dropout > 0, sem::GpuArch::sm90);
+  const fa2::Tile fwd = fa2::tile_for(hd, a->call.dropout > 0, fa2::GpuArch::sm90);
   // the backward's tiles on an H100 (run_mha_bwd_hdim*): 128 query rows up to head dim 64, else
   // 64; 128 keys up to head dim 128, else 64
   const int64_t bwd_m = hd <= 64 ? 128 : 64, bwd_n = hd <= 128 ? 128 : 64;

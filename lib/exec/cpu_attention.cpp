@@ -1,7 +1,8 @@
 // CPU twin of the checked FA2 varlen forward: the kernel's grid, per-CTA exits, key-block
 // loop, online softmax and rounding, with every q/k/v/out/lse access checked against its
 // buffer (flash-attention v2.6.3 csrc/flash_attn/src/flash_fwd_kernel.h
-// compute_attn_1rowblock and softmax.h; indexing from exec/semantics.hpp).
+// compute_attn_1rowblock and softmax.h; indexing from contract/fa2_forward.hpp, the
+// definitions the CUDA kernels run).
 //
 // Work is split over CTAs (m_block, bidb, bidh). Rows written by several CTAs (overlapping
 // segments) are resolved before computing: the last CTA in launch order (largest bidb)
@@ -148,7 +149,7 @@ __attribute__((always_inline)) inline void pv_pair(const float* __restrict p0, c
 
 // One block of keys [j0, j0 + nb) for every row of a CTA: the body of the kernel's n-block
 // loop (softmax_rescale_o between the two gemms; P converted to the input dtype for PV).
-template <num::Precision P>
+template <ElemType P>
 AD_CLONES void block_step(const RowDesc* rows, int nrows, const KeySource& ks, int64_t j0, int64_t nb, const Numerics& nm,
                           Scratch& sc, double& macs) {
   const int64_t D = nm.D, BN = nm.BN, Dp = sc.Dp;
@@ -234,8 +235,45 @@ AD_CLONES void block_step(const RowDesc* rows, int nrows, const KeySource& ks, i
   }
 }
 
+// The key blocks of [z0, z1) (whole blocks of the kernel's loop, iterated first: the highest
+// ones) when they lie wholly past k/v (a segment running past them): the kernel reads their
+// rows as zeros, so every visible score is q . 0 (0, or NaN for a q row holding a non-finite
+// value) and P V adds P * 0. block_step's online-softmax update for all of them at once (the
+// first block a row sees sets its running max, the others add exp2(-max) per key), so a
+// segment of 2^31 phantom keys costs a few operations per row.
+template <ElemType P>
+void zero_blocks_step(const RowDesc* rows, int nrows, int64_t z0, int64_t z1, const Numerics& nm, Scratch& sc,
+                      double& macs) {
+  const int64_t D = nm.D, BN = nm.BN, Dp = sc.Dp;
+  for (int r = 0; r < nrows; ++r) {
+    const RowDesc& row = rows[r];
+    const int64_t lo = std::max(row.lo, z0), hi = std::min(row.hi, z1);
+    if (hi <= lo) continue;
+    bool finite = true;
+    for (int64_t d = 0; d < D && row.q; ++d) finite = finite && std::isfinite(row.q[d]);
+    float score = finite ? 0.f : std::numeric_limits<float>::quiet_NaN();
+    if (nm.softcap_in > 0.f) score = std::tanh(score * nm.softcap_in);
+    const size_t slot = static_cast<size_t>(row.acc_slot);
+    const float m_prev = sc.rmax[slot];
+    const float m_new = score > m_prev ? score : m_prev;
+    const float cur = m_new == kNegInf ? 0.f : m_new;
+    const float rescale = exp2_vec((m_prev - cur) * nm.scale_log2);
+    float* acc = sc.acc.data() + static_cast<int64_t>(slot) * Dp;
+    for (int64_t d = 0; d < Dp; ++d) acc[d] *= rescale;
+    const float max_scaled = m_new == kNegInf ? 0.f : m_new * nm.scale_log2;
+    const float p = exp2_vec(score * nm.scale_log2 - max_scaled);
+    if (std::isnan(p))  // P V with a NaN P: NaN * 0
+      for (int64_t d = 0; d < Dp; ++d) acc[d] = std::numeric_limits<float>::quiet_NaN();
+    sc.rmax[slot] = m_new;
+    sc.rsum[slot] = sc.rsum[slot] * rescale + p * static_cast<float>(hi - lo);
+    // the work block_step counts: every key of each block the row is active in, and the visible ones
+    const int64_t first = lo / BN * BN, last = std::min(z1, (hi - 1) / BN * BN + BN);
+    macs += double(last - first) * double(D) + double(hi - lo) * double(D);
+  }
+}
+
 // normalize_softmax_lse and the conversion of O to the input dtype.
-template <num::Precision P>
+template <ElemType P>
 void finish_rows(const RowDesc* rows, int nrows, const Numerics& nm, Scratch& sc, int64_t& no_keys) {
   const int64_t D = nm.D;
   for (int r = 0; r < nrows; ++r) {
@@ -251,7 +289,7 @@ void finish_rows(const RowDesc* rows, int nrows, const Numerics& nm, Scratch& sc
   }
 }
 
-template <num::Precision P>
+template <ElemType P>
 void run_rows(RowDesc* rows, int nrows, const KeySource& ks, int64_t key_begin, int64_t key_end, const Numerics& nm,
               Scratch& sc, double& macs, int64_t& no_keys) {
   for (int r = 0; r < nrows; ++r) {
@@ -263,7 +301,10 @@ void run_rows(RowDesc* rows, int nrows, const KeySource& ks, int64_t key_begin, 
   // blocks from n_block_max - 1 down to n_block_min, as the kernel iterates
   if (key_end > key_begin) {
     const int64_t n_min = key_begin / nm.BN, n_max = (key_end + nm.BN - 1) / nm.BN;
-    for (int64_t n = n_max - 1; n >= n_min; --n) {
+    // the blocks wholly past k/v come first (from the top), all at once
+    const int64_t n_zero = std::clamp<int64_t>((ks.total - ks.start + nm.BN - 1) / nm.BN, n_min, n_max);
+    if (n_zero < n_max) zero_blocks_step<P>(rows, nrows, n_zero * nm.BN, key_end, nm, sc, macs);
+    for (int64_t n = n_zero - 1; n >= n_min; --n) {
       const int64_t j0 = n * nm.BN;
       const int64_t nb = std::min(nm.BN, key_end - j0);
       block_step<P>(rows, nrows, ks, j0, nb, nm, sc, macs);
@@ -289,129 +330,37 @@ AttentionResult fa2_varlen_forward(const ExecPlan& plan, const float* q, const f
   const int64_t BM = at.flags.block_m, BN = at.flags.block_n;
   const int64_t N = at.num_segments;
   const int64_t lse_n = at.lse_elements;
-  const auto& cq = at.cu_seqlens_q;
-  const auto& ck = at.cu_seqlens_k;
-  auto seg_len_k = [&](int64_t b) -> int32_t {
-    if (at.seqused_k) return (*at.seqused_k)[static_cast<size_t>(b)];
-    return sem::wrap_sub(ck[static_cast<size_t>(b) + 1], ck[static_cast<size_t>(b)]);
-  };
-  // rows of segment b as the kernel addresses them
-  auto seg_q = [&](int64_t b, int64_t& start, int32_t& len) {
-    if (at.swapped) {
-      start = b;  // q reshaped to (batch * ngroups, Hk, D): "sequence" b is q row b
-      len = static_cast<int32_t>(at.ngroups);
-    } else {
-      start = sem::fa2_row_offset(cq[static_cast<size_t>(b)]);
-      len = sem::wrap_sub(cq[static_cast<size_t>(b) + 1], cq[static_cast<size_t>(b)]);
-    }
-  };
+  const fa2::LseShape lse_shape = at.lse_shape();
+  const auto& cq = at.cu_seqlens_q;  // the LSE index reads cu_seqlens_q[b] as the kernel does
 
-  // ---- coverage: which segment writes each row (launch order resolves overlaps) ----------
-  std::vector<int32_t> count(static_cast<size_t>(total_q), 0), winner(static_cast<size_t>(total_q), -1);
+  // ---- coverage: which segments write each row (the last in launch order keeps it) ------
+  res.writes.assign(static_cast<size_t>(total_q), 0);
+  std::vector<int32_t> winner(static_cast<size_t>(total_q), -1);
   for (int64_t b = 0; b < N; ++b) {
-    int64_t start;
-    int32_t len;
-    seg_q(b, start, len);
-    if (len <= 0) continue;
-    if (at.swapped) {
-      if (start < total_q) {
-        ++count[static_cast<size_t>(start)];
-        winner[static_cast<size_t>(start)] = static_cast<int32_t>(b);
-      }
-      continue;
-    }
-    const int64_t rows = std::min<int64_t>(len, at.grid_m * BM);  // rows past the grid: never
-    const int64_t r0 = std::min(start, total_q), r1 = std::min(start + rows, total_q);
+    const fa2::Segment sg = at.segment(b);
+    if (sg.len_q <= 0) continue;
+    const int64_t rows = at.swapped ? 1 : std::min<int64_t>(sg.len_q, at.grid_m * BM);  // rows past the grid: never
+    const int64_t r0 = std::min(sg.start_q, total_q), r1 = std::min(sg.start_q + rows, total_q);
     for (int64_t r = r0; r < r1; ++r) {
-      ++count[static_cast<size_t>(r)];
+      ++res.writes[static_cast<size_t>(r)];
       winner[static_cast<size_t>(r)] = static_cast<int32_t>(b);
     }
   }
-  res.written.assign(static_cast<size_t>(total_q), 0);
   res.computed.assign(static_cast<size_t>(total_q), 0);
-  for (int64_t r = 0; r < total_q; ++r) {
-    const int32_t c = count[static_cast<size_t>(r)];
-    res.written[static_cast<size_t>(r)] = c > 0;
-    if (c == 0) {
-      if (res.rows_never++ == 0) res.first_never = r;
-    } else {
-      ++res.rows_written;
-      if (c > 1 && res.rows_twice++ == 0) {
-        res.first_twice = r;
-        res.first_twice_count = c;
-      }
-      if (at.swapped) {
-        const int64_t b = winner[static_cast<size_t>(r)];
-        const int64_t s0 = cq[static_cast<size_t>(b)], s1 = cq[static_cast<size_t>(b) + 1];
-        if (!(s0 <= r && r < s1) && res.rows_foreign++ == 0) {
-          res.first_foreign = r;
-          res.first_foreign_segment = b;
-        }
-      }
-    }
-  }
 
   // ---- CTAs -----------------------------------------------------------------------------
-  // Live CTAs (some row inside q/out) are computed; CTAs entirely past the tensors only
-  // record their out-of-bounds accesses.
-  const int64_t grid_h = at.grid_h;
-  const ExecBuffer q_buf = plan.rotary.enabled ? ExecBuffer::q_rot : ExecBuffer::q;
-  const ExecBuffer k_buf = plan.rotary.enabled ? ExecBuffer::k_rot : ExecBuffer::k;
+  // CTAs with a row inside q/out are computed; those wholly past the tensors are counted by
+  // attention_tiles_past_rows (exec/clip.hpp), not run.
+  const Buffer q_buf = plan.rotary.enabled ? Buffer::q_rot : Buffer::q;
+  const Buffer k_buf = plan.rotary.enabled ? Buffer::k_rot : Buffer::k;
   std::vector<Tile> tiles;
-  std::vector<AccessRecord> dead_records;
-  AccessRecord dead;
   for (int64_t b = 0; b < N; ++b) {
-    int64_t start;
-    int32_t len_q;
-    seg_q(b, start, len_q);
-    if (len_q <= 0) continue;
-    const int64_t m_end = std::min<int64_t>(at.grid_m, (int64_t(len_q) + BM - 1) / BM);
-    const int64_t live_rows = at.swapped ? (start < total_q ? len_q : 0) : std::max<int64_t>(0, total_q - start);
-    const int64_t m_live = std::min<int64_t>(m_end, (live_rows + BM - 1) / BM);
-    for (int64_t h = 0; h < grid_h; ++h)
-      for (int64_t m = 0; m < m_live; ++m) tiles.push_back({static_cast<int32_t>(b), static_cast<int32_t>(h), m});
-    if (m_live < m_end) {
-      // dead CTAs: every q read and O write is out of bounds; LSE and K/V accounted per row
-      const int32_t len_k = seg_len_k(b);
-      const int64_t k_start = sem::fa2_row_offset(ck[static_cast<size_t>(b)]);
-      int64_t kv_oob = 0;
-      int64_t first_kv = -1;
-      const int64_t cap = int64_t{1} << 22;
-      for (int64_t m = m_live; m < m_end && m - m_live < cap; ++m) {
-        const sem::Fa2TileRange t = sem::fa2_tile_range(m, len_q, len_k, at.flags);
-        if (t.exits || t.empty) continue;
-        const int64_t lo = std::max(t.key_begin, total_k - k_start);
-        if (t.key_end > lo) {
-          kv_oob += t.key_end - lo;
-          if (first_kv < 0) first_kv = k_start + lo;
-        }
-      }
-      const int64_t rows_dead = std::min<int64_t>(len_q, at.grid_m * BM) - m_live * BM;
-      for (int64_t h = 0; h < grid_h; ++h) {
-        const uint64_t blk = (static_cast<uint64_t>(h) * static_cast<uint64_t>(N) + static_cast<uint64_t>(b)) *
-                                 static_cast<uint64_t>(at.grid_m) + static_cast<uint64_t>(m_live);
-        const int64_t row0 = m_live * BM;
-        dead.note({blk, static_cast<uint64_t>(row0)}, AccessKind::read, q_buf, start + row0, total_q, true,
-                  {m_live, b, h}, start + row0, b, h, rows_dead);
-        dead.note({blk, (uint64_t{1} << 40) + static_cast<uint64_t>(row0)}, AccessKind::write, ExecBuffer::out,
-                  start + row0, total_q, true, {m_live, b, h}, start + row0, b, h, rows_dead);
-        if (kv_oob > 0)
-          dead.note({blk, uint64_t{1} << 20}, AccessKind::read, k_buf, first_kv, total_k, true,
-                    {m_live, b, h}, -1, b, h, 2 * kv_oob);
-        if (!at.swapped) {
-          const int64_t base = at.unpadded_lse ? sem::fa2_lse_index_unpadded(cq[static_cast<size_t>(b)], 0, h, total_q)
-                                               : sem::fa2_lse_index_padded(b, h, 0, H, at.max_seqlen_q);
-          const int64_t i0 = base + row0, i1 = base + row0 + rows_dead;
-          const int64_t in0 = std::max<int64_t>(i0, 0), in1 = std::min<int64_t>(i1, lse_n);
-          const int64_t oob = (i1 - i0) - std::max<int64_t>(0, in1 - in0);
-          if (oob > 0) {
-            const int64_t first_idx = i0 < 0 ? i0 : std::max(i0, lse_n);
-            dead.note({blk, (uint64_t{1} << 41)}, AccessKind::write, ExecBuffer::lse, first_idx, lse_n, false,
-                      {m_live, b, h}, -1, b, h, oob);
-          }
-        }
-      }
-    }
+    const fa2::Segment sg = at.segment(b);
+    if (sg.len_q <= 0) continue;
+    const int64_t m_end = std::min<int64_t>(at.grid_m, (int64_t(sg.len_q) + BM - 1) / BM);
+    for (int64_t h = 0; h < at.grid_h; ++h)
+      for (int64_t m = 0; m < m_end && !fa2::tile_past_rows(sg, at.swapped, m * BM, total_q); ++m)
+        tiles.push_back({static_cast<int32_t>(b), static_cast<int32_t>(h), m});
   }
   res.tiles = static_cast<int64_t>(tiles.size());
 
@@ -432,99 +381,85 @@ AttentionResult fa2_varlen_forward(const ExecPlan& plan, const float* q, const f
     const Tile& tl = tiles[static_cast<size_t>(ti)];
     const int64_t b = tl.b, h = tl.h, m = tl.m;
     AccessRecord& rec = records[static_cast<size_t>(w)];
-    const uint64_t blk =
-        (static_cast<uint64_t>(h) * static_cast<uint64_t>(N) + static_cast<uint64_t>(b)) * static_cast<uint64_t>(at.grid_m) +
-        static_cast<uint64_t>(m);
-    int64_t start;
-    int32_t len_q;
-    seg_q(b, start, len_q);
-    const int32_t len_k = seg_len_k(b);
-    sem::Fa2Flags flags = at.flags;
-    if (at.swapped) flags.causal = flags.local = false;
-    const sem::Fa2TileRange t = sem::fa2_tile_range(m, len_q, len_k, flags);
+    const uint64_t program = order::grid_linear(uint64_t(m), uint64_t(b), uint64_t(h), uint64_t(at.grid_m), uint64_t(N));
+    const fa2::Segment sg = at.segment(b);
+    const fa2::TileRange t = fa2::tile_range(m, sg.len_q, sg.len_k, at.flags);
     if (t.exits) return;
-    const int64_t k_start = sem::fa2_row_offset(ck[static_cast<size_t>(b)]);
     const int64_t kv_head = at.swapped ? h : h / std::max<int64_t>(1, H / Hk);
-    const std::array<int64_t, 3> cta{m, b, h};
+    auto access = [&](Buffer buf, AccessKind kind, Unit unit, int64_t index, int64_t bound, int64_t row, int64_t head) {
+      return Access{.buffer = buf, .kind = kind, .unit = unit, .index = index, .bound = bound, .block = {m, b, h},
+                    .segment = b, .row = row, .head = head};
+    };
     // K/V rows read by this CTA
     if (!t.empty) {
-      const int64_t lo = std::max(t.key_begin, total_k - k_start);
-      if (t.key_end > lo) {
-        rec.note({blk, (uint64_t{1} << 20) + static_cast<uint64_t>(lo)}, AccessKind::read, k_buf, k_start + lo,
-                 total_k, true, cta, k_start + lo, b, at.swapped ? -1 : h, 2 * (t.key_end - lo));
-      }
+      const int64_t lo = std::max(t.key_begin, total_k - sg.start_k);
+      if (t.key_end > lo)
+        rec.note(order::key(program, order::kKeyRead, lo),
+                 access(k_buf, AccessKind::read, Unit::rows, sg.start_k + lo, total_k, sg.start_k + lo, at.swapped ? -1 : h),
+                 uint64_t(2 * (t.key_end - lo)));
     } else {
       ++empty_tiles[static_cast<size_t>(w)];
     }
     RowDesc* rows = rowbuf[static_cast<size_t>(w)].data();
     int nrows = 0;
     for (int64_t i = t.row_begin; i < t.row_end; ++i) {
-      // query row and head this tile row stands for
-      const int64_t qrow = at.swapped ? start : start + i;
-      const int64_t qhead = at.swapped ? h * at.ngroups + i : h;
-      const bool q_ok = qrow < total_q;
-      if (!q_ok)
-        rec.note({blk, static_cast<uint64_t>(i)}, AccessKind::read, q_buf, qrow, total_q, true, cta, qrow, b, qhead);
+      const fa2::QueryRow qr = fa2::query_row(sg, at.swapped, at.ngroups, h, i);
+      const bool q_ok = qr.row < total_q;
       if (!q_ok) {
-        rec.note({blk, (uint64_t{1} << 40) + static_cast<uint64_t>(i)}, AccessKind::write, ExecBuffer::out, qrow, total_q,
-                 true, cta, qrow, b, qhead);
+        rec.note(order::key(program, order::kRead, i), access(q_buf, AccessKind::read, Unit::rows, qr.row, total_q, qr.row, qr.head));
+        rec.note(order::key(program, order::kOutWrite, i),
+                 access(Buffer::out, AccessKind::write, Unit::rows, qr.row, total_q, qr.row, qr.head));
       }
-      int64_t lidx;
-      if (at.swapped) lidx = qhead * total_q + start;
-      else lidx = at.unpadded_lse ? sem::fa2_lse_index_unpadded(cq[static_cast<size_t>(b)], i, h, total_q)
-                                  : sem::fa2_lse_index_padded(b, h, i, H, at.max_seqlen_q);
+      const int64_t lidx = fa2::lse_index(lse_shape, at.swapped, cq[static_cast<size_t>(b)], b, h, qr.head, i);
       const bool lse_ok = lidx >= 0 && lidx < lse_n;
       if (!lse_ok)
-        rec.note({blk, (uint64_t{1} << 41) + static_cast<uint64_t>(i)}, AccessKind::write, ExecBuffer::lse, lidx, lse_n,
-                 false, cta, qrow, b, qhead);
+        rec.note(order::key(program, order::kLseWrite, i),
+                 access(Buffer::lse, AccessKind::write, Unit::elements, lidx, lse_n, qr.row, qr.head));
       if (!q_ok) continue;
-      if (winner[static_cast<size_t>(qrow)] != b) continue;  // a later CTA overwrites this row
-      if (sampled && !at.sample[static_cast<size_t>(qrow)] && !t.empty) continue;
+      if (winner[static_cast<size_t>(qr.row)] != b) continue;  // a later CTA overwrites this row
+      if (sampled && !at.sample[static_cast<size_t>(qr.row)] && !t.empty) continue;
       RowDesc rd{};
-      rd.q = q + qrow * H * D + qhead * D;
-      rd.out = out + qrow * H * D + qhead * D;
+      rd.q = q + qr.row * H * D + qr.head * D;
+      rd.out = out + qr.row * H * D + qr.head * D;
       rd.lse = lse_ok ? lse + lidx : nullptr;
       if (t.empty) {
         rd.lo = rd.hi = 0;
       } else {
-        const sem::KeyLimits kl = sem::fa2_key_limits(i, len_q, len_k, flags, t);
+        const fa2::KeyLimits kl = fa2::key_limits(i, sg.len_q, sg.len_k, at.flags, t);
         rd.lo = kl.lo;
         rd.hi = kl.hi;
       }
       rows[nrows++] = rd;
     }
     if (nrows == 0) return;
-    const KeySource ks{k, v, Hk * D, kv_head * D, k_start, total_k};
+    const KeySource ks{k, v, Hk * D, kv_head * D, sg.start_k, total_k};
     Scratch& sc = scratch[static_cast<size_t>(w)];
     double& mc = macs[static_cast<size_t>(w)];
     int64_t& nk = no_keys[static_cast<size_t>(w)];
     const int64_t kb = t.empty ? 0 : t.key_begin, ke = t.empty ? 0 : t.key_end;
-    switch (plan.precision) {
-      case num::Precision::bf16: run_rows<num::Precision::bf16>(rows, nrows, ks, kb, ke, nm, sc, mc, nk); break;
-      case num::Precision::fp16: run_rows<num::Precision::fp16>(rows, nrows, ks, kb, ke, nm, sc, mc, nk); break;
-      default: run_rows<num::Precision::fp32>(rows, nrows, ks, kb, ke, nm, sc, mc, nk); break;
+    switch (plan.elem) {
+      case ElemType::bf16: run_rows<ElemType::bf16>(rows, nrows, ks, kb, ke, nm, sc, mc, nk); break;
+      case ElemType::fp16: run_rows<ElemType::fp16>(rows, nrows, ks, kb, ke, nm, sc, mc, nk); break;
+      default: run_rows<ElemType::fp32>(rows, nrows, ks, kb, ke, nm, sc, mc, nk); break;
     }
   });
 
   // a row counts as computed once its winning CTA produced it (all heads share the flag)
   for (int64_t r = 0; r < total_q; ++r) {
-    if (!res.written[static_cast<size_t>(r)]) continue;
+    if (res.writes[static_cast<size_t>(r)] == 0) continue;
     if (!sampled || at.sample[static_cast<size_t>(r)]) res.computed[static_cast<size_t>(r)] = 1;
   }
   // rows of empty CTAs are zero-filled whether sampled or not
   if (sampled) {
     for (int64_t b = 0; b < N; ++b) {
-      int64_t start;
-      int32_t len_q;
-      seg_q(b, start, len_q);
-      if (len_q <= 0 || at.swapped) continue;
-      const int32_t len_k = seg_len_k(b);
-      const int64_t m_end = std::min<int64_t>(at.grid_m, (int64_t(len_q) + BM - 1) / BM);
-      for (int64_t m = 0; m < m_end; ++m) {
-        const sem::Fa2TileRange t = sem::fa2_tile_range(m, len_q, len_k, at.flags);
+      const fa2::Segment sg = at.segment(b);
+      if (sg.len_q <= 0 || at.swapped) continue;
+      const int64_t m_end = std::min<int64_t>(at.grid_m, (int64_t(sg.len_q) + BM - 1) / BM);
+      for (int64_t m = 0; m < m_end && !fa2::tile_past_rows(sg, false, m * BM, total_q); ++m) {
+        const fa2::TileRange t = fa2::tile_range(m, sg.len_q, sg.len_k, at.flags);
         if (t.exits || !t.empty) continue;
         for (int64_t i = t.row_begin; i < t.row_end; ++i) {
-          const int64_t r = start + i;
+          const int64_t r = sg.start_q + i;
           if (r < total_q && winner[static_cast<size_t>(r)] == b) res.computed[static_cast<size_t>(r)] = 1;
         }
       }
@@ -532,7 +467,6 @@ AttentionResult fa2_varlen_forward(const ExecPlan& plan, const float* q, const f
   }
   for (int64_t r = 0; r < total_q; ++r) res.rows_computed += res.computed[static_cast<size_t>(r)];
   for (auto& r : records) res.access.merge(r);
-  res.access.merge(dead);
   for (double m : macs) res.macs += m;
   for (int64_t n : no_keys) res.rows_no_keys += n;
   for (int64_t n : empty_tiles) res.empty_tiles += n;

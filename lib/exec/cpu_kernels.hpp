@@ -1,6 +1,7 @@
 // The CPU twins of the checked kernels (internal to lib/exec). Each takes the plan and plain
-// buffers, performs only in-bounds accesses, and returns what it observed; the backend
-// (cpu_backend.cpp) turns observations into stage records and violations.
+// buffers, performs only in-bounds accesses, and returns what it observed (engine.hpp); the
+// CPU engine (cpu_engine.cpp) runs them, and the CUDA engine where its kernels do not cover
+// a call.
 //
 // Tensors are fp32 arrays holding values of the batch's dtype, row-major (rows, heads, dim).
 #pragma once
@@ -11,7 +12,9 @@
 #include <thread>
 #include <vector>
 
-#include "exec/access.hpp"
+#include "contract/access_record.hpp"
+#include "contract/rotary.hpp"
+#include "exec/engine.hpp"
 #include "exec/plan.hpp"
 
 // The hot loops are compiled for x86-64, x86-64-v3 (AVX2) and x86-64-v4 (AVX-512), picked
@@ -53,48 +56,30 @@ void parallel_for(int threads, int64_t n, int64_t grain, F&& f) {
 
 // ---- unpad / pad ------------------------------------------------------------------------
 
-struct GatherResult {
-  AccessRecord oob;       // out-of-range indices (row units), not performed
-  int64_t rows_copied = 0;
-};
-// dst[i] = src[indices[i]] for the rows of a (rows, row_elems) tensor.
-GatherResult gather_rows(const GatherPlan& g, const float* src, float* dst, int64_t row_elems, ExecBuffer src_buffer,
-                         int threads);
+// dst[i] = src[indices[i]] for the rows of a (rows, row_elems) tensor; a refused index is
+// recorded as a read of `src_buffer`.
+GatherObservation gather_rows(const GatherPlan& g, const float* src, float* dst, int64_t row_elems, Buffer src_buffer,
+                              int threads);
 
-struct ScatterResult {
-  AccessRecord oob;
-  int64_t rows_written = 0;
-  std::vector<int64_t> source_of;  // final row -> packed row written there (-1: none)
-};
 // dst = zeros; dst[indices[i]] = src[i] (pad_input: sequential, a repeated index keeps the last).
-ScatterResult scatter_rows(const PadPlan& pad, const float* src, int64_t src_rows, float* dst, int64_t row_elems);
+ScatterObservation scatter_rows(const PadPlan& pad, const float* src, int64_t src_rows, float* dst, int64_t row_elems);
 
 // ---- rotary -----------------------------------------------------------------------------
 
-struct RotaryResult {
-  AccessRecord outside_tensor;   // past the ends of x / y (not performed)
-  AccessRecord outside_head;     // inside the tensor but outside the head (performed: corruption)
-  AccessRecord table;            // cos/sin reads out of the table (not performed)
-  int64_t rows_rotated = 0;      // (row, head) pairs rotated
-  int64_t rows_past_table = 0;   // (row, head) pairs left unrotated: position past the table
-  int64_t rows_not_visited = 0;  // rows no program visited (flash_attn grid from max_seqlen)
-};
-// One rotary call on a packed tensor x (rows, heads, D) into y (in place when plan.inplace;
-// y pre-filled by the caller with x or with poison as the contract says).
-RotaryResult rotary_apply(const ExecPlan& plan, bool is_q, const float* x, float* y, int64_t rows, int64_t heads,
-                          const float* cos, const float* sin, int threads);
+// The output tensor of a rotary call on x (rows, heads, D): a copy of x (the flash_attn layer
+// rotates in place), or, for fla's new tensor, poison in the rotated columns.
+std::vector<float> rotary_output(const ExecPlan& plan, const float* x, int64_t rows, int64_t heads);
+
+// One rotary call on a packed tensor x (rows, heads, D) into y (prepared by rotary_output).
+RotaryCallObservation rotary_apply(const ExecPlan& plan, bool is_q, const float* x, float* y, int64_t rows,
+                                   int64_t heads, const float* cos, const float* sin, int threads);
 
 // ---- attention --------------------------------------------------------------------------
 
 struct AttentionResult {
-  AccessRecord access;               // attention.access
-  // coverage (per packed row of `out`; a row is written by every head of a segment at once)
-  int64_t rows_written = 0;
-  int64_t rows_never = 0, first_never = -1;
-  int64_t rows_twice = 0, first_twice = -1, first_twice_count = 0;
-  int64_t rows_foreign = 0, first_foreign = -1, first_foreign_segment = -1;
+  AccessRecord access;               // attention.access (the CTAs with a row inside q/out)
+  std::vector<uint32_t> writes;      // per packed row of `out`: the segments that write it
   std::vector<uint8_t> computed;     // per packed row: its values were computed (or zero-filled)
-  std::vector<uint8_t> written;      // per packed row: some tile wrote it
   int64_t tiles = 0, empty_tiles = 0, rows_computed = 0;
   int64_t rows_no_keys = 0;          // computed rows with no visible key (0 output, +inf LSE)
   double macs = 0;                   // multiply-adds performed (QK + PV)

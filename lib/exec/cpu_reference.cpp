@@ -143,7 +143,7 @@ AD_CLONES void ref_pv(const double* __restrict p, const float* __restrict v, int
 // Rotates rows [first, first + count) of a (rows, heads, D) tensor in place, row t at
 // position t + pos0 (fp64 angles, pairs as the contract pairs them).
 void rotate_rows_fp64(float* x, int64_t heads, int64_t D, int64_t first, int64_t count, int64_t pos0,
-                      const ReferencePlan& ref, num::Precision prec) {
+                      const ReferencePlan& ref, ElemType prec) {
   const int64_t half = ref.rotary_dim / 2;
   for (int64_t t = 0; t < count; ++t) {
     const double pos = static_cast<double>(pos0 + t);
@@ -191,8 +191,8 @@ ReferenceResult reference_compare(const ExecPlan& plan, const float* q_src, cons
     k_rot.assign(k_src, k_src + plan.rows_k_src * Hk * D);
     parallel_for(threads, static_cast<int64_t>(ref.sequences.size()), 1, [&](int64_t si, int) {
       const RefSequence& s = ref.sequences[static_cast<size_t>(si)];
-      rotate_rows_fp64(k_rot.data(), Hk, D, s.k_src_first, s.k_count, 0, ref, plan.precision);
-      rotate_rows_fp64(q_rot.data(), H, D, s.q_src_first, s.q_count, s.q_key_first, ref, plan.precision);
+      rotate_rows_fp64(k_rot.data(), Hk, D, s.k_src_first, s.k_count, 0, ref, plan.elem);
+      rotate_rows_fp64(q_rot.data(), H, D, s.q_src_first, s.q_count, s.q_key_first, ref, plan.elem);
     });
     qv = q_rot.data();
     kv = k_rot.data();

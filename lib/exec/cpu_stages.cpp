@@ -2,51 +2,52 @@
 //
 // Gather and scatter follow torch's index_first_axis / pad_input (flash_attn.bert_padding;
 // transformers.modeling_flash_attention_utils). Rotary follows the three contracts of
-// docs/spec/execution.md: flash_attn v2.6.3 flash_attn/ops/triton/rotary.py
+// docs/spec/execution.md (geometry in contract/rotary.hpp): flash_attn v2.6.3 flash_attn/ops/triton/rotary.py
 // (rotary_kernel: grid (cdiv(max_seqlen, BLOCK_M), batch, heads), rows past max_seqlen's
 // programs untouched, table rows masked with cos=1/sin=0), fla fla/modules/rotary.py
 // (rotary_embedding_kernel: chunks of every segment, columns bounded by R = dim/2 only,
 // masked rows left as the output was allocated), and transformers' apply_rotary_pos_emb.
 #include <cmath>
 #include <cstring>
+#include <limits>
 
+#include "exec/clip.hpp"
 #include "exec/cpu_kernels.hpp"
 
 namespace ad::cpu {
 
-GatherResult gather_rows(const GatherPlan& g, const float* src, float* dst, int64_t row_elems, ExecBuffer src_buffer,
-                         int threads) {
-  GatherResult res;
+GatherObservation gather_rows(const GatherPlan& g, const float* src, float* dst, int64_t row_elems, Buffer src_buffer,
+                              int threads) {
+  GatherObservation res;
   const int64_t n = static_cast<int64_t>(g.indices.size());
   const int workers = std::max(1, threads);
   std::vector<AccessRecord> rec(static_cast<size_t>(workers));
-  std::vector<int64_t> copied(static_cast<size_t>(workers), 0);
   parallel_for(workers, n, 4096, [&](int64_t i, int w) {
     const int64_t s = g.indices[static_cast<size_t>(i)];
     if (s < 0 || s >= g.src_rows) {
       // torch.gather: "index out of bounds" device assert; the row is not copied
-      rec[static_cast<size_t>(w)].note({static_cast<uint64_t>(i), 0}, AccessKind::read, src_buffer, s, g.src_rows, true,
-                                       {i, -1, -1}, i, -1, -1);
+      rec[static_cast<size_t>(w)].note(order::key(uint64_t(i), order::kRead, 0),
+                                       Access{.buffer = src_buffer, .kind = AccessKind::read, .unit = Unit::rows,
+                                              .index = s, .bound = g.src_rows, .block = {i, -1, -1}, .row = i});
       return;
     }
     std::memcpy(dst + i * row_elems, src + s * row_elems, static_cast<size_t>(row_elems) * sizeof(float));
-    ++copied[static_cast<size_t>(w)];
   });
-  for (auto& r : rec) res.oob.merge(r);
-  for (int64_t c : copied) res.rows_copied += c;
+  for (auto& r : rec) res.out_of_range.merge(r);
   return res;
 }
 
-ScatterResult scatter_rows(const PadPlan& pad, const float* src, int64_t src_rows, float* dst, int64_t row_elems) {
-  ScatterResult res;
+ScatterObservation scatter_rows(const PadPlan& pad, const float* src, int64_t src_rows, float* dst, int64_t row_elems) {
+  ScatterObservation res;
   res.source_of.assign(static_cast<size_t>(std::max<int64_t>(pad.dst_rows, 0)), -1);
   std::fill_n(dst, std::max<int64_t>(pad.dst_rows, 0) * row_elems, 0.f);  // torch.zeros
   const int64_t n = std::min<int64_t>(static_cast<int64_t>(pad.indices.size()), src_rows);
   for (int64_t i = 0; i < n; ++i) {
     const int64_t t = pad.indices[static_cast<size_t>(i)];
     if (t < 0 || t >= pad.dst_rows) {
-      res.oob.note({static_cast<uint64_t>(i), 0}, AccessKind::write, ExecBuffer::out_final, t, pad.dst_rows, true,
-                   {i, -1, -1}, i, -1, -1);
+      res.out_of_range.note(order::key(uint64_t(i), order::kRead, 0),
+                   Access{.buffer = Buffer::out_final, .kind = AccessKind::write, .unit = Unit::rows, .index = t,
+                          .bound = pad.dst_rows, .block = {i, -1, -1}, .row = i});
       continue;
     }
     std::memcpy(dst + t * row_elems, src + i * row_elems, static_cast<size_t>(row_elems) * sizeof(float));
@@ -63,7 +64,7 @@ namespace {
 
 struct RotaryCtx {
   const RotaryPlan& r;
-  num::Precision prec;
+  ElemType prec;
   const float* x;
   float* y;
   int64_t rows, heads, D, numel;
@@ -75,34 +76,55 @@ struct RotaryCtx {
 
 // Rotates one (row, head) with the flash_attn / fla element addressing: columns are taken
 // relative to the head start without any bound but the rotary width, every element access
-// checked against the tensor (and the head, for the record).
-void rotate_row_head(const RotaryCtx& c, RotaryResult& res, int64_t xrow, int64_t head, int64_t pos, AccessOrder order,
-                     std::array<int64_t, 3> blk, int64_t seg) {
+// checked against the tensor (and the head, for the record). `program` and `rin` (the row in
+// the program) place its accesses in launch order (contract/launch_order.hpp).
+void rotate_row_head(const RotaryCtx& c, RotaryCallObservation& res, int64_t xrow, int64_t head, int64_t pos, uint64_t program,
+                     int64_t rin, std::array<int64_t, 3> blk, int64_t seg) {
   const int64_t R = c.r.half;
   const int64_t base = xrow * c.heads * c.D + head * c.D;
   // reads come from x, writes go to y (the same tensor when the call rotates in place)
-  const ExecBuffer xb_read = c.r.inplace ? (c.is_q ? ExecBuffer::q_rot : ExecBuffer::k_rot) : (c.is_q ? ExecBuffer::q : ExecBuffer::k);
-  const ExecBuffer xb_write = c.is_q ? ExecBuffer::q_rot : ExecBuffer::k_rot;
+  const Buffer xb_read = c.r.inplace ? (c.is_q ? Buffer::q_rot : Buffer::k_rot) : (c.is_q ? Buffer::q : Buffer::k);
+  const Buffer xb_write = c.is_q ? Buffer::q_rot : Buffer::k_rot;
+  auto access = [&](Buffer b, AccessKind k, Region region, int64_t idx, int64_t bound) {
+    return Access{.buffer = b, .kind = k, .unit = Unit::elements, .region = region, .index = idx, .bound = bound,
+                  .block = {blk[0], blk[1], blk[2]}, .segment = seg, .row = xrow, .head = head};
+  };
   // cos/sin row (flash_attn masks pos >= seqlen_ro only; fla masks pos < 0 as well)
   bool table_ok = pos < c.r.table_rows;
   if (c.r.contract == RotaryContract::fla) table_ok = table_ok && pos >= 0;
   if (table_ok && pos < 0) {
-    res.table.note(order, AccessKind::read, ExecBuffer::cos, pos * R, c.table_elems, false, blk, xrow, seg, head);
+    res.table.note(order::key(program, order::kRead, order::rotary_sub(rin, 0)),
+                   access(Buffer::cos, AccessKind::read, Region::table, pos * R, c.table_elems));
     table_ok = false;  // not performed
   }
   if (!table_ok) {
-    ++res.rows_past_table;
+    ++res.past_table;
     if (c.r.contract == RotaryContract::fla) return;  // whole row masked: nothing read or written
+  } else {
+    ++res.rotated;
   }
-  uint64_t seq = order.seq;
+  // A row wholly outside the tensor (a segment running past it): every access is refused,
+  // the first being the read of column 0; counted at once.
+  if (base >= c.numel || base + 2 * R <= 0) {
+    res.outside_tensor.note(order::key(program, order::kRead, order::rotary_sub(rin, 0)),
+                            access(xb_read, AccessKind::read, Region::tensor, base, c.numel),
+                            uint64_t(rope::accesses_per_row_head(R, c.r.interleaved)));
+    return;
+  }
+  int64_t n = 0;  // refused accesses of this row so far
   auto check = [&](int64_t col, AccessKind k) -> bool {
     const int64_t idx = base + col;
-    const ExecBuffer xb = k == AccessKind::read ? xb_read : xb_write;
+    const Buffer xb = k == AccessKind::read ? xb_read : xb_write;
+    const uint64_t key = order::key(program, order::kRead, order::rotary_sub(rin, n));
     if (idx < 0 || idx >= c.numel) {
-      res.outside_tensor.note({order.block, seq++}, k, xb, idx, c.numel, false, blk, xrow, seg, head);
+      ++n;
+      res.outside_tensor.note(key, access(xb, k, Region::tensor, idx, c.numel));
       return false;
     }
-    if (col >= c.D) res.outside_head.note({order.block, seq++}, k, xb, idx, c.numel, false, blk, xrow, seg, head);
+    if (col >= c.D) {
+      ++n;
+      res.outside_head.note(key, access(xb, k, Region::head, idx, c.numel));
+    }
     return true;
   };
   auto load = [&](int64_t col) -> float { return check(col, AccessKind::read) ? c.x[base + col] : 0.f; };
@@ -153,12 +175,11 @@ void rotate_row_head(const RotaryCtx& c, RotaryResult& res, int64_t xrow, int64_
       store(i, (i % 2 == 0) ? o0 - o1 : o0 + o1);
     }
   }
-  if (table_ok) ++res.rows_rotated;
 }
 
 // transformers' apply_rotary_pos_emb on one (row, head), computed in the dtype (each
 // product and sum rounded), cos/sin from fp32 freqs rounded to the dtype.
-void rotate_row_head_hf(const RotaryCtx& c, RotaryResult& res, int64_t xrow, int64_t head, int64_t pos) {
+void rotate_row_head_hf(const RotaryCtx& c, RotaryCallObservation& res, int64_t xrow, int64_t head, int64_t pos) {
   const int64_t R = c.r.half;
   const int64_t base = xrow * c.heads * c.D + head * c.D;
   auto rd = [&](float v) { return num::round_to(c.prec, v); };
@@ -174,20 +195,32 @@ void rotate_row_head_hf(const RotaryCtx& c, RotaryResult& res, int64_t xrow, int
     c.y[base + i0] = rd(rd(x0 * co) - rd(x1 * si));
     c.y[base + i1] = rd(rd(x1 * co) + rd(x0 * si));
   }
-  ++res.rows_rotated;
+  ++res.rotated;
 }
 
 }  // namespace
 
-RotaryResult rotary_apply(const ExecPlan& plan, bool is_q, const float* x, float* y, int64_t rows, int64_t heads,
-                          const float* cos, const float* sin, int threads) {
+std::vector<float> rotary_output(const ExecPlan& plan, const float* x, int64_t rows, int64_t heads) {
+  const int64_t D = plan.head_dim;
+  std::vector<float> y(x, x + rows * heads * D);
+  if (plan.rotary.contract == RotaryContract::fla) {
+    // a new tensor: its rotary columns are uninitialised, the others copied
+    const int64_t cols = std::min<int64_t>(2 * plan.rotary.half, D);
+    for (int64_t i = 0; i < rows * heads; ++i)
+      std::fill_n(y.data() + i * D, cols, std::numeric_limits<float>::quiet_NaN());
+  }
+  return y;
+}
+
+RotaryCallObservation rotary_apply(const ExecPlan& plan, bool is_q, const float* x, float* y, int64_t rows,
+                                   int64_t heads, const float* cos, const float* sin, int threads) {
   const RotaryPlan& r = plan.rotary;
-  RotaryResult res;
-  RotaryCtx c{r, plan.precision, x, y, rows, heads, plan.head_dim, rows * heads * plan.head_dim, cos, sin,
+  RotaryCallObservation res;
+  RotaryCtx c{r, plan.elem, x, y, rows, heads, plan.head_dim, rows * heads * plan.head_dim, cos, sin,
               r.table_rows * r.half, is_q};
   const bool stays_in_head = 2 * r.half <= plan.head_dim;
   const int workers = stays_in_head ? std::max(1, threads) : 1;  // cross-head writes: launch order
-  std::vector<RotaryResult> part(static_cast<size_t>(workers));
+  std::vector<RotaryCallObservation> part(static_cast<size_t>(workers));
 
   if (r.contract == RotaryContract::flash_attn && !r.varlen) {
     // Padding rows rotated before the gather drops them: flash_attn's kernel masks the cos/sin
@@ -197,8 +230,10 @@ RotaryResult rotary_apply(const ExecPlan& plan, bool is_q, const float* x, float
     for (const auto& [row, pos] : dropped)
       if (pos < 0)
         for (int64_t h = 0; h < heads; ++h)
-          res.table.note({static_cast<uint64_t>(h) * static_cast<uint64_t>(dropped.size()) + static_cast<uint64_t>(row), 0},
-                         AccessKind::read, ExecBuffer::cos, pos * c.r.half, c.table_elems, false, {row, 0, h}, row, -1, h);
+          res.table.note(order::key(uint64_t(h) * uint64_t(dropped.size()) + uint64_t(row), order::kRead, 0),
+                         Access{.buffer = Buffer::cos, .kind = AccessKind::read, .region = Region::table,
+                                .index = pos * c.r.half, .bound = c.table_elems, .block = {row, 0, h}, .row = row,
+                                .head = h});
   }
   if (r.contract == RotaryContract::hf || !r.varlen) {
     const auto& pos = is_q ? r.positions_q : r.positions_k;
@@ -206,74 +241,33 @@ RotaryResult rotary_apply(const ExecPlan& plan, bool is_q, const float* x, float
     parallel_for(workers, n, 256, [&](int64_t i, int w) {
       for (int64_t h = 0; h < heads; ++h) {
         if (r.contract == RotaryContract::hf) rotate_row_head_hf(c, part[static_cast<size_t>(w)], i, h, pos[static_cast<size_t>(i)]);
-        else rotate_row_head(c, part[static_cast<size_t>(w)], i, h, pos[static_cast<size_t>(i)],
-                             {static_cast<uint64_t>(h) * static_cast<uint64_t>(n) + static_cast<uint64_t>(i), 0}, {i, 0, h}, -1);
+        else rotate_row_head(c, part[static_cast<size_t>(w)], i, h, pos[static_cast<size_t>(i)], uint64_t(h) * uint64_t(n) + uint64_t(i),
+                             0, {i, 0, h}, -1);
       }
     });
   } else {
-    const auto& cu = is_q ? r.cu_q : r.cu_k;
-    const auto& offs = is_q ? r.offsets_q : r.offsets_k;
-    const int64_t batch = static_cast<int64_t>(cu.size()) - 1;
-    const int64_t BM = std::max<int64_t>(r.block_rows, 1);
-    auto offset_of = [&](int64_t b) -> int64_t {
-      if (offs.empty()) return 0;
-      if (!r.offsets_per_sequence) return offs.front();
-      return b < static_cast<int64_t>(offs.size()) ? offs[static_cast<size_t>(b)] : 0;
-    };
-    if (r.contract == RotaryContract::flash_attn) {
-      const int64_t max_seqlen = is_q ? r.max_seqlen_q : r.max_seqlen_k;
-      const int64_t grid_m = (max_seqlen + BM - 1) / BM;
-      // rows of the segments that no program visits (max_seqlen too small)
-      for (int64_t b = 0; b < batch; ++b) {
-        const int64_t len = sem::wrap_sub(cu[static_cast<size_t>(b) + 1], cu[static_cast<size_t>(b)]);
-        const int64_t visited = std::min<int64_t>(std::max<int64_t>(len, 0), std::max<int64_t>(grid_m, 0) * BM);
-        res.rows_not_visited += std::max<int64_t>(len, 0) - visited;
+    // varlen: the programs of every segment, rows that can touch x rotated one by one, the
+    // rest of each segment (wholly outside x) counted at once
+    const RotaryWalk walk(plan, is_q, rows, heads);
+    for (int64_t b = 0; b < walk.segments(); ++b) res.not_visited += walk.not_visited(b);
+    // one work item per head (programs of different heads touch disjoint columns)
+    parallel_for(workers, heads, 1, [&](int64_t h, int w) {
+      RotaryCallObservation& out = part[static_cast<size_t>(w)];
+      for (int64_t b = 0; b < walk.segments(); ++b) {
+        const auto [lo, hi] = walk.run(b);
+        for (int64_t rm = lo; rm < hi; ++rm)
+          rotate_row_head(c, out, walk.start(b) + rm, h, rm + walk.offset(b), walk.program(b, rm, h),
+                          walk.row_in_program(rm), walk.block(b, rm, h), b);
       }
-      // one work item per head (programs of different heads touch disjoint columns)
-      parallel_for(workers, heads, 1, [&](int64_t h, int w) {
-        RotaryResult& out = part[static_cast<size_t>(w)];
-        for (int64_t b = 0; b < batch; ++b) {
-          const int64_t start = cu[static_cast<size_t>(b)];
-          const int64_t len = sem::wrap_sub(cu[static_cast<size_t>(b) + 1], cu[static_cast<size_t>(b)]);
-          const int64_t m_end = std::min<int64_t>(grid_m, (len + BM - 1) / BM);
-          for (int64_t m = 0; m < m_end; ++m) {
-            const uint64_t blk = (static_cast<uint64_t>(h) * static_cast<uint64_t>(batch) + static_cast<uint64_t>(b)) *
-                                     static_cast<uint64_t>(grid_m) + static_cast<uint64_t>(m);
-            for (int64_t rm = m * BM; rm < std::min<int64_t>((m + 1) * BM, len); ++rm)
-              rotate_row_head(c, out, start + rm, h, rm + offset_of(b), {blk, static_cast<uint64_t>(rm - m * BM) << 20},
-                              {m, b, h}, b);
-          }
-        }
-      });
-    } else {
-      // fla: chunk_indices over every segment; program (chunk, 0, head)
-      std::vector<std::pair<int64_t, int64_t>> chunks;  // (segment, chunk)
-      for (int64_t b = 0; b < batch; ++b) {
-        const int64_t len = int64_t(cu[static_cast<size_t>(b) + 1]) - int64_t(cu[static_cast<size_t>(b)]);
-        const int64_t n = len > 0 ? (len + BM - 1) / BM : 0;
-        for (int64_t t = 0; t < n; ++t) chunks.emplace_back(b, t);
-      }
-      const int64_t NT = static_cast<int64_t>(chunks.size());
-      parallel_for(workers, heads, 1, [&](int64_t h, int w) {
-        RotaryResult& out = part[static_cast<size_t>(w)];
-        for (int64_t ci = 0; ci < NT; ++ci) {
-          const auto [b, t] = chunks[static_cast<size_t>(ci)];
-          const int64_t bos = cu[static_cast<size_t>(b)];
-          const int64_t len = int64_t(cu[static_cast<size_t>(b) + 1]) - bos;
-          const uint64_t blk = static_cast<uint64_t>(h) * static_cast<uint64_t>(NT) + static_cast<uint64_t>(ci);
-          for (int64_t ot = t * BM; ot < std::min<int64_t>((t + 1) * BM, len); ++ot)
-            rotate_row_head(c, out, bos + ot, h, ot + offset_of(b), {blk, static_cast<uint64_t>(ot - t * BM) << 20},
-                            {ci, 0, h}, b);
-        }
-      });
-    }
+    });
+    count_rotary_rows_outside(plan, is_q, walk, rows, heads, res);
   }
-  for (const RotaryResult& p : part) {
+  for (const RotaryCallObservation& p : part) {
     res.outside_tensor.merge(p.outside_tensor);
     res.outside_head.merge(p.outside_head);
     res.table.merge(p.table);
-    res.rows_rotated += p.rows_rotated;
-    res.rows_past_table += p.rows_past_table;
+    res.rotated += p.rotated;
+    res.past_table += p.past_table;
   }
   return res;
 }

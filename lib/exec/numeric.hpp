@@ -2,24 +2,19 @@
 // (bf16/fp16 emulated on fp32 storage), the seeded input generator, and the cos/sin table.
 //
 // Everything here is a pure function of its arguments, header-only and usable from device
-// code (AD_HD), so both backends produce bit-identical inputs for one --seed.
+// code (AD_HD), so both backends produce bit-identical inputs for one --seed. Values are kept
+// in fp32 and rounded to the element type (contract/vocabulary.hpp) wherever the real kernel
+// stores (or converts to) it.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 
-#if defined(__CUDACC__)
-#define AD_HD __host__ __device__ __forceinline__
-#else
-#define AD_HD inline
-#endif
+#include "contract/host_device.hpp"
+#include "contract/vocabulary.hpp"
 
 namespace ad::num {
-
-// Storage precision of the emulated tensors: values are kept in fp32 and rounded to the
-// batch's dtype wherever the real kernel stores (or converts to) that dtype.
-enum class Precision : uint8_t { fp32, bf16, fp16 };
 
 AD_HD uint32_t float_bits(float x) {
   uint32_t u;
@@ -55,8 +50,8 @@ AD_HD float round_fp16(float x) {
   return std::copysign(r, x);
 }
 
-AD_HD float round_to(Precision p, float x) {
-  return p == Precision::bf16 ? round_bf16(x) : p == Precision::fp16 ? round_fp16(x) : x;
+AD_HD float round_to(ElemType p, float x) {
+  return p == ElemType::bf16 ? round_bf16(x) : p == ElemType::fp16 ? round_fp16(x) : x;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -74,7 +69,7 @@ AD_HD uint64_t splitmix64(uint64_t x) {
 
 // Uniform in [-1, 1), rounded to the dtype, never zero (a zero would hide unwritten rows
 // and make every score equal): exact zeros become +-2^-7.
-AD_HD float input_value(uint64_t seed, InputTensor tensor, uint64_t index, Precision p) {
+AD_HD float input_value(uint64_t seed, InputTensor tensor, uint64_t index, ElemType p) {
   const uint64_t h = splitmix64(splitmix64(seed ^ (uint64_t(tensor) << 58)) + index);
   const float u = float(h >> 40) * (1.0f / 16777216.0f);  // [0, 1), 24 bits
   float v = round_to(p, 2.0f * u - 1.0f);
@@ -91,11 +86,16 @@ AD_HD float rotary_inv_freq(int64_t i, int64_t dim, double base) {
   const float expo = float(2 * i) / float(dim);
   return 1.0f / std::pow(float(base), expo);
 }
-AD_HD float rotary_cos(int64_t pos, int64_t i, int64_t dim, double base, Precision p) {
+AD_HD float rotary_cos(int64_t pos, int64_t i, int64_t dim, double base, ElemType p) {
   return round_to(p, std::cos(float(pos) * rotary_inv_freq(i, dim, base)));
 }
-AD_HD float rotary_sin(int64_t pos, int64_t i, int64_t dim, double base, Precision p) {
+AD_HD float rotary_sin(int64_t pos, int64_t i, int64_t dim, double base, ElemType p) {
   return round_to(p, std::sin(float(pos) * rotary_inv_freq(i, dim, base)));
 }
+
+// ---------------------------------------------------------------------------------------
+// Reference tolerance: a (row, head) passes when ||out - ref||_2 / ||ref||_2 is within this.
+
+AD_HD double tolerance_for(ElemType p) { return p == ElemType::bf16 ? 1e-2 : p == ElemType::fp16 ? 2e-3 : 1e-5; }
 
 }  // namespace ad::num

@@ -26,13 +26,14 @@ nlohmann::json num_json(double v) {
 std::string raise_text(const HostRaise& r) { return r.where + " raises " + r.type + ": " + r.message; }
 nlohmann::json raise_json(const HostRaise& r) { return {{"where", r.where}, {"type", r.type}, {"message", r.message}}; }
 
-nlohmann::json access_json(const AccessRecord& a) {
+nlohmann::json access_json(const AccessRecord& r) {
+  const Access& a = r.first;
   nlohmann::json j = {{"kind", to_string(a.kind)}, {"buffer", to_string(a.buffer)}, {"index", a.index},
-                      {"bound", a.bound}, {"unit", a.unit_rows ? "rows" : "elements"}, {"count", a.count}};
+                      {"bound", a.bound}, {"unit", to_string(a.unit)}, {"count", r.count}};
   if (a.row >= 0) j["row"] = a.row;
   if (a.segment >= 0) j["segment"] = a.segment;
   if (a.head >= 0) j["head"] = a.head;
-  if (a.block[0] >= 0 || a.block[1] >= 0 || a.block[2] >= 0) j["block"] = a.block;
+  if (a.block[0] >= 0 || a.block[1] >= 0 || a.block[2] >= 0) j["block"] = {a.block[0], a.block[1], a.block[2]};
   return j;
 }
 
@@ -46,11 +47,11 @@ void Stages::not_reached(size_t from, const std::string& why) {
     res.stages.push_back(StageRecord{kDynamicStages[i], "skipped", 0.0, "not reached: " + why, nlohmann::json::object()});
 }
 
-void host_raise(Stages& st, StageRecord& s, size_t stage_index, const HostRaise& r, const char* what, int64_t rows) {
+void host_raise(Stages& st, StageRecord& s, size_t next_stage, const HostRaise& r, const char* what, int64_t rows) {
   s.status = "violation";
   s.detail = raise_text(r) + " (host check, before any launch)";
   s.data["raises"] = raise_json(r);
-  st.not_reached(stage_index, std::string("the ") + what + " call raises");
+  st.not_reached(next_stage, std::string("the ") + what + " call raises");
   st.res.violations.push_back(raised_violation(r, rows));
 }
 
@@ -59,15 +60,16 @@ void conversion_raise(Stages& st, const HostRaise& r, int64_t rows) {
   if (st.res.violations.empty()) st.res.violations.push_back(raised_violation(r, rows));
 }
 
-void unpad_gather(StageRecord& s, ExecResult& res, const AccessRecord& first, const std::string& first_tensor,
+void unpad_gather(StageRecord& s, ExecResult& res, const AccessRecord& rec, const std::string& first_tensor,
                   int64_t out_of_bounds_total) {
   s.data["out_of_bounds"] = out_of_bounds_total;
-  if (!first.has_first) return;
+  if (!rec.has_first()) return;
+  const Access& first = rec.first;
   s.status = "violation";
   const bool key = first_tensor != "q";
   const std::string which = key ? "key" : "query";
   const std::string idx_name = key ? "indices_k" : "indices_q";
-  const int64_t per_gather = first.count;
+  const int64_t per_gather = int64_t(rec.count);
   s.detail = std::to_string(out_of_bounds_total) + " gather indices out of range";
   res.violations.push_back(make_violation(
       "unpad.gather", Severity::error,
@@ -85,29 +87,30 @@ void rotary_access(StageRecord& s, ExecResult& res, const RotaryPlan& r, int64_t
   for (int call = 0; call < 2; ++call) {
     const RotaryCall& rr = call == 0 ? q : k;
     const char* tensor = call == 0 ? "q" : "k";
-    const AccessRecord* first = rr.outside_tensor.has_first ? &rr.outside_tensor
-                                : rr.table.has_first        ? &rr.table
-                                : rr.outside_head.has_first ? &rr.outside_head
+    const AccessRecord* rec = rr.outside_tensor.has_first() ? &rr.outside_tensor
+                              : rr.table.has_first()        ? &rr.table
+                              : rr.outside_head.has_first() ? &rr.outside_head
                                                             : nullptr;
-    if (!first) continue;
-    std::string msg = to_string(r.contract) + " rotary (dim " + std::to_string(r.dim) + ", head_dim " + std::to_string(head_dim) + ") ";
-    if (first == &rr.outside_tensor)
+    if (!rec) continue;
+    const Access* first = &rec->first;
+    std::string msg = std::string(to_string(r.contract)) + " rotary (dim " + std::to_string(r.dim) + ", head_dim " + std::to_string(head_dim) + ") ";
+    if (rec == &rr.outside_tensor)
       msg += std::string(to_string(first->kind)) + "s past the end of " + tensor + ": element " + std::to_string(first->index) +
              " >= " + std::to_string(first->bound) + " (row " + std::to_string(first->row) + ", head " +
              std::to_string(first->head) + "); " + std::to_string(rr.outside_tensor.count) +
              " accesses outside the tensor (not performed)";
-    else if (first == &rr.table)
+    else if (rec == &rr.table)
       msg += "reads the cos/sin table at a negative position (element " + std::to_string(first->index) + ", row " +
              std::to_string(first->row) + ")";
     else
       msg += std::string(to_string(first->kind)) + "s outside its head: head " + std::to_string(first->head) + " of " +
              tensor + " row " + std::to_string(first->row) + " touches element " + std::to_string(first->index) +
              " of the next heads";
-    if (rr.outside_head.count > 0 && first != &rr.outside_head)
+    if (rr.outside_head.count > 0 && rec != &rr.outside_head)
       msg += "; " + std::to_string(rr.outside_head.count) + " accesses inside the tensor but outside their head";
     else if (rr.outside_head.count > 0)
       msg += "; " + std::to_string(rr.outside_head.count) + " such accesses (silent corruption of the neighbouring heads)";
-    nlohmann::json ev = access_json(*first);
+    nlohmann::json ev = access_json(*rec);
     ev["tensor"] = tensor;
     ev["outside_tensor"] = rr.outside_tensor.count;
     ev["outside_head"] = rr.outside_head.count;
@@ -131,15 +134,42 @@ void attention_launch(StageRecord& s, const ExecPlan& plan) {
   if (at.swapped) s.data["seqlenq_ngroups_swapped"] = true;
 }
 
-void attention(StageRecord& s, ExecResult& res, const AccessRecord& a, const Coverage& c, int64_t total_q) {
-  if (a.has_first) {
-    std::string what = a.buffer == ExecBuffer::lse ? "softmax_lse element" : to_string(a.buffer) + " row";
+Coverage coverage_of(const std::vector<uint32_t>& writes, const AttentionPlan& at) {
+  Coverage c;
+  const auto& cq = at.cu_seqlens_q;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    const int64_t r = static_cast<int64_t>(i);
+    const uint32_t n = writes[i];
+    if (n == 0) {
+      if (c.rows_never++ == 0) c.first_never = r;
+      continue;
+    }
+    ++c.rows_written;
+    if (n > 1 && c.rows_twice++ == 0) {
+      c.first_twice = r;
+      c.first_twice_count = n;
+    }
+    if (at.swapped && i + 1 < cq.size()) {
+      const int64_t s0 = cq[i], s1 = cq[i + 1];
+      if (!(s0 <= r && r < s1) && c.rows_foreign++ == 0) {
+        c.first_foreign = r;
+        c.first_foreign_segment = r;
+      }
+    }
+  }
+  return c;
+}
+
+void attention(StageRecord& s, ExecResult& res, const AccessRecord& rec, const Coverage& c, int64_t total_q) {
+  if (rec.has_first()) {
+    const Access& a = rec.first;
+    std::string what = a.buffer == Buffer::lse ? "softmax_lse element" : std::string(to_string(a.buffer)) + " row";
     std::string msg = "segment " + std::to_string(a.segment) + ", CTA (m=" + std::to_string(a.block[0]) + ", b=" +
                       std::to_string(a.block[1]) + ", h=" + std::to_string(a.block[2]) + ") " +
                       (a.kind == AccessKind::read ? "reads " : "writes ") + what + " " + std::to_string(a.index) +
-                      (a.index < 0 ? " < 0" : " >= " + std::to_string(a.bound)) + "; " + std::to_string(a.count) +
+                      (a.index < 0 ? " < 0" : " >= " + std::to_string(a.bound)) + "; " + std::to_string(rec.count) +
                       " out-of-bounds row accesses in all (not performed)";
-    res.violations.push_back(make_violation("attention.access", Severity::error, msg, access_json(a)));
+    res.violations.push_back(make_violation("attention.access", Severity::error, msg, access_json(rec)));
   }
   if (c.rows_never > 0 || c.rows_twice > 0 || c.rows_foreign > 0) {
     std::vector<std::string> parts;
@@ -169,18 +199,19 @@ void attention(StageRecord& s, ExecResult& res, const AccessRecord& a, const Cov
     for (size_t i = 0; i < parts.size(); ++i) msg += (i ? "; " : "") + parts[i];
     res.violations.push_back(make_violation("attention.coverage", Severity::error, msg, ev));
   }
-  if (a.has_first || c.rows_never > 0 || c.rows_twice > 0 || c.rows_foreign > 0) s.status = "violation";
+  if (rec.has_first() || c.rows_never > 0 || c.rows_twice > 0 || c.rows_foreign > 0) s.status = "violation";
 }
 
-void pad_scatter(StageRecord& s, ExecResult& res, const AccessRecord& oob) {
-  if (!oob.has_first) return;
+void pad_scatter(StageRecord& s, ExecResult& res, const AccessRecord& rec) {
+  if (!rec.has_first()) return;
+  const Access& oob = rec.first;
   s.status = "violation";
   res.violations.push_back(make_violation(
       "pad.scatter", Severity::error,
       "index " + std::to_string(oob.index) + (oob.index < 0 ? " < 0" : " >= " + std::to_string(oob.bound)) +
-          " in pad_input's scatter (indices_q[" + std::to_string(oob.row) + "]); " + std::to_string(oob.count) +
+          " in pad_input's scatter (indices_q[" + std::to_string(oob.row) + "]); " + std::to_string(rec.count) +
           " rows not scattered",
-      {{"position", oob.row}, {"index", oob.index}, {"bound", oob.bound}, {"count", oob.count}}));
+      {{"position", oob.row}, {"index", oob.index}, {"bound", oob.bound}, {"count", rec.count}}));
 }
 
 void result(StageRecord& s, ExecResult& res, const ExecPlan& plan, const ResultInputs& in) {

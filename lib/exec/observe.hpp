@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "exec/access.hpp"
+#include "contract/access_record.hpp"
 #include "exec/exec.hpp"
 #include "exec/plan.hpp"
 
@@ -30,9 +30,9 @@ struct Stages {
   void not_reached(size_t from, const std::string& why);
 };
 
-// A host raise before any launch of `stage` (rotary = 2, attention = 3): the stage is a
-// violation, the later stages are not reached, and no output row is ever written.
-void host_raise(Stages& st, StageRecord& s, size_t stage_index, const HostRaise& r, const char* what, int64_t rows);
+// A host raise before any launch of stage `s`: the stage is a violation, the stages from
+// index `next_stage` on are not reached, and no output row is ever written.
+void host_raise(Stages& st, StageRecord& s, size_t next_stage, const HostRaise& r, const char* what, int64_t rows);
 
 // The replayed conversion raises after the unpad gathers (e.g. unpacking flash-attn's
 // five return values): the later stages are not reached; the raise is the violation unless
@@ -55,12 +55,18 @@ void rotary_access(StageRecord& s, ExecResult& res, const RotaryPlan& r, int64_t
 // attention: what the launch is (function, grid, tile, mask flags), before it runs.
 void attention_launch(StageRecord& s, const ExecPlan& plan);
 
-// attention: the first refused access, and which output rows were written how often.
+// attention: which output rows were written how often, from the writes per packed row
+// (the segments whose CTAs wrote it). On the single-query swapped path segment b writes row
+// b, which must lie in segment b of cu_seqlens_q.
 struct Coverage {
+  int64_t rows_written = 0;
   int64_t rows_never = 0, first_never = -1;
   int64_t rows_twice = 0, first_twice = -1, first_twice_count = 0;
   int64_t rows_foreign = 0, first_foreign = -1, first_foreign_segment = -1;
 };
+Coverage coverage_of(const std::vector<uint32_t>& writes, const AttentionPlan& at);
+
+// attention: the first refused access, and the coverage.
 void attention(StageRecord& s, ExecResult& res, const AccessRecord& access, const Coverage& coverage, int64_t total_q);
 
 // pad: the first out-of-range scatter index.

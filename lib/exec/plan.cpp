@@ -6,6 +6,8 @@
 #include "exec/plan.hpp"
 
 #include "check/check.hpp"
+#include "contract/rotary.hpp"
+#include "exec/clip.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -13,34 +15,6 @@
 #include <thread>
 
 namespace ad {
-
-std::string to_string(ExecBuffer b) {
-  switch (b) {
-    case ExecBuffer::q_src: return "q (padded)";
-    case ExecBuffer::k_src: return "k (padded)";
-    case ExecBuffer::v_src: return "v (padded)";
-    case ExecBuffer::q: return "q";
-    case ExecBuffer::k: return "k";
-    case ExecBuffer::v: return "v";
-    case ExecBuffer::q_rot: return "q (rotary output)";
-    case ExecBuffer::k_rot: return "k (rotary output)";
-    case ExecBuffer::out: return "out";
-    case ExecBuffer::lse: return "softmax_lse";
-    case ExecBuffer::out_final: return "out (padded)";
-    case ExecBuffer::cos: return "cos";
-    case ExecBuffer::sin: return "sin";
-  }
-  return "?";
-}
-
-std::string to_string(RotaryContract c) {
-  switch (c) {
-    case RotaryContract::flash_attn: return "flash_attn";
-    case RotaryContract::fla: return "fla";
-    case RotaryContract::hf: return "hf";
-  }
-  return "?";
-}
 
 std::vector<StageRecord> skipped_stages(const std::string& why) {
   std::vector<StageRecord> out;
@@ -82,11 +56,11 @@ std::string human_bytes(int64_t b) {
   return buf;
 }
 
-num::Precision precision_of(DType t) {
+ElemType elem_type_of(DType t) {
   switch (t) {
-    case DType::bf16: return num::Precision::bf16;
-    case DType::fp16: return num::Precision::fp16;
-    default: return num::Precision::fp32;
+    case DType::bf16: return ElemType::bf16;
+    case DType::fp16: return ElemType::fp16;
+    default: return ElemType::fp32;
   }
 }
 
@@ -129,11 +103,10 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
   at.num_heads = p.num_heads;
   at.num_kv_heads = p.num_kv_heads;
   at.head_dim = p.head_dim;
-  at.ngroups = p.num_kv_heads > 0 ? std::max<int64_t>(1, p.num_heads / p.num_kv_heads) : 1;
   at.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.head_dim)));
   at.softcap = a.call.softcap && *a.call.softcap > 0 ? static_cast<float>(*a.call.softcap) : 0.f;
   const bool dropout = a.call.dropout > 0;
-  at.tile = sem::fa2_tile(static_cast<int>(std::min<int64_t>(p.head_dim, 256)), dropout, at.arch);
+  at.tile = fa2::tile_for(static_cast<int>(std::min<int64_t>(p.head_dim, 256)), dropout, at.arch);
 
   auto fail = [&](std::string type, std::string message) {
     if (!at.raises) at.raises = raise(where, std::move(type), std::move(message));
@@ -163,13 +136,19 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
   int64_t max_q = a.max_seqlen_q.value, max_k = a.max_seqlen_k.value;
   if (max_q > kInt32Max || max_q < -kInt32Max - 1 || max_k > kInt32Max || max_k < -kInt32Max - 1)
     fail("TypeError", "mha_varlen_fwd(): incompatible function arguments (max_seqlen does not fit a C int)");
-  bool causal = a.call.causal;
-  int64_t wl = a.call.window_left, wr = a.call.window_right;
-  if (max_q == 1) causal = false;  // "causal=true is the same as causal=false in this case"
-  if (causal) wr = 0;
-  // seqlenq_ngroups_swapped: q (total_q, H, D) reshaped to (batch, Hk, ngroups, D)
-  at.swapped = max_q == 1 && p.num_heads > p.num_kv_heads && wl < 0 && wr < 0 && !dropout && p.head_dim % 8 == 0;
+  const fa2::Normalized n = fa2::normalize({.max_seqlen_q = max_q,
+                                            .max_seqlen_k = max_k,
+                                            .num_heads = p.num_heads,
+                                            .num_heads_k = p.num_kv_heads,
+                                            .head_dim = p.head_dim,
+                                            .causal = a.call.causal,
+                                            .window_left = a.call.window_left,
+                                            .window_right = a.call.window_right,
+                                            .dropout = dropout});
+  at.swapped = n.swapped;
+  at.ngroups = n.ngroups;
   if (at.swapped && !at.raises) {
+    // seqlenq_ngroups_swapped: q (total_q, H, D) reshaped to (batch, Hk, ngroups, D)
     if (at.total_q != batch_size || batch_size <= 0)
       fail("RuntimeError", "shape '" + shape_text({batch_size, p.num_kv_heads, at.ngroups, p.head_dim}) +
                                "' is invalid for input of size " + std::to_string(at.total_q * p.num_heads * p.head_dim));
@@ -178,8 +157,6 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
   if (p.head_dim > 256) fail("RuntimeError", "FlashAttention forward only supports head dimension at most 256");
   if (p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0)
     fail("RuntimeError", "Number of heads in key/value must divide number of heads in query");
-  if (wl >= max_k) wl = -1;
-  if (wr >= max_k) wr = -1;
   if (!dense) {
     if (a.cu_seqlens_q.rank() != 1) fail("RuntimeError", "cu_seqlens_q must have shape (batch_size + 1)");
     else if (a.cu_seqlens_k.rank() != 1 || a.cu_seqlens_k.numel() != batch_size + 1)
@@ -187,26 +164,16 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
     if (at.seqused_k && static_cast<int64_t>(at.seqused_k->size()) != batch_size)
       fail("RuntimeError", "seqused_k must have shape (batch_size)");
   }
-  // set_params_fprop: causal is (left < 0, right == 0); a one-sided window gets max_seqlen_k
-  // on its open side; Is_local = any window and not causal.
-  const bool is_causal = wl < 0 && wr == 0;
-  if (wl < 0 && wr >= 0) wl = max_k;
-  if (wl >= 0 && wr < 0) wr = max_k;
-  at.flags.causal = is_causal;
-  at.flags.local = (wl >= 0 || wr >= 0) && !is_causal;
-  at.flags.window_left = static_cast<int32_t>(wl);
-  at.flags.window_right = static_cast<int32_t>(wr);
-  at.flags.block_m = at.tile.block_m;
-  at.flags.block_n = at.tile.block_n;
+  at.flags = {.causal = n.causal,
+              .local = n.local,
+              .window_left = static_cast<int32_t>(n.window_left),
+              .window_right = static_cast<int32_t>(n.window_right),
+              .block_m = at.tile.block_m,
+              .block_n = at.tile.block_n};
 
-  if (at.swapped) {
-    // The kernel then sees Hk heads, ngroups rows per "sequence", no cu_seqlens_q.
-    at.max_seqlen_q = static_cast<int32_t>(at.ngroups);
-    at.grid_h = p.num_kv_heads;
-  } else {
-    at.max_seqlen_q = static_cast<int32_t>(max_q);
-    at.grid_h = p.num_heads;
-  }
+  // swapped: the kernel sees Hk heads, ngroups rows per "sequence", no cu_seqlens_q
+  at.max_seqlen_q = static_cast<int32_t>(n.max_seqlen_q);
+  at.grid_h = n.num_heads;
   at.max_seqlen_k = static_cast<int32_t>(max_k);
   at.grid_b = at.num_segments;
   at.grid_m = (static_cast<int64_t>(at.max_seqlen_q) + at.tile.block_m - 1) / at.tile.block_m;
@@ -287,7 +254,7 @@ void plan_rotary(ExecPlan& p, const Batch& batch, const VarlenArgs& a, const std
     int fa_minor = 6;
     if (auto v = parse_version(p.flash_attn_release); v && v->release.size() >= 2 && v->release[0] == 2)
       fa_minor = static_cast<int>(v->release[1]);
-    r.block_rows = sem::flash_attn_rotary_block_m(rotary_dim, r.interleaved, fa_minor);
+    r.block_rows = rope::flash_attn_block_m(rotary_dim, r.interleaved, fa_minor);
     const std::string where = "flash_attn.layers.rotary > apply_rotary";
     if (rotary_dim > D) fail(where, "AssertionError", "rotary_dim must be <= headdim");
     else if (D > 256) fail(where, "AssertionError", "Only support headdim <= 256");
@@ -304,7 +271,7 @@ void plan_rotary(ExecPlan& p, const Batch& batch, const VarlenArgs& a, const std
     const int64_t T = r.varlen || (Lq <= 0 && Lk <= 0) ? std::max(a.total_q, a.total_k) : std::max(Lq, Lk);
     r.table_rows = cfg.table_length ? *cfg.table_length : T + max_offset;
     r.inplace = false;
-    r.block_rows = std::min<int64_t>(128, sem::next_power_of_2(std::max<int64_t>(1, (T + 131) / 132)));
+    r.block_rows = rope::fla_block_t(T);
     const std::string where = "fla.modules.rotary > rotary_embedding_fwdbwd";
     if (D > 256) fail(where, "AssertionError", "Only support D <= 256");
     else if (r.table_rows < T)
@@ -388,7 +355,7 @@ void plan_reference(ExecPlan& p, const Batch& batch, const VarlenArgs& a, int64_
   ref.window_right = meant.window_right;
   ref.softcap = meant.softcap && *meant.softcap > 0 ? *meant.softcap : 0.0;
   ref.softmax_scale = 1.0 / std::sqrt(static_cast<double>(p.head_dim));
-  ref.tolerance = sem::tolerance_for(p.precision);
+  ref.tolerance = num::tolerance_for(p.elem);
   if (p.rotary.enabled) {
     ref.rotary = true;
     ref.rotary_dim = std::min<int64_t>(2 * p.rotary.half, p.head_dim) / 2 * 2;
@@ -520,26 +487,6 @@ void sample_range(std::vector<uint8_t>& flags, int64_t first, int64_t count, int
 
 }  // namespace
 
-int64_t ExecPlan::elements(ExecBuffer b) const {
-  const int64_t H = num_heads, Hk = num_kv_heads, D = head_dim;
-  switch (b) {
-    case ExecBuffer::q_src: return rows_q_src * H * D;
-    case ExecBuffer::k_src:
-    case ExecBuffer::v_src: return rows_k_src * Hk * D;
-    case ExecBuffer::q:
-    case ExecBuffer::q_rot:
-    case ExecBuffer::out: return attention.total_q * H * D;
-    case ExecBuffer::k:
-    case ExecBuffer::v:
-    case ExecBuffer::k_rot: return attention.total_k * Hk * D;
-    case ExecBuffer::lse: return attention.lse_elements;
-    case ExecBuffer::out_final: return rows_final * H * D;
-    case ExecBuffer::cos:
-    case ExecBuffer::sin: return rotary.table_rows * rotary.half;
-  }
-  return 0;
-}
-
 ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const ExecOptions& options) {
   ExecPlan p;
   p.seed = options.seed;
@@ -547,7 +494,7 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
   const unsigned hw = std::thread::hardware_concurrency();
   p.threads = options.threads > 0 ? options.threads : static_cast<int>(std::clamp(hw, 1u, 64u));
   p.dtype = batch.model.dtype;
-  p.precision = precision_of(p.dtype);
+  p.elem = elem_type_of(p.dtype);
   p.num_heads = batch.model.num_heads;
   p.num_kv_heads = batch.model.num_kv_heads > 0 ? batch.model.num_kv_heads : batch.model.num_heads;
   p.head_dim = batch.model.head_dim;
@@ -755,9 +702,11 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
     const auto& cq = at.cu_seqlens_q;
     const auto& ck = at.cu_seqlens_k;
     for (int64_t b = 0; b < at.num_segments && static_cast<size_t>(b + 1) < cq.size(); ++b) {
-      const int64_t lq = at.swapped ? 1 : sem::wrap_sub(cq[static_cast<size_t>(b) + 1], cq[static_cast<size_t>(b)]);
-      const int64_t lk = static_cast<size_t>(b + 1) < ck.size() ? sem::wrap_sub(ck[static_cast<size_t>(b) + 1], ck[static_cast<size_t>(b)]) : 0;
-      const int64_t rows = std::min<int64_t>(lq, std::max<int64_t>(at.grid_m, 0) * at.tile.block_m);
+      const int64_t lq = at.swapped ? 1 : fa2::wrap_sub(cq[static_cast<size_t>(b) + 1], cq[static_cast<size_t>(b)]);
+      const int64_t lk = static_cast<size_t>(b + 1) < ck.size() ? fa2::wrap_sub(ck[static_cast<size_t>(b) + 1], ck[static_cast<size_t>(b)]) : 0;
+      // the rows the stages compute: those the grid covers, inside q (the rest is counted, clip.hpp)
+      const int64_t inside = at.swapped ? lq : std::max<int64_t>(0, at.total_q - fa2::row_offset(cq[static_cast<size_t>(b)]));
+      const int64_t rows = std::min({lq, std::max<int64_t>(at.grid_m, 0) * at.tile.block_m, inside});
       cost = std::min<int64_t>(cost + attention_macs(rows, lk, at.flags.causal, at.flags.local ? at.flags.window_left : -1,
                                                      at.flags.window_right, p.num_heads, p.head_dim),
                                int64_t{1} << 62);
@@ -775,8 +724,8 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
       atm.sample.assign(static_cast<size_t>(total_q), 0);
       p.reference.sample.assign(static_cast<size_t>(std::max<int64_t>(p.rows_final, 0)), 0);
       for (int64_t b = 0; b < atm.num_segments && static_cast<size_t>(b + 1) < cq.size(); ++b) {
-        int64_t first = atm.swapped ? b : sem::fa2_row_offset(cq[static_cast<size_t>(b)]);
-        int64_t len = atm.swapped ? 1 : sem::wrap_sub(cq[static_cast<size_t>(b) + 1], cq[static_cast<size_t>(b)]);
+        int64_t first = atm.swapped ? b : fa2::row_offset(cq[static_cast<size_t>(b)]);
+        int64_t len = atm.swapped ? 1 : fa2::wrap_sub(cq[static_cast<size_t>(b) + 1], cq[static_cast<size_t>(b)]);
         if (len <= 0 || first >= total_q) continue;
         len = std::min(len, total_q - first);
         sample_range(atm.sample, first, len, std::max<int64_t>(2, static_cast<int64_t>(std::ceil(f * double(len)))));
@@ -812,6 +761,8 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
       p.reference.rows_sampled = p.reference.rows_total;
     }
   }
+  p.attention.past_rows = attention_tiles_past_rows(p);
+  if (std::string n = clipped_note(p); !n.empty()) p.notes.push_back(std::move(n));
   return p;
 }
 

@@ -24,21 +24,16 @@
 #include "batch/batch.hpp"
 #include "convert/convert.hpp"
 #include "exec/exec.hpp"
+#include "contract/access_record.hpp"
+#include "contract/fa2_forward.hpp"
+#include "contract/vocabulary.hpp"
 #include "exec/numeric.hpp"
-#include "exec/semantics.hpp"
 
 namespace ad {
 
-// The buffers a backend allocates and checks accesses against.
-enum class ExecBuffer : uint8_t {
-  q_src, k_src, v_src,        // source frame
-  q, k, v,                    // packed (gather output)
-  q_rot, k_rot,               // rotary output (aliases q/k when rotary is off)
-  out, lse,                   // attention output (packed) and LSE
-  out_final,                  // pad_input output (mask path); aliases out otherwise
-  cos, sin,                   // rotary table
-};
-std::string to_string(ExecBuffer b);
+// The buffers a backend allocates and checks accesses against are `Buffer`
+// (contract/vocabulary.hpp): q_rot/k_rot alias q/k when rotary is off, out_final aliases out
+// off the mask path.
 
 // A failure the library raises on the host before launching anything (Python assert,
 // TORCH_CHECK, a reshape, a launch-configuration error). The stage that raises does not run
@@ -65,9 +60,6 @@ struct UnpadPlan {
   GatherPlan q;  // q gather
   GatherPlan k;  // k and v gather (same indices)
 };
-
-enum class RotaryContract : uint8_t { flash_attn, fla, hf };
-std::string to_string(RotaryContract c);
 
 // The rotary call on the packed q and k. Positions are either computed by the kernel from
 // cu_seqlens and offsets (flash_attn/fla with varlen), or given per packed row (hf, and the
@@ -99,6 +91,16 @@ struct RotaryPlan {
   std::string note;
 };
 
+// The attention CTAs that lie wholly past the q/out rows (exec/clip.hpp): not run by either
+// engine; their accesses, all out of bounds, counted on the host.
+struct TilesPastRows {
+  AccessRecord access;   // first in launch order, and the count
+  int64_t tiles = 0;     // CTAs not run
+  int64_t segments = 0;  // segments that have such CTAs
+  int64_t first_segment = -1;
+  int64_t live_grid_m = 0;  // m blocks that cover every CTA with a row inside q/out
+};
+
 // flash_attn_varlen_func as the kernel runs it, after mha_varlen_fwd's host adjustments.
 struct AttentionPlan {
   int64_t num_segments = 0;              // batch_size = cu_seqlens_q.numel() - 1 (grid.y)
@@ -109,9 +111,9 @@ struct AttentionPlan {
   int32_t max_seqlen_k = 0;
   int64_t total_q = 0, total_k = 0;      // rows of q/out and of k/v
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
-  sem::GpuArch arch = sem::GpuArch::sm90;
-  sem::Fa2Tile tile{};                   // FA2 tile for the head dim
-  sem::Fa2Flags flags{};                 // causal/local/window/block sizes as compiled
+  fa2::GpuArch arch = fa2::GpuArch::sm90;
+  fa2::Tile tile{};                      // FA2 tile for the head dim
+  fa2::Flags flags{};                    // causal/local/window/block sizes as compiled
   int64_t grid_m = 0, grid_b = 0, grid_h = 0;  // (ceil(max_seqlen_q / BLOCK_M), N, H)
   float softmax_scale = 0.f;             // 1/sqrt(head_dim)
   float softcap = 0.f;                   // 0: off
@@ -119,11 +121,21 @@ struct AttentionPlan {
   int64_t ngroups = 1;                   // H / Hk
   bool unpadded_lse = true;              // (H, total_q) from 2.6.0; before: (N, H, max_seqlen_q)
   int64_t lse_elements = 0;
+  // Segment b as the kernel addresses it.
+  fa2::Segment segment(int64_t b) const {
+    return fa2::segment(cu_seqlens_q.data(), cu_seqlens_k.data(), seqused_k ? seqused_k->data() : nullptr, b, swapped,
+                        static_cast<int32_t>(ngroups));
+  }
+  fa2::LseShape lse_shape() const {
+    return {unpadded_lse ? fa2::LseLayout::unpadded : fa2::LseLayout::padded, total_q > 0 ? total_q : 0, num_heads,
+            max_seqlen_q};
+  }
   bool zero_fill = false;                // max_seqlen_k <= 0: the host zero-fills O, LSE = +inf
   std::optional<HostRaise> raises;
   // Sampling under the budget: rows of the packed q to compute (empty: all rows).
   std::vector<uint8_t> sample;
   int64_t rows_sampled = 0;              // rows flagged in `sample` (or total_q)
+  TilesPastRows past_rows;               // CTAs wholly past q/out: counted, not run
 };
 
 // pad_input: out_final = zeros(dst_rows); out_final[indices[i]] = out[i].
@@ -180,7 +192,7 @@ struct ExecPlan {
   std::string function;           // "flash_attn_varlen_func" | "flash_attn_func"
   std::string flash_attn_release; // rules applied, e.g. "2.6.3" (default when unknown)
   DType dtype = DType::bf16;
-  num::Precision precision = num::Precision::bf16;
+  ElemType elem = ElemType::bf16;          // storage type of q/k/v/out
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
   int64_t rows_q_src = 0, rows_k_src = 0;  // source frame rows
   int64_t rows_final = 0;                  // final output rows
@@ -202,7 +214,6 @@ struct ExecPlan {
   int threads = 1;                // worker threads the CPU backend uses
   std::vector<std::string> notes;
 
-  int64_t elements(ExecBuffer b) const;  // elements of each buffer (0 when absent)
 };
 
 // Builds the plan. Never throws for bad metadata (that is what the plan describes); throws

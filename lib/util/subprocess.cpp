@@ -1,4 +1,4 @@
-// posix_spawn + poll on two pipes; SIGKILL on timeout.
+// posix_spawn + poll on two pipes; SIGKILL (to the child, or its process group) on timeout.
 #include "util/subprocess.hpp"
 
 #include <fcntl.h>
@@ -23,7 +23,9 @@ std::string self_executable() {
   return ec ? std::string() : p.string();
 }
 
-ProcessResult run_process(const std::vector<std::string>& argv, double timeout_seconds, size_t max_output_bytes) {
+ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options) {
+  const double timeout_seconds = options.timeout_seconds;
+  const size_t max_output_bytes = options.max_output_bytes;
   ProcessResult r;
   auto start = std::chrono::steady_clock::now();
   int out_pipe[2], err_pipe[2];
@@ -45,8 +47,28 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  // the environment: the parent's, with options.env's names replaced
+  std::vector<std::string> env_store;
+  for (char** e = environ; *e; ++e) {
+    const std::string entry(*e);
+    const std::string name = entry.substr(0, entry.find('='));
+    bool replaced = false;
+    for (const auto& o : options.env) replaced = replaced || o.substr(0, o.find('=')) == name;
+    if (!replaced) env_store.push_back(entry);
+  }
+  env_store.insert(env_store.end(), options.env.begin(), options.env.end());
+  std::vector<char*> envp;
+  for (auto& e : env_store) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  if (options.own_process_group) {
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+  }
   pid_t pid = 0;
-  int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  int rc = posix_spawn(&pid, args[0], &actions, &attr, args.data(), envp.data());
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   close(out_pipe[1]);
   close(err_pipe[1]);
@@ -65,7 +87,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, double timeout_s
     double left = timeout_seconds - elapsed;
     if (left <= 0) {
       r.timed_out = true;
-      kill(pid, SIGKILL);
+      kill(options.own_process_group ? -pid : pid, SIGKILL);
       break;
     }
     int n = poll(fds, 2, static_cast<int>(std::min(left, 1.0) * 1000) + 1);

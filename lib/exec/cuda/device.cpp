@@ -90,10 +90,10 @@ nlohmann::json to_json(const DeviceInfo& d) {
 }
 
 LaunchOutcome checked_launch(const std::string& kernel, RecordSlot& slot,
-                             const std::function<void(kern::ViolationRecord*)>& launch) {
+                             const std::function<void(AccessRecord*)>& launch, const AccessRecord& initial) {
   LaunchOutcome out;
   out.kernel = kernel;
-  kern::ViolationRecord* rec = slot.reset();
+  AccessRecord* rec = slot.reset(initial);
   const auto t0 = std::chrono::steady_clock::now();
   launch(rec);
   check(cudaGetLastError(), ("launch " + kernel).c_str(), __FILE__, __LINE__);
@@ -103,39 +103,19 @@ LaunchOutcome checked_launch(const std::string& kernel, RecordSlot& slot,
   return out;
 }
 
-std::string describe(const kern::ViolationRecord& r) {
+std::string describe(const AccessRecord& r) {
   if (r.count == 0) return "no refused access";
+  const Access& a = r.first;
   std::ostringstream s;
-  const auto buffer = static_cast<kern::Buffer>(r.buffer);
-  s << to_string(buffer) << " " << to_string(static_cast<kern::Access>(r.access));
-  if (buffer == kern::Buffer::rotary_head)
-    s << " of column " << r.index << " outside the head's [0, " << r.bound << ")";
-  else
-    s << " of index " << r.index << " outside [0, " << r.bound << ")";
-  s << " (block (" << r.block[0] << "," << r.block[1] << "," << r.block[2] << "), thread " << r.thread;
-  if (r.segment >= 0) s << ", segment " << r.segment;
-  if (r.row >= 0) s << ", row " << r.row;
-  if (r.head >= 0) s << ", head " << r.head;
+  s << to_string(a.buffer) << " " << to_string(a.kind);
+  if (a.region == Region::head) s << " outside its head";
+  s << " of index " << a.index << " outside [0, " << a.bound << ") " << to_string(a.unit);
+  s << " (block (" << a.block[0] << "," << a.block[1] << "," << a.block[2] << "), thread " << r.thread;
+  if (a.segment >= 0) s << ", segment " << a.segment;
+  if (a.row >= 0) s << ", row " << a.row;
+  if (a.head >= 0) s << ", head " << a.head;
   s << "; " << r.count << " refused access" << (r.count == 1 ? "" : "es") << ")";
   return s.str();
-}
-
-nlohmann::json to_json(const kern::ViolationRecord& r) {
-  nlohmann::json j;
-  j["count"] = r.count;
-  if (r.count == 0) return j;
-  j["buffer"] = to_string(static_cast<kern::Buffer>(r.buffer));
-  j["access"] = to_string(static_cast<kern::Access>(r.access));
-  j["index"] = r.index;
-  j["bound"] = r.bound;
-  j["min_index"] = r.min_index;
-  j["block"] = {r.block[0], r.block[1], r.block[2]};
-  j["thread"] = r.thread;
-  if (r.segment >= 0) j["segment"] = r.segment;
-  if (r.row >= 0) j["row"] = r.row;
-  if (r.head >= 0) j["head"] = r.head;
-  if (r.tile >= 0) j["tile"] = r.tile;
-  return j;
 }
 
 }  // namespace ad::cuda

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cuda_check.hpp"
-#include "device_record.hpp"
+#include "contract/access_record.hpp"
 
 namespace ad::cuda {
 
@@ -103,35 +103,35 @@ class DeviceBuffer {
 
 struct LaunchOutcome {
   std::string kernel;               // e.g. "varlen_fwd_tc<bf16,d128,checked>"
-  kern::ViolationRecord record;     // what the kernel refused (count 0: nothing)
+  AccessRecord record;              // what the kernel refused (count 0: nothing)
   double ms = 0.0;                  // launch to completion, host clock
 };
 
-// A device-resident violation record, zeroed before each launch.
+// A device-resident access record (contract/access_record.hpp), reset to `initial` (an
+// empty record, or a detail_record) before each launch.
 class RecordSlot {
  public:
   RecordSlot() : buffer_(1) {}
-  kern::ViolationRecord* reset() {
-    const kern::ViolationRecord empty = kern::empty_record();
-    AD_CUDA_CHECK(cudaMemcpy(buffer_.get(), &empty, sizeof(empty), cudaMemcpyHostToDevice));
+  AccessRecord* reset(const AccessRecord& initial = AccessRecord{}) {
+    AD_CUDA_CHECK(cudaMemcpy(buffer_.get(), &initial, sizeof(initial), cudaMemcpyHostToDevice));
     return buffer_.get();
   }
-  kern::ViolationRecord read() const { return buffer_.download().front(); }
-  kern::ViolationRecord* get() const { return buffer_.get(); }
+  AccessRecord read() const { return buffer_.download().front(); }
+  AccessRecord* get() const { return buffer_.get(); }
 
  private:
-  DeviceBuffer<kern::ViolationRecord> buffer_;
+  DeviceBuffer<AccessRecord> buffer_;
 };
 
-// Resets the record, runs `launch` (which launches asynchronously), synchronises, turns a
-// launch or execution error into CudaError (file/line of this call site), and returns the
-// record the kernel wrote.
+// Resets the record (to `initial`), runs `launch` (which launches asynchronously),
+// synchronises, turns a launch or execution error into CudaError (file/line of this call
+// site), and returns the record the kernel wrote.
 LaunchOutcome checked_launch(const std::string& kernel, RecordSlot& slot,
-                             const std::function<void(kern::ViolationRecord*)>& launch);
+                             const std::function<void(AccessRecord*)>& launch,
+                             const AccessRecord& initial = AccessRecord{});
 
-// One-line description of a record, "q read of row 70 outside [0, 64) (block (0,1,3),
-// thread 17; 12 refused accesses)".
-std::string describe(const kern::ViolationRecord& record);
-nlohmann::json to_json(const kern::ViolationRecord& record);
+// One-line description of a record, "q read of index 70 outside [0, 64) (block (0,1,3),
+// thread 17, segment 1, row 70, head 3; 12 refused accesses)".
+std::string describe(const AccessRecord& record);
 
 }  // namespace ad::cuda

@@ -1,0 +1,79 @@
+// The words the CPU emulation (lib/exec) and the CUDA kernels (kernels/) share: the element
+// types the tensors are stored in, the buffers a call touches, the kinds of access, the
+// rotary contracts, and the checked/unchecked forms. One definition each; plain C++ with
+// fixed integer values, so a value written by a kernel reads the same on the host.
+#pragma once
+
+#include <cstdint>
+
+#include "contract/host_device.hpp"
+
+namespace ad {
+
+// Storage type of q/k/v/out. The emulation keeps fp32 values rounded to it wherever the
+// kernel stores (or converts to) it; the kernels store it natively. (The batch file's dtype,
+// which also names index and fp64/fp8 tensors, is `DType` in lib/batch.)
+enum class ElemType : int32_t { bf16 = 0, fp16 = 1, fp32 = 2 };
+AD_HD int elem_bytes(ElemType t) { return t == ElemType::fp32 ? 4 : 2; }
+inline const char* to_string(ElemType t) { return t == ElemType::bf16 ? "bf16" : t == ElemType::fp16 ? "fp16" : "fp32"; }
+
+// The buffers a call allocates and every checked access is compared with. Three frames:
+// source (what the framework held before the call), packed (what the varlen kernel
+// receives), final (what the caller gets back).
+enum class Buffer : int32_t {
+  none = 0,
+  q_src, k_src, v_src,  // source frame: the unpad gather reads them
+  q, k, v,              // packed: the gather writes them, attention reads them
+  q_rot, k_rot,         // rotary output (the packed tensors themselves when rotary runs in place)
+  out, lse,             // attention output (packed) and its log-sum-exp
+  out_final,            // pad_input's output (mask path)
+  cos, sin,             // rotary table
+  row_writes,           // the checked attention kernel's per-row write counters (coverage)
+};
+inline const char* to_string(Buffer b) {
+  switch (b) {
+    case Buffer::q_src: return "q (padded)";
+    case Buffer::k_src: return "k (padded)";
+    case Buffer::v_src: return "v (padded)";
+    case Buffer::q: return "q";
+    case Buffer::k: return "k";
+    case Buffer::v: return "v";
+    case Buffer::q_rot: return "q (rotary output)";
+    case Buffer::k_rot: return "k (rotary output)";
+    case Buffer::out: return "out";
+    case Buffer::lse: return "softmax_lse";
+    case Buffer::out_final: return "out (padded)";
+    case Buffer::cos: return "cos";
+    case Buffer::sin: return "sin";
+    case Buffer::row_writes: return "row_writes";
+    case Buffer::none: break;
+  }
+  return "none";
+}
+
+enum class AccessKind : int32_t { none = 0, read = 1, write = 2 };
+inline const char* to_string(AccessKind k) { return k == AccessKind::write ? "write" : "read"; }
+
+// What `index` and `bound` of an access count.
+enum class Unit : int32_t { elements = 0, rows = 1 };
+inline const char* to_string(Unit u) { return u == Unit::rows ? "rows" : "elements"; }
+
+// The extent an access left: its buffer, the head its row belongs to (a rotation wider than
+// the head), or the rotary table.
+enum class Region : int32_t { tensor = 0, head = 1, table = 2 };
+
+// Which rotary kernel a call runs (see contract/rotary.hpp for their geometry):
+//  flash_attn  flash_attn.ops.triton.rotary apply_rotary (in place, grid from max_seqlen)
+//  fla         fla.modules.rotary rotary_embedding_fwdbwd (a new tensor, chunks of every segment)
+//  hf          transformers' apply_rotary_pos_emb (positions per row, in the dtype; host only)
+enum class RotaryContract : int32_t { flash_attn = 0, fla = 1, hf = 2 };
+inline const char* to_string(RotaryContract c) {
+  return c == RotaryContract::flash_attn ? "flash_attn" : c == RotaryContract::fla ? "fla" : "hf";
+}
+
+// The checked form compares every access with its buffer's size and records instead of
+// performing an out-of-bounds access; the unchecked form is what the real stack runs.
+enum class Checks : int32_t { checked = 0, unchecked = 1 };
+inline const char* to_string(Checks c) { return c == Checks::checked ? "checked" : "unchecked"; }
+
+}  // namespace ad

@@ -1,0 +1,520 @@
+// The CUDA engine: the checked kernels of kernels/ behind the engine interface (engine.hpp),
+// run by the same stage driver as the CPU engine, so both report the same violations by
+// construction (the sweep of tests/test_cuda_backend.cpp checks it on a device).
+//
+//   unpad      kernels/unpad_pad.cu gather (k, v, then q: _upad_input's order)
+//   rotary     kernels/rotary.cu (flash_attn contract, varlen, rotation inside the head);
+//              the other contracts (fla's new output tensor, hf, positions per row) and
+//              cross-head rotations run on the CPU twin, said so in the stage record
+//   attention  kernels/varlen_attention*.cu (tensor cores for bf16/fp16 d64/d128)
+//   pad        kernels/unpad_pad.cu scatter (a repeated index: CPU twin, last one wins)
+//   result     on the host, by the driver
+//
+// Every launch goes through cuda::checked_launch: synchronised, its launch and execution
+// errors checked, its access record read, before anything else runs. The first refused
+// access of a launch is the one with the smallest launch-order key (contract/launch_order.hpp,
+// the CPU twin's order), found on the device (atomicMin); an idempotent kernel is then
+// relaunched in detail mode to collect that access's details, and the in-place rotary
+// kernel's is decoded from its key. What lies wholly past the tensors (a phantom segment) is
+// skipped by the kernels and counted on the host (exec/clip.hpp), as the CPU twin does.
+//
+// --raw: the parent re-executes this program (same arguments) with ATTN_DOCTOR_RAW_CHILD=
+// <stage> through util/subprocess, in its own process group under a time limit; the child
+// runs the stages before that one checked and that one unchecked, prints the CUDA error it
+// meets, and exits. The parent survives whatever happens to the child (a crash, a hang) and
+// reports its symptom beside the diagnosis.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <limits>
+
+#include "exec/clip.hpp"
+#include "exec/cpu_kernels.hpp"
+#include "exec/cuda/device.hpp"
+#include "exec/driver.hpp"
+#include "exec/engine.hpp"
+#include "launch.hpp"
+#include "util/subprocess.hpp"
+
+namespace ad {
+namespace {
+
+constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
+constexpr const char* kRawEnv = "ATTN_DOCTOR_RAW_CHILD";
+constexpr const char* kRawTag = "ATTN_DOCTOR_RAW_SYMPTOM: ";
+constexpr double kRawTimeoutSeconds = 60.0;
+
+// ---- device tensors ------------------------------------------------------------------------
+
+// Values already rounded to the dtype (num::round_to), so the conversion is exact.
+std::vector<unsigned char> encode(const float* x, size_t n, ElemType e) {
+  std::vector<unsigned char> out(n * size_t(elem_bytes(e)));
+  for (size_t i = 0; i < n; ++i) {
+    if (e == ElemType::fp32) {
+      std::memcpy(&out[i * 4], &x[i], 4);
+    } else {
+      const uint16_t b = e == ElemType::bf16 ? __nv_bfloat16_raw(__float2bfloat16_rn(x[i])).x
+                                             : __half_raw(__float2half_rn(x[i])).x;
+      std::memcpy(&out[i * 2], &b, 2);
+    }
+  }
+  return out;
+}
+
+std::vector<float> decode(const std::vector<unsigned char>& bytes, ElemType e) {
+  const size_t n = bytes.size() / size_t(elem_bytes(e));
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (e == ElemType::fp32) {
+      std::memcpy(&out[i], &bytes[i * 4], 4);
+    } else {
+      uint16_t b;
+      std::memcpy(&b, &bytes[i * 2], 2);
+      if (e == ElemType::bf16) {
+        __nv_bfloat16_raw r;
+        r.x = b;
+        out[i] = __bfloat162float(__nv_bfloat16(r));
+      } else {
+        __half_raw r;
+        r.x = b;
+        out[i] = __half2float(__half(r));
+      }
+    }
+  }
+  return out;
+}
+
+// A (rows, heads, D) tensor on the device in the batch's dtype.
+struct DTensor {
+  cuda::DeviceBuffer<unsigned char> buf;
+  int64_t rows = 0, heads = 0, dim = 0;
+  ElemType elem = ElemType::bf16;
+  int64_t numel() const { return rows * heads * dim; }
+  void allocate(int64_t r, int64_t h, int64_t d, ElemType e) {
+    rows = r, heads = h, dim = d, elem = e;
+    buf.allocate(size_t(std::max<int64_t>(numel(), 0)) * size_t(elem_bytes(e)));
+  }
+  void upload(const float* host) { buf.upload(encode(host, size_t(std::max<int64_t>(numel(), 0)), elem)); }
+  std::vector<float> download() const { return decode(buf.download(), elem); }
+  void poison() {
+    if (numel() > 0) {
+      kern::launch_fill_nan(buf.get(), numel(), elem);
+      AD_CUDA_CHECK(cudaDeviceSynchronize());
+    }
+  }
+  void* get() const { return buf.get(); }
+};
+
+// ---- the engine ----------------------------------------------------------------------------
+
+class CudaEngine final : public Engine {
+ public:
+  CudaEngine(std::optional<Stage> unchecked, int threads) : unchecked_(unchecked), threads_(std::max(1, threads)) {}
+  const char* name() const override { return "cuda"; }
+  std::string output_name() const override { return "GPU output"; }
+
+  void load(const ExecPlan& plan, const Inputs& in) override {
+    elem_ = plan.elem;
+    const int64_t H = plan.num_heads, Hk = plan.num_kv_heads, D = plan.head_dim;
+    q_src_.allocate(plan.rows_q_src, H, D, elem_);
+    k_src_.allocate(plan.rows_k_src, Hk, D, elem_);
+    v_src_.allocate(plan.rows_k_src, Hk, D, elem_);
+    q_src_.upload(in.q_src.data());
+    k_src_.upload(in.k_src.data());
+    v_src_.upload(in.v_src.data());
+    q_ = &q_src_, k_ = &k_src_, v_ = &v_src_;
+  }
+
+  GatherObservation gather(const ExecPlan& plan, Operand which) override {
+    const GatherPlan& g = which == Operand::q ? plan.unpad.q : plan.unpad.k;
+    const DTensor& src = which == Operand::q ? q_src_ : which == Operand::k ? k_src_ : v_src_;
+    DTensor& dst = which == Operand::q ? q_pk_ : which == Operand::k ? k_pk_ : v_pk_;
+    const char* tensor = which == Operand::q ? "q" : which == Operand::k ? "k" : "v";
+    dst.allocate(g.dst_rows, src.heads, plan.head_dim, elem_);
+    dst.poison();
+    cuda::DeviceBuffer<int64_t> idx(g.indices);
+    kern::IndexCopyParams p{src.get(), src.rows, dst.get(), g.dst_rows, src.heads * plan.head_dim * elem_bytes(elem_),
+                            idx.get(), int64_t(g.indices.size()), nullptr,
+                            which == Operand::q ? Buffer::q_src : which == Operand::k ? Buffer::k_src : Buffer::v_src,
+                            which == Operand::q ? Buffer::q : which == Operand::k ? Buffer::k : Buffer::v};
+    const Checks checks = checks_for(Stage::unpad);
+    GatherObservation ob;
+    ob.out_of_range = launch_recorded(std::string("unpad_gather ") + tensor, checks, [&](AccessRecord* rec, bool) {
+      p.record = rec;
+      kern::launch_unpad_gather(p, checks);
+    });
+    (which == Operand::q ? q_ : which == Operand::k ? k_ : v_) = &dst;
+    ob.facts = {{"engine", "cuda"}};
+    return ob;
+  }
+
+  RotaryObservation rotary(const ExecPlan& plan, const RotaryTable& table) override {
+    const RotaryPlan& r = plan.rotary;
+    bool offsets_ok = true;
+    for (int64_t o : r.offsets_q) offsets_ok = offsets_ok && o >= 0;
+    for (int64_t o : r.offsets_k) offsets_ok = offsets_ok && o >= 0;
+    const bool on_gpu = r.contract == RotaryContract::flash_attn && r.varlen && r.inplace && 2 * r.half <= plan.head_dim &&
+                        offsets_ok && r.block_rows > 0;
+    RotaryObservation ob;
+    ob.facts = {{"engine", on_gpu ? "cuda" : "cpu-twin"}};
+    if (!on_gpu) {
+      ob.facts["why_cpu"] = "the CUDA rotary kernel covers the flash_attn contract in place on varlen input with the "
+                            "rotation inside the head; this call needs the CPU twin's semantics";
+      // the CPU twin on host copies of the packed tensors, then back to the device
+      const int64_t total_q = std::max<int64_t>(plan.attention.total_q, 0), total_k = std::max<int64_t>(plan.attention.total_k, 0);
+      const std::vector<float> qh = q_->download(), kh = k_->download();
+      std::vector<float> q_rot = cpu::rotary_output(plan, qh.data(), total_q, plan.num_heads);
+      std::vector<float> k_rot = cpu::rotary_output(plan, kh.data(), total_k, plan.num_kv_heads);
+      ob.q = cpu::rotary_apply(plan, true, qh.data(), q_rot.data(), total_q, plan.num_heads, table.cos.data(),
+                               table.sin.data(), threads_);
+      ob.k = cpu::rotary_apply(plan, false, kh.data(), k_rot.data(), total_k, plan.num_kv_heads, table.cos.data(),
+                               table.sin.data(), threads_);
+      q_->upload(q_rot.data());
+      k_->upload(k_rot.data());
+      return ob;
+    }
+    cuda::DeviceBuffer<float> dcos(table.cos), dsin(table.sin);
+    for (const bool is_q : {true, false}) {
+      DTensor& x = is_q ? *q_ : *k_;
+      RotaryCallObservation& call = is_q ? ob.q : ob.k;
+      const RotaryWalk walk(plan, is_q, x.rows, x.heads);
+      const int64_t nseg = walk.segments();
+      if (nseg <= 0) continue;
+      std::vector<int64_t> offset(size_t(nseg), 0);
+      int64_t launch_rows = 0;
+      for (int64_t b = 0; b < nseg; ++b) {
+        offset[size_t(b)] = walk.offset(b);
+        launch_rows = std::max(launch_rows, walk.run(b).second);
+      }
+      cuda::DeviceBuffer<int32_t> dcu(is_q ? r.cu_q : r.cu_k);
+      cuda::DeviceBuffer<int64_t> doff(offset);
+      const int64_t BM = walk.block_rows();
+      kern::RotaryParams p;
+      p.elem = elem_;
+      p.x = x.get();
+      p.rows = x.rows, p.heads = int32_t(x.heads), p.head_dim = int32_t(plan.head_dim);
+      p.cos = dcos.get(), p.sin = dsin.get(), p.table_rows = r.table_rows, p.rotary_dim = int32_t(2 * r.half);
+      p.interleaved = r.interleaved;
+      p.cu_seqlens = dcu.get();
+      p.num_segments = int32_t(nseg);
+      p.max_seqlen = int32_t(is_q ? r.max_seqlen_q : r.max_seqlen_k);
+      p.seqlen_offsets = doff.get();
+      p.contract = RotaryContract::flash_attn;
+      p.block_rows = int32_t(BM);
+      p.buffer = is_q ? Buffer::q_rot : Buffer::k_rot;
+      const Checks checks = checks_for(Stage::rotary);
+      // the rows wholly outside x are counted on the host (count_rotary_rows_outside), not run
+      p.skip_rows_outside = checks == Checks::checked;
+      p.launch_rows = launch_rows;
+      const cuda::LaunchOutcome o =
+          cuda::checked_launch(std::string("rotary ") + (is_q ? "q" : "k"), slot_, [&](AccessRecord* rec) {
+            p.record = rec;
+            kern::launch_rotary(p, kern::rotary_grid_rows(p, nullptr), checks);
+          });
+      // rows inside x and inside the head: the kernel refuses nothing there, so a record it
+      // kept is reported as it is
+      call.outside_tensor.merge(o.record);
+      for (int64_t b = 0; b < nseg; ++b) {
+        const auto [lo, hi] = walk.run(b);
+        const int64_t in_table = std::clamp<int64_t>(r.table_rows - offset[size_t(b)], lo, hi) - lo;  // offsets >= 0
+        call.not_visited += walk.not_visited(b);
+        call.rotated += in_table * x.heads;
+        call.past_table += (hi - lo - in_table) * x.heads;
+      }
+      count_rotary_rows_outside(plan, is_q, walk, x.rows, x.heads, call);
+    }
+    return ob;
+  }
+
+  AttentionObservation attention(const ExecPlan& plan) override {
+    const AttentionPlan& at = plan.attention;
+    const int64_t H = plan.num_heads, Hk = plan.num_kv_heads, D = plan.head_dim;
+    const int64_t total_q = std::max<int64_t>(at.total_q, 0), total_k = std::max<int64_t>(at.total_k, 0);
+    out_.allocate(total_q, H, D, elem_);
+    out_.poison();
+    cuda::DeviceBuffer<float> dlse(size_t(std::max<int64_t>(at.lse_elements, 0)));
+    if (dlse.size() > 0) kern::launch_fill_f32(dlse.get(), int64_t(dlse.size()), kPoison);
+    AD_CUDA_CHECK(cudaDeviceSynchronize());
+    AttentionObservation ob;
+    ob.facts = {{"engine", "cuda"}};
+    if (at.zero_fill) {
+      if (out_.numel() > 0) AD_CUDA_CHECK(cudaMemset(out_.get(), 0, out_.buf.bytes()));
+      kern::launch_fill_f32(dlse.get(), int64_t(dlse.size()), std::numeric_limits<float>::infinity());
+      AD_CUDA_CHECK(cudaDeviceSynchronize());
+      ob.writes.assign(size_t(total_q), 1);
+      ob.computed.assign(size_t(total_q), 1);
+      lse_ = dlse.download();
+      return ob;
+    }
+    cuda::DeviceBuffer<int32_t> dcu_q(at.cu_seqlens_q), dcu_k(at.cu_seqlens_k);
+    cuda::DeviceBuffer<int32_t> dused;
+    if (at.seqused_k) dused.upload(*at.seqused_k);
+    cuda::DeviceBuffer<uint32_t> writes{size_t(std::max<int64_t>(total_q, 1))};
+    writes.fill_bytes(0);
+    const Checks checks = checks_for(Stage::attention);
+    kern::VarlenFwdParams p;
+    p.elem = elem_;
+    p.q = {q_->get(), total_q, int32_t(H), plan.rotary.enabled ? Buffer::q_rot : Buffer::q};
+    p.k = {k_->get(), total_k, int32_t(Hk), plan.rotary.enabled ? Buffer::k_rot : Buffer::k};
+    p.v = {v_->get(), total_k, int32_t(Hk), Buffer::v};
+    p.out = {out_.get(), total_q, int32_t(H), Buffer::out};
+    p.lse = dlse.get();
+    p.lse_size = int64_t(dlse.size());
+    p.row_writes_size = total_q;
+    p.cu_seqlens_q = {dcu_q.get(), int64_t(at.cu_seqlens_q.size())};
+    p.cu_seqlens_k = {dcu_k.get(), int64_t(at.cu_seqlens_k.size())};
+    p.seqused_k = at.seqused_k ? dused.get() : nullptr;
+    p.batch = int32_t(at.num_segments);
+    p.num_heads = int32_t(at.grid_h);
+    p.num_heads_k = int32_t(Hk);
+    p.head_dim = int32_t(D);
+    p.max_seqlen_q = at.max_seqlen_q;
+    p.max_seqlen_k = at.max_seqlen_k;
+    p.softmax_scale = at.softmax_scale;
+    p.softcap = at.softcap;
+    // the plan holds the flags after mha_varlen_fwd's adjustments (fa2::normalize)
+    p.causal = at.flags.causal;
+    p.window_left = at.flags.local ? at.flags.window_left : -1;
+    p.window_right = at.flags.causal ? 0 : at.flags.local ? at.flags.window_right : -1;
+    p.seqlenq_ngroups_swapped = at.swapped;
+    p.ngroups = int32_t(at.ngroups);
+    p.normalized = true;
+    p.block_m = at.flags.block_m;
+    p.lse_layout = at.lse_shape().layout;
+    p.lse_max_seqlen_q = at.max_seqlen_q;
+    // the CTAs wholly past q/out are counted on the host (exec/clip.hpp), not launched
+    p.skip_tiles_past_rows = checks == Checks::checked;
+    p.launch_m_blocks = int32_t(std::min<int64_t>(at.past_rows.live_grid_m, std::numeric_limits<int32_t>::max()));
+    const std::string kernel = kern::varlen_fwd_kernel_name(p, checks);
+    ob.facts["kernel"] = kernel;
+    double ms = 0.0;
+    ob.access = launch_recorded(
+        kernel, checks,
+        [&](AccessRecord* rec, bool detail) {
+          p.record = rec;
+          p.row_writes = detail ? nullptr : writes.get();  // the detail launch counts no writes
+          kern::launch_varlen_fwd(p, checks);
+        },
+        &ms);
+    ob.facts["ms_kernel"] = ms;
+    const std::vector<uint32_t> counts = writes.download();
+    ob.writes.assign(counts.begin(), counts.begin() + total_q);
+    ob.computed.resize(size_t(total_q));
+    for (int64_t r = 0; r < total_q; ++r) ob.computed[size_t(r)] = counts[size_t(r)] > 0;
+    lse_ = dlse.download();
+    return ob;
+  }
+
+  ScatterObservation scatter(const ExecPlan& plan) override {
+    const int64_t H = plan.num_heads, D = plan.head_dim, total_q = std::max<int64_t>(plan.attention.total_q, 0);
+    const int64_t n = std::min<int64_t>(int64_t(plan.pad.indices.size()), total_q);
+    bool repeated = false;
+    std::vector<int64_t> source_of(size_t(std::max<int64_t>(plan.rows_final, 0)), -1);
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t t = plan.pad.indices[size_t(i)];
+      if (t < 0 || t >= plan.pad.dst_rows) continue;
+      repeated = repeated || source_of[size_t(t)] >= 0;
+      source_of[size_t(t)] = i;  // pad_input is sequential: a repeated index keeps the last
+    }
+    ScatterObservation ob;
+    if (repeated) {
+      ob.facts = {{"engine", "cpu-twin"}, {"why_cpu", "repeated scatter indices: pad_input keeps the last write, a GPU scatter races"}};
+      const std::vector<float> packed = out_.download();
+      out_final_host_.resize(size_t(plan.rows_final * H * D));
+      ScatterObservation twin = cpu::scatter_rows(plan.pad, packed.data(), total_q, out_final_host_.data(), H * D);
+      twin.facts = ob.facts;
+      scattered_on_host_ = true;
+      return twin;
+    }
+    ob.facts = {{"engine", "cuda"}};
+    out_final_.allocate(plan.rows_final, H, D, elem_);
+    if (out_final_.numel() > 0) AD_CUDA_CHECK(cudaMemset(out_final_.get(), 0, out_final_.buf.bytes()));  // torch.zeros
+    cuda::DeviceBuffer<int64_t> idx(plan.pad.indices);
+    kern::IndexCopyParams p{out_.get(), total_q, out_final_.get(), plan.pad.dst_rows, H * D * elem_bytes(elem_),
+                            idx.get(), n, nullptr, Buffer::out, Buffer::out_final};
+    const Checks checks = checks_for(Stage::pad);
+    ob.out_of_range = launch_recorded("pad_scatter", checks, [&](AccessRecord* rec, bool) {
+      p.record = rec;
+      kern::launch_pad_scatter(p, checks);
+    });
+    ob.rows_written = n - int64_t(ob.out_of_range.count);
+    ob.source_of = std::move(source_of);
+    return ob;
+  }
+
+  Output output(const ExecPlan& plan) override {
+    if (!plan.pad.enabled) out_final_host_ = out_.download();
+    else if (!scattered_on_host_) out_final_host_ = out_final_.download();
+    return {out_final_host_.data(), &lse_};
+  }
+
+ private:
+  Checks checks_for(Stage s) const { return unchecked_ == s ? Checks::unchecked : Checks::checked; }
+
+  // One checked launch, and, when it refused an access, a second one in detail mode that
+  // collects the details of the first in launch order. `launch(record, detail)`.
+  AccessRecord launch_recorded(const std::string& kernel, Checks checks,
+                               const std::function<void(AccessRecord*, bool)>& launch, double* ms = nullptr) {
+    const cuda::LaunchOutcome o = cuda::checked_launch(kernel, slot_, [&](AccessRecord* rec) { launch(rec, false); });
+    if (ms) *ms = o.ms;
+    if (checks == Checks::unchecked || o.record.count == 0) return o.record;
+    const cuda::LaunchOutcome d = cuda::checked_launch(
+        kernel + " (detail)", slot_, [&](AccessRecord* rec) { launch(rec, true); }, detail_record(o.record.order));
+    AccessRecord r = o.record;
+    r.first = d.record.first;
+    r.thread = d.record.thread;
+    return r;
+  }
+
+  std::optional<Stage> unchecked_;
+  int threads_;
+  ElemType elem_ = ElemType::bf16;
+  cuda::RecordSlot slot_;
+  DTensor q_src_, k_src_, v_src_, q_pk_, k_pk_, v_pk_, out_, out_final_;
+  DTensor* q_ = nullptr;  // the tensors the next stage reads
+  DTensor* k_ = nullptr;
+  DTensor* v_ = nullptr;
+  std::vector<float> lse_, out_final_host_;
+  bool scattered_on_host_ = false;
+};
+
+// ---- --raw ----------------------------------------------------------------------------------
+
+std::optional<Stage> stage_named(const std::string& s) {
+  for (size_t i = 0; i < std::size(kDynamicStages); ++i)
+    if (s == kDynamicStages[i]) return static_cast<Stage>(i);
+  return std::nullopt;
+}
+
+// This process's arguments (/proc/self/cmdline), to re-execute it.
+std::vector<std::string> own_arguments() {
+  std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
+  const std::string all((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  for (size_t i = 0; i < all.size();) {
+    const size_t e = all.find('\0', i);
+    args.push_back(all.substr(i, e == std::string::npos ? std::string::npos : e - i));
+    if (e == std::string::npos) break;
+    i = e + 1;
+  }
+  return args;
+}
+
+// Runs this program again with the stage unchecked and returns the symptom line it printed.
+struct RawOutcome {
+  std::string symptom;
+  int exit_code = -1;
+  int signal = 0;
+};
+RawOutcome run_raw_child(Stage stage) {
+  RawOutcome out;
+  std::vector<std::string> args = own_arguments();
+  const std::string exe = self_executable();
+  if (args.empty() || exe.empty()) {
+    out.symptom = "not run: this program's arguments are unreadable";
+    return out;
+  }
+  args[0] = exe;
+  ProcessOptions o;
+  o.timeout_seconds = kRawTimeoutSeconds;
+  o.env = {std::string(kRawEnv) + "=" + to_string(stage)};
+  o.own_process_group = true;
+  const ProcessResult p = run_process(args, o);
+  out.exit_code = p.exited ? p.exit_code : -1;
+  out.signal = p.signal;
+  const size_t at = p.err.find(kRawTag);
+  if (!p.spawn_error.empty()) {
+    out.symptom = "not run: " + p.spawn_error;
+  } else if (p.timed_out) {
+    out.symptom = std::string("none within ") + std::to_string(int(kRawTimeoutSeconds)) + " s: the unchecked " +
+                  to_string(stage) + " kernel did not finish (its process group was killed)";
+  } else if (at != std::string::npos) {
+    const size_t e = p.err.find('\n', at);
+    out.symptom = p.err.substr(at + std::strlen(kRawTag), e == std::string::npos ? std::string::npos : e - at - std::strlen(kRawTag));
+  } else {
+    out.symptom = p.signal ? "the child died with signal " + std::to_string(p.signal)
+                           : "the child exited with " + std::to_string(out.exit_code) + " without a symptom line";
+  }
+  return out;
+}
+
+[[noreturn]] void raw_child_exit(const std::string& symptom, int code) {
+  std::fprintf(stderr, "%s%s\n", kRawTag, symptom.c_str());
+  std::fflush(stderr);
+  std::_Exit(code);
+}
+
+// ---- the backend ---------------------------------------------------------------------------
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(cuda::DeviceInfo info) : info_(std::move(info)) {}
+  std::string name() const override { return "cuda"; }
+  ExecResult run(const ExecPlan& plan, const ExecOptions& options) override;
+
+ private:
+  cuda::DeviceInfo info_;
+};
+
+ExecResult CudaBackend::run(const ExecPlan& plan, const ExecOptions& options) {
+  if (const char* raw_env = std::getenv(kRawEnv)) {
+    // The --raw child: the stage named runs unchecked; a CUDA error there is the symptom.
+    const std::optional<Stage> stage = stage_named(raw_env);
+    if (!stage) raw_child_exit(std::string("host error: no stage named ") + raw_env, 71);
+    try {
+      CudaEngine engine(stage, plan.threads);
+      drive(plan, engine, DriveOptions{stage});
+      raw_child_exit(std::string("none: the unchecked ") + raw_env +
+                         " kernel completed without a CUDA error (its out-of-bounds accesses landed in mapped "
+                         "memory: silent corruption)",
+                     0);
+    } catch (const cuda::CudaError& e) {
+      raw_child_exit(e.symptom() + " (" + e.code_name() + ", " + e.expr() + ")", 70);
+    } catch (const std::exception& e) {
+      raw_child_exit(std::string("host error: ") + e.what(), 71);
+    }
+  }
+  CudaEngine engine(std::nullopt, plan.threads);
+  ExecResult res = drive(plan, engine);
+  res.notes.push_back("cuda: " + info_.name + " (sm_" + std::to_string(info_.cc_major) + std::to_string(info_.cc_minor) +
+                      "), every launch synchronised and its access record read before the next");
+  if (!options.raw) return res;
+  // --raw: the first kernel stage that violated an invariant, run unchecked in a child.
+  std::optional<Stage> stage;
+  for (const Stage s : {Stage::unpad, Stage::rotary, Stage::attention, Stage::pad})
+    for (const auto& rec : res.stages)
+      if (!stage && rec.name == to_string(s) && rec.status == "violation" && rec.data.value("engine", "cuda") == "cuda")
+        stage = s;
+  if (!stage) {
+    res.notes.push_back("--raw: no CUDA kernel stage failed, nothing to run unchecked");
+    return res;
+  }
+  const RawOutcome raw = run_raw_child(*stage);
+  for (auto& rec : res.stages)
+    if (rec.name == to_string(*stage)) {
+      rec.data["raw"] = {{"symptom", raw.symptom}, {"exit_code", raw.exit_code}, {"signal", raw.signal}};
+      rec.detail += (rec.detail.empty() ? "" : "; ") + std::string("unchecked in a child process: ") + raw.symptom;
+    }
+  res.notes.push_back(std::string("--raw: the unchecked ") + to_string(*stage) + " kernel, run in a child process, gave: " +
+                      raw.symptom);
+  return res;
+}
+
+}  // namespace
+
+bool cuda_backend_built() { return true; }
+
+std::unique_ptr<Backend> make_cuda_backend(std::string* why) {
+  cuda::DeviceInfo info = cuda::query_device();
+  if (!info.present) {
+    if (why) *why = "no usable CUDA device (" + info.why_absent + ")";
+    return nullptr;
+  }
+  return std::make_unique<CudaBackend>(std::move(info));
+}
+
+}  // namespace ad

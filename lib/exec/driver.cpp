@@ -1,0 +1,226 @@
+// The stage driver (driver.hpp): one flow for every engine.
+#include "exec/driver.hpp"
+
+#include <chrono>
+#include <cmath>
+
+#include "exec/cpu_kernels.hpp"
+#include "exec/observe.hpp"
+
+namespace ad {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+void fill(std::vector<float>& t, uint64_t seed, num::InputTensor which, ElemType e, int threads) {
+  const int64_t n = static_cast<int64_t>(t.size());
+  const int64_t chunk = 1 << 16;
+  cpu::parallel_for(threads, (n + chunk - 1) / chunk, 1, [&](int64_t c, int) {
+    const int64_t end = std::min(n, (c + 1) * chunk);
+    for (int64_t i = c * chunk; i < end; ++i) t[static_cast<size_t>(i)] = num::input_value(seed, which, static_cast<uint64_t>(i), e);
+  });
+}
+
+// The cos/sin table flash_attn's and FLA's RotaryEmbedding pass (numeric.hpp).
+RotaryTable rotary_table(const ExecPlan& plan, int threads) {
+  const RotaryPlan& r = plan.rotary;
+  RotaryTable t;
+  if (r.contract == RotaryContract::hf) return t;  // positions per row, computed in the dtype
+  const int64_t half = r.half;
+  t.cos.resize(static_cast<size_t>(r.table_rows * half));
+  t.sin.resize(t.cos.size());
+  cpu::parallel_for(threads, r.table_rows, 256, [&](int64_t pos, int) {
+    for (int64_t i = 0; i < half; ++i) {
+      t.cos[static_cast<size_t>(pos * half + i)] = num::rotary_cos(pos, i, r.dim, r.base, plan.elem);
+      t.sin[static_cast<size_t>(pos * half + i)] = num::rotary_sin(pos, i, r.dim, r.base, plan.elem);
+    }
+  });
+  return t;
+}
+
+void merge_facts(StageRecord& s, const nlohmann::json& facts) {
+  for (auto it = facts.begin(); it != facts.end(); ++it) s.data[it.key()] = it.value();
+}
+
+}  // namespace
+
+Inputs seeded_inputs(const ExecPlan& plan, int threads) {
+  Inputs in;
+  const int64_t H = plan.num_heads, Hk = plan.num_kv_heads, D = plan.head_dim;
+  in.q_src.resize(static_cast<size_t>(plan.rows_q_src * H * D));
+  in.k_src.resize(static_cast<size_t>(plan.rows_k_src * Hk * D));
+  in.v_src.resize(in.k_src.size());
+  fill(in.q_src, plan.seed, num::InputTensor::q, plan.elem, threads);
+  fill(in.k_src, plan.seed, num::InputTensor::k, plan.elem, threads);
+  fill(in.v_src, plan.seed, num::InputTensor::v, plan.elem, threads);
+  return in;
+}
+
+ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& options) {
+  ExecResult res;
+  res.backend = engine.name();
+  if (!plan.skip_reason.empty()) {
+    res.stages = skipped_stages(plan.skip_reason);
+    return res;
+  }
+  res.stages.reserve(std::size(kDynamicStages));  // the StageRecord references below stay valid
+  observe::Stages st{res};
+  const int threads = std::max(1, plan.threads);
+  const AttentionPlan& at = plan.attention;
+  const int64_t total_q = std::max<int64_t>(at.total_q, 0);
+  auto stop_after = [&](Stage s) { return options.stop_after && *options.stop_after == s; };
+
+  const Inputs in = seeded_inputs(plan, threads);
+  engine.load(plan, in);
+
+  // ---- unpad ----------------------------------------------------------------------------
+  {
+    const auto t0 = Clock::now();
+    StageRecord& s = st.add(to_string(Stage::unpad));
+    if (!plan.unpad.q.enabled && !plan.unpad.k.enabled) {
+      s.status = "skipped";
+      s.detail = "nothing to gather on the " + plan.path + " path: the kernel receives the packed tensors as given";
+    } else {
+      AccessRecord first;
+      std::string first_tensor;
+      int64_t out_of_range = 0;
+      auto gather = [&](Operand o, const GatherPlan& g, const char* tensor) {
+        const GatherObservation ob = engine.gather(plan, o);
+        out_of_range += static_cast<int64_t>(ob.out_of_range.count);
+        if (ob.out_of_range.has_first() && !first.has_first()) {
+          first = ob.out_of_range;
+          first_tensor = tensor;
+        }
+        s.data[std::string("rows_") + tensor] = g.dst_rows;
+        merge_facts(s, ob.facts);
+      };
+      if (plan.unpad.k.enabled) {
+        gather(Operand::k, plan.unpad.k, "k");
+        gather(Operand::v, plan.unpad.k, "v");
+      }
+      if (plan.unpad.q.enabled) gather(Operand::q, plan.unpad.q, "q");
+      observe::unpad_gather(s, res, first, first_tensor, out_of_range);
+    }
+    s.ms = ms_since(t0);
+  }
+  if (stop_after(Stage::unpad)) return res;
+  if (plan.conversion_failure) {
+    observe::conversion_raise(st, *plan.conversion_failure, total_q);
+    return res;
+  }
+
+  // ---- rotary ---------------------------------------------------------------------------
+  {
+    const auto t0 = Clock::now();
+    StageRecord& s = st.add(to_string(Stage::rotary));
+    const RotaryPlan& r = plan.rotary;
+    if (!r.enabled) {
+      s.status = "skipped";
+      s.detail = "no rotary embedding in this batch";
+    } else if (r.raises) {
+      s.ms = ms_since(t0);
+      observe::host_raise(st, s, static_cast<size_t>(Stage::rotary) + 1, *r.raises, "rotary", total_q);
+      return res;
+    } else {
+      const RotaryObservation ob = engine.rotary(plan, rotary_table(plan, threads));
+      s.data = {{"contract", to_string(r.contract)}, {"dim", r.dim}, {"varlen", r.varlen}, {"table_rows", r.table_rows}};
+      merge_facts(s, ob.facts);
+      const int64_t unrotated = ob.q.past_table + ob.k.past_table, unvisited = ob.q.not_visited + ob.k.not_visited;
+      s.data["rotated"] = ob.q.rotated + ob.k.rotated;
+      s.data["past_table"] = unrotated;
+      s.data["rows_not_visited"] = unvisited;
+      if (!r.note.empty()) s.detail = r.note;
+      if (unrotated > 0 || unvisited > 0) {
+        std::string d;
+        if (unrotated > 0)
+          d += std::to_string(unrotated) + " (row, head) pairs at positions past the " + std::to_string(r.table_rows) +
+               "-row table left " + (r.contract == RotaryContract::fla ? "unwritten" : "unrotated");
+        if (unvisited > 0)
+          d += std::string(d.empty() ? "" : "; ") + std::to_string(unvisited) + " rows past max_seqlen's programs never rotated";
+        s.detail = s.detail.empty() ? d : s.detail + "; " + d;
+      }
+      observe::rotary_access(s, res, r, plan.head_dim, {ob.q.outside_tensor, ob.q.table, ob.q.outside_head},
+                             {ob.k.outside_tensor, ob.k.table, ob.k.outside_head});
+    }
+    s.ms = ms_since(t0);
+  }
+  if (stop_after(Stage::rotary)) return res;
+
+  // ---- attention ------------------------------------------------------------------------
+  std::vector<uint8_t> written, computed;
+  {
+    const auto t0 = Clock::now();
+    StageRecord& s = st.add(to_string(Stage::attention));
+    observe::attention_launch(s, plan);
+    if (at.raises) {
+      s.ms = ms_since(t0);
+      observe::host_raise(st, s, static_cast<size_t>(Stage::attention) + 1, *at.raises, "attention", total_q);
+      return res;
+    }
+    AttentionObservation ob = engine.attention(plan);
+    merge_facts(s, ob.facts);
+    computed = std::move(ob.computed);
+    written.resize(ob.writes.size());
+    for (size_t i = 0; i < written.size(); ++i) written[i] = ob.writes[i] > 0;
+    if (at.zero_fill) {
+      s.detail = "max_seqlen_k <= 0: the host zero-fills the output and sets the LSE to +inf (no launch)";
+    } else {
+      // the CTAs wholly past q/out: counted on the host, for every engine (clip.hpp)
+      ob.access.merge(at.past_rows.access);
+      const observe::Coverage coverage = observe::coverage_of(ob.writes, at);
+      int64_t rows_computed = 0;
+      for (uint8_t c : computed) rows_computed += c;
+      s.data["rows_written"] = coverage.rows_written;
+      s.data["rows_computed"] = rows_computed;
+      if (at.past_rows.tiles > 0) s.data["ctas_past_rows"] = at.past_rows.tiles;
+      s.detail = ob.detail;
+      observe::attention(s, res, ob.access, coverage, total_q);
+    }
+    s.ms = ms_since(t0);
+  }
+  if (stop_after(Stage::attention)) return res;
+
+  // ---- pad ------------------------------------------------------------------------------
+  std::vector<int64_t> source_of;
+  {
+    const auto t0 = Clock::now();
+    StageRecord& s = st.add(to_string(Stage::pad));
+    if (!plan.pad.enabled) {
+      s.status = "skipped";
+      s.detail = "no scatter on the " + plan.path + " path: the caller receives the packed output";
+    } else {
+      ScatterObservation ob = engine.scatter(plan);
+      source_of = std::move(ob.source_of);
+      merge_facts(s, ob.facts);
+      s.data["rows_written"] = ob.rows_written;
+      observe::pad_scatter(s, res, ob.out_of_range);
+    }
+    s.ms = ms_since(t0);
+  }
+  if (stop_after(Stage::pad)) return res;
+
+  // ---- result (on the host, against fp64 attention over the intended sequences) ------------
+  {
+    const auto t0 = Clock::now();
+    StageRecord& s = st.add(to_string(Stage::result));
+    const Output out = engine.output(plan);
+    observe::ResultInputs ri;
+    ri.out_final = out.out_final;
+    ri.source_of = &source_of;
+    ri.written = &written;
+    ri.computed = &computed;
+    ri.lse = out.lse;
+    ri.q_src = in.q_src.data();
+    ri.k_src = in.k_src.data();
+    ri.v_src = in.v_src.data();
+    ri.total_q = total_q;
+    ri.threads = threads;
+    ri.output_name = engine.output_name();
+    observe::result(s, res, plan, ri);
+    s.ms = ms_since(t0);
+  }
+  return res;
+}
+
+}  // namespace ad

@@ -1,0 +1,102 @@
+// An engine executes the kernel stages of one call and says what it observed; the stage
+// driver (driver.hpp) runs an ExecPlan through an engine, in the real program's order, and
+// turns the observations into stage records and violations (observe.hpp), the same for
+// every engine. Two engines: the checked CPU twins (cpu_engine.cpp) and the checked CUDA
+// kernels (cuda/cuda_engine.cpp). Internal to lib/exec.
+//
+// An engine holds the call's tensors between stages (source -> packed -> rotated -> output
+// -> final). Every observation is plain data in the contract's vocabulary
+// (contract/access_record.hpp): refused accesses as AccessRecords, counts, and `facts`, a
+// JSON object of what only this engine knows (the CUDA kernel's name, the CPU's tile count),
+// merged into the stage record as it is.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "contract/access_record.hpp"
+#include "exec/plan.hpp"
+
+namespace ad {
+
+// The dynamic stages, in the order they run (names: kDynamicStages).
+enum class Stage : uint8_t { unpad = 0, rotary = 1, attention = 2, pad = 3, result = 4 };
+inline const char* to_string(Stage s) { return kDynamicStages[static_cast<size_t>(s)]; }
+
+// The tensors an unpad gather packs (k and v share indices_k).
+enum class Operand : uint8_t { q, k, v };
+
+// The call's inputs in the source frame: seeded values in the batch's dtype (numeric.hpp),
+// filled once by the driver; the reference reads them too.
+struct Inputs {
+  std::vector<float> q_src, k_src, v_src;
+};
+
+// The rotary cos/sin table the call passes (table_rows x half), in the dtype.
+struct RotaryTable {
+  std::vector<float> cos, sin;
+};
+
+struct GatherObservation {
+  AccessRecord out_of_range;  // indices outside the source rows: not gathered
+  nlohmann::json facts = nlohmann::json::object();
+};
+
+// One rotary call (q or k).
+struct RotaryCallObservation {
+  AccessRecord outside_tensor;  // past the ends of the tensor (not performed)
+  AccessRecord outside_head;    // inside the tensor, outside the row's head (performed: corruption)
+  AccessRecord table;           // cos/sin reads outside the table (not performed)
+  int64_t rotated = 0;          // (row, head) pairs rotated
+  int64_t past_table = 0;       // (row, head) pairs at a position past the table: left unrotated
+  int64_t not_visited = 0;      // rows no program visited (flash_attn's grid from max_seqlen)
+};
+struct RotaryObservation {
+  RotaryCallObservation q, k;
+  nlohmann::json facts = nlohmann::json::object();
+};
+
+struct AttentionObservation {
+  AccessRecord access;           // attention.access
+  std::vector<uint32_t> writes;  // per packed row of out: the segments (CTAs of head 0) that wrote it
+  std::vector<uint8_t> computed; // per packed row: its value is known (computed or zero-filled)
+  std::string detail;            // what the engine did differently (sampling)
+  nlohmann::json facts = nlohmann::json::object();
+};
+
+struct ScatterObservation {
+  AccessRecord out_of_range;      // indices outside the padded rows: not scattered
+  int64_t rows_written = 0;
+  std::vector<int64_t> source_of; // final row -> packed row written there (-1: none)
+  nlohmann::json facts = nlohmann::json::object();
+};
+
+// What the caller receives, on the host: the final output (rows_final x H x D) and the LSE.
+struct Output {
+  const float* out_final = nullptr;
+  const std::vector<float>* lse = nullptr;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual const char* name() const = 0;            // "cpu" | "cuda"
+  virtual std::string output_name() const = 0;     // how the report calls the output it checks
+  // Takes the source tensors (the engine may copy them; `in` outlives the run).
+  virtual void load(const ExecPlan& plan, const Inputs& in) = 0;
+  // index_first_axis of one operand (plan.unpad.q for q, plan.unpad.k for k and v).
+  virtual GatherObservation gather(const ExecPlan& plan, Operand which) = 0;
+  // The rotary call on the packed q, then k (plan.rotary, enabled and not raising).
+  virtual RotaryObservation rotary(const ExecPlan& plan, const RotaryTable& table) = 0;
+  // The varlen forward (plan.attention, not raising); with zero_fill, the host's zero fill.
+  virtual AttentionObservation attention(const ExecPlan& plan) = 0;
+  // pad_input (plan.pad, enabled).
+  virtual ScatterObservation scatter(const ExecPlan& plan) = 0;
+  // The final output and the LSE, valid until the engine is destroyed.
+  virtual Output output(const ExecPlan& plan) = 0;
+};
+
+}  // namespace ad

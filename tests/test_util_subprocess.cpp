@@ -1,0 +1,51 @@
+// util/subprocess: the child runner of `repro` and `check --raw`.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <string>
+
+#include "util/subprocess.hpp"
+
+using namespace ad;
+
+namespace {
+
+// Whether process `pid` still runs (absent, or a zombie nobody reaped yet, counts as ended).
+bool running(long pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z';
+}
+
+}  // namespace
+
+TEST_CASE("subprocess: the environment reaches the child and the output comes back", "[util]") {
+  ProcessOptions o;
+  o.timeout_seconds = 10;
+  o.env = {"AD_SUBPROCESS_TEST=set by the parent"};
+  const ProcessResult r = run_process({"/bin/sh", "-c", "echo \"$AD_SUBPROCESS_TEST\"; echo err >&2; exit 3"}, o);
+  REQUIRE(r.spawn_error.empty());
+  CHECK(r.exited);
+  CHECK(r.exit_code == 3);
+  CHECK(r.out == "set by the parent\n");
+  CHECK(r.err == "err\n");
+  CHECK_FALSE(r.timed_out);
+}
+
+// `check --raw` runs an unchecked kernel in a child that may hang (a kernel looping over a
+// phantom segment) and may have started processes of its own: the time limit ends them all.
+TEST_CASE("subprocess: the time limit kills the child's whole process group", "[util]") {
+  ProcessOptions o;
+  o.timeout_seconds = 1.0;
+  o.own_process_group = true;
+  // the shell starts a grandchild, reports its pid, and waits for it
+  const ProcessResult r = run_process({"/bin/sh", "-c", "sleep 60 & echo $!; wait"}, o);
+  REQUIRE(r.spawn_error.empty());
+  CHECK(r.timed_out);
+  CHECK_FALSE(r.exited);
+  CHECK(r.seconds < 10);
+  const long grandchild = std::stol(r.out);
+  CHECK_FALSE(running(grandchild));
+}
