@@ -49,8 +49,18 @@ except ImportError:
 from ._session import Capture, active_capture, capture, install, uninstall  # noqa: E402
 from .batchfile import FORMAT, Encoder, write_batch_file  # noqa: E402
 from .diagnosis import InputError, check  # noqa: E402
-from .guard import Guard, VarlenError  # noqa: E402
-from . import guard  # noqa: E402  (callable: attn_doctor.guard() is a Guard)
+
+
+def __getattr__(name):
+    """The guard module is imported on first use (attn_doctor.guard, Guard, VarlenError), so
+    that `python -m attn_doctor.guard` runs it as a fresh __main__. attn_doctor.guard is the
+    module itself, callable: attn_doctor.guard(...) is a Guard."""
+    if name in ("guard", "Guard", "VarlenError"):
+        import importlib
+        module = importlib.import_module(".guard", __name__)
+        return module if name == "guard" else getattr(module, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["Capture", "FORMAT", "Encoder", "Guard", "InputError", "VarlenError",
            "active_capture", "capture", "check", "guard", "install", "uninstall",

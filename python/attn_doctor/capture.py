@@ -133,7 +133,7 @@ def _report(args: argparse.Namespace, entries: List[dict], status: int) -> None:
         print(f"attn-doctor: call {entry['call']} into {entry['entry']}{where} raised "
               f"{entry.get('exception', '')}", file=err)
         print(f"attn-doctor: wrote {_shown(path)}; its diagnosis:", file=err)
-        print(summary(path), file=err)
+        print(summary(_shown(path)), file=err)
         print(f"attn-doctor: the whole report: {check_command_line(args.attn_doctor, path)}", file=err)
     if args.check:
         for entry in entries:
@@ -141,7 +141,7 @@ def _report(args: argparse.Namespace, entries: List[dict], status: int) -> None:
                 continue
             path = os.path.join(out, entry["file"])
             print(f"attn-doctor: call {entry['call']} into {entry['entry']}: {_shown(path)}", file=err)
-            print(summary(path), file=err)
+            print(summary(_shown(path)), file=err)
     if not failures or len(entries) > len(failures):
         print(f"attn-doctor: wrote {len(entries)} batch file(s) into {_shown(out)} "
               f"(index: {MANIFEST}); check one with:\n"
