@@ -144,8 +144,7 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
       }
       worst = std::max(worst, code);
       if (args->format == "json") {
-        std::cout << to_json(report, render).dump(several ? -1 : 2, ' ', false, nlohmann::json::error_handler_t::replace)
-                  << std::endl;
+        print_json(to_json(report, render), several);
       } else if (args->format == "github") {
         for (const Violation& v : report.violations)
           std::cout << github_annotation(v.severity == Severity::error ? "error" : "warning", file,

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <functional>
+#include <iostream>
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 namespace ad::cli {
 
@@ -43,6 +45,12 @@ std::string github_annotation(const std::string& level, const std::string& file,
 
 // The capability is not in this binary: say so on stderr and return exit code 3.
 int missing_capability(const std::string& what);
+
+// A JSON document on stdout and a newline: indented, or on one line (`one_line`: JSON lines,
+// one report per line); a string that is not valid UTF-8 is written with U+FFFD, not thrown on.
+inline void print_json(const nlohmann::json& j, bool one_line = false) {
+  std::cout << j.dump(one_line ? -1 : 2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+}
 
 // `--format text|json` validator shared by subcommands.
 inline CLI::Option* add_format_option(CLI::App* app, std::string& format) {

@@ -184,7 +184,7 @@ Subcommand add_compare(CLI::App& root, const Globals&) {
         if (!r.note.empty()) j["note"] = r.note;
         out["rules"].push_back(j);
       }
-      std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+      print_json(out);
     } else {
       print_text(args->file, rows);
     }

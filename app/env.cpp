@@ -66,7 +66,7 @@ Subcommand add_env(CLI::App& root, const Globals&) {
     j["gpu_driver"] = gpu_driver_present();
     j["cpu_threads"] = std::thread::hardware_concurrency();
     if (args->format == "json") {
-      std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+      print_json(j);
       return 0;
     }
     std::cout << "attn-doctor " << kToolVersion << " (" << compiler_text() << ")\n";

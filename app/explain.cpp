@@ -46,7 +46,7 @@ Subcommand add_explain(CLI::App& root, const Globals&) {
       return 2;
     }
     if (args->format == "json") {
-      std::cout << entry_json(*inv).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+      print_json(entry_json(*inv));
       return 0;
     }
     std::cout << inv->id << "  (#" << inv->number << ", " << to_string(inv->group) << ", stage " << inv->stage << ")\n\n";

@@ -34,7 +34,7 @@ Subcommand add_list(CLI::App& root, const Globals&) {
         for (const auto& r : rule_sets())
           out.push_back({{"name", r.name}, {"library", r.library}, {"first", r.first}, {"last", r.last},
                          {"source", r.source}, {"summary", r.summary}});
-        std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+        print_json(out);
         return 0;
       }
       bool markdown = args->format == "markdown";
@@ -60,7 +60,7 @@ Subcommand add_list(CLI::App& root, const Globals&) {
                          {"softcap", r.softcap}, {"softcap_with_dropout", r.softcap_with_dropout}, {"dropout", r.dropout},
                          {"varlen_single_query_swap", r.varlen_single_query_swap},
                          {"max_seqlen_tensor_ok", r.max_seqlen_tensor_ok}, {"source", r.source}});
-        std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+        print_json(out);
       } else {
         std::cout << flash_attn_features_markdown();
       }
@@ -75,7 +75,7 @@ Subcommand add_list(CLI::App& root, const Globals&) {
       for (const auto& inv : catalogue())
         out.push_back({{"number", inv.number}, {"id", inv.id}, {"stage", inv.stage}, {"statement", inv.statement},
                        {"static", inv.check != nullptr}});
-      std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+      print_json(out);
       return 0;
     }
     for (const auto& inv : catalogue())

@@ -54,7 +54,7 @@ Subcommand add_repro(CLI::App& root, const Globals& globals) {
       if (!out) throw InputError(args->junit, "", "a writable file for --junit", "it cannot be written");
     }
     if (args->format == "json") {
-      std::cout << repro_json(results).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+      print_json(repro_json(results));
     } else if (args->format == "github") {
       for (const auto& r : results)
         if (!r.passed)

@@ -25,13 +25,6 @@ class CudaError : public std::runtime_error {
   const std::string& expr() const { return expr_; }
   const std::string& file() const { return file_; }
   int line() const { return line_; }
-  // Errors after which the context is unusable (the process must not launch again).
-  bool sticky() const {
-    return code_ == cudaErrorIllegalAddress || code_ == cudaErrorAssert || code_ == cudaErrorLaunchFailure ||
-           code_ == cudaErrorHardwareStackError || code_ == cudaErrorIllegalInstruction ||
-           code_ == cudaErrorMisalignedAddress || code_ == cudaErrorInvalidAddressSpace ||
-           code_ == cudaErrorInvalidPc;
-  }
 
  private:
   static std::string compose(cudaError_t code, const std::string& expr, const std::string& file, int line) {

@@ -101,31 +101,29 @@ void launch_width(const IndexCopyParams& p, cudaStream_t stream) {
     index_copy_kernel<uint8_t, Checked, Scatter><<<grid, block, 0, stream>>>(p);
 }
 
-void validate(const IndexCopyParams& p, Checks checks, const char* what) {
+// Validates and launches one index copy (gather or scatter) in the checked or unchecked form.
+template <bool Scatter>
+void launch_index_copy(const IndexCopyParams& p, Checks checks, cudaStream_t stream) {
+  const char* what = Scatter ? "pad scatter" : "unpad gather";
   if (p.num_indices < 0 || p.row_bytes < 0 || (p.num_indices > 0 && p.indices == nullptr))
     throw cuda::LaunchConfigError(std::string(what) + ": invalid sizes");
   if (checks == Checks::checked && p.record == nullptr)
     throw cuda::LaunchConfigError(std::string(what) + ": checked launch without a violation record");
+  if (p.num_indices == 0 || p.row_bytes == 0) return;
+  if (checks == Checks::checked)
+    launch_width<true, Scatter>(p, stream);
+  else
+    launch_width<false, Scatter>(p, stream);
 }
 
 }  // namespace
 
 void launch_unpad_gather(const IndexCopyParams& p, Checks checks, cudaStream_t stream) {
-  validate(p, checks, "unpad gather");
-  if (p.num_indices == 0 || p.row_bytes == 0) return;
-  if (checks == Checks::checked)
-    launch_width<true, false>(p, stream);
-  else
-    launch_width<false, false>(p, stream);
+  launch_index_copy<false>(p, checks, stream);
 }
 
 void launch_pad_scatter(const IndexCopyParams& p, Checks checks, cudaStream_t stream) {
-  validate(p, checks, "pad scatter");
-  if (p.num_indices == 0 || p.row_bytes == 0) return;
-  if (checks == Checks::checked)
-    launch_width<true, true>(p, stream);
-  else
-    launch_width<false, true>(p, stream);
+  launch_index_copy<true>(p, checks, stream);
 }
 
 }  // namespace ad::kern

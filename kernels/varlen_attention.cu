@@ -27,11 +27,10 @@ namespace attn {
 template <class T, bool Checked>
 __global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(const VarlenFwdParams p) {
   constexpr int kPerLane = 8;
-  const int m_block = blockIdx.x, b = blockIdx.y, h = blockIdx.z;
-  const Segment seg = segment_of(p, b);
-  const int row0 = m_block * p.block_m;
-  if (row0 >= seg.len_q) return;
-  if (Checked && skipped_past_rows(p, seg, row0)) return;
+  const Cta cta = this_cta<Checked>(p, p.block_m);
+  if (!cta.runs) return;
+  const int m_block = cta.m_block, b = cta.b, h = cta.h, row0 = cta.row0;
+  const Segment seg = cta.seg;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int D = p.head_dim;
   const KeyPipelineParams kpipe = key_pipeline(p);

@@ -110,10 +110,25 @@ __device__ __forceinline__ KeyRange key_range(const VarlenFwdParams& p, const Se
   return {int(k.n_min), int(k.n_max)};
 }
 
-// The checked form with skip_tiles_past_rows: a CTA whose rows all lie past q/out returns at
-// once (the host counts its accesses, exec/clip.hpp).
-__device__ __forceinline__ bool skipped_past_rows(const VarlenFwdParams& p, const Segment& s, int row0) {
-  return p.skip_tiles_past_rows && fa2::tile_past_rows(contract_segment(s), p.seqlenq_ngroups_swapped, row0, p.q.rows);
+// This CTA (m_block, b, h) = blockIdx, its segment and first row. `runs` is false when it
+// returns at once: FA2's per-tile exit (m_block * block_m >= len_q; a negative length computes
+// nothing), or, in the checked form with skip_tiles_past_rows, every row past q/out (the host
+// counts its accesses, exec/clip.hpp).
+struct Cta {
+  int m_block, b, h;
+  Segment seg;
+  int row0;
+  bool runs;
+};
+template <bool Checked>
+__device__ __forceinline__ Cta this_cta(const VarlenFwdParams& p, int block_m) {
+  Cta c;
+  c.m_block = blockIdx.x, c.b = blockIdx.y, c.h = blockIdx.z;
+  c.seg = segment_of(p, c.b);
+  c.row0 = c.m_block * block_m;
+  c.runs = c.row0 < c.seg.len_q && !(Checked && p.skip_tiles_past_rows &&
+                                     fa2::tile_past_rows(contract_segment(c.seg), p.seqlenq_ngroups_swapped, c.row0, p.q.rows));
+  return c;
 }
 
 __device__ __forceinline__ float fast_exp2(float x) {
@@ -340,11 +355,10 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
   auto k_tile = [&](int i) { return SmemTile<KeyRole, T>{sQ + kBlockM * D + i * BN * D}; };
   auto v_tile = [&](int i) { return SmemTile<ValueRole, T>{sQ + kBlockM * D + (2 + i) * BN * D}; };
 
-  const int m_block = blockIdx.x, b = blockIdx.y, h = blockIdx.z;
-  const Segment seg = segment_of(p, b);
-  const int row0 = m_block * kBlockM;
-  if (row0 >= seg.len_q) return;  // FA2: per-tile exit (a negative length computes nothing)
-  if (Checked && skipped_past_rows(p, seg, row0)) return;
+  const Cta cta = this_cta<Checked>(p, kBlockM);
+  if (!cta.runs) return;
+  const int m_block = cta.m_block, b = cta.b, h = cta.h, row0 = cta.row0;
+  const Segment seg = cta.seg;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const KeyPipelineParams kpipe = key_pipeline(p);
@@ -580,16 +594,26 @@ void launch_tc_one(const VarlenFwdParams& p, cudaStream_t stream) {
   kernel<<<grid, Shape::kThreads, smem, stream>>>(p);
 }
 
+// Calls launch(D, Checked) (std::integral_constant / std::bool_constant) for the head dims
+// the tensor-core kernels are instantiated for, 64 and 128; `kernel` names them in the error.
+template <class Launch>
+void with_tensor_core_head_dim(const VarlenFwdParams& p, bool checked, const char* kernel, Launch&& launch) {
+  auto form = [&](auto d) { checked ? launch(d, std::true_type{}) : launch(d, std::false_type{}); };
+  if (p.head_dim == 64) {
+    form(std::integral_constant<int, 64>{});
+  } else if (p.head_dim == 128) {
+    form(std::integral_constant<int, 128>{});
+  } else {
+    throw cuda::LaunchConfigError(std::string(kernel) + ": head_dim " + std::to_string(p.head_dim) +
+                                  " has no instantiation (64, 128)");
+  }
+}
+
 template <class T, int MT>
 void launch_tc_mt(const VarlenFwdParams& p, bool checked, cudaStream_t stream) {
-  if (p.head_dim == 64) {
-    checked ? launch_tc_one<T, 64, MT, true>(p, stream) : launch_tc_one<T, 64, MT, false>(p, stream);
-  } else if (p.head_dim == 128) {
-    checked ? launch_tc_one<T, 128, MT, true>(p, stream) : launch_tc_one<T, 128, MT, false>(p, stream);
-  } else {
-    throw cuda::LaunchConfigError("tensor-core varlen forward: head_dim " + std::to_string(p.head_dim) +
-                                  " has no tensor-core instantiation (64, 128)");
-  }
+  with_tensor_core_head_dim(p, checked, "tensor-core varlen forward", [&](auto d, auto c) {
+    launch_tc_one<T, decltype(d)::value, MT, decltype(c)::value>(p, stream);
+  });
 }
 
 // alt_shape: the other warp layout (MT 1 <-> 2), compiled only with

@@ -1,5 +1,6 @@
-// The generated sweep of the execution stages, shared by the CPU tests (tests/test_exec*.cpp)
-// and the CUDA lane: seeded batches, each with the dynamic violations it must produce.
+// The generated sweep of the execution stages, shared by the CPU tests (tests/test_exec.cpp)
+// and the CUDA lane (tests/test_cuda_backend.cpp, run by scripts/gpu-check): seeded batches,
+// each with the dynamic violations it must produce.
 //
 //  - valid_cases(): correct calls (random segment lengths, GQA, head dims, dtypes, causal or
 //    not, sliding windows, softcap, rotary on/off with every contract, explicit varlen, the
@@ -9,8 +10,9 @@
 //    violation that class must produce.
 //
 // Header-only, no test framework: a case is a batch file text (what a user would write)
-// plus, for the mask and dense paths, the conversion built here the way transformers builds
-// it (until the replay lands, so the sweep does not depend on it).
+// plus, for the mask and dense paths, the conversion built here the way transformers'
+// _upad_input builds it, not by the replay: the sweep tests the execution stages alone,
+// whatever a rule set does (the replay has its own goldens, tests/test_convert_golden.cpp).
 #pragma once
 
 #include <algorithm>

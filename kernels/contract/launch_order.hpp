@@ -44,18 +44,9 @@ AD_HD uint64_t grid_linear(uint64_t x, uint64_t y, uint64_t z, uint64_t x_size, 
   return (z * y_size + y) * x_size + x;
 }
 
-// The inverse of grid_linear.
-struct GridCoords {
-  uint64_t x, y, z;
-};
-AD_HD GridCoords grid_coords(uint64_t program, uint64_t x_size, uint64_t y_size) {
-  return {program % x_size, (program / x_size) % y_size, program / x_size / y_size};
-}
-
 // rotary: the sub of access `n` of row `row_in_program` of a program.
 AD_HD int64_t rotary_sub(int64_t row_in_program, int64_t n) {
   return (row_in_program << 16) | (n < 0xFFFF ? n : 0xFFFF);
 }
-AD_HD int64_t rotary_row_of(uint64_t sub) { return int64_t(sub >> 16); }
 
 }  // namespace ad::order

@@ -184,11 +184,10 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
   };
   constexpr int S = Shape::kStages;
 
-  const int m_block = blockIdx.x, b = blockIdx.y, h = blockIdx.z;
-  const Segment seg = segment_of(p, b);
-  const int row0 = m_block * kBlockM;
-  if (row0 >= seg.len_q) return;  // FA2: per-tile exit (a negative length computes nothing)
-  if (Checked && skipped_past_rows(p, seg, row0)) return;
+  const Cta cta = this_cta<Checked>(p, kBlockM);
+  if (!cta.runs) return;
+  const int m_block = cta.m_block, b = cta.b, h = cta.h, row0 = cta.row0;
+  const Segment seg = cta.seg;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   // The warpgroup index, broadcast from lane 0 so the compiler sees a warp-uniform value and
@@ -503,14 +502,10 @@ void launch_wgmma_one(const VarlenFwdParams& p, cudaStream_t stream) {
 
 template <class T, template <int> class Cfg>
 void launch_wgmma_cfg(const VarlenFwdParams& p, bool checked, cudaStream_t stream) {
-  if (p.head_dim == 64) {
-    checked ? launch_wgmma_one<T, 64, Cfg<64>, true>(p, stream) : launch_wgmma_one<T, 64, Cfg<64>, false>(p, stream);
-  } else if (p.head_dim == 128) {
-    checked ? launch_wgmma_one<T, 128, Cfg<128>, true>(p, stream) : launch_wgmma_one<T, 128, Cfg<128>, false>(p, stream);
-  } else {
-    throw cuda::LaunchConfigError("wgmma varlen forward: head_dim " + std::to_string(p.head_dim) +
-                                  " has no instantiation (64, 128)");
-  }
+  with_tensor_core_head_dim(p, checked, "wgmma varlen forward", [&](auto d, auto c) {
+    constexpr int D = decltype(d)::value;
+    launch_wgmma_one<T, D, Cfg<D>, decltype(c)::value>(p, stream);
+  });
 }
 
 // alt: the other tile shape (WgmmaAlt), compiled only with ATTN_DOCTOR_WGMMA_ALT (benchmarks of

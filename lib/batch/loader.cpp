@@ -10,6 +10,7 @@
 #include "batch/batch.hpp"
 #include "batch/json_node.hpp"
 #include "batch/npy.hpp"
+#include "util/checked_math.hpp"
 
 namespace ad {
 
@@ -562,10 +563,8 @@ struct Loader {
     if (cu.rank() != 1) return 0;
     // entries are within +-2^62, so a difference can reach 2^63: overflow-checked (a segment too
     // long for int64 is left to the checks, which report it)
-    for (size_t i = 1; i < cu.values.size(); ++i) {
-      int64_t length;
-      if (!__builtin_sub_overflow(cu.values[i], cu.values[i - 1], &length)) best = std::max(best, length);
-    }
+    for (size_t i = 1; i < cu.values.size(); ++i)
+      if (const auto length = checked::sub(cu.values[i], cu.values[i - 1])) best = std::max(best, *length);
     return best;
   }
 

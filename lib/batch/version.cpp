@@ -84,51 +84,32 @@ std::optional<Version> parse_version(std::string_view text) {
     v.release.push_back(n);
     if (v.release.size() > 8) return std::nullopt;
   }
-  // pre-release
-  {
+  // A suffix (PEP 440): an optional separator, one of `words`, an optional separator and an
+  // optional number (implicitly 0). Returns the word's index and moves `i` past the suffix.
+  auto suffix = [&](std::initializer_list<const char*> words, long& number) -> int {
     size_t j = i;
     skip_separator(s, j);
-    char kind = 0;
-    if (consume(s, j, "alpha") || consume(s, j, "a")) kind = 'a';
-    else if (consume(s, j, "beta") || consume(s, j, "b")) kind = 'b';
-    else if (consume(s, j, "rc") || consume(s, j, "c") || consume(s, j, "preview") || consume(s, j, "pre"))
-      kind = 'c';
-    if (kind) {
-      skip_separator(s, j);
-      long num = 0;
-      size_t k = j;
-      if (read_number(s, k, num)) j = k;
-      v.pre_kind = kind;
-      v.pre_number = num;
-      i = j;
+    int which = 0;
+    for (const char* w : words) {
+      if (consume(s, j, w)) break;
+      ++which;
     }
-  }
-  // post-release
-  {
-    size_t j = i;
+    if (which == static_cast<int>(words.size())) return -1;
     skip_separator(s, j);
-    if (consume(s, j, "post") || consume(s, j, "rev") || consume(s, j, "r")) {
-      skip_separator(s, j);
-      long num = 0;
-      size_t k = j;
-      if (read_number(s, k, num)) j = k;
-      v.post = num;
-      i = j;
-    }
+    number = 0;
+    size_t k = j;
+    if (read_number(s, k, number)) j = k;
+    i = j;
+    return which;
+  };
+  long num = 0;
+  // pre-release: a, b, rc (c, preview, pre)
+  if (const int w = suffix({"alpha", "a", "beta", "b", "rc", "c", "preview", "pre"}, num); w >= 0) {
+    v.pre_kind = w < 2 ? 'a' : w < 4 ? 'b' : 'c';
+    v.pre_number = num;
   }
-  // dev-release
-  {
-    size_t j = i;
-    skip_separator(s, j);
-    if (consume(s, j, "dev")) {
-      skip_separator(s, j);
-      long num = 0;
-      size_t k = j;
-      if (read_number(s, k, num)) j = k;
-      v.dev = num;
-      i = j;
-    }
-  }
+  if (suffix({"post", "rev", "r"}, num) >= 0) v.post = num;  // post-release
+  if (suffix({"dev"}, num) >= 0) v.dev = num;                // dev-release
   if (i < s.size() && s[i] == '+') {
     v.local = std::string(s.substr(i + 1));
     if (v.local.empty()) return std::nullopt;

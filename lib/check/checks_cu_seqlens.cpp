@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "check/checked_math.hpp"
+#include "util/checked_math.hpp"
 #include "check/static_checks.hpp"
 #include "contract/fa2_forward.hpp"
 

@@ -1,7 +1,7 @@
 // Static: inputs (ids 1-5). What flash-attn's host code checks before any kernel runs, per the
 // release named in environment.flash_attn (flash_attn_rules.cpp gives each release's rules and
 // messages), plus the 32-bit index limit the kernels do not check.
-#include "check/checked_math.hpp"
+#include "util/checked_math.hpp"
 #include "check/static_checks.hpp"
 
 namespace ad::checks {

@@ -6,7 +6,7 @@
 // mask (the replay's path, or a mask in the batch when nothing was replayed).
 #include <algorithm>
 
-#include "check/checked_math.hpp"
+#include "util/checked_math.hpp"
 #include "check/static_checks.hpp"
 
 namespace ad::checks {

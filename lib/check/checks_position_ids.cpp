@@ -5,7 +5,7 @@
 // from position ids (the replay's path; without a replay: position ids and no mask).
 #include <algorithm>
 
-#include "check/checked_math.hpp"
+#include "util/checked_math.hpp"
 #include "check/static_checks.hpp"
 
 namespace ad::checks {
@@ -21,6 +21,21 @@ std::vector<IntendedSequence> sequences_in(const Batch& batch, const PositionRow
     return a.row != b.row ? a.row < b.row : a.start < b.start;
   });
   return out;
+}
+
+// What the position-id checks read: the ids that reach packing detection as rows, the
+// model's position origin, and the intended sequences inside those rows.
+struct PackedIds {
+  PositionRows rows;
+  int64_t origin = 0;
+  std::vector<IntendedSequence> sequences;
+};
+std::optional<PackedIds> packed_ids(Ctx& ctx) {
+  const PositionIds* p = packing_position_ids(ctx);
+  if (!p) return std::nullopt;
+  PackedIds ids{position_rows(*p), ctx.batch.model.position_origin, {}};
+  ids.sequences = sequences_in(ctx.batch, ids.rows);
+  return ids;
 }
 
 }  // namespace
@@ -59,11 +74,11 @@ void position_ids_rank(Ctx& ctx) {
 // cu_seqlens of one entry; prime-rl PR#2392); a collator that numbers from 0 for a model whose
 // positions start at padding_idx + 1 feeds wrong positions (transformers#47496, fix PR#47525).
 void position_ids_origin(Ctx& ctx) {
-  const PositionIds* p = packing_position_ids(ctx);
-  if (!p) return;
-  const PositionRows pr = position_rows(*p);
-  const int64_t origin = ctx.batch.model.position_origin;
-  const auto seqs = sequences_in(ctx.batch, pr);
+  const std::optional<PackedIds> ids = packed_ids(ctx);
+  if (!ids) return;
+  const PositionRows& pr = ids->rows;
+  const int64_t origin = ids->origin;
+  const auto& seqs = ids->sequences;
   // the replay's boundaries, as flat token offsets in the (B * S) view
   // (a single entry is a replay that found no boundary at all: transformers#39814)
   std::vector<int64_t> boundaries;
@@ -131,11 +146,11 @@ void position_ids_origin(Ctx& ctx) {
 // not restart at the origin: a padding-free collator that pads position ids with 0 opens one
 // length-1 segment per padded token (LlamaFactory#10452, axolotl PR#2739, FLA #1077).
 void position_ids_consecutive(Ctx& ctx) {
-  const PositionIds* p = packing_position_ids(ctx);
-  if (!p) return;
-  const PositionRows pr = position_rows(*p);
-  const int64_t origin = ctx.batch.model.position_origin;
-  const auto seqs = sequences_in(ctx.batch, pr);
+  const std::optional<PackedIds> ids = packed_ids(ctx);
+  if (!ids) return;
+  const PositionRows& pr = ids->rows;
+  const int64_t origin = ids->origin;
+  const auto& seqs = ids->sequences;
   // (1) a jump inside an intended sequence
   for (const auto& s : seqs)
     for (int64_t c = s.start + 1; c < s.start + s.length; ++c) {

@@ -6,7 +6,7 @@
 // and hf (cos/sin indexed by position ids, broadcast against the head).
 #include <algorithm>
 
-#include "check/checked_math.hpp"
+#include "util/checked_math.hpp"
 #include "check/static_checks.hpp"
 
 namespace ad::checks {

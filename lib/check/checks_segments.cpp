@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "check/checked_math.hpp"
+#include "util/checked_math.hpp"
 #include "check/static_checks.hpp"
 
 namespace ad::checks {

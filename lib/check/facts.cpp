@@ -2,7 +2,7 @@
 // ids reach it, and the intended sequences as flat token spans.
 #include <algorithm>
 
-#include "check/checked_math.hpp"
+#include "util/checked_math.hpp"
 #include "check/static_checks.hpp"
 
 namespace ad::checks {
@@ -102,26 +102,6 @@ std::optional<int64_t> segment_length(const IntTensor& cu, size_t i) {
 }
 
 bool is_vector(const IntTensor& t) { return t.rank() == 1 && t.numel() >= 2; }
-
-nlohmann::json head_of(const std::vector<int64_t>& values, size_t n) {
-  if (values.size() <= n) return values;
-  return {{"first", std::vector<int64_t>(values.begin(), values.begin() + static_cast<long>(n))},
-          {"count", values.size()}};
-}
-
-std::string join_ints(const std::vector<int64_t>& values, size_t n) {
-  std::string s = "[";
-  for (size_t i = 0; i < values.size() && i < n; ++i) s += (i ? ", " : "") + std::to_string(values[i]);
-  if (values.size() > n) s += ", ... (" + std::to_string(values.size()) + " in all)";
-  return s + "]";
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  if (shape.size() == 1) s += ",";
-  return s + ")";
-}
 
 std::vector<RowRange> packed_rows_as_user_sees(const VarlenArgs& args, int64_t first, int64_t last) {
   std::vector<RowRange> out;

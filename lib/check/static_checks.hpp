@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "util/text.hpp"
 #include "check/check.hpp"
 #include "check/flash_attn_rules.hpp"
 
@@ -130,8 +131,5 @@ bool is_vector(const IntTensor& t);  // rank 1 with at least 2 entries
 std::vector<RowRange> packed_rows_as_user_sees(const VarlenArgs& args, int64_t first, int64_t last);
 
 // JSON for a long list: the first entries and the count (evidence stays small).
-nlohmann::json head_of(const std::vector<int64_t>& values, size_t n = 8);
-std::string join_ints(const std::vector<int64_t>& values, size_t n = 8);
-std::string shape_text(const std::vector<int64_t>& shape);  // "(2, 1, 5, 5)"
 
 }  // namespace ad::checks

@@ -7,9 +7,8 @@
 namespace ad::replay {
 
 VarlenArgs hf_4_34(const Call& c) {
-  UpadOptions o;
-  o.unpack_four = true;  // `q, indices_q, cu_q, max_q = unpad_input(...)`
-  VarlenArgs a = mask_or_dense(c, o);
+  // `q, indices_q, cu_q, max_q = unpad_input(...)`
+  VarlenArgs a = mask_or_dense(c, {.unpack_four = true});
   apply_kernel_flags(a, c, WindowRule::none, false);
   if (c.position_ids) a.steps.push_back("position ids are not an input of this release's conversion");
   return a;

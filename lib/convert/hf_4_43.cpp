@@ -7,9 +7,7 @@
 namespace ad::replay {
 
 VarlenArgs hf_4_43(const Call& c) {
-  UpadOptions o;
-  o.unpack_four = true;
-  VarlenArgs a = mask_or_dense(c, o);
+  VarlenArgs a = mask_or_dense(c, {.unpack_four = true});
   apply_kernel_flags(a, c, WindowRule::w_w, true);
   if (c.position_ids) a.steps.push_back("position ids are not an input of this release's conversion");
   return a;

@@ -10,9 +10,7 @@ namespace ad::replay {
 VarlenArgs hf_4_44_0(const Call& c) {
   VarlenArgs a;
   if (c.mask) {
-    UpadOptions o;
-    o.unpack_four = true;
-    a = upad_input(c, o);
+    a = upad_input(c, {.unpack_four = true});
   } else if (c.position_ids) {
     std::optional<ReplayFailure> failure;
     bool one_per_row = every_row_ends_at_last_position(*c.position_ids, failure);

@@ -8,9 +8,7 @@ namespace ad::replay {
 VarlenArgs hf_4_44_1(const Call& c) {
   VarlenArgs a;
   if (c.mask) {
-    UpadOptions o;
-    o.unpack_four = true;
-    a = upad_input(c, o);
+    a = upad_input(c, {.unpack_four = true});
   } else if (c.position_ids && !non_decreasing(*c.position_ids) && c.query_length != 1) {
     a = packed_from_position_ids(c, Boundary::zero, MaxRule::plus_one_tensor, "");
   } else {

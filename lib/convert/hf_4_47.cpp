@@ -22,9 +22,7 @@ bool posids_route_taken_4_47(const Call& c) {
 VarlenArgs forward_4_47(const Call& c, bool unpack_four) {
   VarlenArgs a;
   if (c.mask) {
-    UpadOptions o;
-    o.unpack_four = unpack_four;
-    a = upad_input(c, o);
+    a = upad_input(c, {.unpack_four = unpack_four});
   } else if (posids_route_taken_4_47(c)) {
     a = posids_route_4_47(c);
   } else {

@@ -7,11 +7,9 @@
 namespace ad::replay {
 
 UpadOptions upad_options_4_53() {
-  UpadOptions o;
-  o.truncate_keys_to_mask = true;
-  o.key_gather = GatherKind::indexing;
-  o.key_gather_where = "_flash_attention_forward > _upad_input > _index_first_axis";
-  return o;
+  return {.truncate_keys_to_mask = true,
+          .key_gather = GatherKind::indexing,
+          .key_gather_where = "_flash_attention_forward > _upad_input > _index_first_axis"};
 }
 
 VarlenArgs hf_4_53_0(const Call& c) {

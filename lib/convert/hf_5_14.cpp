@@ -3,6 +3,6 @@
 
 namespace ad::replay {
 
-VarlenArgs hf_5_14(const Call& c) { return late_forward(c, {Boundary::zero, MaxRule::diff_tensor, false, false, true}); }
+VarlenArgs hf_5_14(const Call& c) { return late_forward(c, {.max_rule = MaxRule::diff_tensor, .none_max_dropped = true}); }
 
 }  // namespace ad::replay

@@ -4,6 +4,6 @@
 
 namespace ad::replay {
 
-VarlenArgs hf_5_16(const Call& c) { return late_forward(c, {Boundary::minimum, MaxRule::diff_tensor, false, false, true}); }
+VarlenArgs hf_5_16(const Call& c) { return late_forward(c, {.boundary = Boundary::minimum, .max_rule = MaxRule::diff_tensor, .none_max_dropped = true}); }
 
 }  // namespace ad::replay

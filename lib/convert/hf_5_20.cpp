@@ -4,6 +4,7 @@
 
 namespace ad::replay {
 
-VarlenArgs hf_5_20(const Call& c) { return late_forward(c, {Boundary::minimum, MaxRule::diff_tensor, true, false, true}); }
+VarlenArgs hf_5_20(const Call& c) { return late_forward(c, {.boundary = Boundary::minimum, .max_rule = MaxRule::diff_tensor, .lazy_guarded_packing = true,
+                           .none_max_dropped = true}); }
 
 }  // namespace ad::replay

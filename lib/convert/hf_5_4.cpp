@@ -5,6 +5,6 @@
 
 namespace ad::replay {
 
-VarlenArgs hf_5_4(const Call& c) { return late_forward(c, {Boundary::zero, MaxRule::diff_tensor, false, true, true}); }
+VarlenArgs hf_5_4(const Call& c) { return late_forward(c, {.max_rule = MaxRule::diff_tensor, .unpad_max_tensor = true, .none_max_dropped = true}); }
 
 }  // namespace ad::replay

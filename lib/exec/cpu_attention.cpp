@@ -7,10 +7,7 @@
 // Work is split over CTAs (m_block, bidb, bidh). Rows written by several CTAs (overlapping
 // segments) are resolved before computing: the last CTA in launch order (largest bidb)
 // keeps the row, so the output is deterministic and threads never write the same row.
-#if defined(__GNUC__) && !defined(__clang__)  // clang has no optimize pragma (it contracts a*b+c within an expression by default)
-#pragma GCC optimize("fp-contract=fast")
-#endif
-#pragma GCC diagnostic ignored "-Wpsabi"  // vector helpers are always inlined: no ABI boundary
+#include "exec/cpu_vector.hpp"  // first: the compilation settings of the vector loops
 
 #include <cmath>
 #include <cstring>

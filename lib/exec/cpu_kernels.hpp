@@ -17,14 +17,6 @@
 #include "exec/engine.hpp"
 #include "exec/plan.hpp"
 
-// The hot loops are compiled for x86-64, x86-64-v3 (AVX2) and x86-64-v4 (AVX-512), picked
-// at load time by the CPU (GCC builds only, and not sanitizer builds).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define AD_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
-#else
-#define AD_CLONES
-#endif
-
 namespace ad::cpu {
 
 // Runs f(item, worker) for item in [0, n) on `threads` workers (dynamic, in chunks of

@@ -2,10 +2,7 @@
 // fp64, on the source inputs (before any gather), with the rotary the model means applied in
 // fp64 and rounded to the dtype like any real pipeline stores it. Nothing here shares code
 // with the kernel emulation: the reference knows sequences, not segments, tiles or indices.
-#if defined(__GNUC__) && !defined(__clang__)  // clang has no optimize pragma (it contracts a*b+c within an expression by default)
-#pragma GCC optimize("fp-contract=fast")
-#endif
-#pragma GCC diagnostic ignored "-Wpsabi"  // vector helpers are always inlined: no ABI boundary
+#include "exec/cpu_vector.hpp"  // first: the compilation settings of the vector loops
 
 #include <atomic>
 #include <cmath>

@@ -1,4 +1,4 @@
-// Observations -> stage records and violations, one implementation for both backends.
+// Observations -> stage records and violations, one implementation for every engine.
 #include "exec/observe.hpp"
 
 #include <cmath>
@@ -9,6 +9,7 @@
 #include "exec/cpu_kernels.hpp"
 
 namespace ad::observe {
+namespace {
 
 std::string num_text(double v) {
   if (std::isnan(v)) return "nan";
@@ -36,6 +37,16 @@ nlohmann::json access_json(const AccessRecord& r) {
   if (a.block[0] >= 0 || a.block[1] >= 0 || a.block[2] >= 0) j["block"] = {a.block[0], a.block[1], a.block[2]};
   return j;
 }
+
+// A call that raises on the host before its kernel runs: no output row is ever written
+// (attention.coverage), so a failing call is never an "ok" report.
+Violation raised_violation(const HostRaise& r, int64_t rows) {
+  return make_violation("attention.coverage", Severity::error,
+                        "no output row is written: " + raise_text(r) + " before the attention kernel runs",
+                        {{"never_written", rows}, {"raises", raise_json(r)}});
+}
+
+}  // namespace
 
 StageRecord& Stages::add(const char* name) {
   res.stages.push_back(StageRecord{name, "ok", 0.0, "", nlohmann::json::object()});

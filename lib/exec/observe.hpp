@@ -1,7 +1,7 @@
-// What the dynamic stages observed, turned into stage records and violations (ids 33-39).
-// Shared by the CPU backend and the CUDA backend: both observe the same accesses (the CPU
-// twin of each kernel is the oracle), and this one translation makes their reports the same
-// by construction instead of by copy. Internal to lib/exec.
+// What the dynamic stages observed, turned into stage records and violations (ids 33-39),
+// called by the stage driver (driver.cpp) for every engine: the engines observe the same
+// accesses (the CPU twin of each kernel is the oracle), and this one translation makes their
+// reports the same by construction instead of by copy. Internal to lib/exec.
 #pragma once
 
 #include <array>
@@ -16,12 +16,6 @@
 #include "exec/plan.hpp"
 
 namespace ad::observe {
-
-std::string num_text(double v);        // "nan", "inf", or %.4g
-nlohmann::json num_json(double v);     // a number, or its text when not finite
-std::string raise_text(const HostRaise& r);
-nlohmann::json raise_json(const HostRaise& r);
-nlohmann::json access_json(const AccessRecord& a);
 
 // The stage list of one run: stages in kDynamicStages order; `not_reached` closes the rest.
 struct Stages {

@@ -7,6 +7,8 @@
 
 #include "check/check.hpp"
 #include "contract/rotary.hpp"
+#include "util/checked_math.hpp"
+#include "util/text.hpp"
 #include "exec/clip.hpp"
 
 #include <algorithm>
@@ -25,28 +27,6 @@ std::vector<StageRecord> skipped_stages(const std::string& why) {
 namespace {
 
 constexpr int64_t kInt32Max = 2147483647;
-
-// Checked arithmetic for sizes: any overflow marks the plan as unholdable.
-struct Sizes {
-  bool overflow = false;
-  int64_t mul(int64_t a, int64_t b) {
-    int64_t r = 0;
-    if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r)) {
-      overflow = true;
-      return 0;
-    }
-    return r;
-  }
-  int64_t mul(int64_t a, int64_t b, int64_t c) { return mul(mul(a, b), c); }
-  int64_t add(int64_t a, int64_t b) {
-    int64_t r = 0;
-    if (__builtin_add_overflow(a, b, &r)) {
-      overflow = true;
-      return 0;
-    }
-    return r;
-  }
-};
 
 std::string human_bytes(int64_t b) {
   char buf[64];
@@ -68,12 +48,6 @@ std::vector<int32_t> int32_view(const IntTensor& t) {
   std::vector<int32_t> v(t.values.size());
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(t.values[i])));
   return v;
-}
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-  return out + "]";
 }
 
 HostRaise raise(std::string where, std::string type, std::string message) {
@@ -150,7 +124,7 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
   if (at.swapped && !at.raises) {
     // seqlenq_ngroups_swapped: q (total_q, H, D) reshaped to (batch, Hk, ngroups, D)
     if (at.total_q != batch_size || batch_size <= 0)
-      fail("RuntimeError", "shape '" + shape_text({batch_size, p.num_kv_heads, at.ngroups, p.head_dim}) +
+      fail("RuntimeError", "shape '" + shape_text({batch_size, p.num_kv_heads, at.ngroups, p.head_dim}, ShapeStyle::torch_list) +
                                "' is invalid for input of size " + std::to_string(at.total_q * p.num_heads * p.head_dim));
   }
   if (batch_size <= 0) fail("RuntimeError", "batch size must be positive");
@@ -536,7 +510,7 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
 
   VarlenArgs args = *a;  // the dense path is executed as varlen over the padded rows
   std::vector<int64_t> q_src_index, k_src_index;  // source row of each packed row (-1: none)
-  Sizes sz;
+  checked::Sizes sz;
   switch (a->path) {
     case VarlenPath::mask: {
       if (!have_batch) {
@@ -653,7 +627,7 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
 
   // ---- memory -------------------------------------------------------------------------
   {
-    Sizes m;
+    checked::Sizes m;
     const int64_t H = p.num_heads, Hk = p.num_kv_heads, D = p.head_dim;
     int64_t el = 0;
     el = m.add(el, m.mul(p.rows_q_src, H, D));
@@ -769,13 +743,6 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
   p.attention.past_rows = attention_tiles_past_rows(p);
   if (std::string n = clipped_note(p); !n.empty()) p.notes.push_back(std::move(n));
   return p;
-}
-
-Violation raised_violation(const HostRaise& r, int64_t rows) {
-  return make_violation("attention.coverage", Severity::error,
-                        "no output row is written: " + r.where + " raises " + r.type + ": " + r.message +
-                            " before the attention kernel runs",
-                        {{"never_written", rows}, {"raises", {{"where", r.where}, {"type", r.type}, {"message", r.message}}}});
 }
 
 }  // namespace ad

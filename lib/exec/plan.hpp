@@ -44,10 +44,6 @@ struct HostRaise {
   std::string message;  // the library's message
 };
 
-// What both backends report when a call raises on the host before its kernel runs: no output
-// row is ever written (attention.coverage), so a failing call is never an "ok" report.
-Violation raised_violation(const HostRaise& r, int64_t rows);
-
 // One unpad gather: dst[i] = src[indices[i]] for i < indices.size() (index_first_axis).
 struct GatherPlan {
   bool enabled = false;          // false: the packed tensor is the source viewed as rows

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "html/picture.hpp"
+#include "util/text.hpp"
 
 namespace ad::html {
 namespace {
@@ -22,12 +23,6 @@ constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max() / 4;
 int64_t floordiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 
 bool is_vector(const IntTensor& t) { return t.rank() == 1 && t.numel() >= 2; }
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
 
 // Columns the intent is written in (the mask's width; else position ids'; else Lk).
 int64_t intent_width_of(const Batch& batch) {
@@ -151,7 +146,7 @@ struct Builder {
         if (lane.cu.numel() == 0 && a.failure)
           lane.problem = lane.tensor + ": not computed (the release raised before building it)";
         else if (!is_vector(lane.cu))
-          lane.problem = lane.tensor + " has shape " + shape_text(lane.cu.shape) + ": not a vector of N + 1 >= 2 boundaries";
+          lane.problem = lane.tensor + " has shape " + shape_text(lane.cu.shape, ShapeStyle::torch_list) + ": not a vector of N + 1 >= 2 boundaries";
         pic.lanes.push_back(std::move(lane));
       };
       if (same) {

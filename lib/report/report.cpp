@@ -148,25 +148,20 @@ std::string wrap(const std::string& text, const std::string& indent, size_t widt
 }
 
 std::string short_array(const nlohmann::json& a) {
-  if (a.is_object() && a.value("summarised", false)) {
+  // the first 6 values of `head`, the last 3 of `tail`, and the count: "[0,1,2,3,4,5, ... 7,8,9] (N values)"
+  auto elided = [](const nlohmann::json& head_values, const nlohmann::json& tail_values, size_t count) {
     nlohmann::json head = nlohmann::json::array(), tail = nlohmann::json::array();
-    for (size_t k = 0; k < 6 && k < a["head"].size(); ++k) head.push_back(a["head"][k]);
-    for (size_t k = a["tail"].size() >= 3 ? a["tail"].size() - 3 : 0; k < a["tail"].size(); ++k) tail.push_back(a["tail"][k]);
+    for (size_t k = 0; k < 6 && k < head_values.size(); ++k) head.push_back(head_values[k]);
+    for (size_t k = tail_values.size() >= 3 ? tail_values.size() - 3 : 0; k < tail_values.size(); ++k)
+      tail.push_back(tail_values[k]);
     std::string h = head.dump(), t = tail.dump();
     h.pop_back();
     t.erase(0, 1);
-    return h + ", ... " + t + " (" + std::to_string(a["count"].get<size_t>()) + " values)";
-  }
+    return h + ", ... " + t + " (" + std::to_string(count) + " values)";
+  };
+  if (a.is_object() && a.value("summarised", false)) return elided(a["head"], a["tail"], a["count"].get<size_t>());
   if (a.is_array() && a.empty()) return "(not computed)";
-  if (a.is_array() && a.size() > 16) {
-    nlohmann::json head = nlohmann::json::array(), tail = nlohmann::json::array();
-    for (size_t k = 0; k < 6; ++k) head.push_back(a[k]);
-    for (size_t k = a.size() - 3; k < a.size(); ++k) tail.push_back(a[k]);
-    std::string h = head.dump(), t = tail.dump();
-    h.pop_back();
-    t.erase(0, 1);
-    return h + ", ... " + t + " (" + std::to_string(a.size()) + " values)";
-  }
+  if (a.is_array() && a.size() > 16) return elided(a, a, a.size());
   return a.dump();
 }
 

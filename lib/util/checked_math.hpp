@@ -1,7 +1,7 @@
 // Overflow-checked integer arithmetic for values that come from the user (cu_seqlens entries up
-// to +-2^62, dimensions up to 2^40). Every product or difference of such values in lib/check/
-// goes through these: nullopt means "does not fit in int64", which the checks report as the
-// value being out of range instead of wrapping silently.
+// to +-2^62, dimensions up to 2^40). Every product or difference of such values goes through
+// these (the loader, the checks, the execution plan): nullopt means "does not fit in int64",
+// which the checks report as the value being out of range instead of wrapping silently.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +46,23 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 :
 inline std::string to_text(const std::optional<int64_t>& v) {
   return v ? std::to_string(*v) : std::string("more than 2^63");
 }
+
+// Tensor sizes where any overflow makes the whole estimate unusable: each operation gives 0
+// after an overflow (or a negative factor) and `overflow` stays set (the plan's buffer sizes).
+struct Sizes {
+  bool overflow = false;
+  int64_t mul(int64_t a, int64_t b) {
+    const std::optional<int64_t> r = a < 0 || b < 0 ? std::nullopt : checked::mul(a, b);
+    overflow = overflow || !r;
+    return r.value_or(0);
+  }
+  int64_t mul(int64_t a, int64_t b, int64_t c) { return mul(mul(a, b), c); }
+  int64_t add(int64_t a, int64_t b) {
+    const std::optional<int64_t> r = checked::add(a, b);
+    overflow = overflow || !r;
+    return r.value_or(0);
+  }
+};
 
 constexpr int64_t kInt32Limit = int64_t{1} << 31;  // first value a signed 32-bit index cannot hold
 
