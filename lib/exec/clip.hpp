@@ -19,14 +19,8 @@
 
 namespace ad {
 
-// Attention CTAs (m, b, h) whose rows all lie at or past the q/out rows
-// (fa2::tile_past_rows): their q reads, out writes, k/v reads and LSE writes past the buffers
-// (TilesPastRows, in plan.hpp). make_exec_plan fills AttentionPlan::past_rows with it.
-TilesPastRows attention_tiles_past_rows(const ExecPlan& plan);
-
-// One line for the report: the segments that run past q and what the stages did about it
-// ("" when none does).
-std::string clipped_note(const ExecPlan& plan);
+// The attention CTAs wholly past q/out are counted by attention_tiles_past_rows (declared in
+// plan.hpp, defined in clip.cpp), which make_exec_plan calls.
 
 // A varlen rotary call (flash_attn or fla) on x (rows, heads, D) as its kernel walks it: the
 // rows of each segment its programs visit, the program that holds each row (launch order),

@@ -9,7 +9,6 @@
 #include "contract/rotary.hpp"
 #include "util/checked_math.hpp"
 #include "util/text.hpp"
-#include "exec/clip.hpp"
 
 #include <algorithm>
 #include <cmath>

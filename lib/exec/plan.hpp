@@ -97,6 +97,14 @@ struct TilesPastRows {
   int64_t live_grid_m = 0;  // m blocks that cover every CTA with a row inside q/out
 };
 
+// Attention CTAs (m, b, h) whose rows all lie at or past the q/out rows
+// (fa2::tile_past_rows): their q reads, out writes, k/v reads and LSE writes past the buffers,
+// counted from a plan whose attention part is built (clip.cpp).
+TilesPastRows attention_tiles_past_rows(const ExecPlan& plan);
+// One line for the report: the segments that run past q and what the stages did about it
+// ("" when none does).
+std::string clipped_note(const ExecPlan& plan);
+
 // flash_attn_varlen_func as the kernel runs it, after mha_varlen_fwd's host adjustments.
 struct AttentionPlan {
   int64_t num_segments = 0;              // batch_size = cu_seqlens_q.numel() - 1 (grid.y)
