@@ -31,15 +31,15 @@ using namespace ad;
 
 namespace {
 
-struct Outcome {
+struct RunSummary {
   std::vector<std::string> ids;  // in report order
   std::map<std::string, std::string> stage_status;
   double worst_error = -1;
   std::string describe;
 };
 
-Outcome summarise(const ExecResult& r) {
-  Outcome o;
+RunSummary summarise(const ExecResult& r) {
+  RunSummary o;
   std::vector<Violation> v = r.violations;
   std::stable_sort(v.begin(), v.end(), [](const Violation& a, const Violation& b) { return a.order < b.order; });
   for (const auto& x : v) o.ids.push_back(x.id);
@@ -76,8 +76,8 @@ TEST_CASE("cuda sweep: CUDA and CPU backends report the same violations on >= 20
     opt.seed = c.seed;
     opt.threads = 8;
     const ExecPlan plan = make_exec_plan(b, sweep::conversion_for(c, b), opt);
-    const Outcome oc = summarise(cpu->run(plan, opt));
-    const Outcome og = summarise(gpu->run(plan, opt));
+    const RunSummary oc = summarise(cpu->run(plan, opt));
+    const RunSummary og = summarise(gpu->run(plan, opt));
     const bool same_ids = oc.ids == og.ids;
     const bool same_stages = oc.stage_status == og.stage_status;
     bool within = true;
@@ -138,9 +138,9 @@ TEST_CASE("cuda: a phantom segment is answered within 10 s, as on the CPU", "[cu
       const ExecPlan plan = make_exec_plan(b, convert(b), opt);
       REQUIRE(plan.skip_reason.empty());
       const auto t0 = std::chrono::steady_clock::now();
-      const Outcome og = summarise(gpu->run(plan, opt));
+      const RunSummary og = summarise(gpu->run(plan, opt));
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const Outcome oc = summarise(cpu->run(plan, opt));
+      const RunSummary oc = summarise(cpu->run(plan, opt));
       INFO("cpu:\n" << oc.describe << "cuda:\n" << og.describe << "cuda: " << seconds << " s");
       CHECK(seconds < 10.0);
       CHECK(og.ids == oc.ids);
