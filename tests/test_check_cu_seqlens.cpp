@@ -269,6 +269,10 @@ TEST_CASE("max_seqlen.single_query: one query per segment on the swapped GQA pat
     REQUIRE_CLEAN(run(decode_gqa("2.6.3", "[0, 1, 1, 2]", R"(, "sliding_window": 4)")));
     REQUIRE_CLEAN(run(decode_gqa("2.4.2", "[0, 1, 1, 2]")));
   }
+  SECTION("a window wider than the keys still blocks the swap: FA2 decides it before dropping the window") {
+    auto r = run(decode_gqa("2.6.3", "[0, 1, 1, 2]", R"(, "causal": false, "sliding_window": 64)"));
+    CHECK_FALSE(r.has("max_seqlen.single_query"));
+  }
   SECTION("one query per segment holds") { REQUIRE_CLEAN(run(decode_gqa("2.6.3", "[0, 1, 2, 3]"))); }
   SECTION("a two-query segment under max_seqlen_q 1: max_seqlen.covers is reported first") {
     auto r = run(decode_gqa("2.6.3", "[0, 2, 2, 3]"));

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "contract/fa2_forward.hpp"
 #include "util/checked_math.hpp"
 #include "check/static_checks.hpp"
 
@@ -181,12 +182,19 @@ void max_seqlen_single_query(Ctx& ctx) {
   const FlashAttnRules& r = ctx.rules();
   const Model& m = ctx.batch.model;
   if (!a || !r.varlen_single_query_swap || !is_vector(a->cu_seqlens_q)) return;
-  if (a->max_seqlen_q.value != 1 || m.num_heads <= m.num_kv_heads) return;
-  const int64_t max_k = a->max_seqlen_k.value;
-  const bool window = (a->call.window_left >= 0 && a->call.window_left < max_k) ||
-                      (a->call.window_right >= 0 && a->call.window_right < max_k);
-  const bool aligned = r.alignment == HeadDimAlignment::padded_in_python || m.head_dim % 8 == 0;
-  if (window || a->call.dropout > 0 || !aligned) return;  // the swap is not taken
+  // mha_varlen_fwd's decision (the contract's): on the windows as passed, before a window
+  // wider than the keys is dropped; a head dim the release pads in Python reaches C++ aligned
+  const fa2::Normalized n = fa2::normalize(
+      {.max_seqlen_q = a->max_seqlen_q.value,
+       .max_seqlen_k = a->max_seqlen_k.value,
+       .num_heads = m.num_heads,
+       .num_heads_k = m.num_kv_heads,
+       .head_dim = r.alignment == HeadDimAlignment::padded_in_python ? (m.head_dim + 7) / 8 * 8 : m.head_dim,
+       .causal = a->call.causal,
+       .window_left = a->call.window_left,
+       .window_right = a->call.window_right,
+       .dropout = a->call.dropout > 0});
+  if (!n.swapped) return;  // the swap is not taken
   const IntTensor& cu = a->cu_seqlens_q;
   const int64_t N = cu.numel() - 1;
   int64_t off = 0, first = -1, first_len = 0;
