@@ -542,6 +542,7 @@ TEST_CASE("exec: a phantom segment is answered within seconds, clipped to the te
     nlohmann::json rotary;
     bool keys_only;
     int64_t end = 1000012;  // cu_seqlens[-1]
+    std::vector<int64_t> cu = {};  // instead of [0, 4, 7, end]
   };
   const std::vector<Variant> variants = {
       {"causal d64", 64, true, nullptr, false},
@@ -552,6 +553,7 @@ TEST_CASE("exec: a phantom segment is answered within seconds, clipped to the te
       {"int32 max, non-causal", 64, false, nullptr, false, 2147483647},
       {"int32 max, keys only", 64, false, nullptr, true, 2147483647},
       {"int32 max, fla rotary", 64, true, {{"implementation", "fla"}, {"dim", 64}}, false, 2147483647},
+      {"every segment past q", 64, false, nullptr, false, 1000020, {20, 30, 1000020}},
   };
   for (const Variant& v : variants) {
     DYNAMIC_SECTION(v.what) {
@@ -560,6 +562,8 @@ TEST_CASE("exec: a phantom segment is answered within seconds, clipped to the te
       if (v.keys_only)
         j["varlen"] = {{"cu_seqlens_q", {0, 4, 7, 12}},     {"cu_seqlens_k", {0, 4, 7, v.end}}, {"max_seqlen_q", 5},
                        {"max_seqlen_k", v.end - 7},         {"total_q", 12},                    {"total_k", 12}};
+      else if (!v.cu.empty())
+        j["varlen"] = {{"cu_seqlens_q", v.cu}, {"max_seqlen_q", v.end - v.cu[v.cu.size() - 2]}, {"total_q", 12}};
       else
         j["varlen"] = {{"cu_seqlens_q", {0, 4, 7, v.end}}, {"max_seqlen_q", v.end - 7}, {"total_q", 12}};
       if (!v.rotary.is_null()) j["rotary"] = v.rotary;
@@ -574,9 +578,9 @@ TEST_CASE("exec: a phantom segment is answered within seconds, clipped to the te
       CHECK(r.ids.count("attention.access"));
       if (!v.keys_only) {
         CHECK(r.stage("attention")->data.value("ctas_past_rows", 0) > 0);
+        const std::string segment = v.cu.empty() ? "segment 2" : "segment 0";
         bool noted = false;
-        for (const auto& n : r.plan.notes)
-          noted = noted || n.find("segment 2 of cu_seqlens_q ends at row " + std::to_string(v.end)) == 0;
+        for (const auto& n : r.plan.notes) noted = noted || n.find(segment + " of cu_seqlens_q ends at row ") == 0;
         CHECK(noted);
       }
       if (!v.rotary.is_null()) CHECK(r.ids.count("rotary.access"));

@@ -185,7 +185,7 @@ class CudaEngine final : public Engine {
       const int64_t nseg = walk.segments();
       if (nseg <= 0) continue;
       std::vector<int64_t> offset(size_t(nseg), 0);
-      int64_t launch_rows = 0;
+      int64_t launch_rows = 1;  // at least one row: a call wholly outside x launches programs that return
       for (int64_t b = 0; b < nseg; ++b) {
         offset[size_t(b)] = walk.offset(b);
         launch_rows = std::max(launch_rows, walk.run(b).second);
@@ -288,7 +288,8 @@ class CudaEngine final : public Engine {
     p.lse_max_seqlen_q = at.max_seqlen_q;
     // the CTAs wholly past q/out are counted on the host (exec/clip.hpp), not launched
     p.skip_tiles_past_rows = checks == Checks::checked;
-    p.launch_m_blocks = int32_t(std::min<int64_t>(at.past_rows.live_grid_m, std::numeric_limits<int32_t>::max()));
+    // (at least one m block: a call whose every CTA lies past q launches one row of CTAs that return)
+    p.launch_m_blocks = int32_t(std::clamp<int64_t>(at.past_rows.live_grid_m, 1, std::numeric_limits<int32_t>::max()));
     const std::string kernel = kern::varlen_fwd_kernel_name(p, checks);
     ob.facts["kernel"] = kernel;
     double ms = 0.0;
