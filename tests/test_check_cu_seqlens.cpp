@@ -221,6 +221,42 @@ TEST_CASE("max_seqlen.type: a host int > 0, severity follows the release", "[che
   }
 }
 
+TEST_CASE("max_seqlen.type speaks per argument", "[check]") {
+  SECTION("a host-int max_seqlen_q beside a 0-d max_seqlen_k (the decode path of transformers 5.4 - 5.13)") {
+    auto r = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},
+                     "varlen": {"cu_seqlens_q": [0, 1, 2], "cu_seqlens_k": [0, 5, 9],
+                                "max_seqlen_q": 1, "max_seqlen_k": {"tensor": 5}}})");
+    REQUIRE_ONLY(r, "max_seqlen.type");
+    REQUIRE(r.violations.size() == 1);
+    const auto& v = r.violations[0];
+    CHECK(v.evidence["argument"] == "max_seqlen_k");
+    CHECK(v.evidence["arguments"] == nlohmann::json{"max_seqlen_k"});
+    CHECK(v.evidence["max_seqlen_q_is_tensor"] == false);
+    CHECK(v.evidence["max_seqlen_k_is_tensor"] == true);
+    CHECK(v.message.rfind("max_seqlen_k is a 0-d int32 tensor, not a host int (max_seqlen_q is a host int)", 0) == 0);
+  }
+  SECTION("the same 0-d tensor for both arguments is one violation naming both") {
+    auto r = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},
+                     "varlen": {"cu_seqlens_q": [0, 5, 9], "max_seqlen_q": {"tensor": 5}, "max_seqlen_k": {"tensor": 5}}})");
+    REQUIRE_ONLY(r, "max_seqlen.type");
+    REQUIRE(r.violations.size() == 1);
+    const auto& v = r.violations[0];
+    CHECK(v.evidence["arguments"] == nlohmann::json{"max_seqlen_q", "max_seqlen_k"});
+    CHECK(v.evidence["max_seqlen_q_is_tensor"] == true);
+    CHECK(v.evidence["max_seqlen_k_is_tensor"] == true);
+    CHECK(v.message.rfind("max_seqlen_q and max_seqlen_k are 0-d int32 tensors, not host ints", 0) == 0);
+  }
+  SECTION("two different tensors are two violations, one per argument") {
+    auto r = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},
+                     "varlen": {"cu_seqlens_q": [0, 2, 4], "cu_seqlens_k": [0, 5, 9],
+                                "max_seqlen_q": {"tensor": 2}, "max_seqlen_k": {"tensor": 5}}})");
+    REQUIRE_ONLY(r, "max_seqlen.type");
+    REQUIRE(r.violations.size() == 2);
+    CHECK(r.violations[0].evidence["argument"] == "max_seqlen_q");
+    CHECK(r.violations[1].evidence["argument"] == "max_seqlen_k");
+  }
+}
+
 TEST_CASE("max_seqlen.covers: max_seqlen >= every segment", "[check]") {
   SECTION("max_seqlen_q 3 under a 5-query segment breaks exactly it (flash-attention#1773)") {
     auto r = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},

@@ -3,9 +3,11 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <filesystem>
 
 #include "batch/batch.hpp"
 #include "convert/convert.hpp"
+#include "doctor/doctor.hpp"
 
 namespace {
 
@@ -67,4 +69,28 @@ TEST_CASE("the replay is linear in tokens: a 1M-token mask", "[convert]") {
   }
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(seconds < 30.0);
+}
+
+TEST_CASE("the report's varlen block gives max_seqlen's tensor-ness per argument", "[convert]") {
+  // recorded: transformers 5.5.0 on a decode step passes max_seqlen_q = 1 (host int) and
+  // max_seqlen_k = 6 (a 0-d int32 tensor from _get_unpad_data); tests/golden/transformers-5.5.0.json
+  const auto batches = std::filesystem::path(ATTN_DOCTOR_SOURCE_DIR) / "tests" / "golden" / "batches";
+  auto varlen = [&](const char* batch, const char* release) {
+    ad::ConvertOptions o;
+    o.transformers = ad::version_literal(release);
+    ad::Conversion c = ad::convert(ad::load_batch_file(batches / batch), o);
+    REQUIRE(c.replayed);
+    return ad::varlen_json(*c.replayed, false);
+  };
+  auto decode = varlen("004-decode-left-padding.json", "5.5.0");
+  CHECK(decode["max_seqlen_q_is_tensor"] == false);
+  CHECK(decode["max_seqlen_k_is_tensor"] == true);
+  CHECK(decode["max_seqlen_is_tensor"] == true);  // either
+  auto packed = varlen("024-packed-b1.json", "4.44.0");
+  CHECK(packed["max_seqlen_q_is_tensor"] == true);
+  CHECK(packed["max_seqlen_k_is_tensor"] == true);
+  auto host = varlen("004-decode-left-padding.json", "5.14.1");
+  CHECK(host["max_seqlen_q_is_tensor"] == false);
+  CHECK(host["max_seqlen_k_is_tensor"] == false);
+  CHECK(host["max_seqlen_is_tensor"] == false);
 }

@@ -353,8 +353,9 @@ const std::vector<Invariant>& table() {
        .when_broken = "0-d tensor: host sync, compile graph break, FA4 DSL error",
        .explanation =
            "max_seqlen sizes the grid on the host. transformers 4.44 - 4.53 passed position_ids.max() + 1 as a 0-d "
-           "tensor on the packed path, 4.54 an int, and 5.4 onwards a 0-d tensor again (cu_seqlens.diff().max(); "
-           "5.4 - 5.13 on the mask path too): FA2 and FA3 convert it, which synchronises with the device and breaks "
+           "tensor on the packed path, 4.54 - 5.3 a host int, and 5.4 onwards a 0-d tensor again (cu_seqlens.diff().max(); "
+           "5.4 - 5.13 max_seqlen_k on the mask path too, beside a host-int max_seqlen_q on the decode and "
+           "partial-query routes): FA2 and FA3 convert it, which synchronises with the device and breaks "
            "torch.compile graphs; FA4's CuTe interface uses it in integer tile arithmetic and fails. A value <= 0 "
            "(or None, varlen kwargs without max_length) cannot size the grid.",
        .fix = "Pass a Python int computed once per batch: int((cu_seqlens[1:] - cu_seqlens[:-1]).max()).",

@@ -340,36 +340,59 @@ void cu_seqlens_total(Ctx& ctx) {
   }
 }
 
-// 21 max_seqlen.type: a host int > 0. transformers 4.44 - 4.53 passed position_ids.max() + 1 as a
-// 0-d tensor on the packed path: FA2 and FA3 turn it into an int (a device->host sync, a graph
-// break under torch.compile); FA4 (flash_attn.cute) uses it in tile arithmetic typed
-// Optional[int] and fails.
+// 21 max_seqlen.type: a host int > 0, judged per argument. transformers 4.44 - 4.53 passed
+// position_ids.max() + 1 as a 0-d tensor on the packed path (both arguments); 5.4 - 5.13 keep
+// _get_unpad_data's max a 0-d tensor, so the decode / partial-query path passes max_seqlen_q as a
+// host int beside a 0-d max_seqlen_k. FA2 and FA3 turn a tensor into an int (a device->host sync,
+// a graph break under torch.compile); FA4 (flash_attn.cute) uses it in tile arithmetic typed
+// Optional[int] and fails. One violation per argument, or one naming both when both are the same.
 void max_seqlen_type(Ctx& ctx) {
   const VarlenArgs* a = varlen_call(ctx);
   if (!a) return;
   const FlashAttnRules& r = ctx.rules();
+  const MaxSeqlen& mq = a->max_seqlen_q;
+  const MaxSeqlen& mk = a->max_seqlen_k;
+  const bool same = mq.value == mk.value && mq.is_tensor == mk.is_tensor && mq.is_none == mk.is_none &&
+                    (!mq.is_tensor || mq.dtype == mk.dtype);
+  auto host_int = [](const MaxSeqlen& m) { return !m.is_none && !m.is_tensor; };
   for (bool q : {true, false}) {
-    const MaxSeqlen& m = q ? a->max_seqlen_q : a->max_seqlen_k;
+    if (!q && same) break;
+    const MaxSeqlen& m = q ? mq : mk;
+    const MaxSeqlen& other = q ? mk : mq;
     const std::string name = q ? "max_seqlen_q" : "max_seqlen_k";
+    const std::string other_name = q ? "max_seqlen_k" : "max_seqlen_q";
+    const std::string subject = same ? "max_seqlen_q and max_seqlen_k are" : name + " is";
+    nlohmann::json ev = {{"argument", name},
+                         {"arguments", same ? nlohmann::json{"max_seqlen_q", "max_seqlen_k"} : nlohmann::json{name}},
+                         {"max_seqlen_q_is_tensor", mq.is_tensor},
+                         {"max_seqlen_k_is_tensor", mk.is_tensor}};
+    // what the other argument is, when only this one is wrong
+    const std::string beside = !same && host_int(other) && other.value > 0 ? " (" + other_name + " is a host int)" : "";
     if (m.is_none) {
+      ev["is_none"] = true;
       ctx.report(Severity::error,
-                 name + " is None (varlen kwargs without max_length): the kernel needs an int to size its grid",
-                 {{"argument", name}, {"is_none", true}}, "incompatible function arguments");
+                 subject + " None (varlen kwargs without max_length)" + beside +
+                     ": the kernel needs an int to size its grid",
+                 ev, "incompatible function arguments");
     } else if (m.value <= 0) {
-      ctx.report(Severity::error, name + " is " + std::to_string(m.value) + "; it must be > 0 (the grid is sized from it)",
-                 {{"argument", name}, {"value", m.value}});
+      ev["value"] = m.value;
+      ctx.report(Severity::error,
+                 subject + " " + std::to_string(m.value) + beside + "; it must be > 0 (the grid is sized from it)", ev);
     } else if (m.is_tensor) {
+      ev["value"] = m.value;
+      ev["is_tensor"] = true;
+      ev["flash_attn"] = ctx.fa.label();
       ctx.report(r.max_seqlen_tensor_ok ? Severity::warning : Severity::error,
-                 name + " is a 0-d " + to_string(m.dtype) + " tensor, not a host int: " +
+                 subject + (same ? " 0-d " + to_string(m.dtype) + " tensors, not host ints"
+                                 : " a 0-d " + to_string(m.dtype) + " tensor, not a host int") +
+                     beside + ": " +
                      (r.max_seqlen_tensor_ok ? "FA" + std::to_string(r.family) +
-                                                   " converts it at the cost of a device->host sync (a graph break under "
+                                                   " converts " + (same ? "them" : "it") +
+                                                   " at the cost of a device->host sync (a graph break under "
                                                    "torch.compile)"
                                              : "flash_attn " + ctx.fa.label() + " needs an int for its tile arithmetic"),
-                 {{"argument", name}, {"value", m.value}, {"is_tensor", true}, {"flash_attn", ctx.fa.label()}});
+                 ev);
     }
-    if (q && a->max_seqlen_k.value == a->max_seqlen_q.value && a->max_seqlen_k.is_tensor == a->max_seqlen_q.is_tensor &&
-        a->max_seqlen_k.is_none == a->max_seqlen_q.is_none)
-      break;
   }
 }
 

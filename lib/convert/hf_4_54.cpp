@@ -1,4 +1,4 @@
-// hf-4.54 (4.54.x): any position ids (or the four kwargs) select the varlen route, whatever B,
+// hf-4.54 (4.54.x and 4.55.0): any position ids (or the four kwargs) select the varlen route, whatever B,
 // Lq or the ids look like: plain rows, decode steps and offsets all become "packed". max_seqlen
 // is cu_seqlens.diff().max().item(), so ids without a 0 (an offset chunk, a decode step) leave
 // cu = [numel] and max() of the empty diff raises (transformers#39814).

@@ -1,4 +1,4 @@
-// hf-4.55 (4.55.x): packing is decided by `_is_packed_sequence` (B == 1 and the ids are not one
+// hf-4.55 (4.55.1 - 4.55.x; 4.55.0 still has the 4.54 route): packing is decided by `_is_packed_sequence` (B == 1 and the ids are not one
 // arange starting at their minimum), evaluated before anything else, so rank-1 ids fail on
 // `position_ids.shape[1]` even next to a mask. On the packed route with Lq != Lk the cu_seqlens
 // come from each row's last position (`prepare_fa_kwargs_from_position_ids(...,

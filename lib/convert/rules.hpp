@@ -17,8 +17,8 @@ VarlenArgs hf_4_47(const Call& c);    // 4.47 - 4.48: cu_seq_lens / max_length k
 VarlenArgs hf_4_49(const Call& c);    // 4.49 - 4.52: unpad_input's fifth value tolerated
 VarlenArgs hf_4_53_0(const Call& c);  // 4.53.0: packed path only for B == 1; keys cut to the mask
 VarlenArgs hf_4_53_1(const Call& c);  // 4.53.1 - 4.53.x: the four kwargs alone select varlen
-VarlenArgs hf_4_54(const Call& c);    // 4.54: any position ids select varlen; host-int max
-VarlenArgs hf_4_55(const Call& c);    // 4.55: _is_packed_sequence
+VarlenArgs hf_4_54(const Call& c);    // 4.54 - 4.55.0: any position ids select varlen; host-int max
+VarlenArgs hf_4_55(const Call& c);    // 4.55.1 - 4.55.x: _is_packed_sequence
 VarlenArgs hf_4_56(const Call& c);    // 4.56 - 5.3: window (W-1, W-1)
 VarlenArgs hf_5_4(const Call& c);     // 5.4 - 5.13: max_seqlen a 0-d tensor again, None max dropped
 VarlenArgs hf_5_14(const Call& c);    // 5.14 - 5.15: the mask path's max a host int again

@@ -39,7 +39,9 @@ nlohmann::json varlen_json(const VarlenArgs& a, bool full) {
   j["cu_seqlens_k"] = tensor_values(a.cu_seqlens_k, full);
   j["max_seqlen_q"] = a.max_seqlen_q.value;
   j["max_seqlen_k"] = a.max_seqlen_k.value;
-  j["max_seqlen_is_tensor"] = a.max_seqlen_q.is_tensor || a.max_seqlen_k.is_tensor;
+  j["max_seqlen_is_tensor"] = a.max_seqlen_q.is_tensor || a.max_seqlen_k.is_tensor;  // either
+  j["max_seqlen_q_is_tensor"] = a.max_seqlen_q.is_tensor;
+  j["max_seqlen_k_is_tensor"] = a.max_seqlen_k.is_tensor;
   j["total_q"] = a.total_q;
   j["total_k"] = a.total_k;
   if (a.indices_q) j["indices_q"] = tensor_values(*a.indices_q, full);

@@ -976,7 +976,7 @@ std::string render_compare_html(const Batch& batch, const std::vector<CompareBan
         };
         t << "\n      cu_seqlens_q " << list(a.cu_seqlens_q) << "  cu_seqlens_k " << list(a.cu_seqlens_k)
           << "\n      max_seqlen_q " << a.max_seqlen_q.value << (a.max_seqlen_q.is_tensor ? " (0-d tensor)" : "") << "  max_seqlen_k "
-          << a.max_seqlen_k.value << "  total q/k " << a.total_q << "/" << a.total_k;
+          << a.max_seqlen_k.value << (a.max_seqlen_k.is_tensor ? " (0-d tensor)" : "") << "  total q/k " << a.total_q << "/" << a.total_k;
       }
       if (a.failure) t << "\n      raises " << a.failure->type << ": " << a.failure->message << " (" << a.failure->where << ")";
     }

@@ -269,8 +269,10 @@ std::string render_text(const Report& r, const RenderOptions& options) {
       out << " " << short_array(v[key]) << "\n";
     }
     auto num = [&](const char* key) { return v.contains(key) ? v[key].dump() : std::string("-"); };
-    out << "  max_seqlen_q " << num("max_seqlen_q") << "  max_seqlen_k " << num("max_seqlen_k");
-    if (v.value("max_seqlen_is_tensor", false)) out << " (0-d tensors)";
+    // each argument's type: the 5.4 - 5.13 decode path passes a host-int q beside a 0-d tensor k
+    auto tensor_mark = [&](const char* key) { return v.value(key, false) ? " (0-d tensor)" : ""; };
+    out << "  max_seqlen_q " << num("max_seqlen_q") << tensor_mark("max_seqlen_q_is_tensor") << "  max_seqlen_k "
+        << num("max_seqlen_k") << tensor_mark("max_seqlen_k_is_tensor");
     out << "  total_q " << num("total_q") << "  total_k " << num("total_k") << "\n";
     if (v.contains("error") && v["error"].is_object()) {
       const auto& e = v["error"];

@@ -31,7 +31,7 @@ PYTHON = os.environ.get("PARITY_PYTHON", str(VENVS / "torch24" / "bin" / "python
 
 RELEASES = [
     "4.36.2", "4.40.2", "4.42.4", "4.43.4", "4.44.0", "4.44.1", "4.44.2", "4.45.2", "4.46.3", "4.47.1",
-    "4.48.3", "4.49.0", "4.50.3", "4.52.4", "4.53.0", "4.53.1", "4.53.3", "4.54.0", "4.54.1", "4.55.4",
+    "4.48.3", "4.49.0", "4.50.3", "4.52.4", "4.53.0", "4.53.1", "4.53.3", "4.54.0", "4.54.1", "4.55.0", "4.55.4",
     "4.56.2", "4.57.6", "5.0.0", "5.4.0", "5.5.0", "5.14.1", "5.16.0", "5.20.0", "5.23.0",
 ]
 DEFAULT_FLASH_ATTN = "2.6.3"
@@ -142,18 +142,19 @@ def dumps(obj):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["hf", "gemma2", "qwen2vl", "unpad", "all"])
-    ap.add_argument("--releases", default=",".join(RELEASES))
+    ap.add_argument("--releases", help="only these releases (default: every release of RELEASES)")
     args = ap.parse_args()
     CACHE.mkdir(exist_ok=True)
-    releases = args.releases.split(",")
+    releases = args.releases.split(",") if args.releases else RELEASES
+    only = set(releases) if args.releases else None
     if args.what in ("hf", "all"):
         run_hf(releases)
     if args.what in ("gemma2", "all"):
         import gemma2
-        gemma2.run(run_python, standin, python_for, VENVS, GOLDEN, BATCHES, dumps, CACHE)
+        gemma2.run(run_python, standin, python_for, VENVS, GOLDEN, BATCHES, dumps, CACHE, only)
     if args.what in ("qwen2vl", "all"):
         import qwen2vl
-        qwen2vl.run(run_python, standin, python_for, VENVS, GOLDEN, dumps, CACHE)
+        qwen2vl.run(run_python, standin, python_for, VENVS, GOLDEN, dumps, CACHE, only)
     if args.what in ("unpad", "all"):
         import unpad_goldens
         unpad_goldens.run(run_python, lambda _: PYTHON, CACHE, GOLDEN, batch_files(), dumps)

@@ -6,15 +6,17 @@ import json
 
 RELEASES = [
     "4.45.2", "4.46.3", "4.47.1", "4.48.3", "4.49.0", "4.50.3", "4.52.4", "4.53.0", "4.53.1", "4.53.3",
-    "4.54.0", "4.54.1", "4.55.4", "4.56.2", "4.57.6", "5.0.0", "5.4.0", "5.5.0", "5.14.1", "5.16.0",
+    "4.54.0", "4.54.1", "4.55.0", "4.55.4", "4.56.2", "4.57.6", "5.0.0", "5.4.0", "5.5.0", "5.14.1", "5.16.0",
     "5.20.0", "5.23.0",
 ]
 BATCHES = {"padded": "060-qwen2vl-padded.json", "packed_2d": "061-qwen2vl-packed-2d.json",
            "packed_3d": "062-qwen2vl-packed-3d.json"}
 
 
-def run(run_python, standin, python_for, venvs, golden_dir, dumps, cache):
+def run(run_python, standin, python_for, venvs, golden_dir, dumps, cache, only=None):
     for release in RELEASES:
+        if only is not None and release not in only:
+            continue
         out = cache / f"qwen2vl-{release}.json"
         run_python("driver_qwen2vl.py", ["--out", str(out)], [standin("2.6.3"), venvs / f"tf-{release}"],
                    python=python_for(release, "model"))

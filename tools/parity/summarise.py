@@ -21,9 +21,10 @@ def cell(case):
     if r["function"] == "flash_attn_func":
         s = "dense"
     else:
-        m = r["max_seqlen_q"]
-        mt = "T" if m["is_tensor"] else ""
-        s = f"{r['path']} q{r['cu_seqlens_q']['values']} k{r['cu_seqlens_k']['values']} m{mt}{m['value']}/{r['max_seqlen_k']['value']} t{r['total_q']}/{r['total_k']}"
+        mq, mk = r["max_seqlen_q"], r["max_seqlen_k"]
+        t = lambda m: "T" if m["is_tensor"] else ""  # noqa: E731  (T: a 0-d tensor, per argument)
+        s = (f"{r['path']} q{r['cu_seqlens_q']['values']} k{r['cu_seqlens_k']['values']} "
+             f"m{t(mq)}{mq['value']}/{t(mk)}{mk['value']} t{r['total_q']}/{r['total_k']}")
         if r["cu_seqlens_q"]["dtype"] != "int32":
             s += " " + r["cu_seqlens_q"]["dtype"]
     if r["window_size"] != [-1, -1]:
