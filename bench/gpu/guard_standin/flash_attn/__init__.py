@@ -6,4 +6,4 @@ kernel gets, so a bad call fails as the real kernel fails. The dist-info beside 
 transformers see an installed flash-attn 2.8.3. Not the real package."""
 __version__ = "2.8.3"
 
-from .flash_attn_interface import flash_attn_func, flash_attn_varlen_func  # noqa: F401
+from .flash_attn_interface import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache  # noqa: F401

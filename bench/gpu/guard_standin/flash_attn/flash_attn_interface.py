@@ -30,3 +30,9 @@ def flash_attn_func(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, wi
     return torch.ops.aten._flash_attention_forward(
         q, k, v, None, None, q.shape[1], k.shape[1], dropout_p, causal, False, scale=scale,
         window_size_left=left, window_size_right=right)[0]
+
+
+def flash_attn_with_kvcache(*args, **kwargs):
+    """Imported by transformers >= 5 with the other entry points; PyTorch bundles no KV-cache
+    kernel, and the guard's measurements never decode, so a call says so instead of running."""
+    raise NotImplementedError("flash_attn_with_kvcache: not provided by this stand-in (PyTorch bundles no KV-cache kernel)")
