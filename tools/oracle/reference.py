@@ -88,17 +88,29 @@ class RefSeq:
 
 
 def padded_sequences(seqs, batch, lq, lk):
-    """Padded frame: q (B, Lq, ...) rows b*Lq + j at slot Lk - Lq + j, k (B, Lk, ...) rows b*Lk + s."""
+    """Padded frame: k (B, Lk, ...) rows b*Lk + s. The queries of a sequence are its last Lq
+    tokens, placed in q (B, Lq, ...) the way the mask places the row's tokens: a row that ends
+    at the last key slot (left padding, or none) has them right-aligned, q row b*Lq + j at key
+    slot Lk - Lq + j; a right-padded row (its tokens from slot 0, ending before Lk) has them
+    left-aligned, q row b*Lq + j at key slot end - n + j for n = min(Lq, length) queries."""
     out = []
     for b, start, length in seqs:
         lo, hi = start, start + length
-        q_lo, q_hi = max(lo, lk - lq), min(hi, lk)
         k_lo, k_hi = max(lo, 0), min(hi, lk)
-        if q_hi <= q_lo or k_hi <= k_lo or b >= batch:
+        if k_hi <= k_lo or b >= batch:
             continue
-        q_slots = torch.arange(q_lo, q_hi)
         k_slots = torch.arange(k_lo, k_hi)
-        out.append(RefSeq(b * lq + (q_slots - (lk - lq)), q_slots, b * lk + k_slots, k_slots))
+        if lq < lk and lo == 0 and hi < lk:  # right padding with a partial query
+            n = min(lq, k_hi - k_lo)
+            q_slots = torch.arange(k_hi - n, k_hi)
+            q_rows = b * lq + torch.arange(n)
+        else:
+            q_lo, q_hi = max(lo, lk - lq), min(hi, lk)
+            if q_hi <= q_lo:
+                continue
+            q_slots = torch.arange(q_lo, q_hi)
+            q_rows = b * lq + (q_slots - (lk - lq))
+        out.append(RefSeq(q_rows, q_slots, b * lk + k_slots, k_slots))
     return out
 
 
