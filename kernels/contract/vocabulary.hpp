@@ -29,6 +29,12 @@ enum class Buffer : int32_t {
   out_final,            // pad_input's output (mask path)
   cos, sin,             // rotary table
   row_writes,           // the checked attention kernel's per-row write counters (coverage)
+  // the varlen backward (contract/fa2_backward.hpp), packed frame
+  dout,                 // dO (total_q x H x D)
+  dq,                   // dq (total_q x H x D)
+  dk, dv,               // what dq_dk_dv writes: dk/dv, or dk/dv_expanded (total_k x H x D) under GQA
+  dq_accum,             // fp32 (nsplits, total_q + 128 N, H, d_rounded)
+  softmax_d,            // fp32 rowsum(dO * O): (H, total_q + 128 N), or (N, H, round128(max_seqlen_q))
 };
 inline const char* to_string(Buffer b) {
   switch (b) {
@@ -46,6 +52,12 @@ inline const char* to_string(Buffer b) {
     case Buffer::cos: return "cos";
     case Buffer::sin: return "sin";
     case Buffer::row_writes: return "row_writes";
+    case Buffer::dout: return "dout";
+    case Buffer::dq: return "dq";
+    case Buffer::dk: return "dk";
+    case Buffer::dv: return "dv";
+    case Buffer::dq_accum: return "dq_accum";
+    case Buffer::softmax_d: return "softmax_d";
     case Buffer::none: break;
   }
   return "none";

@@ -43,6 +43,25 @@ void merge_facts(StageRecord& s, const nlohmann::json& facts) {
   for (auto it = facts.begin(); it != facts.end(); ++it) s.data[it.key()] = it.value();
 }
 
+// The training step's dO as the attention kernel receives it (packed, total_q x H x D): the
+// seeded gradient of the output the caller gets (final frame), gathered through pad_input's
+// adjoint (index_first_axis of the gradient by indices_q) on the mask route.
+std::vector<float> packed_dout(const ExecPlan& plan, int threads) {
+  const int64_t H = plan.num_heads, D = plan.head_dim, row = H * D;
+  const int64_t total_q = std::max<int64_t>(plan.attention.total_q, 0);
+  std::vector<float> dout(static_cast<size_t>(total_q * row));
+  const auto value = [&](int64_t final_row, int64_t e) {
+    return num::input_value(plan.seed, num::InputTensor::dout, static_cast<uint64_t>(final_row * row + e), plan.elem);
+  };
+  cpu::parallel_for(threads, total_q, 256, [&](int64_t i, int) {
+    int64_t src = i;
+    if (plan.pad.enabled) src = static_cast<size_t>(i) < plan.pad.indices.size() ? plan.pad.indices[static_cast<size_t>(i)] : -1;
+    const bool inside = src >= 0 && src < std::max<int64_t>(plan.rows_final, 0);
+    for (int64_t e = 0; e < row; ++e) dout[static_cast<size_t>(i * row + e)] = inside ? value(src, e) : 0.0f;
+  });
+  return dout;
+}
+
 }  // namespace
 
 Inputs seeded_inputs(const ExecPlan& plan, int threads) {
@@ -61,11 +80,11 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
   ExecResult res;
   res.backend = engine.name();
   if (!plan.skip_reason.empty()) {
-    res.stages = skipped_stages(plan.skip_reason);
+    res.stages = skipped_stages(plan.skip_reason, plan.backward.enabled);
     return res;
   }
   res.stages.reserve(std::size(kDynamicStages));  // the StageRecord references below stay valid
-  observe::Stages st{res};
+  observe::Stages st{res, stage_count(plan.backward.enabled)};
   const int threads = std::max(1, plan.threads);
   const AttentionPlan& at = plan.attention;
   const int64_t total_q = std::max<int64_t>(at.total_q, 0);
@@ -218,6 +237,27 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
     ri.threads = threads;
     ri.output_name = engine.output_name();
     observe::result(s, res, plan, ri);
+    s.ms = ms_since(t0);
+  }
+  if (stop_after(Stage::result) || !plan.backward.enabled) return res;
+
+  // ---- attention_backward (training): seeded dO through pad's adjoint, then the backward --
+  {
+    const auto t0 = Clock::now();
+    StageRecord& s = st.add(to_string(Stage::attention_backward));
+    const BackwardPlan& bw = plan.backward;
+    if (!bw.skip_reason.empty()) {
+      s.status = "skipped";
+      s.detail = bw.skip_reason;
+    } else {
+      const std::vector<float> dout = packed_dout(plan, threads);
+      AttentionBackwardObservation ob = engine.attention_backward(plan, dout);
+      merge_facts(s, ob.facts);
+      if (!ob.ran) {
+        s.status = "skipped";
+        s.detail = "not run: " + ob.not_run;
+      }
+    }
     s.ms = ms_since(t0);
   }
   return res;

@@ -23,7 +23,8 @@
 namespace ad {
 
 // The dynamic stages, in the order they run (names: kDynamicStages).
-enum class Stage : uint8_t { unpad = 0, rotary = 1, attention = 2, pad = 3, result = 4 };
+// attention_backward runs only for a training batch ("pass": "training"), after result.
+enum class Stage : uint8_t { unpad = 0, rotary = 1, attention = 2, pad = 3, result = 4, attention_backward = 5 };
 inline const char* to_string(Stage s) { return kDynamicStages[static_cast<size_t>(s)]; }
 
 // The tensors an unpad gather packs (k and v share indices_k).
@@ -74,6 +75,40 @@ struct ScatterObservation {
   nlohmann::json facts = nlohmann::json::object();
 };
 
+// The varlen backward (contract/fa2_backward.hpp): dot_do_o, dq_dk_dv and convert_dQ, run on
+// the packed dO (the driver gathers it from the seeded final-frame dO: pad_input's adjoint)
+// and on the engine's own forward results: q and k as rotated, v, out and the LSE. Every
+// access checked and refused when out of bounds (never performed), each launch its record.
+// dq_accum holds the release's offsets (fa2::bwd::dq_accum_offset): an access at a wrapped
+// offset that lands inside dq_accum is performed there (the rows it lands on are corrupted as
+// on the real stack), one that lands outside is refused.
+struct DqMisroute {
+  int64_t rows = 0;              // packed q rows whose dq went through a dq_accum tile at an offset
+                                 // other than the intended one (any launch, any head)
+  int64_t first_row = -1;        // the first of them, its segment, head and m block
+  int64_t segment = -1, head = -1, m_block = -1;
+  int64_t intended = 0;          // dq_accum element offset of that tile: intended (64-bit) ...
+  int64_t offset = 0;            // ... and as the release computed it (dq_dk_dv's)
+};
+
+struct AttentionBackwardObservation {
+  // false: this engine has no backward; the stage says so ("not run"), never "ok".
+  bool ran = false;
+  std::string not_run;                  // why it did not run
+  AccessRecord dot_do_o, dq_dk_dv, convert_dq;  // refused accesses per launch (launch order within each)
+  std::vector<uint32_t> dq_writes;      // per packed q row: convert_dQ CTAs of head 0 that wrote its dq
+  std::vector<uint32_t> dkv_writes;     // per packed k row: dq_dk_dv key blocks of head 0 that wrote its
+                                        // dk/dv (the zeros of an empty key block included)
+  std::vector<uint8_t> dq_misrouted;    // per packed q row: 1 when counted in `misroute`
+  DqMisroute misroute;
+  // The gradients the kernels return, packed frame: dq (total_q x H x D), dk and dv
+  // (total_k x Hk x D, summed over the head group under GQA). A row no kernel wrote keeps the
+  // poison (NaN) that stands for torch.empty's contents.
+  std::vector<float> dq, dk, dv;
+  std::string detail;                   // what the engine did differently (sampling)
+  nlohmann::json facts = nlohmann::json::object();
+};
+
 // What the caller receives, on the host: the final output (rows_final x H x D) and the LSE.
 struct Output {
   const float* out_final = nullptr;
@@ -97,6 +132,16 @@ class Engine {
   virtual ScatterObservation scatter(const ExecPlan& plan) = 0;
   // The final output and the LSE, valid until the engine is destroyed.
   virtual Output output(const ExecPlan& plan) = 0;
+  // The varlen backward (plan.backward enabled, after attention): `dout` is the packed dO
+  // (total_q x H x D) in the dtype. An engine without a backward keeps this default: the
+  // stage reports that it did not run on this engine.
+  virtual AttentionBackwardObservation attention_backward(const ExecPlan& plan, const std::vector<float>& dout) {
+    (void)plan;
+    (void)dout;
+    AttentionBackwardObservation ob;
+    ob.not_run = std::string("the varlen backward is not implemented on the ") + name() + " engine";
+    return ob;
+  }
 };
 
 }  // namespace ad

@@ -54,7 +54,7 @@ StageRecord& Stages::add(const char* name) {
 }
 
 void Stages::not_reached(size_t from, const std::string& why) {
-  for (size_t i = from; i < std::size(kDynamicStages); ++i)
+  for (size_t i = from; i < count; ++i)
     res.stages.push_back(StageRecord{kDynamicStages[i], "skipped", 0.0, "not reached: " + why, nlohmann::json::object()});
 }
 

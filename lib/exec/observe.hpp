@@ -20,6 +20,7 @@ namespace ad::observe {
 // The stage list of one run: stages in kDynamicStages order; `not_reached` closes the rest.
 struct Stages {
   ExecResult& res;
+  size_t count = kForwardStages;  // stage_count(training)
   StageRecord& add(const char* name);
   void not_reached(size_t from, const std::string& why);
 };

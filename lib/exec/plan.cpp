@@ -17,9 +17,10 @@
 
 namespace ad {
 
-std::vector<StageRecord> skipped_stages(const std::string& why) {
+std::vector<StageRecord> skipped_stages(const std::string& why, bool training) {
   std::vector<StageRecord> out;
-  for (const char* s : kDynamicStages) out.push_back(StageRecord{s, "skipped", 0.0, why, nlohmann::json::object()});
+  for (size_t i = 0; i < stage_count(training); ++i)
+    out.push_back(StageRecord{kDynamicStages[i], "skipped", 0.0, why, nlohmann::json::object()});
   return out;
 }
 
@@ -163,6 +164,50 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
       fail("RuntimeError", "CUDA error: invalid configuration argument (grid " + std::to_string(at.grid_m) + " x " +
                                std::to_string(at.grid_b) + " x " + std::to_string(at.grid_h) + ")");
   }
+}
+
+// ---------------------------------------------------------------------------------------
+// backward: mha_varlen_bwd for a training batch (contract/fa2_backward.hpp)
+
+fa2::bwd::Release backward_release(const std::string& release) {
+  const std::optional<Version> v = parse_version(release);
+  if (!v || v->release.empty()) return fa2::bwd::release_rules(2, 6, 3);
+  auto part = [&](size_t i) { return i < v->release.size() ? static_cast<int>(v->release[i]) : 0; };
+  return fa2::bwd::release_rules(part(0), part(1), part(2));
+}
+
+void plan_backward(ExecPlan& p, const Batch& batch, const VarlenArgs& a) {
+  BackwardPlan& bw = p.backward;
+  bw.enabled = batch.pass == CallPass::training;
+  if (!bw.enabled) return;
+  const AttentionPlan& at = p.attention;
+  bw.release = backward_release(p.flash_attn_release);
+  bw.deterministic = false;
+  // the backward receives max_seqlen_q as passed (the forward's swapped path is its own)
+  const int64_t max_q = std::clamp<int64_t>(a.max_seqlen_q.value, -kInt32Max - 1, kInt32Max);
+  bw.kernel = fa2::bwd::normalize(bw.release, {.max_seqlen_q = max_q,
+                                               .max_seqlen_k = at.max_seqlen_k,
+                                               .num_heads = p.num_heads,
+                                               .num_heads_k = p.num_kv_heads,
+                                               .head_dim = p.head_dim,
+                                               .num_segments = at.num_segments,
+                                               .causal = a.call.causal,
+                                               .window_left = a.call.window_left,
+                                               .window_right = a.call.window_right,
+                                               .deterministic = bw.deterministic,
+                                               .arch = at.arch});
+  bw.dq_accum = {.total_q = std::max<int64_t>(at.total_q, 0),
+                 .num_segments = at.num_segments,
+                 .num_heads = p.num_heads,
+                 .d_rounded = bw.kernel.tile.head_dim_rounded,
+                 .nsplits = bw.kernel.nsplits};
+  bw.softmax_d = {.layout = bw.release.lse,
+                  .total_q = std::max<int64_t>(at.total_q, 0),
+                  .num_segments = at.num_segments,
+                  .num_heads = p.num_heads,
+                  .max_seqlen_q = std::max<int64_t>(max_q, 0)};
+  bw.tolerance = p.reference.tolerance;
+  if (at.raises) bw.skip_reason = "the forward raises: no backward runs";
 }
 
 // ---------------------------------------------------------------------------------------
@@ -623,6 +668,7 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
   }
   if (batch.rotary) plan_rotary(p, batch, args, q_src_index, k_src_index, Lq_f, Lk_f);
   plan_reference(p, batch, args, B, Lq_f, Lk_f);
+  plan_backward(p, batch, args);
 
   // ---- memory -------------------------------------------------------------------------
   {

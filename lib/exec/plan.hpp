@@ -25,6 +25,7 @@
 #include "convert/convert.hpp"
 #include "exec/exec.hpp"
 #include "contract/access_record.hpp"
+#include "contract/fa2_backward.hpp"
 #include "contract/fa2_forward.hpp"
 #include "contract/vocabulary.hpp"
 #include "exec/numeric.hpp"
@@ -185,6 +186,23 @@ struct ReferencePlan {
   int64_t rows_sampled = 0;
 };
 
+// The varlen backward of a training batch (mha_varlen_bwd, contract/fa2_backward.hpp), run
+// after the forward stages on the engine's forward results with a seeded dO.
+struct BackwardPlan {
+  bool enabled = false;                  // batch.pass == training
+  fa2::bwd::Release release;             // the release's rules (flash_attn_release)
+  fa2::bwd::Normalized kernel;           // windows, tile, grids, nsplits as the launches run them
+  fa2::bwd::DqAccumShape dq_accum;       // fp32 accumulator (nsplits, total_q + 128 N, H, d_rounded)
+  fa2::bwd::SoftmaxDShape softmax_d;     // rowsum(dO * O), fp32
+  bool deterministic = false;
+  std::optional<HostRaise> raises;       // mha_varlen_bwd's own host checks (none beyond the forward's yet)
+  std::string skip_reason;               // non-empty: the stage is skipped and says why
+  // Sampling under the budget: packed q rows whose dq is computed / key rows whose dk, dv are
+  // (empty: all). Offsets, coverage and accesses are checked for every row.
+  std::vector<uint8_t> sample_q, sample_k;
+  double tolerance = 0.0;                // gradient reference, relative, per dtype
+};
+
 struct MemoryEstimate {
   int64_t bytes = 0;              // host bytes the CPU backend allocates (fp32 storage)
   int64_t elements = 0;           // tensor elements over all buffers
@@ -211,6 +229,7 @@ struct ExecPlan {
   AttentionPlan attention;
   PadPlan pad;
   ReferencePlan reference;
+  BackwardPlan backward;
   MemoryEstimate memory;
   int64_t budget = 0;             // multiply-adds allowed before sampling
   int64_t cost = 0;               // multiply-adds of attention + reference over all rows
@@ -225,9 +244,12 @@ struct ExecPlan {
 ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const ExecOptions& options);
 
 // The stage records of a plan whose dynamic stages cannot run (skip_reason set).
-std::vector<StageRecord> skipped_stages(const std::string& why);
+std::vector<StageRecord> skipped_stages(const std::string& why, bool training = false);
 
-// The dynamic stages, in order.
-inline const char* const kDynamicStages[] = {"unpad", "rotary", "attention", "pad", "result"};
+// The dynamic stages, in order. An inference batch runs the first kForwardStages; a training
+// batch ("pass": "training") all of them.
+inline const char* const kDynamicStages[] = {"unpad", "rotary", "attention", "pad", "result", "attention_backward"};
+inline constexpr size_t kForwardStages = 5;
+inline size_t stage_count(bool training) { return training ? std::size(kDynamicStages) : kForwardStages; }
 
 }  // namespace ad
