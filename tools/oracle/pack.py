@@ -1,6 +1,6 @@
 """Build the oracle's carry folder: the upstream code the device needs, never committed.
 
-    python tools/oracle/pack.py [--out .oracle-carry] [--cache /work/oracle-cache]
+    python tools/oracle/pack.py [--out .oracle-carry] [--cache /work/oracle-cache] [--resume]
 
 Run here (CPU, PyPI reachable) with the oracle's venv (tools/oracle/README.md). It writes:
 - `transformers-<release>.tar.xz` for every transformers release a `batch` case names: a trimmed
@@ -88,6 +88,9 @@ def pack_release(release, own_cases, cache, out):
     # models tree travels whole; older releases need its package __init__ files only
     scans = "create_import_structure_from_path" in (target / "transformers" / "utils" / "import_utils.py").read_text()
     pattern = "*.py" if scans else "__init__.py"
+    # read, not imported: tools/parity/tracing.py passes attn_implementation when this file does
+    if (target / "transformers" / "integrations" / "flash_attention.py").is_file():
+        extra.append(os.path.join("transformers", "integrations", "flash_attention.py"))
     extra += [os.path.relpath(f, target) for f in (target / "transformers" / "models").rglob(pattern)]
     for rel in sorted(set(whole["files"]) | set(extra)):
         dest = trimmed / rel
@@ -151,6 +154,8 @@ def main():
     ap.add_argument("--out", default=str(REPO / ".oracle-carry"))
     ap.add_argument("--cache", default=os.environ.get("ORACLE_CACHE", "/work/oracle-cache"))
     ap.add_argument("--releases", default="", help="only these (comma-separated); default every release named")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the releases an earlier run packed and verified into the same --out")
     args = ap.parse_args()
     out, cache = Path(args.out), Path(args.cache)
     out.mkdir(parents=True, exist_ok=True)
@@ -163,7 +168,14 @@ def main():
     for release, own in sorted(wanted.items()):
         if only and release not in only:
             continue
-        info = pack_release(release, own, cache, out)
+        done = cache / "packed" / f"transformers-{release}.json"
+        archive = out / f"transformers-{release}.tar.xz"
+        if args.resume and done.exists() and archive.exists():
+            info = json.loads(done.read_text())  # packed and verified by an earlier run
+        else:
+            info = pack_release(release, own, cache, out)
+            done.parent.mkdir(parents=True, exist_ok=True)
+            done.write_text(json.dumps(info) + "\n")
         print(f"transformers {release}: {info['files']} files, {info['archive_bytes'] / 1e6:.2f} MB "
               f"(verified on {info['verified_batches']} batches)", flush=True)
         manifest["transformers"].append(info)

@@ -69,8 +69,11 @@ def main():
         except Exception as exc:  # the release's own failure is part of what must match
             results[Path(path).name] = {"error": f"{type(exc).__name__}: {exc}"[:500]}
     root = (stack.stack_root() / f"transformers-{release}").resolve()
-    files = sorted({os.path.relpath(m.__file__, root) for m in list(sys.modules.values())
-                    if getattr(m, "__file__", None) and str(Path(m.__file__).resolve()).startswith(str(root))})
+    # vars(): a module's own __file__, never its module-level __getattr__ (5.x's deprecated
+    # aliases import their target on attribute access)
+    paths = [vars(m).get("__file__") if hasattr(m, "__dict__") else None for m in list(sys.modules.values())]
+    files = sorted({os.path.relpath(p, root) for p in paths
+                    if isinstance(p, str) and str(Path(p).resolve()).startswith(str(root))})
     print(json.dumps({"release": release, "results": results, "files": files}))
 
 

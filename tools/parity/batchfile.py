@@ -90,6 +90,10 @@ def load(path):
         batch_size = mask.shape[0]
     if "position_ids" in block:
         p = block["position_ids"]
+        if "file" in p:  # a .npy sidecar beside the batch file: its values, as if given inline
+            import numpy
+            values = numpy.load(path.parent / p["file"], allow_pickle=False).astype("int64").tolist()
+            p = {**{k: v for k, v in p.items() if k != "file"}, "values": values}
         if "values" in p:
             pos = torch.tensor(p["values"], dtype=torch.int64)
             if batch_size is None:
