@@ -21,7 +21,8 @@ const std::vector<std::string> kSpecIds = {
     "cu_seqlens.total", "max_seqlen.type", "max_seqlen.covers", "max_seqlen.single_query", "cu_seqlens.segments",
     "cu_seqlens.grid", "indices.range", "indices.count", "rotary.dim", "rotary.even", "rotary.layout",
     "rotary.table", "rotary.positions", "unpad.gather", "rotary.access", "attention.access", "attention.coverage",
-    "pad.scatter", "result.finite", "result.reference", "launch.autotune_keys"};
+    "pad.scatter", "result.finite", "result.reference", "launch.autotune_keys", "backward.access",
+    "backward.coverage", "backward.dq_offset", "backward.reference"};
 
 std::string read_text(const std::string& relative) {
   std::ifstream in(std::string(ATTN_DOCTOR_SOURCE_DIR) + "/" + relative);

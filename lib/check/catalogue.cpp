@@ -584,6 +584,52 @@ const std::vector<Invariant>& table() {
        .references = {"fla-org/flash-linear-attention#354", "triton-lang/triton PR#4808"},
        .upstream_message = "IndexError: list index out of range",
        .check = checks::launch_autotune_keys},
+
+      // ---- dynamic, training only: FA2's varlen backward (attention_backward) -------------
+      {.number = 41, .id = "backward.access", .group = G::dynamic, .stage = "attention_backward",
+       .statement = "every access of the backward's launches (dot_do_o, dq_dk_dv, convert_dQ) within its tensor",
+       .when_broken = "first refused access in launch order, its launch, buffer, segment, head and row",
+       .explanation =
+           "FA2's backward predicates its q, dO, k, v and gradient rows by the segment lengths from cu_seqlens, "
+           "like the forward, so a cu_seqlens that runs past the tensors reads and writes past them in the backward "
+           "too; its fp32 dq accumulator and softmax_d are addressed from cu_seqlens_q[b] + 128 b without any bound.",
+       .fix = "Make cu_seqlens_q/k end at the packed rows of q and k (cu_seqlens[-1] == rows) and keep every "
+              "segment inside them.",
+       .references = {"Dao-AILab/flash-attention#1311",
+                      "Dao-AILab/flash-attention v2.8.3 csrc/flash_attn/src/flash_bwd_kernel.h"},
+       .upstream_message = "an illegal memory access was encountered"},
+      {.number = 42, .id = "backward.coverage", .group = G::dynamic, .stage = "attention_backward",
+       .statement = "every row of dq, dk and dv that reaches the caller is written by the backward",
+       .when_broken = "gradient rows never written: they return torch.empty's contents (NaN or stale values)",
+       .explanation =
+           "mha_varlen_bwd allocates dq, dk and dv with torch.empty_like and writes only the rows of the segments "
+           "its grids cover: rows past cu_seqlens_q[-1] / cu_seqlens_k[-1], dq rows past ceil(max_seqlen_q / "
+           "kBlockM) row tiles of a segment, and dk/dv rows past ceil(max_seqlen_k / kBlockN) key blocks keep "
+           "whatever the memory held, NaN included, and the optimizer step spreads them into the weights.",
+       .fix = "Pass cu_seqlens whose last entry equals the packed rows (or slice q, k, v to cu_seqlens[-1] before "
+              "the call), and max_seqlen_q/k at least the longest segment.",
+       .references = {"Dao-AILab/flash-attention#1661", "pytorch/pytorch#176793", "Dao-AILab/flash-attention#2324"}},
+      {.number = 43, .id = "backward.dq_offset", .group = G::dynamic, .stage = "attention_backward",
+       .statement = "every dq tile accumulates at its own dq_accum offset (no 32-bit wrap)",
+       .when_broken = "dq rows of the segments past row 2^31 / (H x d_rounded) accumulated elsewhere: a silently "
+                      "wrong dq",
+       .explanation =
+           "FA2's backward computes the dq_accum offset of segment b as uint32(cu_seqlens_q[b]) x H x d_rounded in "
+           "32 bits (block_info.h q_offset called with int strides), in dot_do_o, dq_dk_dv and convert_dQ alike; "
+           "before 2.8.0 the tile term (m_block x kBlockM + 128 b) x H x d_rounded is an int product too. The "
+           "forward is right (64-bit strides); the backward returns a wrong dq for the late segments, with no error.",
+       .fix = "Split the batch so that no segment starts past row 2^31 / (H x d_rounded) of one call, or use a "
+              "flash-attn build with Dao-AILab/flash-attention#2260 (64-bit dq_accum offsets; after 2.8.3), or FA3.",
+       .references = {"Dao-AILab/flash-attention#2260", "Dao-AILab/flash-attention#1500",
+                      "Dao-AILab/flash-attention v2.8.3 csrc/flash_attn/src/block_info.h"}},
+      {.number = 44, .id = "backward.reference", .group = G::dynamic, .stage = "attention_backward",
+       .statement = "dq, dk and dv equal the gradients of attention over the intended sequences, within tolerance",
+       .when_broken = "worst gradient row, its error, the sequence it belongs to",
+       .explanation =
+           "The gradients are compared with fp64 gradients of sum(dO * out) over the intended sequences (the "
+           "seeded dO of the output the caller receives). A conversion that breaks the forward breaks its gradients "
+           "as well; a forward that is right can still get wrong gradients from what only the backward does.",
+       .fix = "Fix the invariant reported beside it; the gradient rows named are the ones the optimizer gets wrong."},
   };
   return t;
 }

@@ -1,6 +1,7 @@
 // Static: inputs (ids 1-5). What flash-attn's host code checks before any kernel runs, per the
 // release named in environment.flash_attn (flash_attn_rules.cpp gives each release's rules and
 // messages), plus the 32-bit index limit the kernels do not check.
+#include "contract/fa2_backward.hpp"
 #include "util/checked_math.hpp"
 #include "check/static_checks.hpp"
 
@@ -176,7 +177,8 @@ void input_feature(Ctx& ctx) {
 //    (block_info.h q_offset instantiated with int strides in flash_bwd_kernel.h and
 //    flash_bwd_preprocess_kernel.h): the segments that start past 2^31 / (H x d_rounded) get a
 //    wrong dq, silently. Fixed on main by Dao-AILab/flash-attention#2260, in no 2.x release up to
-//    2.8.3. Before 2.8.0 (Dao-AILab/flash-attention#1500) the tile term (m_block x kBlockM +
+//    2.8.3. The rules per release (d_rounded, which terms wrap) are fa2::bwd's, the backward
+//    emulation's own (contract/fa2_backward.hpp). Before 2.8.0 (Dao-AILab/flash-attention#1500) the tile term (m_block x kBlockM +
 //    128 x b) x H x d_rounded was an int product too: an illegal memory access.
 //  - The dense kernel (flash_attn_func) on tensors past 2^31 elements: an illegal memory access
 //    (Dao-AILab/flash-attention#767).
@@ -255,29 +257,40 @@ void input_int32_range(Ctx& ctx) {
   // backward: the dq_accum offsets (only when a segment is long or late enough)
   const IntTensor& cu = a.cu_seqlens_q;
   if (!is_vector(cu)) return;
-  const int64_t d8 = (m.head_dim + 7) / 8 * 8;
-  const int64_t d_rounded = d8 <= 192 ? (d8 + 31) / 32 * 32 : 256;
-  const int64_t row_stride = m.num_heads * d_rounded;  // fp32 elements per dq_accum row
-  const int64_t threshold = checked::ceil_div(checked::kInt32Limit, std::max<int64_t>(1, row_stride));
+  // the release's backward rules: one definition with the backward's emulation (contract/fa2_backward.hpp)
+  fa2::bwd::Release release = fa2::bwd::release_rules(2, 8, 3);  // an unknown release is the newest
+  if (const std::optional<Version>& fa = ctx.symptoms.flash_attn; fa && !fa->release.empty()) {
+    auto part = [&](size_t i) { return i < fa->release.size() ? static_cast<int>(fa->release[i]) : 0; };
+    release = fa2::bwd::release_rules(part(0), part(1), part(2));
+  }
+  const int64_t d_rounded = fa2::bwd::head_dim_rounded(release, m.head_dim);
+  const fa2::bwd::DqAccumShape accum{.total_q = a.total_q, .num_segments = 1, .num_heads = m.num_heads,
+                                     .d_rounded = d_rounded, .nsplits = 1};
+  const int64_t row_stride = accum.row_stride();  // fp32 elements per dq_accum row
+  const int64_t threshold = fa2::bwd::first_wrapping_row(accum);
   int64_t first_late = -1;  // first segment whose start is past the threshold (32-bit offset wraps)
   int64_t tile_overflow = -1;
   for (size_t b = 0; b + 1 < cu.values.size(); ++b) {
     const int64_t start = cu.values[b];
     const auto len = segment_length(cu, b);
     if (!len || *len <= 0) continue;
-    if (first_late < 0 && start >= threshold) first_late = static_cast<int64_t>(b);
+    if (first_late < 0 && start >= threshold && release.dq_offset != fa2::bwd::DqOffset::int64)
+      first_late = static_cast<int64_t>(b);
     // (m_block x kBlockM + 128 x b) x H x d_rounded, with the last row tile of the segment
     auto tile = checked::add(*len - 1, checked::mul(128, static_cast<int64_t>(b)).value_or(INT64_MAX));
     auto product = tile ? checked::mul(*tile, row_stride) : std::nullopt;
     if (tile_overflow < 0 && (!product || *product >= checked::kInt32Limit)) tile_overflow = static_cast<int64_t>(b);
   }
-  const bool tile_bug = tile_overflow >= 0 && ctx.symptoms.flash_attn &&
-                        *ctx.symptoms.flash_attn < version_literal("2.8.0");
+  const bool tile_bug = tile_overflow >= 0 && release.dq_offset == fa2::bwd::DqOffset::int32_sum;
   if (first_late < 0 && !tile_bug) {
     if (offenders.empty()) return;
     Violation& v = ctx.report(Severity::warning,
-                              first + ", past 2^31: FA2's varlen forward offsets are 64-bit (computed right), and "
-                                      "its backward's dq_accum offsets stay below 2^31 for these segments",
+                              first + ", past 2^31: FA2's varlen forward offsets are 64-bit (computed right), and " +
+                                  (release.dq_offset == fa2::bwd::DqOffset::int64
+                                       ? std::string("this release's backward offsets dq_accum in 64 bits "
+                                                     "(Dao-AILab/flash-attention#2260)")
+                                       : std::string("its backward's dq_accum offsets stay below 2^31 for these "
+                                                     "segments")),
                               ev);
     ctx.symptom(v, "offsets_64bit");
     return;

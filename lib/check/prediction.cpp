@@ -43,7 +43,7 @@ Prediction predict_call(std::vector<Violation>& violations, const Batch& batch,
           v.evidence["upstream_message"].is_string())
         v.symptom->message = v.evidence["upstream_message"].get<std::string>();
     }
-    if (v.id == "result.reference" && !trusted_reference) continue;
+    if ((v.id == "result.reference" || v.id == "backward.reference") && !trusted_reference) continue;
     findings.push_back({v.id, v.order, v.symptom ? &*v.symptom : nullptr});
   }
   return combine(findings, batch.pass);

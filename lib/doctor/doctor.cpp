@@ -175,7 +175,8 @@ Report run_pipeline(const Batch& batch, const CheckOptions& options, const std::
 void qualify_result_stage(Report& r) {
   if (!r.intent || r.intent->trusted) return;
   for (StageRecord& st : r.stages) {
-    if (st.name != "result" || st.status == "skipped" || st.status == "error") continue;
+    if (st.status == "skipped" || st.status == "error") continue;
+    if (st.name != "result" && !(st.name == "attention_backward" && st.data.contains("reference"))) continue;
     st.data["reference_trusted"] = false;
     if (st.status == "ok") st.status = "unverified";
     st.detail += std::string(st.detail.empty() ? "" : "; ") + "the reference is untrusted: " + r.intent->why;

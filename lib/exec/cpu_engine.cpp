@@ -87,6 +87,10 @@ class CpuEngine final : public Engine {
 
   Output output(const ExecPlan& plan) override { return {plan.pad.enabled ? out_final_.data() : out_.data(), &lse_}; }
 
+  AttentionBackwardObservation attention_backward(const ExecPlan& plan, const std::vector<float>& dout) override {
+    return cpu::fa2_varlen_backward(plan, q_, k_, v_, out_.data(), lse_.data(), dout.data(), threads_);
+  }
+
  private:
   int threads_;
   const Inputs* in_ = nullptr;

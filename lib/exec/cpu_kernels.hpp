@@ -81,6 +81,43 @@ struct AttentionResult {
 AttentionResult fa2_varlen_forward(const ExecPlan& plan, const float* q, const float* k, const float* v, float* out,
                                    float* lse, int threads);
 
+// ---- backward -----------------------------------------------------------------------------
+
+// The dq_accum offsets of every tile of the three backward launches against the intended
+// (64-bit) ones, without values (contract/fa2_backward.hpp): cheap enough for any batch, so it
+// also runs where the tensors are too large to materialise. Either engine may call it.
+struct MisrouteResult {
+  std::vector<uint8_t> rows;  // per packed q row (total_q): its dq went through a misplaced tile
+  DqMisroute misroute;
+};
+MisrouteResult backward_misroutes(const ExecPlan& plan);
+
+// FA2 varlen backward (plan.backward) over the packed q, k (as rotated), v, the forward's out
+// and LSE, and the packed dO.
+AttentionBackwardObservation fa2_varlen_backward(const ExecPlan& plan, const float* q, const float* k, const float* v,
+                                                 const float* out, const float* lse, const float* dout, int threads);
+
+// The gradients of the loss sum(dO * out) over the intended sequences in fp64 (the reference
+// of `backward.reference`), compared with the gradients the call returns, mapped to source
+// rows (unpad's adjoint): dq and dk against the gradients of the rotated q and k the
+// attention receives (the model's rotary applied as the forward reference applies it; a
+// rotation neither creates nor hides an attention-gradient error), dv against v's. `dout`
+// is the seeded dO of the final frame. Rows with no reference value (padding) are not
+// compared; dq only where `dq_known[src row]`, dk/dv only where `dkv_known`.
+struct GradientResult {
+  int64_t rows_checked = 0, rows_failed = 0;
+  double worst_error = 0.0;
+  int64_t worst_row = -1, worst_head = -1, worst_sequence = -1, worst_dim = -1;
+  double worst_value = 0.0, worst_expected = 0.0;
+};
+struct GradientInputs {
+  const float *q_src, *k_src, *v_src;            // source frame inputs
+  const float *dq_src, *dk_src, *dv_src;         // the call's gradients mapped to source rows
+  const std::vector<uint8_t>* dq_known;          // per source q row
+  const std::vector<uint8_t>* dkv_known;         // per source k row
+};
+void gradient_reference(const ExecPlan& plan, const GradientInputs& in, GradientResult out[3], int threads);
+
 // ---- reference --------------------------------------------------------------------------
 
 struct ReferenceResult {

@@ -62,6 +62,61 @@ std::vector<float> packed_dout(const ExecPlan& plan, int threads) {
   return dout;
 }
 
+// The backward of a batch too large to materialise: its dq_accum offsets are integers, so
+// every tile is still checked (contract/fa2_backward.hpp); no value is computed.
+void offsets_only(StageRecord& s, ExecResult& res, const ExecPlan& plan) {
+  const auto t0 = Clock::now();
+  observe::backward_launch(s, plan);
+  const cpu::MisrouteResult mr = cpu::backward_misroutes(plan);
+  const AccessRecord* none[3] = {nullptr, nullptr, nullptr};
+  observe::backward(s, res, plan, none, {}, mr.misroute, mr.rows);
+  s.data["offsets_only"] = true;
+  s.detail = plan.skip_reason + "; the dq_accum offsets of every backward tile were checked without values (" +
+             (mr.misroute.rows > 0 ? std::to_string(mr.misroute.rows) + " dq rows misplaced" : std::string("none misplaced")) +
+             ")";
+  if (s.status != "violation") s.status = "skipped";
+  s.ms = ms_since(t0);
+}
+
+// dq, dk, dv as the caller's autograd returns them to the source tensors (unpad's adjoint:
+// the packed gradient rows scattered into zeros by the gather indices; packed routes: the rows
+// themselves), against the fp64 gradients over the intended sequences.
+void backward_gradients(StageRecord& s, ExecResult& res, const ExecPlan& plan, const Inputs& in,
+                        const AttentionBackwardObservation& ob, int threads) {
+  const ReferencePlan& ref = plan.reference;
+  if (!ref.enabled) {
+    s.detail += std::string(s.detail.empty() ? "" : "; ") + "gradient reference skipped: " + ref.skip_reason;
+    return;
+  }
+  const int64_t H = plan.num_heads, Hk = plan.num_kv_heads, D = plan.head_dim;
+  const int64_t total_q = std::max<int64_t>(plan.attention.total_q, 0), total_k = std::max<int64_t>(plan.attention.total_k, 0);
+  std::vector<float> dq(static_cast<size_t>(plan.rows_q_src * H * D), 0.f);
+  std::vector<float> dk(static_cast<size_t>(plan.rows_k_src * Hk * D), 0.f), dv(dk.size(), 0.f);
+  std::vector<uint8_t> dq_known(static_cast<size_t>(plan.rows_q_src), 1), dkv_known(static_cast<size_t>(plan.rows_k_src), 1);
+  const bool values = plan.attention.sample.empty();
+  auto scatter = [&](const GatherPlan& g, int64_t rows, int64_t src_rows, int64_t width, const std::vector<float>* a,
+                     const std::vector<float>* b, std::vector<float>& da, std::vector<float>* db, std::vector<uint8_t>& known,
+                     const std::vector<uint8_t>* sample) {
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t src = g.enabled ? (static_cast<size_t>(i) < g.indices.size() ? g.indices[static_cast<size_t>(i)] : -1) : i;
+      if (src < 0 || src >= src_rows) continue;
+      std::copy_n(a->data() + i * width, width, da.data() + src * width);
+      if (db) std::copy_n(b->data() + i * width, width, db->data() + src * width);
+      if (sample && !(*sample)[static_cast<size_t>(i)]) known[static_cast<size_t>(src)] = 0;
+    }
+  };
+  if (!ob.dq.empty())
+    scatter(plan.unpad.q, total_q, plan.rows_q_src, H * D, &ob.dq, nullptr, dq, nullptr, dq_known,
+            values ? nullptr : &plan.attention.sample);
+  if (!ob.dk.empty()) scatter(plan.unpad.k, total_k, plan.rows_k_src, Hk * D, &ob.dk, &ob.dv, dk, &dv, dkv_known, nullptr);
+  if (!values) std::fill(dkv_known.begin(), dkv_known.end(), 0);
+  const cpu::GradientInputs gi{in.q_src.data(), in.k_src.data(), in.v_src.data(), dq.data(), dk.data(), dv.data(),
+                               &dq_known, &dkv_known};
+  cpu::GradientResult out[3];
+  cpu::gradient_reference(plan, gi, out, threads);
+  observe::backward_reference(s, res, plan, out);
+}
+
 }  // namespace
 
 Inputs seeded_inputs(const ExecPlan& plan, int threads) {
@@ -81,6 +136,8 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
   res.backend = engine.name();
   if (!plan.skip_reason.empty()) {
     res.stages = skipped_stages(plan.skip_reason, plan.backward.enabled);
+    if (plan.backward.enabled && plan.backward.skip_reason.empty() && !plan.attention.cu_seqlens_q.empty())
+      offsets_only(res.stages.back(), res, plan);
     return res;
   }
   res.stages.reserve(std::size(kDynamicStages));  // the StageRecord references below stay valid
@@ -250,12 +307,24 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
       s.status = "skipped";
       s.detail = bw.skip_reason;
     } else {
+      observe::backward_launch(s, plan);
       const std::vector<float> dout = packed_dout(plan, threads);
       AttentionBackwardObservation ob = engine.attention_backward(plan, dout);
       merge_facts(s, ob.facts);
       if (!ob.ran) {
         s.status = "skipped";
         s.detail = "not run: " + ob.not_run;
+      } else {
+        if (ob.dq_misrouted.empty()) {  // an engine that leaves the offsets to the host
+          cpu::MisrouteResult mr = cpu::backward_misroutes(plan);
+          ob.dq_misrouted = std::move(mr.rows);
+          ob.misroute = mr.misroute;
+        }
+        s.detail = ob.detail;
+        const AccessRecord* launches[3] = {&ob.dot_do_o, &ob.dq_dk_dv, &ob.convert_dq};
+        observe::backward(s, res, plan, launches, observe::backward_coverage(ob.dq_writes, ob.dkv_writes), ob.misroute,
+                          ob.dq_misrouted);
+        backward_gradients(s, res, plan, in, ob, threads);
       }
     }
     s.ms = ms_since(t0);

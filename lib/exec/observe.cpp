@@ -336,4 +336,184 @@ void result(StageRecord& s, ExecResult& res, const ExecPlan& plan, const ResultI
   s.status = "violation";
 }
 
+// ---- attention_backward ---------------------------------------------------------------------
+
+namespace {
+
+std::string ranges_text(const std::vector<std::pair<int64_t, int64_t>>& r, size_t most = 4) {
+  std::string t;
+  for (size_t i = 0; i < r.size() && i < most; ++i) {
+    if (i) t += ", ";
+    t += std::to_string(r[i].first);
+    if (r[i].second != r[i].first) t += "-" + std::to_string(r[i].second);
+  }
+  if (r.size() > most) t += ", ...";
+  return t;
+}
+nlohmann::json ranges_json(const std::vector<std::pair<int64_t, int64_t>>& r) {
+  nlohmann::json j = nlohmann::json::array();
+  for (const auto& x : r) j.push_back({x.first, x.second});
+  return j;
+}
+template <class F>
+std::vector<std::pair<int64_t, int64_t>> ranges_where(int64_t n, F&& pred, int64_t* count) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  *count = 0;
+  for (int64_t r = 0; r < n; ++r) {
+    if (!pred(r)) continue;
+    ++*count;
+    if (!out.empty() && out.back().second == r - 1) out.back().second = r;
+    else out.push_back({r, r});
+  }
+  return out;
+}
+const char* const kLaunchNames[3] = {"dot_do_o", "dq_dk_dv", "convert_dQ"};
+
+}  // namespace
+
+void backward_launch(StageRecord& s, const ExecPlan& plan) {
+  const BackwardPlan& bw = plan.backward;
+  const fa2::bwd::Normalized& k = bw.kernel;
+  s.data["function"] = "mha_varlen_bwd";
+  s.data["grid_dot_do_o"] = {k.grid_m, plan.attention.num_segments, plan.num_heads};
+  s.data["grid_dq_dk_dv"] = {k.grid_x, plan.attention.num_segments, plan.num_heads};
+  s.data["block_m"] = k.tile.block_m;
+  s.data["block_n"] = k.tile.block_n;
+  s.data["head_dim_rounded"] = k.tile.head_dim_rounded;
+  s.data["causal"] = k.flags.causal;
+  s.data["local"] = k.flags.local;
+  s.data["deterministic"] = k.deterministic;
+  const char* rule = bw.release.dq_offset == fa2::bwd::DqOffset::int32_sum     ? "int32 (start and tile terms)"
+                     : bw.release.dq_offset == fa2::bwd::DqOffset::int32_start ? "int32 start term"
+                                                                               : "int64";
+  s.data["dq_accum_offset"] = rule;
+  s.data["flash_attn"] = plan.flash_attn_release;
+}
+
+BackwardCoverage backward_coverage(const std::vector<uint32_t>& dq_writes, const std::vector<uint32_t>& dkv_writes) {
+  BackwardCoverage c;
+  c.dq_ranges = ranges_where(static_cast<int64_t>(dq_writes.size()), [&](int64_t r) { return dq_writes[static_cast<size_t>(r)] == 0; },
+                             &c.dq_never);
+  c.dkv_ranges = ranges_where(static_cast<int64_t>(dkv_writes.size()),
+                              [&](int64_t r) { return dkv_writes[static_cast<size_t>(r)] == 0; }, &c.dkv_never);
+  return c;
+}
+
+void backward(StageRecord& s, ExecResult& res, const ExecPlan& plan, const AccessRecord* const launches[3],
+              const BackwardCoverage& cov, const DqMisroute& mis, const std::vector<uint8_t>& misrouted) {
+  // backward.access: the first refused access of the first launch that refused one
+  uint64_t refused = 0;
+  for (int i = 0; i < 3; ++i) refused += launches[i] ? launches[i]->count : 0;
+  s.data["refused_accesses"] = refused;
+  for (int i = 0; i < 3; ++i) {
+    const AccessRecord* rec = launches[i];
+    if (!rec || !rec->has_first()) continue;
+    const Access& a = rec->first;
+    nlohmann::json ev = access_json(*rec);
+    ev["launch"] = kLaunchNames[i];
+    ev["count_all_launches"] = refused;
+    std::string msg = std::string(kLaunchNames[i]) + " " + to_string(a.kind) + "s " + to_string(a.buffer) + " " +
+                      (a.unit == Unit::rows ? "row " : "element ") + std::to_string(a.index) + " outside its " +
+                      std::to_string(a.bound) + " " + to_string(a.unit) + " (segment " + std::to_string(a.segment) +
+                      ", head " + std::to_string(a.head) + ", row " + std::to_string(a.row) + "): not performed; " +
+                      std::to_string(refused) + " refused accesses in the backward";
+    res.violations.push_back(make_violation("backward.access", Severity::error, msg, ev));
+    s.status = "violation";
+    break;
+  }
+  // backward.dq_offset
+  if (mis.rows > 0) {
+    int64_t n = 0;
+    const auto ranges = ranges_where(static_cast<int64_t>(misrouted.size()),
+                                     [&](int64_t r) { return misrouted[static_cast<size_t>(r)] != 0; }, &n);
+    const int64_t stride = plan.backward.dq_accum.row_stride();
+    nlohmann::json ev = {{"rows", ranges_json(ranges)},        {"row_count", mis.rows},
+                         {"segment", mis.segment},             {"head", mis.head},
+                         {"m_block", mis.m_block},             {"intended_offset", mis.intended},
+                         {"offset", mis.offset},               {"row_stride", stride},
+                         {"threshold_row", fa2::bwd::first_wrapping_row(plan.backward.dq_accum)},
+                         {"flash_attn", plan.flash_attn_release}};
+    res.violations.push_back(make_violation(
+        "backward.dq_offset", Severity::error,
+        "dq rows " + ranges_text(ranges) + " (" + std::to_string(mis.rows) +
+            " rows) accumulate at a wrapped 32-bit dq_accum offset in flash_attn " + plan.flash_attn_release +
+            ": segment " + std::to_string(mis.segment) + ", head " + std::to_string(mis.head) + ", m block " +
+            std::to_string(mis.m_block) + " goes to element " + std::to_string(mis.offset) + " instead of " +
+            std::to_string(mis.intended) + " (" + std::to_string(stride) + " elements per row; offsets wrap from row " +
+            std::to_string(fa2::bwd::first_wrapping_row(plan.backward.dq_accum)) + ")",
+        ev));
+    s.status = "violation";
+  }
+  // backward.coverage
+  s.data["dq_rows_never_written"] = cov.dq_never;
+  s.data["dkv_rows_never_written"] = cov.dkv_never;
+  if (cov.dq_never > 0 || cov.dkv_never > 0) {
+    std::string msg;
+    if (cov.dq_never > 0)
+      msg = "dq rows " + ranges_text(cov.dq_ranges) + " (" + std::to_string(cov.dq_never) + " of " +
+            std::to_string(plan.attention.total_q) + ")";
+    if (cov.dkv_never > 0)
+      msg += std::string(msg.empty() ? "" : " and ") + "dk/dv rows " + ranges_text(cov.dkv_ranges) + " (" +
+             std::to_string(cov.dkv_never) + " of " + std::to_string(plan.attention.total_k) + ")";
+    const int32_t cu_q_end = plan.attention.cu_seqlens_q.empty() ? 0 : plan.attention.cu_seqlens_q.back();
+    msg += " are never written by the backward: they return torch.empty's contents (NaN or stale values)";
+    if (cov.dq_never > 0 && cu_q_end < plan.attention.total_q)
+      msg += "; cu_seqlens_q ends at " + std::to_string(cu_q_end) + " of " + std::to_string(plan.attention.total_q) + " rows";
+    res.violations.push_back(make_violation("backward.coverage", Severity::error, msg,
+                                            {{"dq_rows", ranges_json(cov.dq_ranges)},
+                                             {"dq_count", cov.dq_never},
+                                             {"dkv_rows", ranges_json(cov.dkv_ranges)},
+                                             {"dkv_count", cov.dkv_never}}));
+    s.status = "violation";
+  }
+}
+
+void backward_reference(StageRecord& s, ExecResult& res, const ExecPlan& plan, const cpu::GradientResult checks[3]) {
+  static const char* const kTensor[3] = {"dq", "dk", "dv"};
+  const double tol = plan.backward.tolerance;
+  nlohmann::json per = nlohmann::json::object();
+  const cpu::GradientResult* worst = nullptr;
+  int worst_i = -1;
+  int64_t checked = 0;
+  for (int i = 0; i < 3; ++i) {
+    const cpu::GradientResult& c = checks[i];
+    per[kTensor[i]] = {{"rows_checked", c.rows_checked}, {"rows_failed", c.rows_failed}, {"worst_error", num_json(c.worst_error)}};
+    checked += c.rows_checked;
+    if (c.rows_failed > 0 && (!worst || c.worst_error > worst->worst_error)) {
+      worst = &c;
+      worst_i = i;
+    }
+  }
+  s.data["reference"] = per;
+  s.data["tolerance"] = tol;
+  std::string summary = "gradients against fp64 gradients over the intended sequences (tolerance " + num_text(tol) + "):";
+  for (int i = 0; i < 3; ++i)
+    summary += std::string(i ? "," : "") + " " + kTensor[i] + " " + std::to_string(checks[i].rows_checked) +
+               " (row, head) pairs, worst " + num_text(checks[i].worst_error);
+  s.detail = s.detail.empty() ? summary : s.detail + "; " + summary;
+  if (!worst) return;
+  int64_t failed = 0;
+  for (int i = 0; i < 3; ++i) failed += checks[i].rows_failed;
+  const ReferencePlan& ref = plan.reference;
+  nlohmann::json ev = {{"tensor", kTensor[worst_i]},      {"row", worst->worst_row},     {"head", worst->worst_head},
+                       {"dim", worst->worst_dim},      {"got", num_json(worst->worst_value)},
+                       {"expected", worst->worst_expected}, {"error", num_json(worst->worst_error)},
+                       {"tolerance", tol},             {"rows_failed", failed},       {"rows_checked", checked}};
+  std::string seq;
+  if (worst->worst_sequence >= 0 && static_cast<size_t>(worst->worst_sequence) < ref.sequences.size()) {
+    const RefSequence& sq = ref.sequences[static_cast<size_t>(worst->worst_sequence)];
+    ev["sequence"] = {{"index", sq.index}, {"row", sq.row}, {"start", sq.start}, {"length", sq.length}};
+    seq = " of intended sequence " + std::to_string(sq.index);
+  }
+  res.violations.push_back(make_violation(
+      "backward.reference", Severity::error,
+      std::string(kTensor[worst_i]) + " row " + std::to_string(worst->worst_row) + seq + " head " +
+          std::to_string(worst->worst_head) + " differs from the fp64 gradient: relative error " +
+          num_text(worst->worst_error) + " > " + num_text(tol) + " (got " + num_text(worst->worst_value) + ", expected " +
+          num_text(worst->worst_expected) + " at column " + std::to_string(worst->worst_dim) + "); " +
+          std::to_string(failed) + " of " + std::to_string(checked) + " checked gradient (row, head) pairs fail",
+      ev));
+  s.status = "violation";
+}
+
 }  // namespace ad::observe

@@ -12,6 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "contract/access_record.hpp"
+#include "exec/cpu_kernels.hpp"
+#include "exec/engine.hpp"
 #include "exec/exec.hpp"
 #include "exec/plan.hpp"
 
@@ -83,5 +85,22 @@ struct ResultInputs {
   std::string output_name = "output";              // "GPU output" on the CUDA backend
 };
 void result(StageRecord& s, ExecResult& res, const ExecPlan& plan, const ResultInputs& in);
+
+// attention_backward: the launch (grids, tile, release rules), before it runs.
+void backward_launch(StageRecord& s, const ExecPlan& plan);
+
+// attention_backward: refused accesses (the three launches, in order), gradient rows never
+// written, dq rows accumulated at a misplaced dq_accum offset.
+struct BackwardCoverage {
+  int64_t dq_never = 0, dkv_never = 0;
+  std::vector<std::pair<int64_t, int64_t>> dq_ranges, dkv_ranges;  // inclusive, packed rows
+};
+BackwardCoverage backward_coverage(const std::vector<uint32_t>& dq_writes, const std::vector<uint32_t>& dkv_writes);
+void backward(StageRecord& s, ExecResult& res, const ExecPlan& plan, const AccessRecord* const launches[3],
+              const BackwardCoverage& coverage, const DqMisroute& misroute, const std::vector<uint8_t>& misrouted);
+
+// attention_backward: the gradients (dq, dk, dv) against fp64 gradients over the intended
+// sequences (cpu::gradient_reference); rows are source-frame rows.
+void backward_reference(StageRecord& s, ExecResult& res, const ExecPlan& plan, const cpu::GradientResult checks[3]);
 
 }  // namespace ad::observe

@@ -206,6 +206,7 @@ void plan_backward(ExecPlan& p, const Batch& batch, const VarlenArgs& a) {
                   .num_segments = at.num_segments,
                   .num_heads = p.num_heads,
                   .max_seqlen_q = std::max<int64_t>(max_q, 0)};
+  // the output's, measured against the scale of each gradient row's terms (gradient_reference)
   bw.tolerance = p.reference.tolerance;
   if (at.raises) bw.skip_reason = "the forward raises: no backward runs";
 }
@@ -696,6 +697,17 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
       }
       el = m.add(el, m.mul(longest, D, p.threads));  // transposed keys per worker
     }
+    if (p.backward.enabled) {
+      // dO, dq, dk/dv(_expanded), the fp32 accumulator and softmax_d, the source-frame gradients
+      const int64_t tq = std::max<int64_t>(args.total_q, 0), tk = std::max<int64_t>(args.total_k, 0);
+      el = m.add(el, m.mul(2, m.mul(tq, H, D)));
+      el = m.add(el, m.mul(2, m.mul(tk, H, D)));
+      el = m.add(el, m.mul(2, m.mul(tk, Hk, D)));
+      el = m.add(el, p.backward.dq_accum.elements());
+      el = m.add(el, p.backward.softmax_d.elements());
+      el = m.add(el, m.mul(p.rows_q_src, H, D));
+      el = m.add(el, m.mul(2, m.mul(p.rows_k_src, Hk, D)));
+    }
     int64_t bytes = m.mul(el, 4);
     bytes = m.add(bytes, m.mul(std::max<int64_t>(args.total_q, 0), 10));       // coverage, samples
     bytes = m.add(bytes, m.mul(std::max<int64_t>(p.rows_final, 0), 2));
@@ -739,6 +751,9 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
       cost = std::min<int64_t>(cost + attention_macs(r.q_count, r.k_count, p.reference.causal, p.reference.window_left,
                                                      p.reference.window_right, p.num_heads, p.head_dim),
                                int64_t{1} << 62);
+    // a training step: the backward does about two and a half times the forward's work, its
+    // reference about twice the forward reference's
+    if (p.backward.enabled) cost = std::min<int64_t>(cost / 2 * 7, int64_t{1} << 62);
     p.cost = cost;
     const int64_t total_q = std::max<int64_t>(at.total_q, 0);
     if (!options.full && cost > options.budget && options.budget > 0) {

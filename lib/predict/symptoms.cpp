@@ -248,6 +248,22 @@ const std::vector<SymptomRow>& table() {
        "no error; output rows differ from attention over the intended sequences", "model",
        "the checked execution's output against the fp64 reference"},
 
+      // ---- dynamic, training only: the backward (cpu_backward.cpp, contract/fa2_backward.hpp) ----
+      {"backward.access", "", "", "", "", true, O::out_of_bounds, P::backward, M::backward,
+       "no error; the backward reads or writes rows past its tensors (memory corruption possible; reaching past "
+       "the allocator's segment faults, as in Dao-AILab/flash-attention#1311)",
+       "model", "an access of the backward past the tensors the static checks did not explain"},
+      {"backward.coverage", "", "", "", "", true, O::wrong_gradient, P::backward, M::backward,
+       "no error; gradient rows the backward never writes come back as torch.empty's contents (NaN gradients reported)",
+       "report Dao-AILab/flash-attention#1661", "dq/dk/dv rows outside every segment the backward's grids cover"},
+      {"backward.dq_offset", "", "", "", "", true, O::wrong_gradient, P::backward, M::backward,
+       "no error; dq is wrong for the segments that start past the 32-bit dq_accum offset", "model",
+       "dq_accum offsets wrap at 2^31 (block_info.h q_offset with int strides; fixed by "
+       "Dao-AILab/flash-attention#2260 after 2.8.3)"},
+      {"backward.reference", "", "", "", "", true, O::wrong_gradient, P::backward, M::backward,
+       "no error; gradient rows differ from the gradients of attention over the intended sequences", "model",
+       "the checked backward's gradients against the fp64 gradient reference"},
+
       // ---- launch -------------------------------------------------------------------------------
       {"launch.autotune_keys", "", "", "", "", false, O::raises, P::forward, M::attention,
        "IndexError: list index out of range", "report fla-org/flash-linear-attention#354",

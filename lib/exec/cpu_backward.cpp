@@ -1,0 +1,698 @@
+// CPU twin of the checked FA2 varlen backward (contract/fa2_backward.hpp): the three launches
+// of run_flash_bwd_seqk_parallel (flash-attention v2.8.3 csrc/flash_attn/src/
+// flash_bwd_launch_template.h) in order -- dot_do_o, dq_dk_dv, convert_dQ -- with the
+// release's grids, exits, m-block ranges and dq_accum offsets, every access checked against
+// its buffer and refused (recorded, never performed) when outside it.
+//
+// Buffers start as the real code allocates them: dq_accum, softmax_d, dq and dk/dv(_expanded)
+// come from torch.empty (poison, NaN, stands for whatever they held), dq_accum from
+// torch.zeros when deterministic. Values: fp32 accumulation of inputs in the dtype, P and dS
+// rounded to the dtype before the products that use them (the kernel's gemm inputs), dq and
+// dk scaled by the softmax scale at the end (convert_dQ, the dq_dk_dv epilogue), gradients
+// rounded to the dtype, dk/dv summed over the head group under GQA (at::sum_out).
+//
+// Work is split over heads: a head's dq_accum tiles (its d_rounded columns), softmax_d and
+// dk/dv_expanded columns are its own, so workers never write the same element, and within a
+// head CTAs run in launch order (overlapping segments: the last writer wins, as the forward's
+// twin resolves them). A wrapped offset could send a tile into another head's columns; it
+// needs a dq_accum of 2^31 elements, which the memory budget never lets the values run on,
+// and the offsets are analysed for every tile without values (backward_misroutes).
+#include <cmath>
+#include <limits>
+
+#include "exec/cpu_kernels.hpp"
+#include "exec/numeric.hpp"
+
+namespace ad::cpu {
+namespace {
+
+constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
+
+struct Seg {
+  int32_t cu_q;       // cu_seqlens_q[b] as read
+  int64_t start_q;    // uint32(cu_q[b])
+  int32_t len_q;
+  int64_t start_k;
+  int32_t len_k;      // cu_k[b + 1] - cu_k[b]: mha_varlen_bwd takes no seqused_k
+};
+Seg segment_of(const AttentionPlan& at, int64_t b) {
+  const auto& cq = at.cu_seqlens_q;
+  const auto& ck = at.cu_seqlens_k;
+  Seg s;
+  s.cu_q = cq[static_cast<size_t>(b)];
+  s.start_q = fa2::row_offset(s.cu_q);
+  s.len_q = fa2::wrap_sub(cq[static_cast<size_t>(b) + 1], cq[static_cast<size_t>(b)]);
+  s.start_k = fa2::row_offset(ck[static_cast<size_t>(b)]);
+  s.len_k = fa2::wrap_sub(ck[static_cast<size_t>(b) + 1], ck[static_cast<size_t>(b)]);
+  return s;
+}
+
+// The m blocks of a segment the three launches may touch: those of its rows (the dq_dk_dv
+// range never exceeds ceil(len_q / kBlockM)).
+int64_t m_blocks(int32_t len_q, int bm) { return len_q > 0 ? (int64_t(len_q) + bm - 1) / bm : 0; }
+
+template <ElemType P>
+float rnd(float x) {
+  return num::round_to(P, x);
+}
+
+}  // namespace
+
+// ---- the offsets alone: every tile of every launch, no values ------------------------------
+
+MisrouteResult backward_misroutes(const ExecPlan& plan) {
+  MisrouteResult res;
+  const BackwardPlan& bw = plan.backward;
+  const AttentionPlan& at = plan.attention;
+  const int64_t total_q = std::max<int64_t>(at.total_q, 0);
+  if (!bw.enabled || !bw.kernel.launches || at.cu_seqlens_q.size() < 2 || at.cu_seqlens_k.size() < 2) return res;
+  const fa2::bwd::DqAccumShape& a = bw.dq_accum;
+  const fa2::bwd::Normalized& kn = bw.kernel;
+  const int bm = kn.tile.block_m;
+  const fa2::bwd::DqOffset rule = bw.release.dq_offset;
+  const int64_t H = a.num_heads;
+  const int64_t N = std::min<int64_t>(at.num_segments, static_cast<int64_t>(at.cu_seqlens_q.size()) - 1);
+  res.rows.assign(static_cast<size_t>(total_q), 0);
+  if (rule == fa2::bwd::DqOffset::int64) return res;
+  const int64_t limit = int64_t{1} << 31;
+  for (int64_t b = 0; b < N && b + 1 < static_cast<int64_t>(at.cu_seqlens_k.size()); ++b) {
+    const Seg s = segment_of(at, b);
+    const int64_t M = m_blocks(s.len_q, bm);
+    if (M == 0 || s.start_q >= total_q) continue;
+    // nothing can wrap while the largest intended offset of the segment stays below 2^31
+    const int64_t top_off = fa2::bwd::dq_accum_offset_intended(a, s.cu_q, b, H - 1, M - 1, bm, 0) + a.d_rounded;
+    if (top_off < limit) continue;
+    for (int64_t m = 0; m < M; ++m) {
+      const int64_t row0 = s.start_q + m * bm;
+      if (row0 >= total_q) break;
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t want = fa2::bwd::dq_accum_offset_intended(a, s.cu_q, b, h, m, bm, 0);
+        int64_t got = want;
+        // dot_do_o and convert_dQ (their grid: m < grid_m)
+        if (m < kn.grid_m) {
+          const int64_t t = fa2::bwd::dq_accum_offset(rule, fa2::bwd::DqKernel::per_tile, a, s.cu_q, b, h, m, m, bm, 0);
+          if (t != want) got = t;
+        }
+        // dq_dk_dv: stepped back from the top m block of each key block visiting m
+        if (got == want) {
+          if (!kn.flags.local) {
+            const fa2::bwd::KeyBlockRange r = fa2::bwd::key_block_range(0, s.len_q, std::max<int32_t>(s.len_k, 1), kn.flags);
+            const int64_t top = r.m_max - 1;
+            if (m <= top) {
+              const int64_t t = fa2::bwd::dq_accum_offset(rule, fa2::bwd::DqKernel::dq_dk_dv, a, s.cu_q, b, h, m, top, bm, 0);
+              if (t != want) got = t;
+            }
+          } else {
+            for (int64_t n = 0; n < kn.n_blocks && got == want; ++n) {
+              const fa2::bwd::KeyBlockRange r = fa2::bwd::key_block_range(n, s.len_q, s.len_k, kn.flags);
+              if (r.exits) break;
+              if (r.empty || m < r.m_min || m >= r.m_max) continue;
+              const int64_t t =
+                  fa2::bwd::dq_accum_offset(rule, fa2::bwd::DqKernel::dq_dk_dv, a, s.cu_q, b, h, m, r.m_max - 1, bm, 0);
+              if (t != want) got = t;
+            }
+          }
+        }
+        if (got == want) continue;
+        const int64_t r_end = std::min<int64_t>({s.start_q + std::min<int64_t>((m + 1) * bm, s.len_q), total_q});
+        for (int64_t r = row0; r < r_end; ++r) {
+          if (!res.rows[static_cast<size_t>(r)]) ++res.misroute.rows;
+          res.rows[static_cast<size_t>(r)] = 1;
+        }
+        if (res.misroute.first_row < 0 || row0 < res.misroute.first_row) {
+          res.misroute.first_row = row0;
+          res.misroute.segment = b;
+          res.misroute.head = h;
+          res.misroute.m_block = m;
+          res.misroute.intended = want;
+          res.misroute.offset = got;
+        }
+        break;  // the rows are counted; other heads add nothing
+      }
+    }
+  }
+  return res;
+}
+
+// ---- values ------------------------------------------------------------------------------
+
+namespace {
+
+struct Ctx {
+  const ExecPlan& plan;
+  const AttentionPlan& at;
+  const BackwardPlan& bw;
+  const float *q, *k, *v, *out, *lse, *dout;
+  int64_t H, Hk, D, G, total_q, total_k, N;
+  int bm, bn;
+  float scale, softcap;
+  bool sampled;
+  Buffer q_buf, k_buf;
+};
+
+Access acc(Buffer buf, AccessKind kind, Unit unit, int64_t index, int64_t bound, int64_t x, int64_t b, int64_t h,
+           int64_t row, int64_t tile) {
+  return Access{.buffer = buf, .kind = kind, .unit = unit, .index = index, .bound = bound, .block = {x, b, h},
+                .segment = b, .row = row, .head = h, .tile = tile};
+}
+
+// dot_do_o for one head: softmax_d = rowsum(dO * O) and the dq_accum tile cleared.
+void dot_do_o(const Ctx& c, int64_t h, std::vector<float>& softmax_d, std::vector<float>& dq_accum, AccessRecord& rec) {
+  const fa2::bwd::Normalized& kn = c.bw.kernel;
+  const fa2::bwd::DqAccumShape& a = c.bw.dq_accum;
+  const int64_t sd_n = c.bw.softmax_d.elements(), acc_n = a.elements();
+  for (int64_t b = 0; b < c.N; ++b) {
+    const Seg s = segment_of(c.at, b);
+    for (int64_t m = 0; m < kn.grid_m; ++m) {
+      const fa2::bwd::QTile t = fa2::bwd::q_tile(m, s.len_q, c.bm);
+      if (t.exits) break;
+      const uint64_t program = order::grid_linear(uint64_t(m), uint64_t(b), uint64_t(h), uint64_t(kn.grid_m), uint64_t(c.N));
+      const int64_t off = fa2::bwd::dq_accum_offset(c.bw.release.dq_offset, fa2::bwd::DqKernel::per_tile, a, s.cu_q, b, h,
+                                                    m, m, c.bm, 0);
+      for (int64_t i = m * c.bm; i < (m + 1) * c.bm; ++i) {
+        const int64_t r = s.start_q + i;
+        float d = 0.f;
+        if (i < s.len_q) {
+          if (r < c.total_q) {
+            const float* o = c.out + (r * c.H + h) * c.D;
+            const float* g = c.dout + (r * c.H + h) * c.D;
+            for (int64_t e = 0; e < c.D; ++e) d += g[e] * o[e];
+          } else {
+            rec.note(order::key(program, fa2::bwd::order_class::kDotReads, i),
+                     acc(Buffer::dout, AccessKind::read, Unit::rows, r, c.total_q, m, b, h, r, m), 2);
+          }
+        }
+        const int64_t idx = fa2::bwd::softmax_d_index(c.bw.softmax_d, s.cu_q, b, h, i);
+        if (idx >= 0 && idx < sd_n) softmax_d[static_cast<size_t>(idx)] = d;
+        else
+          rec.note(order::key(program, fa2::bwd::order_class::kDotSoftmaxD, i),
+                   acc(Buffer::softmax_d, AccessKind::write, Unit::elements, idx, sd_n, m, b, h, r, m));
+        if (kn.deterministic) continue;
+        const int64_t e0 = off + (i - m * c.bm) * a.row_stride();
+        if (e0 >= 0 && e0 + a.d_rounded <= acc_n)
+          std::fill_n(dq_accum.begin() + e0, a.d_rounded, 0.f);
+        else
+          rec.note(order::key(program, fa2::bwd::order_class::kDotClear, i),
+                   acc(Buffer::dq_accum, AccessKind::write, Unit::elements, e0, acc_n, m, b, h, r, m),
+                   uint64_t(a.d_rounded));
+      }
+    }
+  }
+}
+
+struct KeyGrad {
+  std::vector<float> kb, vb, dk, dv, dqrow;
+};
+
+// dq_dk_dv for one head: every key block of every segment in launch order.
+template <ElemType P>
+void dq_dk_dv(const Ctx& c, int64_t h, const std::vector<float>& softmax_d, std::vector<float>& dq_accum,
+              std::vector<float>& dk_exp, std::vector<float>& dv_exp, std::vector<uint32_t>* dkv_writes,
+              AccessRecord& rec, double& macs) {
+  const fa2::bwd::Normalized& kn = c.bw.kernel;
+  const fa2::bwd::DqAccumShape& a = c.bw.dq_accum;
+  const int64_t sd_n = c.bw.softmax_d.elements(), acc_n = a.elements(), lse_n = c.at.lse_elements;
+  const fa2::LseShape lse_shape = c.at.lse_shape();
+  const int64_t D = c.D, H = c.H, Hk = c.Hk, hk = fa2::bwd::kv_head(h, c.G);
+  const bool values = !c.sampled;  // a sampled forward leaves O and the LSE of most rows unknown
+  KeyGrad w;
+  w.kb.resize(static_cast<size_t>(c.bn * D));
+  w.vb.resize(w.kb.size());
+  w.dk.resize(w.kb.size());
+  w.dv.resize(w.kb.size());
+  w.dqrow.resize(static_cast<size_t>(D));
+  for (int64_t b = 0; b < c.N; ++b) {
+    const Seg s = segment_of(c.at, b);
+    for (int64_t n = 0; n < kn.n_blocks; ++n) {
+      const fa2::bwd::KeyBlockRange r = fa2::bwd::key_block_range(n, s.len_q, s.len_k, kn.flags);
+      if (r.exits) break;
+      const int64_t x = kn.deterministic ? n % kn.grid_x : n;
+      const int64_t split = fa2::bwd::split_of(n, kn);
+      const uint64_t program = order::grid_linear(uint64_t(x), uint64_t(b), uint64_t(h), uint64_t(kn.grid_x), uint64_t(c.N));
+      const int64_t nk = r.key_end - r.key_begin;
+      // key rows inside k/v (rows past them: refused reads and writes)
+      const int64_t k_in = std::clamp<int64_t>(c.total_k - (s.start_k + r.key_begin), 0, nk);
+      auto note_keys = [&](AccessKind kind, uint32_t cls, Buffer kb, Buffer vb) {
+        if (k_in >= nk) return;
+        const int64_t j = r.key_begin + k_in, row = s.start_k + j;
+        rec.note(order::key(program, cls, j), acc(kb, kind, Unit::rows, row, c.total_k, x, b, h, row, n), uint64_t(nk - k_in));
+        rec.note(order::key(program, cls, j | int64_t(order::kValueBit)),
+                 acc(vb, kind, Unit::rows, row, c.total_k, x, b, h, row, n), uint64_t(nk - k_in));
+      };
+      auto write_kv = [&](bool zeros) {
+        for (int64_t jj = 0; jj < k_in; ++jj) {
+          const int64_t row = s.start_k + r.key_begin + jj;
+          float* dko = dk_exp.data() + (row * H + h) * D;
+          float* dvo = dv_exp.data() + (row * H + h) * D;
+          for (int64_t e = 0; e < D; ++e) {
+            dko[e] = zeros ? 0.f : rnd<P>(w.dk[static_cast<size_t>(jj * D + e)] * c.scale);
+            dvo[e] = zeros ? 0.f : rnd<P>(w.dv[static_cast<size_t>(jj * D + e)]);
+          }
+          if (dkv_writes) ++(*dkv_writes)[static_cast<size_t>(row)];
+        }
+        note_keys(AccessKind::write, fa2::bwd::order_class::kMainDkDv, Buffer::dk, Buffer::dv);
+      };
+      if (r.empty) {
+        write_kv(true);
+        continue;
+      }
+      note_keys(AccessKind::read, fa2::bwd::order_class::kMainKeyReads, c.k_buf, Buffer::v);
+      for (int64_t jj = 0; jj < nk; ++jj) {
+        const int64_t row = s.start_k + r.key_begin + jj;
+        const bool in = jj < k_in;
+        for (int64_t e = 0; e < D; ++e) {
+          w.kb[static_cast<size_t>(jj * D + e)] = in ? c.k[(row * Hk + hk) * D + e] : 0.f;
+          w.vb[static_cast<size_t>(jj * D + e)] = in ? c.v[(row * Hk + hk) * D + e] : 0.f;
+        }
+      }
+      std::fill(w.dk.begin(), w.dk.end(), 0.f);
+      std::fill(w.dv.begin(), w.dv.end(), 0.f);
+      for (int64_t m = r.m_max - 1; m >= r.m_min; --m) {
+        const int64_t off = fa2::bwd::dq_accum_offset(c.bw.release.dq_offset, fa2::bwd::DqKernel::dq_dk_dv, a, s.cu_q, b,
+                                                      h, m, r.m_max - 1, c.bm, split);
+        for (int64_t i = m * c.bm; i < (m + 1) * c.bm; ++i) {
+          const int64_t qr = s.start_q + i;
+          // softmax_d: every row of the tile
+          const int64_t sdi = fa2::bwd::softmax_d_index(c.bw.softmax_d, s.cu_q, b, h, i);
+          const bool sd_ok = sdi >= 0 && sdi < sd_n;
+          if (!sd_ok)
+            rec.note(order::key(program, fa2::bwd::order_class::kMainQueryReads, i),
+                     acc(Buffer::softmax_d, AccessKind::read, Unit::elements, sdi, sd_n, x, b, h, qr, m));
+          const int64_t e0 = off + (i - m * c.bm) * a.row_stride();
+          const bool acc_ok = e0 >= 0 && e0 + a.d_rounded <= acc_n;
+          if (!acc_ok)
+            rec.note(order::key(program, fa2::bwd::order_class::kMainDqAccum, i),
+                     acc(Buffer::dq_accum, AccessKind::write, Unit::elements, e0, acc_n, x, b, h, qr, m),
+                     uint64_t(a.d_rounded));
+          if (i >= s.len_q) continue;  // q, dO and the LSE are predicated: the row adds 0
+          const bool q_ok = qr < c.total_q;
+          if (!q_ok) {
+            rec.note(order::key(program, fa2::bwd::order_class::kMainQueryReads, i),
+                     acc(c.q_buf, AccessKind::read, Unit::rows, qr, c.total_q, x, b, h, qr, m), 2);
+            continue;  // q and dO read as 0: nothing to add
+          }
+          const int64_t li = fa2::lse_index(lse_shape, false, s.cu_q, b, h, h, i);
+          const bool lse_ok = li >= 0 && li < lse_n;
+          if (!lse_ok)
+            rec.note(order::key(program, fa2::bwd::order_class::kMainQueryReads, i),
+                     acc(Buffer::lse, AccessKind::read, Unit::elements, li, lse_n, x, b, h, qr, m));
+          if (!values && !c.at.sample[static_cast<size_t>(qr)]) continue;
+          const float L = lse_ok ? c.lse[li] : 0.f;
+          const float Dsum = sd_ok ? softmax_d[static_cast<size_t>(sdi)] : 0.f;
+          const float* qi = c.q + (qr * H + h) * D;
+          const float* gi = c.dout + (qr * H + h) * D;
+          const fa2::KeyLimits kl = fa2::row_keys(i, s.len_q, s.len_k, kn.flags);
+          const int64_t lo = std::max(kl.lo, r.key_begin), hi = std::min(kl.hi, r.key_end);
+          std::fill(w.dqrow.begin(), w.dqrow.end(), 0.f);
+          for (int64_t j = lo; j < hi; ++j) {
+            const int64_t jj = j - r.key_begin;
+            const float* kj = w.kb.data() + jj * D;
+            const float* vj = w.vb.data() + jj * D;
+            float sc = 0.f, dp = 0.f;
+            for (int64_t e = 0; e < D; ++e) {
+              sc += qi[e] * kj[e];
+              dp += gi[e] * vj[e];
+            }
+            float score = sc * c.scale, dfac = 1.f;
+            if (c.softcap > 0.f) {
+              const float t = std::tanh(sc * c.scale / c.softcap);
+              score = c.softcap * t;
+              dfac = 1.f - t * t;
+            }
+            const float p = std::exp(score - L);
+            const float ds = rnd<P>(p * (dp - Dsum) * dfac);
+            const float pr = rnd<P>(p);
+            float* dkj = w.dk.data() + jj * D;
+            float* dvj = w.dv.data() + jj * D;
+            for (int64_t e = 0; e < D; ++e) {
+              w.dqrow[static_cast<size_t>(e)] += ds * kj[e];
+              dkj[e] += ds * qi[e];
+              dvj[e] += pr * gi[e];
+            }
+          }
+          macs += double(hi > lo ? hi - lo : 0) * double(D) * 5.0;
+          if (acc_ok)
+            for (int64_t e = 0; e < D; ++e) dq_accum[static_cast<size_t>(e0 + e)] += w.dqrow[static_cast<size_t>(e)];
+        }
+      }
+      if (values) write_kv(false);
+      else {
+        for (int64_t jj = 0; jj < k_in; ++jj) {  // the rows are written; their values are not computed
+          const int64_t row = s.start_k + r.key_begin + jj;
+          if (dkv_writes) ++(*dkv_writes)[static_cast<size_t>(row)];
+        }
+        note_keys(AccessKind::write, fa2::bwd::order_class::kMainDkDv, Buffer::dk, Buffer::dv);
+      }
+    }
+  }
+}
+
+// convert_dQ for one head.
+template <ElemType P>
+void convert_dq(const Ctx& c, int64_t h, const std::vector<float>& dq_accum, std::vector<float>& dq,
+                std::vector<uint32_t>* dq_writes, AccessRecord& rec) {
+  const fa2::bwd::Normalized& kn = c.bw.kernel;
+  const fa2::bwd::DqAccumShape& a = c.bw.dq_accum;
+  const int64_t acc_n = a.elements();
+  std::vector<float> row(static_cast<size_t>(c.D));
+  for (int64_t b = 0; b < c.N; ++b) {
+    const Seg s = segment_of(c.at, b);
+    for (int64_t m = 0; m < kn.grid_m; ++m) {
+      const fa2::bwd::QTile t = fa2::bwd::q_tile(m, s.len_q, c.bm);
+      if (t.exits) break;
+      const uint64_t program = order::grid_linear(uint64_t(m), uint64_t(b), uint64_t(h), uint64_t(kn.grid_m), uint64_t(c.N));
+      for (int64_t i = m * c.bm; i < (m + 1) * c.bm; ++i) {
+        const int64_t r = s.start_q + i;
+        std::fill(row.begin(), row.end(), 0.f);
+        for (int64_t sp = 0; sp < kn.nsplits; ++sp) {
+          const int64_t off = fa2::bwd::dq_accum_offset(c.bw.release.dq_offset, fa2::bwd::DqKernel::per_tile, a, s.cu_q, b,
+                                                        h, m, m, c.bm, sp);
+          const int64_t e0 = off + (i - m * c.bm) * a.row_stride();
+          if (e0 >= 0 && e0 + a.d_rounded <= acc_n) {
+            for (int64_t e = 0; e < c.D; ++e) row[static_cast<size_t>(e)] += dq_accum[static_cast<size_t>(e0 + e)];
+          } else {
+            rec.note(order::key(program, fa2::bwd::order_class::kConvertRead, i),
+                     acc(Buffer::dq_accum, AccessKind::read, Unit::elements, e0, acc_n, m, b, h, r, m),
+                     uint64_t(a.d_rounded));
+          }
+        }
+        if (i >= t.row_end) continue;
+        if (r >= c.total_q) {
+          rec.note(order::key(program, fa2::bwd::order_class::kConvertWrite, i),
+                   acc(Buffer::dq, AccessKind::write, Unit::rows, r, c.total_q, m, b, h, r, m));
+          continue;
+        }
+        float* o = dq.data() + (r * c.H + h) * c.D;
+        for (int64_t e = 0; e < c.D; ++e) o[e] = rnd<P>(row[static_cast<size_t>(e)] * c.scale);
+        if (dq_writes) ++(*dq_writes)[static_cast<size_t>(r)];
+      }
+    }
+  }
+}
+
+template <ElemType P>
+void run_backward(const Ctx& c, AttentionBackwardObservation& ob, int threads) {
+  const BackwardPlan& bw = c.bw;
+  const fa2::bwd::Normalized& kn = bw.kernel;
+  const int64_t H = c.H, D = c.D;
+  std::vector<float> dq_accum(static_cast<size_t>(bw.dq_accum.elements()), kn.deterministic ? 0.f : kPoison);
+  std::vector<float> softmax_d(static_cast<size_t>(bw.softmax_d.elements()), kPoison);
+  std::vector<float> dk_exp(static_cast<size_t>(c.total_k * H * D), kPoison), dv_exp(dk_exp.size(), kPoison);
+  ob.dq.assign(static_cast<size_t>(c.total_q * H * D), kPoison);
+  ob.dq_writes.assign(static_cast<size_t>(c.total_q), 0);
+  ob.dkv_writes.assign(static_cast<size_t>(c.total_k), 0);
+  if (!kn.launches) {  // max_seqlen_q <= 0: dk, dv zero-filled, no launch
+    std::fill(dk_exp.begin(), dk_exp.end(), 0.f);
+    std::fill(dv_exp.begin(), dv_exp.end(), 0.f);
+    std::fill(ob.dkv_writes.begin(), ob.dkv_writes.end(), 1u);
+  } else {
+    const int workers = static_cast<int>(std::clamp<int64_t>(threads, 1, H));
+    std::vector<AccessRecord> r1(static_cast<size_t>(H)), r2(r1.size()), r3(r1.size());
+    std::vector<double> macs(static_cast<size_t>(H), 0.0);
+    parallel_for(workers, H, 1, [&](int64_t h, int) { dot_do_o(c, h, softmax_d, dq_accum, r1[static_cast<size_t>(h)]); });
+    parallel_for(workers, H, 1, [&](int64_t h, int) {
+      dq_dk_dv<P>(c, h, softmax_d, dq_accum, dk_exp, dv_exp, h == 0 ? &ob.dkv_writes : nullptr, r2[static_cast<size_t>(h)],
+                  macs[static_cast<size_t>(h)]);
+    });
+    parallel_for(workers, H, 1,
+                 [&](int64_t h, int) { convert_dq<P>(c, h, dq_accum, ob.dq, h == 0 ? &ob.dq_writes : nullptr, r3[static_cast<size_t>(h)]); });
+    for (int64_t h = 0; h < H; ++h) {
+      ob.dot_do_o.merge(r1[static_cast<size_t>(h)]);
+      ob.dq_dk_dv.merge(r2[static_cast<size_t>(h)]);
+      ob.convert_dq.merge(r3[static_cast<size_t>(h)]);
+    }
+    double total = 0;
+    for (double m : macs) total += m;
+    ob.facts["backward_macs"] = total;
+  }
+  // dk, dv: the expanded (total_k, H, D) copies summed over each group (at::sum_out in the dtype)
+  const int64_t Hk = c.Hk, G = c.G;
+  ob.dk.assign(static_cast<size_t>(c.total_k * Hk * D), 0.f);
+  ob.dv.assign(ob.dk.size(), 0.f);
+  parallel_for(threads, c.total_k, 256, [&](int64_t row, int) {
+    for (int64_t hk = 0; hk < Hk; ++hk)
+      for (int64_t e = 0; e < D; ++e) {
+        float sk = 0.f, sv = 0.f;
+        for (int64_t g = 0; g < G; ++g) {
+          sk += dk_exp[static_cast<size_t>((row * H + hk * G + g) * D + e)];
+          sv += dv_exp[static_cast<size_t>((row * H + hk * G + g) * D + e)];
+        }
+        ob.dk[static_cast<size_t>((row * Hk + hk) * D + e)] = G == 1 ? sk : rnd<P>(sk);
+        ob.dv[static_cast<size_t>((row * Hk + hk) * D + e)] = G == 1 ? sv : rnd<P>(sv);
+      }
+  });
+}
+
+}  // namespace
+
+AttentionBackwardObservation fa2_varlen_backward(const ExecPlan& plan, const float* q, const float* k, const float* v,
+                                                 const float* out, const float* lse, const float* dout, int threads) {
+  const AttentionPlan& at = plan.attention;
+  const BackwardPlan& bw = plan.backward;
+  AttentionBackwardObservation ob;
+  ob.ran = true;
+  const int64_t H = plan.num_heads, Hk = plan.num_kv_heads;
+  Ctx c{plan, at, bw, q, k, v, out, lse, dout,
+        H, Hk, plan.head_dim, std::max<int64_t>(1, H / std::max<int64_t>(1, Hk)),
+        std::max<int64_t>(at.total_q, 0), std::max<int64_t>(at.total_k, 0),
+        std::min<int64_t>(at.num_segments, static_cast<int64_t>(at.cu_seqlens_q.size()) - 1),
+        bw.kernel.tile.block_m, bw.kernel.tile.block_n,
+        at.softmax_scale, at.softcap, !at.sample.empty(),
+        plan.rotary.enabled ? Buffer::q_rot : Buffer::q, plan.rotary.enabled ? Buffer::k_rot : Buffer::k};
+  c.N = std::max<int64_t>(0, std::min<int64_t>(c.N, static_cast<int64_t>(at.cu_seqlens_k.size()) - 1));
+  switch (plan.elem) {
+    case ElemType::bf16: run_backward<ElemType::bf16>(c, ob, threads); break;
+    case ElemType::fp16: run_backward<ElemType::fp16>(c, ob, threads); break;
+    default: run_backward<ElemType::fp32>(c, ob, threads); break;
+  }
+  MisrouteResult mr = backward_misroutes(plan);
+  ob.dq_misrouted = std::move(mr.rows);
+  ob.misroute = mr.misroute;
+  if (c.sampled) {
+    ob.facts["sampled"] = true;
+    ob.detail = "dq computed for the sampled rows only, dk and dv values not computed (budget); offsets, accesses and "
+                "coverage checked for every row";
+  }
+  return ob;
+}
+
+}  // namespace ad::cpu
+
+// ---- the fp64 gradient reference -----------------------------------------------------------
+
+namespace ad::cpu {
+namespace {
+
+struct RowErr {
+  double num2 = 0, den2 = 0, mag2 = 0;  // mag2: squared norm of the sum of |terms| (the scale rounding acts on)
+  bool finite = true;
+  int64_t dim = -1;
+  double value = 0, expected = 0, diff = -1;
+  void add(double got, double want, int64_t d) {
+    den2 += want * want;
+    if (!std::isfinite(got)) {
+      if (finite) {
+        finite = false;
+        dim = d;
+        value = got;
+        expected = want;
+      }
+      return;
+    }
+    const double x = got - want;
+    num2 += x * x;
+    if (finite && std::fabs(x) > diff) {
+      diff = std::fabs(x);
+      dim = d;
+      value = got;
+      expected = want;
+    }
+  }
+};
+
+// Rotates one row (heads, D) in place at `pos` with the reference's rotary (fp64 angles,
+// rounded to the dtype), as cpu_reference.cpp's rotate_rows_fp64.
+void rotate_row(float* row, int64_t heads, int64_t D, double pos, const ReferencePlan& ref, ElemType prec) {
+  const int64_t half = ref.rotary_dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const double freq = std::pow(ref.rotary_base, -2.0 * double(i) / double(ref.rotary_freq_dim));
+    const double co = std::cos(pos * freq), si = std::sin(pos * freq);
+    const int64_t i0 = ref.rotary_interleaved ? 2 * i : i, i1 = ref.rotary_interleaved ? 2 * i + 1 : i + half;
+    for (int64_t h = 0; h < heads; ++h) {
+      float* v = row + h * D;
+      const double a = v[i0], b = v[i1];
+      v[i0] = num::round_to(prec, static_cast<float>(a * co - b * si));
+      v[i1] = num::round_to(prec, static_cast<float>(a * si + b * co));
+    }
+  }
+}
+
+}  // namespace
+
+void gradient_reference(const ExecPlan& plan, const GradientInputs& in, GradientResult out[3], int threads) {
+  const ReferencePlan& ref = plan.reference;
+  const int64_t H = plan.num_heads, Hk = plan.num_kv_heads, D = plan.head_dim, G = std::max<int64_t>(1, H / Hk);
+  const bool rot = ref.rotary && ref.rotary_dim >= 2;
+  const bool sampled = !ref.sample.empty();
+  struct Pair {
+    int64_t si, g;
+  };
+  std::vector<Pair> pairs;
+  for (size_t si = 0; si < ref.sequences.size(); ++si)
+    for (int64_t g = 0; g < Hk; ++g) pairs.push_back({static_cast<int64_t>(si), g});
+  // per (pair): the errors of its dq rows (q_count x G), dk and dv rows (k_count)
+  struct PairErr {
+    std::vector<RowErr> dq, dk, dv;
+  };
+  std::vector<PairErr> errs(pairs.size());
+  parallel_for(std::max(1, threads), static_cast<int64_t>(pairs.size()), 1, [&](int64_t pi, int) {
+    const Pair pr = pairs[static_cast<size_t>(pi)];
+    const RefSequence& s = ref.sequences[static_cast<size_t>(pr.si)];
+    const int64_t n = s.k_count, nq = s.q_count;
+    if (n <= 0 || nq <= 0) return;
+    // the sequence's keys (rotated), values, and accumulators
+    std::vector<float> kr(static_cast<size_t>(n * D));
+    for (int64_t j = 0; j < n; ++j) {
+      std::vector<float> row(in.k_src + (s.k_src_first + j) * Hk * D, in.k_src + (s.k_src_first + j + 1) * Hk * D);
+      if (rot) rotate_row(row.data(), Hk, D, double(j), ref, plan.elem);
+      std::copy_n(row.data() + pr.g * D, D, kr.data() + j * D);
+    }
+    std::vector<double> dk(static_cast<size_t>(n * D), 0.0), dv(dk.size(), 0.0), dk_abs(dk.size(), 0.0),
+        dv_abs(dk.size(), 0.0), p(static_cast<size_t>(n)), dp(static_cast<size_t>(n)), raw(static_cast<size_t>(n)),
+        o(static_cast<size_t>(D)), dq(static_cast<size_t>(D)), dq_abs(static_cast<size_t>(D));
+    PairErr& pe = errs[static_cast<size_t>(pi)];
+    pe.dq.resize(static_cast<size_t>(nq * G));
+    std::vector<float> qrow(static_cast<size_t>(H * D));
+    const bool do_kv = !sampled;
+    for (int64_t t = 0; t < nq; ++t) {
+      const int64_t fr = s.q_final_first + t;
+      const bool check_q = !sampled || ref.sample[static_cast<size_t>(fr)];
+      if (!check_q && !do_kv) continue;
+      std::copy_n(in.q_src + (s.q_src_first + t) * H * D, H * D, qrow.data());
+      const int64_t iq = s.q_key_first + t;
+      if (rot) rotate_row(qrow.data(), H, D, double(iq), ref, plan.elem);
+      int64_t lo = 0, hi = n;
+      if (ref.causal) hi = std::min(hi, iq + 1);
+      if (ref.window_left >= 0) lo = std::max(lo, iq - ref.window_left);
+      if (ref.window_right >= 0 && !ref.causal) hi = std::min(hi, iq + ref.window_right + 1);
+      for (int64_t x = 0; x < G; ++x) {
+        const int64_t h = pr.g * G + x;
+        const float* q = qrow.data() + h * D;
+        double go[512];
+        for (int64_t e = 0; e < D; ++e)
+          go[e] = num::input_value(plan.seed, num::InputTensor::dout, static_cast<uint64_t>((fr * H + h) * D + e), plan.elem);
+        std::fill(dq.begin(), dq.end(), 0.0);
+        std::fill(dq_abs.begin(), dq_abs.end(), 0.0);
+        if (hi > lo) {
+          double mx = -std::numeric_limits<double>::infinity();
+          for (int64_t j = lo; j < hi; ++j) {
+            double a = 0;
+            for (int64_t e = 0; e < D; ++e) a += double(q[e]) * double(kr[static_cast<size_t>(j * D + e)]);
+            raw[static_cast<size_t>(j)] = a;
+            double sc = a * ref.softmax_scale;
+            if (ref.softcap > 0) sc = ref.softcap * std::tanh(sc / ref.softcap);
+            p[static_cast<size_t>(j)] = sc;
+            mx = std::max(mx, sc);
+          }
+          double sum = 0;
+          for (int64_t j = lo; j < hi; ++j) sum += (p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - mx));
+          std::fill(o.begin(), o.end(), 0.0);
+          for (int64_t j = lo; j < hi; ++j) {
+            p[static_cast<size_t>(j)] /= sum;
+            const float* vj = in.v_src + (s.k_src_first + j) * Hk * D + pr.g * D;
+            double d2 = 0;
+            for (int64_t e = 0; e < D; ++e) {
+              o[static_cast<size_t>(e)] += p[static_cast<size_t>(j)] * double(vj[e]);
+              d2 += go[e] * double(vj[e]);
+            }
+            dp[static_cast<size_t>(j)] = d2;
+          }
+          double Dt = 0, Dabs = 0;  // Dabs: the scale of D's rounding (the kernel reads O in the dtype)
+          for (int64_t e = 0; e < D; ++e) {
+            Dt += go[e] * o[static_cast<size_t>(e)];
+            Dabs += std::fabs(go[e] * o[static_cast<size_t>(e)]);
+          }
+          for (int64_t j = lo; j < hi; ++j) {
+            const double pj = p[static_cast<size_t>(j)];
+            const double dsc = fa2::bwd::dscore(raw[static_cast<size_t>(j)], ref.softmax_scale, ref.softcap);
+            const double ds = pj * (dp[static_cast<size_t>(j)] - Dt) * dsc;
+            // the scale of dS's rounding: dP - D cancels, its terms do not
+            const double ds_mag = pj * (std::fabs(dp[static_cast<size_t>(j)]) + Dabs) * std::fabs(dsc);
+            for (int64_t e = 0; e < D; ++e) {
+              const double kv = double(kr[static_cast<size_t>(j * D + e)]);
+              dq[static_cast<size_t>(e)] += ds * kv;
+              dq_abs[static_cast<size_t>(e)] += ds_mag * std::fabs(kv);
+              if (do_kv) {
+                dk[static_cast<size_t>(j * D + e)] += ds * double(q[e]);
+                dk_abs[static_cast<size_t>(j * D + e)] += ds_mag * std::fabs(double(q[e]));
+                dv[static_cast<size_t>(j * D + e)] += pj * go[e];
+                dv_abs[static_cast<size_t>(j * D + e)] += std::fabs(pj * go[e]);
+              }
+            }
+          }
+        }
+        const int64_t src = s.q_src_first + t;
+        if (check_q && (*in.dq_known)[static_cast<size_t>(src)]) {
+          RowErr& re = pe.dq[static_cast<size_t>(t * G + x)];
+          const float* got = in.dq_src + (src * H + h) * D;
+          for (int64_t e = 0; e < D; ++e) {
+            re.add(got[e], dq[static_cast<size_t>(e)], e);
+            re.mag2 += dq_abs[static_cast<size_t>(e)] * dq_abs[static_cast<size_t>(e)];
+          }
+        } else {
+          pe.dq[static_cast<size_t>(t * G + x)].den2 = -1;  // not compared
+        }
+      }
+    }
+    if (!do_kv) return;
+    pe.dk.resize(static_cast<size_t>(n));
+    pe.dv.resize(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t src = s.k_src_first + j;
+      if (!(*in.dkv_known)[static_cast<size_t>(src)]) {
+        pe.dk[static_cast<size_t>(j)].den2 = pe.dv[static_cast<size_t>(j)].den2 = -1;
+        continue;
+      }
+      for (int64_t e = 0; e < D; ++e) {
+        const size_t x = static_cast<size_t>(j * D + e);
+        pe.dk[static_cast<size_t>(j)].add(in.dk_src[(src * Hk + pr.g) * D + e], dk[x], e);
+        pe.dv[static_cast<size_t>(j)].add(in.dv_src[(src * Hk + pr.g) * D + e], dv[x], e);
+        pe.dk[static_cast<size_t>(j)].mag2 += dk_abs[x] * dk_abs[x];
+        pe.dv[static_cast<size_t>(j)].mag2 += dv_abs[x] * dv_abs[x];
+      }
+    }
+  });
+  // errors per (row, head): ||got - ref|| / ||sum of |terms| ||. A gradient row is a sum of
+  // terms that cancel (sum_j dS_j = 0 for each query row), and the dtype's rounding acts on the
+  // terms, so the error is measured against their magnitude; it equals ||ref|| where nothing
+  // cancels, and a row with no term must be exactly 0.
+  for (int tensor = 0; tensor < 3; ++tensor) {
+    GradientResult& r = out[tensor];
+    for (size_t pi = 0; pi < pairs.size(); ++pi) {
+      const RefSequence& s = ref.sequences[static_cast<size_t>(pairs[pi].si)];
+      const auto& v = tensor == 0 ? errs[pi].dq : tensor == 1 ? errs[pi].dk : errs[pi].dv;
+      for (size_t i = 0; i < v.size(); ++i) {
+        const RowErr& e = v[i];
+        if (e.den2 < 0) continue;
+        const int64_t row = tensor == 0 ? s.q_src_first + static_cast<int64_t>(i) / G : s.k_src_first + static_cast<int64_t>(i);
+        const int64_t head = tensor == 0 ? pairs[pi].g * G + static_cast<int64_t>(i) % G : pairs[pi].g;
+        const double den = std::max(std::sqrt(e.den2), std::sqrt(e.mag2));
+        const double err = !e.finite ? std::numeric_limits<double>::infinity()
+                                     : den > 0 ? std::sqrt(e.num2) / den : (e.num2 > 0 ? std::numeric_limits<double>::infinity() : 0.0);
+        ++r.rows_checked;
+        if (err > plan.backward.tolerance) ++r.rows_failed;
+        if (err > r.worst_error || r.worst_row < 0) {
+          r.worst_error = err;
+          r.worst_row = row;
+          r.worst_head = head;
+          r.worst_sequence = pairs[pi].si;
+          r.worst_dim = e.dim;
+          r.worst_value = e.value;
+          r.worst_expected = e.expected;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace ad::cpu
