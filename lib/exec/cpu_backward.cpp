@@ -73,7 +73,9 @@ MisrouteResult backward_misroutes(const ExecPlan& plan) {
   const int64_t H = a.num_heads;
   const int64_t N = std::min<int64_t>(at.num_segments, static_cast<int64_t>(at.cu_seqlens_q.size()) - 1);
   res.rows.assign(static_cast<size_t>(total_q), 0);
-  if (rule == fa2::bwd::DqOffset::int64) return res;
+  // the dense kernel's backward (mha_bwd) lays dq_accum out per batch row, not from cu_seqlens:
+  // its offsets are not this contract's
+  if (rule == fa2::bwd::DqOffset::int64 || plan.function != "flash_attn_varlen_func") return res;
   const int64_t limit = int64_t{1} << 31;
   for (int64_t b = 0; b < N && b + 1 < static_cast<int64_t>(at.cu_seqlens_k.size()); ++b) {
     const Seg s = segment_of(at, b);
