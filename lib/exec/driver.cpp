@@ -309,7 +309,9 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
     } else {
       observe::backward_launch(s, plan);
       const std::vector<float> dout = packed_dout(plan, threads);
+      const auto tb = Clock::now();
       AttentionBackwardObservation ob = engine.attention_backward(plan, dout);
+      s.data["ms_kernels"] = ms_since(tb);
       merge_facts(s, ob.facts);
       if (!ob.ran) {
         s.status = "skipped";
