@@ -38,6 +38,7 @@ ARRAYS = {
     "llamafactory-10452-position-ids.npy": llamafactory_10452_position_ids,
     "packed-65600-sequences-cu-seqlens.npy": lambda: many_sequences_cu(65600, 2),
     "packed-32800-sequences-cu-seqlens.npy": lambda: many_sequences_cu(32800, 2),
+    "packed-15000-sequences-of-8-cu-seqlens.npy": lambda: many_sequences_cu(15000, 8),
 }
 
 
