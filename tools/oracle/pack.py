@@ -87,7 +87,10 @@ def pack_release(release, own_cases, cache, out):
     # transformers/models/ (utils/import_utils.py, create_import_structure_from_path): there the
     # models tree travels whole; older releases need its package __init__ files only
     scans = "create_import_structure_from_path" in (target / "transformers" / "utils" / "import_utils.py").read_text()
-    pattern = "*.py" if scans else "__init__.py"
+    # releases before 4.36 replay the per-model Llama class, whose package __init__ imports
+    # tokenizer modules (t5's) wherever sentencepiece is installed (the device): whole tree too
+    before_436 = tuple(int(x) for x in release.split(".")[:2]) < (4, 36)
+    pattern = "*.py" if scans or before_436 else "__init__.py"
     # read, not imported: tools/parity/tracing.py passes attn_implementation when this file does
     if (target / "transformers" / "integrations" / "flash_attention.py").is_file():
         extra.append(os.path.join("transformers", "integrations", "flash_attention.py"))

@@ -172,7 +172,7 @@ class Runner:
         cmd = [self.sanitizer, "--tool", "memcheck", "--report-api-errors", "no", "--show-backtrace", "no",
                "--print-limit", "20000"]
         if self.args.sanitizer_kernels:
-            cmd += ["--kernel-name", f"kregex={self.args.sanitizer_kernels}"]
+            cmd += ["--kernel-name", f"kns={self.args.sanitizer_kernels}"]
         cmd += [sys.executable, str(HERE / "case.py"), str(path), "--out", str(result), "--mode", "sanitize"]
         t0 = time.time()
         code, stdout, stderr, timed_out = self._spawn(cmd, min(self.args.sanitizer_timeout, max(self.left() - 5, 1)),
@@ -306,7 +306,7 @@ def main():
     ap.add_argument("--big-timeout", type=float, default=240.0)
     ap.add_argument("--sanitizer-timeout", type=float, default=150.0)
     ap.add_argument("--sanitizer-kernels", default="",
-                    help="memcheck only kernels whose names match this regex (default: every kernel)")
+                    help="memcheck only kernels whose names contain this substring (default: every kernel)")
     ap.add_argument("--big-gib", type=float, default=12.0)
     ap.add_argument("--only", default="")
     ap.add_argument("--dry-cpu", action="store_true")

@@ -91,13 +91,18 @@ def load_fla_rotary(version):
     `fla`, `fla.modules` (and `fla.ops`, `fla.layers`) are stubs whose submodules load from the
     wheel as they are."""
     root = stack_root() / f"fla-{version}"
+    while not (root / "fla").is_dir() and version.endswith(".0") and version.count(".") > 1:
+        version = version[:-2]  # 0.1.0 is the release published as 0.1
+        root = stack_root() / f"fla-{version}"
     if not (root / "fla").is_dir():
         raise FileNotFoundError(f"FLA {version} is not in the oracle stack ({root}): run tools/oracle/pack.py")
     sys.path.insert(0, str(root))
     for name in ("fla", "fla.modules", "fla.ops", "fla.layers", "fla.models"):
         path = root.joinpath(*name.split("."))
         if path.is_dir():
-            _stub_package(name, path)
+            stub = _stub_package(name, path)
+            if name == "fla":  # the modules read `from fla import __version__` (0.6.0's utils)
+                stub.__version__ = version
     module = importlib.import_module("fla.modules.rotary")
     return module
 
