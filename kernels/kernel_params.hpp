@@ -18,6 +18,7 @@
 #include <cstdint>
 
 #include "contract/access_record.hpp"
+#include "contract/fa2_backward.hpp"
 #include "contract/fa2_forward.hpp"
 #include "contract/host_device.hpp"
 #include "contract/vocabulary.hpp"
@@ -31,6 +32,11 @@ struct QueryRole {};
 struct KeyRole {};
 struct ValueRole {};
 struct OutputRole {};
+// the backward's gradients: dO (read), dQ, dK, dV (written)
+struct GradOutRole {};
+struct GradQueryRole {};
+struct GradKeyRole {};
+struct GradValueRole {};
 
 // A packed (rows, heads, head_dim) tensor, row-major and contiguous: row r, head h, column
 // d lives at element (r * heads + h) * head_dim + d. `rows` is what the allocation holds:
@@ -41,6 +47,10 @@ template <> struct RoleBuffer<QueryRole> { static constexpr Buffer value = Buffe
 template <> struct RoleBuffer<KeyRole> { static constexpr Buffer value = Buffer::k; };
 template <> struct RoleBuffer<ValueRole> { static constexpr Buffer value = Buffer::v; };
 template <> struct RoleBuffer<OutputRole> { static constexpr Buffer value = Buffer::out; };
+template <> struct RoleBuffer<GradOutRole> { static constexpr Buffer value = Buffer::dout; };
+template <> struct RoleBuffer<GradQueryRole> { static constexpr Buffer value = Buffer::dq; };
+template <> struct RoleBuffer<GradKeyRole> { static constexpr Buffer value = Buffer::dk; };
+template <> struct RoleBuffer<GradValueRole> { static constexpr Buffer value = Buffer::dv; };
 
 template <class Role, class Pointer>
 struct RowOperand {
@@ -203,6 +213,70 @@ AD_HD KeyPipelineParams key_pipeline(const VarlenFwdParams& p) {
 AD_HD ValuePipelineParams value_pipeline(const VarlenFwdParams& p) {
   return ValuePipelineParams{p.v, p.head_dim, p.num_heads_k > 0 ? p.num_heads / p.num_heads_k : 1};
 }
+
+// ---------------------------------------------------------------------------------------
+// varlen attention backward (FA2's mha_varlen_bwd contract)
+
+// The three launches of FA2's varlen backward (flash_bwd_launch_template.h,
+// run_flash_bwd_seqk_parallel): the preprocess (softmax_d = rowsum(dO * O) and a zeroed
+// dq_accum, grid of query blocks), the key-block kernel (per (n block, segment, head): dK, dV
+// of its keys, dQ added into dq_accum in fp32), the dq conversion (dq = dq_accum * scale,
+// grid of query blocks); with H > Hk the per-query-head dK / dV ("expanded") are summed over
+// each group afterwards, as mha_varlen_bwd does.
+struct VarlenBwdParams {
+  ElemType elem = ElemType::bf16;
+  QueryOperand q;                        // (total_q, H, D)
+  KeyOperand k;                          // (total_k, Hk, D)
+  ValueOperand v;                        // (total_k, Hk, D)
+  RowOperand<OutputRole, const void*> out;     // the forward's output (total_q, H, D)
+  RowOperand<GradOutRole, const void*> dout;   // (total_q, H, D)
+  RowOperand<GradQueryRole, void*> dq;         // (total_q, H, D)
+  // dK / dV as the key-block kernel writes them: (total_k, H, D) when H > Hk (the expanded
+  // tensors, summed into dk_out / dv_out per group), else the outputs themselves.
+  RowOperand<GradKeyRole, void*> dk;
+  RowOperand<GradValueRole, void*> dv;
+  void* dk_out = nullptr;                // (total_k, Hk, D) when H > Hk
+  void* dv_out = nullptr;
+  const float* lse = nullptr;            // the forward's LSE, laid out as lse_layout says
+  int64_t lse_size = 0;
+  fa2::LseLayout lse_layout = fa2::LseLayout::unpadded;
+  int32_t lse_max_seqlen_q = 0;          // padded layout: the per-segment stride
+  float* softmax_d = nullptr;            // fp32 workspace, softmax_d_size elements
+  int64_t softmax_d_size = 0;
+  float* dq_accum = nullptr;             // fp32 workspace, dq_accum_size elements
+  int64_t dq_accum_size = 0;
+  CuSeqlensQ cu_seqlens_q;
+  CuSeqlensK cu_seqlens_k;
+  int32_t batch = 0;
+  int32_t num_heads = 0;
+  int32_t num_heads_k = 0;
+  int32_t head_dim = 0;
+  int32_t max_seqlen_q = 0;
+  int32_t max_seqlen_k = 0;
+  float softmax_scale = 0.f;
+  float softcap = 0.f;
+  bool causal = false;
+  int32_t window_left = -1;
+  int32_t window_right = -1;
+  bool deterministic = false;            // FA2's deterministic mode: nsplits dq_accum copies
+  // The release whose rules the launches follow (dq_accum offsets, softmax_d layout, head
+  // rounding) and the GPU generation whose tile / SM count they assume.
+  fa2::bwd::Release release;
+  fa2::GpuArch arch = fa2::GpuArch::sm90;
+  // Filled by fa2_bwd_normalize (launch.hpp) from the fields above unless `normalized`: the
+  // call as mha_varlen_bwd leaves it (fa2::bwd::normalize: windows, FA2's tile, grids,
+  // nsplits) and the workspaces' shapes (sized by q.rows and batch).
+  bool normalized = false;
+  fa2::bwd::Normalized kernel;
+  fa2::bwd::DqAccumShape dq_accum_shape;
+  fa2::bwd::SoftmaxDShape softmax_d_shape;
+  int32_t block_m = 0;                   // the key-block kernel's query rows per step (0: its default)
+  uint32_t* dq_writes = nullptr;         // optional: writes per dq row (head 0), coverage
+  int64_t dq_writes_size = 0;
+  uint32_t* dkv_writes = nullptr;        // optional: writes per dk row (head 0), coverage
+  int64_t dkv_writes_size = 0;
+  AccessRecord* record = nullptr;        // checked form: the record of the launch running
+};
 
 // A shared-memory tile filled by one pipeline.
 template <class Role, class Elem>

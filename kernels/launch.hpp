@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <vector>
 
 #include "kernel_params.hpp"
 
@@ -56,6 +57,33 @@ bool varlen_fwd_has_wgmma_path(const VarlenFwdParams& p);
 void launch_varlen_fwd(const VarlenFwdParams& p, Checks checks, cudaStream_t stream = nullptr,
                        AttnKernel which = AttnKernel::automatic);
 
+// ---- varlen attention backward (kernels/varlen_attention_bwd*.cu) ---------------------
+// FA2's three launches (kernel_params.hpp VarlenBwdParams), and the group sum of dk / dv
+// when H > Hk. The backend runs each step through checked_launch (one record per launch);
+// `launch_varlen_bwd` enqueues all of them (benchmarks).
+enum class BwdStep { preprocess = 0, key_blocks = 1, convert_dq = 2, group_sum = 3 };
+const char* to_string(BwdStep s);
+
+// mha_varlen_bwd's adjustments of the call and FA2's geometry (fa2::bwd::normalize), and
+// the workspaces' shapes: fills p.kernel, p.dq_accum_shape, p.softmax_d_shape. Idempotent.
+void fa2_bwd_normalize(VarlenBwdParams& p);
+// The checked tensor-core backward covers this call: bf16/fp16, head_dim 64 or 128.
+bool varlen_bwd_supported(const VarlenBwdParams& p);
+// Why the kernels cannot run this call (element type, head dim, FA2's tile), or "".
+std::string varlen_bwd_unsupported(const VarlenBwdParams& p);
+// "varlen_bwd_tc<bf16,d128,m32,checked>" (m: the key-block kernel's query rows per step)
+std::string varlen_bwd_kernel_name(const VarlenBwdParams& p, Checks checks);
+// The fp32 workspaces as FA2 allocates them for this call (elements): softmax_d, and
+// dq_accum with all its copies (and the elements of one copy).
+struct BwdWorkspace {
+  int64_t softmax_d = 0, dq_accum = 0, dq_accum_split = 0;
+};
+BwdWorkspace varlen_bwd_workspace(const VarlenBwdParams& p);
+// The steps this call runs, in order (group_sum only when H > Hk).
+std::vector<BwdStep> varlen_bwd_steps(const VarlenBwdParams& p);
+void launch_varlen_bwd_step(const VarlenBwdParams& p, BwdStep step, Checks checks, cudaStream_t stream = nullptr);
+void launch_varlen_bwd(const VarlenBwdParams& p, Checks checks, cudaStream_t stream = nullptr);
+
 // Fill helpers for the backend: NaN poison (outputs are poisoned before each launch).
 void launch_fill_nan(void* data, int64_t elements, ElemType elem, cudaStream_t stream = nullptr);
 void launch_fill_f32(float* data, int64_t elements, float value, cudaStream_t stream = nullptr);
@@ -75,6 +103,9 @@ void launch_varlen_fwd_generic(const VarlenFwdParams& p, bool checked, cudaStrea
 void launch_varlen_fwd_wgmma_bf16(const VarlenFwdParams& p, bool checked, bool alt, cudaStream_t stream);
 void launch_varlen_fwd_wgmma_fp16(const VarlenFwdParams& p, bool checked, bool alt, cudaStream_t stream);
 bool varlen_fwd_wgmma_loadable();
+// the key-block kernel of the backward, per element type
+void launch_varlen_bwd_tc_bf16(const VarlenBwdParams& p, bool checked, cudaStream_t stream);
+void launch_varlen_bwd_tc_fp16(const VarlenBwdParams& p, bool checked, cudaStream_t stream);
 }  // namespace detail
 
 }  // namespace ad::kern

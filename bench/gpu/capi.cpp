@@ -99,6 +99,70 @@ int ad_varlen_fwd(int elem, const void* q, int64_t rows_q, void* out, float* lse
   });
 }
 
+// The fp32 workspaces of the backward for this call, in elements: out[0] softmax_d, out[1]
+// dq_accum (flash-attn 2.8's rules, non-deterministic, the same geometry ad_varlen_bwd runs).
+void ad_varlen_bwd_workspace(int64_t rows_q, int32_t heads, int32_t head_dim, int32_t batch, int32_t max_seqlen_q,
+                             int32_t max_seqlen_k, int64_t* out) {
+  kern::VarlenBwdParams p;
+  p.q.rows = rows_q;
+  p.num_heads = heads, p.num_heads_k = heads, p.head_dim = head_dim;
+  p.batch = batch;
+  p.max_seqlen_q = max_seqlen_q, p.max_seqlen_k = max_seqlen_k;
+  const kern::BwdWorkspace w = kern::varlen_bwd_workspace(p);
+  out[0] = w.softmax_d;
+  out[1] = w.dq_accum;
+}
+
+// The varlen backward (all its launches, enqueued on `stream`). With heads > heads_k, dk / dv
+// receive the group sums and dk_expanded / dv_expanded (rows_k, heads, head_dim) hold the
+// per-query-head gradients; otherwise the expanded pointers are ignored. block_m: the
+// key-block kernel's query rows per step (0: the default; 32 or 64 for head_dim 128).
+int ad_varlen_bwd(int elem, const void* q, const void* k, const void* v, const void* out, const void* dout,
+                  const float* lse, void* dq, void* dk, void* dv, void* dk_expanded, void* dv_expanded,
+                  float* softmax_d, float* dq_accum, int64_t rows_q, int64_t rows_k, const int32_t* cu_q,
+                  const int32_t* cu_k, int32_t batch, int32_t heads, int32_t heads_k, int32_t head_dim,
+                  int32_t max_seqlen_q, int32_t max_seqlen_k, float scale, int causal, int32_t window_left,
+                  int32_t window_right, float softcap, int checked, int32_t block_m, void* record, void* stream) {
+  return guarded([&] {
+    kern::VarlenBwdParams p;
+    p.elem = static_cast<ElemType>(elem);
+    p.q = {q, rows_q, heads};
+    p.k = {k, rows_k, heads_k};
+    p.v = {v, rows_k, heads_k};
+    p.out = {out, rows_q, heads};
+    p.dout = {dout, rows_q, heads};
+    p.dq = {dq, rows_q, heads};
+    const bool gqa = heads != heads_k;
+    p.dk = {gqa ? dk_expanded : dk, rows_k, gqa ? heads : heads_k};
+    p.dv = {gqa ? dv_expanded : dv, rows_k, gqa ? heads : heads_k};
+    p.dk_out = gqa ? dk : nullptr;
+    p.dv_out = gqa ? dv : nullptr;
+    p.lse = lse;
+    p.lse_size = rows_q * heads;
+    p.cu_seqlens_q = {cu_q, int64_t(batch) + 1};
+    p.cu_seqlens_k = {cu_k, int64_t(batch) + 1};
+    p.batch = batch;
+    p.num_heads = heads;
+    p.num_heads_k = heads_k;
+    p.head_dim = head_dim;
+    p.max_seqlen_q = max_seqlen_q;
+    p.max_seqlen_k = max_seqlen_k;
+    p.softmax_scale = scale;
+    p.causal = causal != 0;
+    p.window_left = window_left;
+    p.window_right = window_right;
+    p.softcap = softcap;
+    p.block_m = block_m;
+    const kern::BwdWorkspace w = kern::varlen_bwd_workspace(p);  // the caller allocated these sizes
+    p.softmax_d = softmax_d;
+    p.softmax_d_size = w.softmax_d;
+    p.dq_accum = dq_accum;
+    p.dq_accum_size = w.dq_accum;
+    p.record = static_cast<AccessRecord*>(record);
+    kern::launch_varlen_bwd(p, checked ? Checks::checked : Checks::unchecked, static_cast<cudaStream_t>(stream));
+  });
+}
+
 int ad_index_copy(int scatter, const void* src, int64_t src_rows, void* dst, int64_t dst_rows, int64_t row_bytes,
                   const int64_t* indices, int64_t num_indices, int checked, void* record, void* stream) {
   return guarded([&] {

@@ -1,0 +1,834 @@
+// Varlen attention backward with FA2's contract (flash-attn's mha_varlen_bwd), in a checked
+// and an unchecked form. Kernels at the top, launchers in varlen_attention_bwd.cu.
+//
+//   q, dO, O, dq (total_q, H, D)   k, v (total_k, Hk, D)   dk, dv (total_k, H, D) expanded
+//   lse        (H, total_q) from flash-attn 2.6 (the forward's layout, fa2::lse_index)
+//   softmax_d  (H, total_q + 128 N) fp32      dq_accum (total_q + 128 N, H, D) fp32
+//
+// Three launches, as FA2's run_flash_bwd_seqk_parallel (flash_bwd_launch_template.h):
+//  1. preprocess, grid (ceil(max_seqlen_q / 128), N, H): softmax_d = rowsum(dO * O) in fp32
+//     and the CTA's dq_accum rows zeroed (flash_bwd_preprocess_kernel.h, dot_do_o and
+//     clear_dQaccum);
+//  2. the key-block kernel, grid (ceil(max_seqlen_k / kBlockN), N, H): each CTA keeps kBlockN
+//     keys of one head in shared memory and walks the query blocks that can see them
+//     (fa2 backward's m_block range), recomputing P = exp(S - LSE) from the forward's LSE:
+//         dV += Pᵀ dO    dP = dO Vᵀ    dS = P ∘ (dP - softmax_d)    dK += dSᵀ Q
+//         dq_accum += dS K   (fp32 atomics: several key blocks add into one query row)
+//     (flash_bwd_kernel.h compute_dq_dk_dv_1colblock);
+//  3. dq = dq_accum * scale over the query-block grid (convert_dQ); with H > Hk, dk / dv are
+//     the per-query-head "expanded" tensors summed over each group of H / Hk heads.
+// Why atomics for dQ rather than a second pass over key blocks: the second pass recomputes
+// S and dP (two more of the five matrix products, 40 % more tensor work); the atomics cost
+// one fp32 RED per dQ element per key block, which the memory system absorbs. It is what
+// FA2 runs, so the dq_accum layout (and the 32-bit offset of releases before the fix) is the
+// real one.
+//
+// The tensor-core kernel (bf16/fp16, head dim 64 and 128): 8 warps, each owning 16 of the
+// CTA's 128 keys; K and V stay in shared memory for the whole CTA; Q and dO tiles of 64 rows
+// are double-buffered with cp.async. S and dP are computed transposed (keys are the MMA's M
+// dimension), so Pᵀ and dSᵀ come out of the accumulators already as the A operands of the
+// dV and dK products (no shared-memory round trip); dS goes through shared memory once for
+// dQ = dS K. mma.sync.m16n8k16 with fp32 accumulators; shared tiles XOR-swizzled in 16-byte
+// chunks (varlen_attention.cuh swz).
+//
+// Checked form: every row a CTA touches is compared with its buffer (q, dO, O, k, v, dk, dv,
+// dq) and every workspace element with its size (lse, softmax_d, dq_accum); a refused access
+// is recorded (contract/access_record.hpp) and not made: reads give zeros (LSE: +inf, so the
+// row contributes nothing), writes and atomics are dropped. Each test is one comparison per
+// tile in the common case, the per-row path only for a tile that reaches past a buffer.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "device_common.cuh"
+#include "kernel_params.hpp"
+#include "varlen_attention.cuh"
+
+namespace ad::kern::bwd {
+
+using attn::fast_exp2;
+using attn::swz;
+namespace oc = fa2::bwd::order_class;
+
+inline constexpr int kPreThreads = 128;
+// The key-block kernel's query rows per step by head dim (the instantiated shapes: d64 m64,
+// d128 m32 and m64). Head dim 128 takes 32: with 64 its dK, dV, Sᵀ and dPᵀ accumulators (192
+// registers) spill (ptxas: 72 bytes of spill loads unchecked, 756 checked), with 32 none do.
+inline constexpr int default_block_m(int head_dim) { return head_dim == 128 ? 32 : 64; }
+
+// The key-block kernel's shape: 128 keys per CTA, BM query rows per step (64, or 32 to
+// keep the head dim 128 accumulators in registers; bench/gpu compares the two).
+template <int D, int BM>
+struct BwdShape {
+  static constexpr int kWarps = 8;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kBlockN = 16 * kWarps;  // keys per CTA, 16 per warp
+  static constexpr int kBlockM = BM;           // query rows per step
+  static constexpr int kChunks = D / 8;
+  // dQ = dS K: warps as (BM / 16 row tiles) x (column groups)
+  static constexpr int kDqRowTiles = BM / 16;
+  static constexpr int kDqColGroups = kWarps / kDqRowTiles;
+  static constexpr int kDqCols = D / kDqColGroups;
+  // elements of T: K, V, Q x2, dO x2, dS; then fp32 LSE x2, softmax_d x2
+  static constexpr size_t smem_elems() {
+    return 2 * size_t(kBlockN) * D + 4 * size_t(kBlockM) * D + size_t(kBlockN) * kBlockM;
+  }
+  static constexpr size_t smem_bytes(size_t elem) { return smem_elems() * elem + 4 * kBlockM * sizeof(float); }
+};
+
+// ---------------------------------------------------------------------------------------
+// the backward's geometry as the release has it (flash-attn v2.6.3 flash_api.cpp
+// mha_varlen_bwd, flash_bwd_launch_template.h, flash_bwd_kernel.h,
+// flash_bwd_preprocess_kernel.h): FA2's tiles (tile_m x tile_n), not this kernel's steps.
+
+// The contract's functions (contract/fa2_backward.hpp) over the normalised params.
+AD_HD int tile_m_of(const VarlenBwdParams& p) { return p.kernel.tile.block_m; }
+AD_HD int tile_n_of(const VarlenBwdParams& p) { return p.kernel.tile.block_n; }
+AD_HD int64_t dq_row_stride(const VarlenBwdParams& p) { return p.dq_accum_shape.row_stride(); }
+AD_HD int64_t softmax_d_at(const VarlenBwdParams& p, int32_t cu_q_b, int64_t b, int64_t h, int64_t i) {
+  return fa2::bwd::softmax_d_index(p.softmax_d_shape, cu_q_b, b, h, i);
+}
+// dq_accum element (row 0, column 0) of FA2's query tile m of segment b, head h, copy `split`,
+// as the release computes it: per_tile (dot_do_o, convert_dQ) or dq_dk_dv's, stepped back
+// from the tile m_top.
+AD_HD int64_t dq_accum_tile(const VarlenBwdParams& p, fa2::bwd::DqKernel kernel, int32_t cu_q_b, int64_t b, int64_t h,
+                            int64_t m, int64_t m_top, int64_t split) {
+  return fa2::bwd::dq_accum_offset(p.release.dq_offset, kernel, p.dq_accum_shape, cu_q_b, b, h, m, m_top,
+                                   tile_m_of(p), split);
+}
+
+// ---------------------------------------------------------------------------------------
+// shared device helpers
+
+struct Seg {
+  uint32_t start_q;
+  int32_t len_q;
+  uint32_t start_k;
+  int32_t len_k;
+};
+__device__ __forceinline__ Seg segment_of(const VarlenBwdParams& p, int b) {
+  const fa2::Segment s = fa2::segment(p.cu_seqlens_q.data, p.cu_seqlens_k.data, nullptr, b, false, 1);
+  return {static_cast<uint32_t>(s.start_q), s.len_q, static_cast<uint32_t>(s.start_k), s.len_k};
+}
+
+// Launch-order key of an access of this CTA: its place in its own grid (x = blocks along the
+// sequence, y = segments, z = heads), then the class and the row.
+__device__ __forceinline__ uint64_t bwd_key(const VarlenBwdParams& p, int64_t grid_x, uint32_t cls, int64_t sub) {
+  return order::key(order::grid_linear(blockIdx.x, blockIdx.y, blockIdx.z, uint64_t(grid_x), uint64_t(p.batch)), cls, sub);
+}
+__device__ __noinline__ inline void record_bwd(const VarlenBwdParams& p, int64_t grid_x, Buffer buffer, AccessKind kind,
+                                               Unit unit, int64_t index, int64_t bound, int64_t row, int64_t head, int64_t tile,
+                                               uint32_t cls, int64_t sub, uint64_t n = 1) {
+  record_violation(p.record, buffer, kind, unit, Region::tensor, index, bound, blockIdx.x, blockIdx.y, blockIdx.z,
+                   blockIdx.y, row, head, tile, bwd_key(p, grid_x, cls, sub), n);
+}
+
+// the grids: (grid_m, N, H) for the preprocess and the conversion, (grid_x, N, H) for the
+// key-block kernel (nsplits CTAs along x when deterministic)
+AD_HD int64_t pre_grid_m(const VarlenBwdParams& p) { return p.kernel.grid_m; }
+AD_HD int64_t key_grid_x(const VarlenBwdParams& p) { return p.kernel.grid_x; }
+inline constexpr int kBwdBlockN = 128;  // this kernel's key block (= FA2's tile_n for head dims 64 and 128)
+
+// The swizzled offset of (row, col) in the [128][BM] dSᵀ tile: 16-byte chunks XORed so that
+// the 8 rows an ldmatrix phase reads hit distinct bank groups (BM 64: 8 chunks per row, as
+// swz; BM 32: 4 chunks per row, two rows per 128 bytes).
+template <int BM>
+__device__ __forceinline__ int swz_ds(int row, int col) {
+  if constexpr (BM == 64) return swz<64>(row, col);
+  return row * BM + ((((col >> 3) ^ ((row >> 1) & 3))) << 3) + (col & 7);
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. preprocess: softmax_d = rowsum(dO * O), dq_accum rows zeroed
+
+// 128 threads, D / 8 threads per row (8 elements each); rows of the CTA's tile in turn.
+// dot_do_o reads dO and O of the segment's rows only, and writes softmax_d (0 past the
+// segment) and zeroes dq_accum for every row of the tile (FA2 predicates neither: the
+// 128-row padding per segment takes them).
+template <class T, bool Checked>
+__global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(const VarlenBwdParams p) {
+  const int m_block = blockIdx.x, b = blockIdx.y, h = blockIdx.z;
+  const Seg seg = segment_of(p, b);
+  const int bm = tile_m_of(p);
+  const int row0 = m_block * bm;
+  if (row0 >= seg.len_q) return;
+  const int D = p.head_dim;
+  const int tpr = D / 8;                    // threads per row (8 or 16), a power of two
+  const int rows_per_pass = kPreThreads / tpr;
+  const int r_in = threadIdx.x / tpr, c = (threadIdx.x % tpr) * 8;
+  const int64_t grid_x = pre_grid_m(p);
+  const int32_t cu_q_b = p.cu_seqlens_q.data[b];
+  const T* dout = static_cast<const T*>(p.dout.data);
+  const T* out = static_cast<const T*>(p.out.data);
+  const int64_t tile = dq_accum_tile(p, fa2::bwd::DqKernel::per_tile, cu_q_b, b, h, m_block, m_block, 0);
+  const int64_t stride = dq_row_stride(p);
+  bool reads_ok = true;  // checked form: false when every row of the tile lies past dO and out
+  if constexpr (Checked) {
+    const uint64_t first = uint64_t(seg.start_q) + uint64_t(row0);
+    if (first >= uint64_t(p.dout.rows) && first >= uint64_t(p.out.rows)) {
+      reads_ok = false;
+      if (threadIdx.x == 0) {
+        const uint64_t n = uint64_t(min(bm, seg.len_q - row0));
+        record_bwd(p, grid_x, p.dout.buffer, AccessKind::read, Unit::rows, int64_t(first), p.dout.rows, int64_t(first),
+                   h, m_block, oc::kDotReads, row0, n);
+        record_bwd(p, grid_x, p.out.buffer, AccessKind::read, Unit::rows, int64_t(first), p.out.rows, int64_t(first), h,
+                   m_block, oc::kDotReads, row0 | int64_t(order::kValueBit), n);
+      }
+    }
+  }
+  // every lane runs every pass (the row sum is a shuffle over the row's lanes)
+  for (int r = r_in; r < bm; r += rows_per_pass) {
+    const int i = row0 + r;
+    const bool live = i < seg.len_q;
+    const uint64_t row = uint64_t(seg.start_q) + uint64_t(i);
+    float acc = 0.f;
+    bool ok_do = live && reads_ok, ok_o = live && reads_ok;
+    if constexpr (Checked) {
+      if (ok_do && row >= uint64_t(p.dout.rows)) {
+        if (c == 0)
+          record_bwd(p, grid_x, p.dout.buffer, AccessKind::read, Unit::rows, int64_t(row), p.dout.rows, int64_t(row), h,
+                     m_block, oc::kDotReads, i);
+        ok_do = false;
+      }
+      if (ok_o && row >= uint64_t(p.out.rows)) {
+        if (c == 0)
+          record_bwd(p, grid_x, p.out.buffer, AccessKind::read, Unit::rows, int64_t(row), p.out.rows, int64_t(row), h,
+                     m_block, oc::kDotReads, i | int64_t(order::kValueBit));
+        ok_o = false;
+      }
+    }
+    if (ok_do && ok_o) {
+      const uint4 a = *reinterpret_cast<const uint4*>(dout + (int64_t(row) * p.dout.heads + h) * D + c);
+      const uint4 o = *reinterpret_cast<const uint4*>(out + (int64_t(row) * p.out.heads + h) * D + c);
+      const T* ae = reinterpret_cast<const T*>(&a);
+      const T* oe = reinterpret_cast<const T*>(&o);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc = fmaf(Elem<T>::to_float(ae[e]), Elem<T>::to_float(oe[e]), acc);
+    }
+    for (int off = tpr / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off, tpr);
+    if (c == 0) {
+      const int64_t di = softmax_d_at(p, cu_q_b, b, h, i);
+      bool ok = true;
+      if constexpr (Checked) {
+        if (di < 0 || di >= p.softmax_d_size) {
+          record_bwd(p, grid_x, Buffer::softmax_d, AccessKind::write, Unit::elements, di, p.softmax_d_size,
+                     int64_t(row), h, m_block, oc::kDotSoftmaxD, i);
+          ok = false;
+        }
+      }
+      if (ok) p.softmax_d[di] = acc;
+    }
+    if (p.kernel.deterministic) continue;  // the copies are zeroed by the caller (torch.zeros)
+    // clear_dQaccum: row r of the tile, this lane's 8 columns
+    const int64_t qi = tile + int64_t(r) * stride + c;
+    bool ok = true;
+    if constexpr (Checked) {
+      const int64_t row_first = tile + int64_t(r) * stride;  // the row's first element: its whole row is one access
+      if (row_first < 0 || row_first + p.dq_accum_shape.d_rounded > p.dq_accum_size) {
+        if (c == 0)
+          record_bwd(p, grid_x, Buffer::dq_accum, AccessKind::write, Unit::elements, row_first, p.dq_accum_size,
+                     int64_t(row), h, m_block, oc::kDotClear, i, uint64_t(p.dq_accum_shape.d_rounded));
+        ok = false;
+      }
+    }
+    if (ok) {
+      float4* z = reinterpret_cast<float4*>(p.dq_accum + qi);
+      z[0] = make_float4(0.f, 0.f, 0.f, 0.f);
+      z[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. dq = dq_accum * scale over the preprocess grid (convert_dQ: the segment's rows of the
+// tile; deterministic: the sum of the copies)
+
+template <class T, bool Checked>
+__global__ void __launch_bounds__(kPreThreads) varlen_bwd_convert_dq_kernel(const VarlenBwdParams p) {
+  const int m_block = blockIdx.x, b = blockIdx.y, h = blockIdx.z;
+  const Seg seg = segment_of(p, b);
+  const int bm = tile_m_of(p);
+  const int row0 = m_block * bm;
+  if (row0 >= seg.len_q) return;
+  const int D = p.head_dim;
+  const int tpr = D / 8;
+  const int rows_per_pass = kPreThreads / tpr;
+  const int r_in = threadIdx.x / tpr, c = (threadIdx.x % tpr) * 8;
+  const int64_t grid_x = pre_grid_m(p);
+  const int32_t cu_q_b = p.cu_seqlens_q.data[b];
+  const int64_t stride = dq_row_stride(p);
+  const int splits = int(p.kernel.nsplits);
+  T* dq = static_cast<T*>(p.dq.data);
+  if constexpr (Checked) {
+    // a tile wholly past dq (a segment running past it): recorded at once, its dq_accum reads
+    // (every row of the tile, each copy) as one record per copy from the first refused row
+    const uint64_t first = uint64_t(seg.start_q) + uint64_t(row0);
+    if (first >= uint64_t(p.dq.rows)) {
+      if (threadIdx.x == 0) {
+        const int64_t dr = p.dq_accum_shape.d_rounded;
+        for (int sp = 0; sp < splits; ++sp) {
+          const int64_t t0 = dq_accum_tile(p, fa2::bwd::DqKernel::per_tile, cu_q_b, b, h, m_block, m_block, sp);
+          int64_t n = 0, r_first = -1;
+          for (int r = 0; r < bm; ++r) {
+            const int64_t e0 = t0 + int64_t(r) * stride;
+            if (e0 >= 0 && e0 + dr <= p.dq_accum_size) continue;
+            if (r_first < 0) r_first = r;
+            ++n;
+          }
+          if (n > 0)
+            record_bwd(p, grid_x, Buffer::dq_accum, AccessKind::read, Unit::elements, t0 + r_first * stride,
+                       p.dq_accum_size, int64_t(first) + r_first, h, m_block, oc::kConvertRead, row0 + r_first,
+                       uint64_t(n * dr));
+        }
+        record_bwd(p, grid_x, p.dq.buffer, AccessKind::write, Unit::rows, int64_t(first), p.dq.rows, int64_t(first), h,
+                   m_block, oc::kConvertWrite, row0, uint64_t(min(bm, seg.len_q - row0)));
+      }
+      return;
+    }
+  }
+  for (int r = r_in; r < bm; r += rows_per_pass) {
+    const int i = row0 + r;
+    // FA2 reads the whole tile of dq_accum (unpredicated) and writes the segment's rows
+    const bool live = i < seg.len_q;
+    const uint64_t row = uint64_t(seg.start_q) + uint64_t(i);
+    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+    for (int sp = 0; sp < splits; ++sp) {
+      const int64_t row_first =
+          dq_accum_tile(p, fa2::bwd::DqKernel::per_tile, cu_q_b, b, h, m_block, m_block, sp) + int64_t(r) * stride;
+      const int64_t qi = row_first + c;
+      if constexpr (Checked) {
+        if (row_first < 0 || row_first + p.dq_accum_shape.d_rounded > p.dq_accum_size) {
+          if (c == 0)
+            record_bwd(p, grid_x, Buffer::dq_accum, AccessKind::read, Unit::elements, row_first, p.dq_accum_size,
+                       int64_t(row), h, m_block, oc::kConvertRead, i, uint64_t(p.dq_accum_shape.d_rounded));
+          continue;
+        }
+      }
+      if (!live) continue;  // the value of a row past the segment is not used
+      const float4* a = reinterpret_cast<const float4*>(p.dq_accum + qi);
+      const float4 x = a[0], y = a[1];
+      v[0] += x.x, v[1] += x.y, v[2] += x.z, v[3] += x.w, v[4] += y.x, v[5] += y.y, v[6] += y.z, v[7] += y.w;
+    }
+    if (!live) continue;
+    if constexpr (Checked) {
+      if (row >= uint64_t(p.dq.rows)) {
+        if (c == 0)
+          record_bwd(p, grid_x, p.dq.buffer, AccessKind::write, Unit::rows, int64_t(row), p.dq.rows, int64_t(row), h,
+                     m_block, oc::kConvertWrite, i);
+        continue;
+      }
+      if (c == 0 && h == 0 && p.dq_writes != nullptr && row < uint64_t(p.dq_writes_size)) atomicAdd(p.dq_writes + row, 1u);
+    }
+    uint4 o;
+    uint32_t* ow = reinterpret_cast<uint32_t*>(&o);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) ow[e] = Elem<T>::pack(v[2 * e] * p.softmax_scale, v[2 * e + 1] * p.softmax_scale);
+    *reinterpret_cast<uint4*>(dq + (int64_t(row) * p.dq.heads + h) * D + c) = o;
+  }
+}
+
+// dk_out[r, hk, :] = sum over the group of dk[r, hk * G + g, :] (and dv), fp32 sums rounded
+// once (at::sum over the expanded tensors). Rows [0, rows): the expanded tensors' own rows.
+template <class T>
+__global__ void varlen_bwd_group_sum_kernel(const VarlenBwdParams p) {
+  const int G = p.num_heads / p.num_heads_k;
+  const int D = p.head_dim;
+  const int64_t n = p.dk.rows * p.num_heads_k * D;
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < 2 * n; e += int64_t(gridDim.x) * blockDim.x) {
+    const bool is_v = e >= n;
+    const int64_t x = is_v ? e - n : e;
+    const int64_t r = x / (int64_t(p.num_heads_k) * D), hk = (x / D) % p.num_heads_k, d = x % D;
+    const T* src = static_cast<const T*>(is_v ? p.dv.data : p.dk.data);
+    float s = 0.f;
+    for (int g = 0; g < G; ++g) s += Elem<T>::to_float(src[(r * p.num_heads + hk * G + g) * D + d]);
+    static_cast<T*>(is_v ? p.dv_out : p.dk_out)[x] = Elem<T>::from_float(s);
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. the key-block kernel
+
+// Rows [first, first + R) of a (rows, heads, D) operand (head `head`) into a swizzled [R][D]
+// shared tile; rows at or past `valid` (the segment's end) zero-filled. Checked form: a row
+// past the buffer is recorded (class `cls`, sub = its segment row, head: the CTA's query head,
+// tile `tile_no`; `records` accesses, 0: counted with another operand's) and zero-filled.
+template <class T, int D, int R, int NT, bool Checked>
+__device__ __forceinline__ void load_rows(const VarlenBwdParams& p, int64_t grid_x, const T* base, int32_t heads,
+                                          int64_t buf_rows, Buffer buffer, T* tile, uint32_t start, int first,
+                                          int valid, int head, int tile_no, uint32_t cls, int64_t sub_bit,
+                                          uint64_t records = 1) {
+  constexpr int C = D / 8;
+  const int64_t row_elems = int64_t(heads) * D;
+  bool per_row = false;
+  if constexpr (Checked) {
+    const int end = min(first + R, valid);
+    per_row = end > first && uint64_t(start) + uint64_t(end) > uint64_t(buf_rows);
+  }
+#pragma unroll
+  for (int it = 0; it < R * C / NT; ++it) {
+    const int i = threadIdx.x + it * NT;
+    const int r = i / C, c = i % C;
+    T* dst = tile + swz<D>(r, c * 8);
+    const int sr = first + r;
+    const uint64_t row = uint64_t(start) + uint64_t(sr);
+    bool ok = sr < valid;
+    if (Checked && per_row && ok && row >= uint64_t(buf_rows)) {
+      if (c == 0 && records > 0)
+        record_bwd(p, grid_x, buffer, AccessKind::read, Unit::rows, int64_t(row), buf_rows, int64_t(row), blockIdx.z,
+                   tile_no, cls, int64_t(sr) | sub_bit, records);
+      ok = false;
+    }
+    if (ok) {
+      cp_async_16(dst, base + int64_t(row) * row_elems + int64_t(head) * D + c * 8);
+    } else {
+      *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+// Key block n_block of segment blockIdx.y, head blockIdx.z; its dq goes into dq_accum copy
+// `split`.
+template <class T, int D, int BM, bool Checked>
+__device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, int n_block, int split,
+                                               unsigned char* smem_raw) {
+  using Shape = BwdShape<D, BM>;
+  constexpr int BN = Shape::kBlockN, NT = Shape::kThreads;
+  constexpr int NBM = BM / 8;  // n8 blocks of Sᵀ / dPᵀ (query columns)
+  constexpr int DB = D / 8;    // n8 blocks of dK / dV
+  constexpr int KD = D / 16;   // k16 steps over the head dim
+  constexpr int DQ_COLS = Shape::kDqCols;
+  constexpr int DQB = DQ_COLS / 8;
+  static_assert(BN == kBwdBlockN && DQB % 2 == 0 && Shape::kDqRowTiles * Shape::kDqColGroups == Shape::kWarps,
+                "the dQ warp layout covers BM x D");
+
+  T* sK = reinterpret_cast<T*>(smem_raw);
+  T* sV = sK + BN * D;
+  T* sQ0 = sV + BN * D;          // Q [2][BM][D]
+  T* sdO0 = sQ0 + 2 * BM * D;    // dO [2][BM][D]
+  T* sdS = sdO0 + 2 * BM * D;    // dSᵀ [BN][BM]
+  float* sLse = reinterpret_cast<float*>(sdS + BN * BM);  // [2][BM], LSE * log2(e)
+  float* sDs = sLse + 2 * BM;                              // [2][BM], softmax_d
+
+  const int b = blockIdx.y, h = blockIdx.z;
+  const Seg seg = segment_of(p, b);
+  const fa2::bwd::KeyBlockRange kb = fa2::bwd::key_block_range(n_block, seg.len_q, seg.len_k, p.kernel.flags);
+  if (kb.exits) return;  // FA2: n_block * kBlockN >= actual_seqlen_k
+  const int n0 = n_block * BN;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int group = p.num_heads / p.num_heads_k;
+  const int h_kv = h / group;
+  const int64_t grid_x = key_grid_x(p);
+  fa2::Flags flags = p.kernel.flags;  // the masks (row_keys) of the call; block sizes: this kernel's steps
+  flags.block_m = BM;
+  flags.block_n = BN;
+  // FA2's query tiles [m_min, m_max) of tile_m rows, walked as steps of BM rows (tile_m is a
+  // multiple of BM: the launcher checks it); an empty range only writes zeros
+  const int tm = tile_m_of(p);
+  struct {
+    int64_t m_min, m_max;
+  } qb = {kb.m_min * tm / BM, kb.empty ? kb.m_min * tm / BM : kb.m_max * tm / BM};
+  const int64_t m_top = kb.m_max - 1;  // the tile FA2 sets its dq_accum pointer at (DqKernel::dq_dk_dv)
+  const int64_t total_q = p.q.rows;
+  const int32_t cu_q_b = p.cu_seqlens_q.data[b];
+  const int64_t stride = dq_row_stride(p);
+  const float scale_log2 = (p.softcap > 0.f ? 1.f : p.softmax_scale) * 1.4426950408889634f;
+  const float cap_in = p.softcap > 0.f ? p.softmax_scale / p.softcap : 0.f;
+  const int key_valid = int(kb.key_end);  // keys at or past it are zero-filled, their gradients not written
+
+  float dk[DB][4], dv[DB][4];
+#pragma unroll
+  for (int i = 0; i < DB; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dk[i][e] = dv[i][e] = 0.f;
+
+  // Checked form: work wholly past the tensors is not run (a segment whose cu_seqlens run past
+  // them). Zero K and V rows add nothing to dq, zero Q and dO rows nothing to dk and dv, so
+  // the gradients are those of the full walk; the refused rows are recorded at once, each
+  // buffer with its row count.
+  auto run = qb;
+  if constexpr (Checked) {
+    const uint64_t k_first = uint64_t(seg.start_k) + uint64_t(n0);
+    if (k_first >= uint64_t(p.k.rows) && k_first >= uint64_t(p.v.rows) && k_first >= uint64_t(p.dk.rows) &&
+        k_first >= uint64_t(p.dv.rows)) {
+      if (tid == 0) {
+        const uint64_t n = uint64_t(min(BN, key_valid - n0));
+        record_bwd(p, grid_x, p.k.buffer, AccessKind::read, Unit::rows, int64_t(k_first), p.k.rows, int64_t(k_first),
+                   h, n_block, oc::kMainKeyReads, n0, n);
+        record_bwd(p, grid_x, p.v.buffer, AccessKind::read, Unit::rows, int64_t(k_first), p.v.rows, int64_t(k_first),
+                   h, n_block, oc::kMainKeyReads, int64_t(n0) | int64_t(order::kValueBit), n);
+        record_bwd(p, grid_x, p.dk.buffer, AccessKind::write, Unit::rows, int64_t(k_first), p.dk.rows,
+                   int64_t(k_first), h, n_block, oc::kMainDkDv, n0, n);
+        record_bwd(p, grid_x, p.dv.buffer, AccessKind::write, Unit::rows, int64_t(k_first), p.dv.rows,
+                   int64_t(k_first), h, n_block, oc::kMainDkDv, int64_t(n0) | int64_t(order::kValueBit), n);
+      }
+      return;
+    }
+    const int64_t q_inside = min(p.q.rows, p.dout.rows) - int64_t(seg.start_q);  // segment rows inside q and dO
+    const int64_t m_live = q_inside > 0 ? fa2::ceil_div(q_inside, BM) : 0;
+    if (m_live < qb.m_max) {
+      const int64_t first = (m_live > qb.m_min ? m_live : qb.m_min) * BM;
+      const int64_t last = min(int64_t(seg.len_q), qb.m_max * BM);
+      if (tid == 0 && last > first) {
+        const int64_t row = int64_t(uint64_t(seg.start_q) + uint64_t(first));
+        // q and dO rows (one record of two accesses per row, as for a tile that is run)
+        record_bwd(p, grid_x, p.q.buffer, AccessKind::read, Unit::rows, row, p.q.rows, row, h, first / tm,
+                   oc::kMainQueryReads, first, 2 * uint64_t(last - first));
+      }
+      run.m_max = m_live > qb.m_min ? m_live : qb.m_min;
+    }
+  }
+
+  if (run.m_max > run.m_min) {
+    load_rows<T, D, BN, NT, Checked>(p, grid_x, static_cast<const T*>(p.k.data), p.k.heads, p.k.rows, p.k.buffer, sK,
+                                     seg.start_k, n0, key_valid, h_kv, n_block, oc::kMainKeyReads, 0);
+    load_rows<T, D, BN, NT, Checked>(p, grid_x, static_cast<const T*>(p.v.data), p.v.heads, p.v.rows, p.v.buffer, sV,
+                                     seg.start_k, n0, key_valid, h_kv, n_block, oc::kMainKeyReads,
+                                     int64_t(order::kValueBit));
+    // Q / dO / LSE / softmax_d of query block m into buffer `buf`.
+    auto load_q_block = [&](int m, int buf) {
+      const int m0 = m * BM;
+      load_rows<T, D, BM, NT, Checked>(p, grid_x, static_cast<const T*>(p.q.data), p.q.heads, p.q.rows, p.q.buffer,
+                                       sQ0 + buf * BM * D, seg.start_q, m0, seg.len_q, h, m0 / tm, oc::kMainQueryReads, 0,
+                                       p.dout.rows == p.q.rows ? 2 : 1);  // a q row past q: its dO row too
+      load_rows<T, D, BM, NT, Checked>(p, grid_x, static_cast<const T*>(p.dout.data), p.dout.heads, p.dout.rows,
+                                       p.dout.buffer, sdO0 + buf * BM * D, seg.start_q, m0, seg.len_q, h, m0 / tm,
+                                       oc::kMainQueryReads, 0, p.dout.rows == p.q.rows ? 0 : 1);
+      if (tid < BM) {
+        // softmax_d of every row of the tile, as FA2 reads it; the LSE of the segment's rows
+        // whose q row is inside q (+inf past the segment: P = 0; a row past q reads no LSE,
+        // its q and dO are zeros). A refused read gives 0, as every refused read does.
+        const int i = m0 + tid;
+        const uint64_t row = uint64_t(seg.start_q) + uint64_t(i);
+        const bool live = i < seg.len_q && (!Checked || row < uint64_t(p.q.rows));
+        const int64_t tile_m_no = i / tm;
+        float l = INFINITY, dsum = 0.f;
+        const int64_t di = softmax_d_at(p, cu_q_b, b, h, i);
+        bool d_ok = true;
+        if constexpr (Checked) {
+          if (di < 0 || di >= p.softmax_d_size) {
+            record_bwd(p, grid_x, Buffer::softmax_d, AccessKind::read, Unit::elements, di, p.softmax_d_size,
+                       int64_t(row), h, tile_m_no, oc::kMainQueryReads, i);
+            d_ok = false;
+          }
+        }
+        if (live) {
+          const int64_t li =
+              fa2::lse_index(fa2::LseShape{p.lse_layout, total_q, p.num_heads, p.lse_max_seqlen_q}, false, cu_q_b, b, h, h, i);
+          bool lse_ok = true;
+          if constexpr (Checked) {
+            if (li < 0 || li >= p.lse_size) {
+              record_bwd(p, grid_x, Buffer::lse, AccessKind::read, Unit::elements, li, p.lse_size, int64_t(row), h,
+                         tile_m_no, oc::kMainQueryReads, i);
+              lse_ok = false;
+            }
+          }
+          l = lse_ok ? p.lse[li] * 1.4426950408889634f : 0.f;
+          if (d_ok) dsum = p.softmax_d[di];
+        }
+        sLse[buf * BM + tid] = l;
+        sDs[buf * BM + tid] = dsum;
+      }
+    };
+
+    int buf = 0;
+    load_q_block(int(run.m_max) - 1, 0);
+    cp_async_commit();
+    const int kr = warp * 16;                 // the warp's first key row in the tile
+    const int key_a = n0 + kr + (lane >> 2);  // segment key of accumulator rows e < 2 (e >= 2: + 8)
+    for (int m = int(run.m_max) - 1; m >= int(run.m_min); --m) {
+      const int m0 = m * BM;
+      cp_async_wait<0>();
+      __syncthreads();  // this block's tiles are in; every warp is done with the other buffer and sdS
+      if (m > run.m_min) load_q_block(m - 1, buf ^ 1);
+      cp_async_commit();
+      const T* sQ = sQ0 + buf * BM * D;
+      const T* sdO = sdO0 + buf * BM * D;
+      const float* lse = sLse + buf * BM;
+      const float* dsm = sDs + buf * BM;
+
+      // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for the warp's 16 keys x BM queries.
+      float s[NBM][4], dp[NBM][4];
+#pragma unroll
+      for (int i = 0; i < NBM; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) s[i][e] = dp[i][e] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < KD; ++kk) {
+        uint32_t ka[4], va[4];
+        ldmatrix_x4(ka, sK + swz<D>(kr + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 16 + (lane >> 4) * 8));
+        ldmatrix_x4(va, sV + swz<D>(kr + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 16 + (lane >> 4) * 8));
+#pragma unroll
+        for (int nb2 = 0; nb2 < NBM / 2; ++nb2) {
+          uint32_t qf[4], of[4];
+          ldmatrix_x4(qf, sQ + swz<D>(nb2 * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 16 + ((lane >> 3) & 1) * 8));
+          Mma<T>::run(s[2 * nb2], ka, qf[0], qf[1]);
+          Mma<T>::run(s[2 * nb2 + 1], ka, qf[2], qf[3]);
+          ldmatrix_x4(of, sdO + swz<D>(nb2 * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 16 + ((lane >> 3) & 1) * 8));
+          Mma<T>::run(dp[2 * nb2], va, of[0], of[1]);
+          Mma<T>::run(dp[2 * nb2 + 1], va, of[2], of[3]);
+        }
+      }
+
+      // P = exp(S - LSE) (s becomes Pᵀ) and dS = P (dP - softmax_d) (dp becomes dSᵀ); keys
+      // a row does not see (fa2::row_keys: causal diagonal, window, past the segment) get 0.
+      const bool mask = fa2::block_needs_mask(n0, BN, m0, BM, seg.len_q, seg.len_k, flags);
+#pragma unroll
+      for (int i = 0; i < NBM; ++i)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = i * 8 + 2 * (lane & 3) + (e & 1);
+          const float x = s[i][e];
+          float pv, factor = 1.f;
+          if (p.softcap > 0.f) {
+            const float t = tanhf(x * cap_in);
+            pv = fast_exp2(p.softcap * t * 1.4426950408889634f - lse[col]);
+            factor = 1.f - t * t;
+          } else {
+            pv = fast_exp2(x * scale_log2 - lse[col]);
+          }
+          if (mask) {
+            const fa2::KeyLimits kl = fa2::row_keys(m0 + col, seg.len_q, seg.len_k, flags);
+            const int key = key_a + (e >> 1) * 8;
+            if (key < kl.lo || key >= kl.hi) pv = 0.f;
+          }
+          s[i][e] = pv;
+          dp[i][e] = pv == 0.f ? 0.f : pv * (dp[i][e] - dsm[col]) * factor;
+        }
+
+      // dV += Pᵀ dO and dK += dSᵀ Q: the accumulators are the A operands already.
+#pragma unroll
+      for (int kc = 0; kc < NBM / 2; ++kc) {
+        uint32_t pa[4], da[4];
+        pa[0] = Elem<T>::pack(s[2 * kc][0], s[2 * kc][1]);
+        pa[1] = Elem<T>::pack(s[2 * kc][2], s[2 * kc][3]);
+        pa[2] = Elem<T>::pack(s[2 * kc + 1][0], s[2 * kc + 1][1]);
+        pa[3] = Elem<T>::pack(s[2 * kc + 1][2], s[2 * kc + 1][3]);
+        da[0] = Elem<T>::pack(dp[2 * kc][0], dp[2 * kc][1]);
+        da[1] = Elem<T>::pack(dp[2 * kc][2], dp[2 * kc][3]);
+        da[2] = Elem<T>::pack(dp[2 * kc + 1][0], dp[2 * kc + 1][1]);
+        da[3] = Elem<T>::pack(dp[2 * kc + 1][2], dp[2 * kc + 1][3]);
+        // dSᵀ -> shared memory for dQ (rows: keys, columns: queries)
+        const int r0 = kr + (lane >> 2), c0 = kc * 16 + 2 * (lane & 3);
+        *reinterpret_cast<uint32_t*>(sdS + swz_ds<BM>(r0, c0)) = da[0];
+        *reinterpret_cast<uint32_t*>(sdS + swz_ds<BM>(r0 + 8, c0)) = da[1];
+        *reinterpret_cast<uint32_t*>(sdS + swz_ds<BM>(r0, c0 + 8)) = da[2];
+        *reinterpret_cast<uint32_t*>(sdS + swz_ds<BM>(r0 + 8, c0 + 8)) = da[3];
+#pragma unroll
+        for (int db2 = 0; db2 < DB / 2; ++db2) {
+          uint32_t of[4], qf[4];
+          ldmatrix_x4_trans(of, sdO + swz<D>(kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, db2 * 16 + (lane >> 4) * 8));
+          Mma<T>::run(dv[2 * db2], pa, of[0], of[1]);
+          Mma<T>::run(dv[2 * db2 + 1], pa, of[2], of[3]);
+          ldmatrix_x4_trans(qf, sQ + swz<D>(kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, db2 * 16 + (lane >> 4) * 8));
+          Mma<T>::run(dk[2 * db2], da, qf[0], qf[1]);
+          Mma<T>::run(dk[2 * db2 + 1], da, qf[2], qf[3]);
+        }
+      }
+      __syncthreads();  // dSᵀ complete
+
+      // dQ (BM x D) = dS (BM x BN) K (BN x D): warp = (row tile mt, column group ch).
+      {
+        const int mt = warp % Shape::kDqRowTiles, ch = warp / Shape::kDqRowTiles;
+        float dq[DQB][4];
+#pragma unroll
+        for (int i = 0; i < DQB; ++i)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) dq[i][e] = 0.f;
+#pragma unroll
+        for (int kc = 0; kc < BN / 16; ++kc) {
+          uint32_t a[4];
+          ldmatrix_x4_trans(a, sdS + swz_ds<BM>(kc * 16 + (lane & 7) + (lane >> 4) * 8, mt * 16 + ((lane >> 3) & 1) * 8));
+#pragma unroll
+          for (int db2 = 0; db2 < DQB / 2; ++db2) {
+            uint32_t kf[4];
+            ldmatrix_x4_trans(kf, sK + swz<D>(kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                              ch * DQ_COLS + db2 * 16 + (lane >> 4) * 8));
+            Mma<T>::run(dq[2 * db2], a, kf[0], kf[1]);
+            Mma<T>::run(dq[2 * db2 + 1], a, kf[2], kf[3]);
+          }
+        }
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          // FA2 adds the whole tile (unpredicated): rows past the segment add zeros, so they
+          // are checked (and recorded when outside dq_accum) but not performed
+          const int i = m0 + mt * 16 + (lane >> 2) + half * 8;  // segment row
+          const int64_t m_c = i / tm;                            // FA2's tile of the row
+          const int64_t base =
+              dq_accum_tile(p, fa2::bwd::DqKernel::dq_dk_dv, cu_q_b, b, h, m_c, m_top, split) + (i - m_c * tm) * stride;
+          const int d0 = ch * DQ_COLS + 2 * (lane & 3);
+          if constexpr (Checked) {
+            if (base < 0 || base + p.dq_accum_shape.d_rounded > p.dq_accum_size) {
+              if ((lane & 3) == 0 && ch == 0)
+                record_bwd(p, grid_x, Buffer::dq_accum, AccessKind::write, Unit::elements, base, p.dq_accum_size,
+                           int64_t(uint64_t(seg.start_q) + uint64_t(i)), h, m_c, oc::kMainDqAccum, i,
+                           uint64_t(p.dq_accum_shape.d_rounded));
+              continue;
+            }
+          }
+          if (i >= seg.len_q) continue;
+          float* acc = p.dq_accum + base + d0;
+#pragma unroll
+          for (int nb = 0; nb < DQB; ++nb) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+            // one 8-byte reduction per column pair (sm_90; the offsets are even: 8-byte aligned)
+            atomicAdd(reinterpret_cast<float2*>(acc + nb * 8), make_float2(dq[nb][2 * half], dq[nb][2 * half + 1]));
+#else
+            atomicAdd(acc + nb * 8, dq[nb][2 * half]);
+            atomicAdd(acc + nb * 8 + 1, dq[nb][2 * half + 1]);
+#endif
+          }
+        }
+      }
+      buf ^= 1;
+    }
+  }
+
+  // Epilogue: dK * scale and dV through shared memory (K and V are no longer read) into
+  // 16-byte row chunks. A key block no query block sees writes zeros (FA2 does the same).
+  __syncthreads();
+  const float dk_scale = p.softmax_scale;
+#pragma unroll
+  for (int i = 0; i < DB; ++i)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = warp * 16 + (lane >> 2) + half * 8, c = i * 8 + 2 * (lane & 3);
+      *reinterpret_cast<uint32_t*>(sK + swz<D>(r, c)) = Elem<T>::pack(dk[i][2 * half] * dk_scale, dk[i][2 * half + 1] * dk_scale);
+      *reinterpret_cast<uint32_t*>(sV + swz<D>(r, c)) = Elem<T>::pack(dv[i][2 * half], dv[i][2 * half + 1]);
+    }
+  __syncthreads();
+  constexpr int C = D / 8;
+  T* gdk = static_cast<T*>(p.dk.data);
+  T* gdv = static_cast<T*>(p.dv.data);
+  for (int x = tid; x < BN * C; x += NT) {
+    const int r = x / C, c = x % C;
+    const int j = n0 + r;
+    if (j >= key_valid) break;
+    const uint64_t row = uint64_t(seg.start_k) + uint64_t(j);
+    bool k_ok = true, v_ok = true;
+    if constexpr (Checked) {
+      if (row >= uint64_t(p.dk.rows)) {
+        if (c == 0)
+          record_bwd(p, grid_x, p.dk.buffer, AccessKind::write, Unit::rows, int64_t(row), p.dk.rows, int64_t(row), h,
+                     n_block, oc::kMainDkDv, j);
+        k_ok = false;
+      }
+      if (row >= uint64_t(p.dv.rows)) {
+        if (c == 0)
+          record_bwd(p, grid_x, p.dv.buffer, AccessKind::write, Unit::rows, int64_t(row), p.dv.rows, int64_t(row), h,
+                     n_block, oc::kMainDkDv, int64_t(j) | int64_t(order::kValueBit));
+        v_ok = false;
+      }
+    }
+    if (c == 0 && k_ok && h == 0 && p.dkv_writes != nullptr && row < uint64_t(p.dkv_writes_size))
+      atomicAdd(p.dkv_writes + row, 1u);
+    const int64_t off = (int64_t(row) * p.dk.heads + h) * D + c * 8;
+    if (k_ok) *reinterpret_cast<uint4*>(gdk + off) = *reinterpret_cast<const uint4*>(sK + swz<D>(r, c * 8));
+    if (v_ok)
+      *reinterpret_cast<uint4*>(gdv + (int64_t(row) * p.dv.heads + h) * D + c * 8) =
+          *reinterpret_cast<const uint4*>(sV + swz<D>(r, c * 8));
+  }
+}
+
+// Whether every access key block n of CTA (x, b, h) makes lies inside its buffer: its key
+// rows in k, v, dk, dv; the query rows it walks in q and dO; their LSE and the softmax_d and
+// dq_accum rows of FA2's tiles it walks in theirs. The indices are affine in the row (LSE),
+// in the row unless the 32-bit sum wraps (softmax_d: its ends and their distance decide), and
+// in the tile (dq_dk_dv steps its dq_accum pointer back in 64 bits from m_max - 1), so the
+// ends of each range decide. The checked kernel then runs the unchecked body: the checks
+// cost a few comparisons per CTA on a healthy batch.
+template <int BM>
+__device__ __forceinline__ bool key_block_in_bounds(const VarlenBwdParams& p, int n_block, int split) {
+  const int b = blockIdx.y, h = blockIdx.z;
+  const Seg seg = segment_of(p, b);
+  const fa2::bwd::KeyBlockRange kb = fa2::bwd::key_block_range(n_block, seg.len_q, seg.len_k, p.kernel.flags);
+  if (kb.exits) return true;
+  const uint64_t k_end = uint64_t(seg.start_k) + uint64_t(kb.key_end);
+  if (k_end > uint64_t(p.k.rows) || k_end > uint64_t(p.v.rows) || k_end > uint64_t(p.dk.rows) ||
+      k_end > uint64_t(p.dv.rows))
+    return false;
+  if (kb.empty) return true;
+  const int64_t tm = tile_m_of(p);
+  const int64_t first = kb.m_min * tm, tile_end = kb.m_max * tm;  // rows of FA2's tiles walked
+  const int64_t live_end = tile_end < int64_t(seg.len_q) ? tile_end : int64_t(seg.len_q);
+  const int32_t cu_q_b = p.cu_seqlens_q.data[b];
+  if (first < live_end) {
+    const uint64_t q_end = uint64_t(seg.start_q) + uint64_t(live_end);
+    if (q_end > uint64_t(p.q.rows) || q_end > uint64_t(p.dout.rows)) return false;
+    const fa2::LseShape ls{p.lse_layout, p.q.rows, p.num_heads, p.lse_max_seqlen_q};
+    const int64_t l0 = fa2::lse_index(ls, false, cu_q_b, b, h, h, first);
+    const int64_t l1 = fa2::lse_index(ls, false, cu_q_b, b, h, h, live_end - 1);
+    if (l0 < 0 || l1 >= p.lse_size || l1 - l0 != live_end - 1 - first) return false;
+  }
+  const int64_t d0 = softmax_d_at(p, cu_q_b, b, h, first), d1 = softmax_d_at(p, cu_q_b, b, h, tile_end - 1);
+  if (d0 < 0 || d1 >= p.softmax_d_size || d1 - d0 != tile_end - 1 - first) return false;
+  const int64_t m_top = kb.m_max - 1, stride = dq_row_stride(p), dr = p.dq_accum_shape.d_rounded;
+  const int64_t a0 = dq_accum_tile(p, fa2::bwd::DqKernel::dq_dk_dv, cu_q_b, b, h, kb.m_min, m_top, split);
+  const int64_t a1 = dq_accum_tile(p, fa2::bwd::DqKernel::dq_dk_dv, cu_q_b, b, h, m_top, m_top, split);
+  return a0 >= 0 && a1 >= 0 && a0 + (tm - 1) * stride + dr <= p.dq_accum_size &&
+         a1 + (tm - 1) * stride + dr <= p.dq_accum_size;
+}
+
+// CTA (x, b, h): key block x, or, deterministic, key blocks x, x + nsplits, ... into dq_accum
+// copy x (one CTA per copy, so its atomics never race: the sum is in a fixed order). The
+// checked form runs the checked body only for a key block that can reach past a buffer.
+template <class T, int D, int BM, bool Checked>
+__global__ void __launch_bounds__(BwdShape<D, BM>::kThreads, 1) varlen_bwd_kernel(const VarlenBwdParams p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const int first = int(blockIdx.x);
+  const int end = p.kernel.deterministic ? int(p.kernel.n_blocks) : first + 1;
+  const int split = int(fa2::bwd::split_of(first, p.kernel));
+  for (int n = first; n < end; n += int(gridDim.x)) {
+    if (n != first) __syncthreads();  // the previous block's epilogue reads are done
+    if (Checked && !key_block_in_bounds<BM>(p, n, split))
+      key_block_body<T, D, BM, true>(p, n, split, smem_raw);
+    else
+      key_block_body<T, D, BM, false>(p, n, split, smem_raw);
+  }
+}
+
+}  // namespace ad::kern::bwd
+
+// ---------------------------------------------------------------------------------------
+// launcher of the key-block kernel (instantiated once per element type, in its own .cu file)
+
+#include "cuda_check.hpp"
+
+namespace ad::kern::bwd {
+
+template <class T, int D, int BM, bool Checked>
+void launch_bwd_one(const VarlenBwdParams& p, cudaStream_t stream) {
+  using Shape = BwdShape<D, BM>;
+  const size_t smem = Shape::smem_bytes(sizeof(T));
+  auto kernel = &varlen_bwd_kernel<T, D, BM, Checked>;
+  AD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  const dim3 grid(unsigned(key_grid_x(p)), p.batch, p.num_heads);
+  kernel<<<grid, Shape::kThreads, smem, stream>>>(p);
+}
+
+template <class T, int D, int BM>
+void launch_bwd_form(const VarlenBwdParams& p, bool checked, cudaStream_t stream) {
+  checked ? launch_bwd_one<T, D, BM, true>(p, stream) : launch_bwd_one<T, D, BM, false>(p, stream);
+}
+
+// block_m: the query rows per step (kernel_params.hpp VarlenBwdParams::block_m; 0 = the
+// default of the head dim, default_block_m).
+template <class T>
+void launch_bwd_main(const VarlenBwdParams& p, bool checked, cudaStream_t stream) {
+  const int bm = p.block_m > 0 ? p.block_m : default_block_m(p.head_dim);
+  if (p.head_dim == 64 && bm == 64) {
+    launch_bwd_form<T, 64, 64>(p, checked, stream);
+  } else if (p.head_dim == 128 && bm == 64) {
+    launch_bwd_form<T, 128, 64>(p, checked, stream);
+  } else if (p.head_dim == 128 && bm == 32) {
+    launch_bwd_form<T, 128, 32>(p, checked, stream);
+  } else {
+    throw cuda::LaunchConfigError("tensor-core varlen backward: head_dim " + std::to_string(p.head_dim) +
+                                  " block_m " + std::to_string(bm) +
+                                  " has no instantiation (d64 m64, d128 m64, d128 m32)");
+  }
+}
+
+}  // namespace ad::kern::bwd
