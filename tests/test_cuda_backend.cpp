@@ -110,6 +110,68 @@ TEST_CASE("cuda sweep: CUDA and CPU backends report the same violations on >= 20
   CHECK(disagree == 0);
 }
 
+// The same sweep as training steps ("pass": "training"): the forward stages and then
+// attention_backward, whose CUDA kernels (kernels/varlen_attention_bwd*) and CPU twin
+// (lib/exec/cpu_backward.cpp) run one contract. Agreement: the same violation ids in the same
+// order and the same stage statuses; on valid batches the backward stage is ok on both and
+// the result within tolerance.
+TEST_CASE("cuda sweep: CUDA and CPU backends agree on the training sweep", "[cuda][cuda-sweep]") {
+  const cuda::DeviceInfo info = cuda::query_device();
+  if (!info.present) {
+    WARN("SKIPPED: no CUDA device (" + info.why_absent + ")");
+    return;
+  }
+  std::string why;
+  auto gpu = make_cuda_backend(&why);
+  REQUIRE(gpu);
+  auto cpu = make_cpu_backend();
+  std::vector<sweep::Case> cases = sweep::valid_cases(20251125, 120);
+  for (auto& c : sweep::broken_cases(78, 3)) cases.push_back(c);
+  int agree = 0, valid = 0, broken = 0, with_violations = 0, disagree = 0, on_gpu = 0;
+  std::ostringstream mismatches;
+  for (sweep::Case c : cases) {
+    c.batch["pass"] = "training";
+    const Batch b = sweep::load(c);
+    ExecOptions opt;
+    opt.seed = c.seed;
+    opt.threads = 8;
+    const ExecPlan plan = make_exec_plan(b, sweep::conversion_for(c, b), opt);
+    const ExecResult rg = gpu->run(plan, opt);
+    const RunSummary oc = summarise(cpu->run(plan, opt));
+    const RunSummary og = summarise(rg);
+    for (const auto& st : rg.stages)
+      if (st.name == "attention_backward" && st.data.value("engine", "") == "cuda") ++on_gpu;
+    const bool same_ids = oc.ids == og.ids;
+    const bool same_stages = oc.stage_status == og.stage_status;
+    bool within = true;
+    if (c.klass == "valid") {
+      ++valid;
+      const auto it = og.stage_status.find("attention_backward");
+      within = og.ids.empty() && og.worst_error >= 0 && og.worst_error <= plan.reference.tolerance &&
+               (!plan.backward.skip_reason.empty() || (it != og.stage_status.end() && it->second == "ok"));
+    } else {
+      ++broken;
+    }
+    with_violations += !og.ids.empty();
+    if (same_ids && same_stages && within) {
+      ++agree;
+    } else {
+      ++disagree;
+      mismatches << c.klass << " / " << c.name << ": cpu [";
+      for (auto& i : oc.ids) mismatches << i << " ";
+      mismatches << "] cuda [";
+      for (auto& i : og.ids) mismatches << i << " ";
+      mismatches << "]\n cpu:\n" << oc.describe << " cuda:\n" << og.describe;
+    }
+  }
+  std::printf("cuda sweep (training): %d batches (%d valid, %d broken, %d with dynamic violations, backward on the GPU "
+              "in %d): %d agree, %d differ\n",
+              int(cases.size()), valid, broken, with_violations, on_gpu, agree, disagree);
+  INFO(mismatches.str());
+  CHECK(disagree == 0);
+  CHECK(on_gpu > 0);
+}
+
 // A cu_seqlens whose last segment runs a million rows past the tensors (cu [0, 4, 7, 1000012]
 // on 12 rows). Before the CTAs wholly past q/out were counted on the host, the checked kernels
 // refused their accesses one by one and the CUDA backend ran for minutes at 100 % GPU; the

@@ -9,6 +9,10 @@
 //   attention  kernels/varlen_attention*.cu (tensor cores for bf16/fp16 d64/d128)
 //   pad        kernels/unpad_pad.cu scatter (a repeated index: CPU twin, last one wins)
 //   result     on the host, by the driver
+//   attention_backward (training)  kernels/varlen_attention_bwd*.cu: FA2's three launches
+//              (dot_do_o, dq_dk_dv, convert_dQ) and the GQA group sum, tensor cores for
+//              bf16/fp16 d64/d128 on the forward's q, k, v, out and LSE; other shapes do not
+//              run on this engine, said so in the stage record
 //
 // Every launch goes through cuda::checked_launch: synchronised, its launch and execution
 // errors checked, its access record read, before anything else runs. The first refused
@@ -236,7 +240,8 @@ class CudaEngine final : public Engine {
     const int64_t total_q = std::max<int64_t>(at.total_q, 0), total_k = std::max<int64_t>(at.total_k, 0);
     out_.allocate(total_q, H, D, elem_);
     out_.poison();
-    cuda::DeviceBuffer<float> dlse(size_t(std::max<int64_t>(at.lse_elements, 0)));
+    dlse_.allocate(size_t(std::max<int64_t>(at.lse_elements, 0)));
+    cuda::DeviceBuffer<float>& dlse = dlse_;
     if (dlse.size() > 0) kern::launch_fill_f32(dlse.get(), int64_t(dlse.size()), kPoison);
     AD_CUDA_CHECK(cudaDeviceSynchronize());
     AttentionObservation ob;
@@ -347,6 +352,135 @@ class CudaEngine final : public Engine {
     return ob;
   }
 
+  AttentionBackwardObservation attention_backward(const ExecPlan& plan, const std::vector<float>& dout) override {
+    const BackwardPlan& bw = plan.backward;
+    const AttentionPlan& at = plan.attention;
+    const int64_t H = plan.num_heads, Hk = plan.num_kv_heads, D = plan.head_dim;
+    const int64_t total_q = std::max<int64_t>(at.total_q, 0), total_k = std::max<int64_t>(at.total_k, 0);
+    AttentionBackwardObservation ob;
+    ob.facts = {{"engine", "cuda"}};
+    kern::VarlenBwdParams p;
+    p.elem = elem_;
+    p.batch = int32_t(at.num_segments);
+    p.num_heads = int32_t(H);
+    p.num_heads_k = int32_t(Hk);
+    p.head_dim = int32_t(D);
+    p.softmax_scale = at.softmax_scale;
+    p.softcap = at.softcap;
+    p.release = bw.release;
+    p.arch = at.arch;
+    p.deterministic = bw.deterministic;
+    // the plan's normalisation (fa2::bwd::normalize) and shapes, as the CPU twin runs them
+    p.normalized = true;
+    p.kernel = bw.kernel;
+    p.dq_accum_shape = bw.dq_accum;
+    p.softmax_d_shape = bw.softmax_d;
+    p.causal = bw.kernel.flags.causal;
+    p.window_left = bw.kernel.flags.window_left;
+    p.window_right = bw.kernel.flags.window_right;
+    p.lse_layout = at.lse_shape().layout;
+    p.lse_max_seqlen_q = int32_t(at.lse_shape().max_seqlen_q);
+    const std::string why = kern::varlen_bwd_unsupported(p);
+    if (!why.empty()) {
+      ob.not_run = "the CUDA backward kernel does not run this call: " + why;
+      return ob;
+    }
+    if (!bw.kernel.launches) {
+      // mha_varlen_bwd with max_seqlen_q <= 0: nothing launches, dk / dv are zeros
+      ob.ran = true;
+      ob.dq.assign(size_t(total_q * H * D), kPoison);
+      ob.dk.assign(size_t(total_k * Hk * D), 0.f);
+      ob.dv.assign(size_t(total_k * Hk * D), 0.f);
+      ob.dq_writes.assign(size_t(total_q), 0);
+      ob.dkv_writes.assign(size_t(total_k), 1);  // the host's zero fill writes every row
+      ob.detail = "max_seqlen_q <= 0: no launch; dk and dv are zero-filled";
+      return ob;
+    }
+    const bool gqa = H != Hk;
+    DTensor ddout, dq, dk, dv, dk_x, dv_x;
+    ddout.allocate(total_q, H, D, elem_);
+    ddout.upload(dout.data());
+    dq.allocate(total_q, H, D, elem_);
+    dk.allocate(total_k, Hk, D, elem_);
+    dv.allocate(total_k, Hk, D, elem_);
+    if (gqa) {
+      dk_x.allocate(total_k, H, D, elem_);
+      dv_x.allocate(total_k, H, D, elem_);
+    }
+    for (DTensor* t : {&dq, &dk, &dv, &dk_x, &dv_x}) t->poison();  // torch.empty
+    cuda::DeviceBuffer<float> softmax_d(size_t(std::max<int64_t>(bw.softmax_d.elements(), 1)));
+    cuda::DeviceBuffer<float> dq_accum(size_t(std::max<int64_t>(bw.dq_accum.elements(), 1)));
+    kern::launch_fill_f32(softmax_d.get(), int64_t(softmax_d.size()), kPoison);
+    // torch.empty, or torch.zeros when deterministic
+    kern::launch_fill_f32(dq_accum.get(), int64_t(dq_accum.size()), bw.deterministic ? 0.f : kPoison);
+    cuda::DeviceBuffer<int32_t> dcu_q(at.cu_seqlens_q), dcu_k(at.cu_seqlens_k);
+    cuda::DeviceBuffer<uint32_t> dq_writes{size_t(std::max<int64_t>(total_q, 1))}, dkv_writes{size_t(std::max<int64_t>(total_k, 1))};
+    dq_writes.fill_bytes(0);
+    dkv_writes.fill_bytes(0);
+    AD_CUDA_CHECK(cudaDeviceSynchronize());
+    p.q = {q_->get(), total_q, int32_t(H), plan.rotary.enabled ? Buffer::q_rot : Buffer::q};
+    p.k = {k_->get(), total_k, int32_t(Hk), plan.rotary.enabled ? Buffer::k_rot : Buffer::k};
+    p.v = {v_->get(), total_k, int32_t(Hk), Buffer::v};
+    p.out = {out_.get(), total_q, int32_t(H), Buffer::out};
+    p.dout = {ddout.get(), total_q, int32_t(H)};
+    p.dq = {dq.get(), total_q, int32_t(H)};
+    p.dk = {gqa ? dk_x.get() : dk.get(), total_k, int32_t(gqa ? H : Hk)};
+    p.dv = {gqa ? dv_x.get() : dv.get(), total_k, int32_t(gqa ? H : Hk)};
+    p.dk_out = gqa ? dk.get() : nullptr;
+    p.dv_out = gqa ? dv.get() : nullptr;
+    p.lse = dlse_.get();
+    p.lse_size = int64_t(dlse_.size());
+    p.softmax_d = softmax_d.get();
+    p.softmax_d_size = bw.softmax_d.elements();
+    p.dq_accum = dq_accum.get();
+    p.dq_accum_size = bw.dq_accum.elements();
+    p.cu_seqlens_q = {dcu_q.get(), int64_t(at.cu_seqlens_q.size())};
+    p.cu_seqlens_k = {dcu_k.get(), int64_t(at.cu_seqlens_k.size())};
+    p.dq_writes_size = total_q;
+    p.dkv_writes_size = total_k;
+    const Checks checks = checks_for(Stage::attention_backward);
+    const std::string kernel = kern::varlen_bwd_kernel_name(p, checks);
+    ob.facts["kernel"] = kernel;
+    double ms_total = 0.0;
+    for (const kern::BwdStep step : kern::varlen_bwd_steps(p)) {
+      double ms = 0.0;
+      // dq_dk_dv adds into dq_accum: its detail relaunch (the first refused access's details)
+      // adds into a scratch copy, never into the real one
+      cuda::DeviceBuffer<float> scratch;
+      const AccessRecord rec = launch_recorded(
+          kernel + " " + kern::to_string(step), checks,
+          [&](AccessRecord* r, bool detail) {
+            kern::VarlenBwdParams q = p;
+            q.record = r;
+            q.dq_writes = detail ? nullptr : dq_writes.get();
+            q.dkv_writes = detail ? nullptr : dkv_writes.get();
+            if (detail && step == kern::BwdStep::key_blocks) {
+              scratch.allocate(dq_accum.size());
+              kern::launch_fill_f32(scratch.get(), int64_t(scratch.size()), kPoison);
+              q.dq_accum = scratch.get();
+            }
+            kern::launch_varlen_bwd_step(q, step, checks);
+          },
+          &ms);
+      ms_total += ms;
+      switch (step) {
+        case kern::BwdStep::preprocess: ob.dot_do_o = rec; break;
+        case kern::BwdStep::key_blocks: ob.dq_dk_dv = rec; break;
+        case kern::BwdStep::convert_dq: ob.convert_dq = rec; break;
+        case kern::BwdStep::group_sum: break;  // rows of the expanded tensors only: nothing to refuse
+      }
+    }
+    ob.facts["ms_kernel"] = ms_total;
+    ob.ran = true;
+    ob.dq = dq.download();
+    ob.dk = dk.download();
+    ob.dv = dv.download();
+    const std::vector<uint32_t> qw = dq_writes.download(), kw = dkv_writes.download();
+    ob.dq_writes.assign(qw.begin(), qw.begin() + total_q);
+    ob.dkv_writes.assign(kw.begin(), kw.begin() + total_k);
+    return ob;
+  }
+
   Output output(const ExecPlan& plan) override {
     if (!plan.pad.enabled) out_final_host_ = out_.download();
     else if (!scattered_on_host_) out_final_host_ = out_final_.download();
@@ -379,6 +513,7 @@ class CudaEngine final : public Engine {
   DTensor* q_ = nullptr;  // the tensors the next stage reads
   DTensor* k_ = nullptr;
   DTensor* v_ = nullptr;
+  cuda::DeviceBuffer<float> dlse_;  // the forward's LSE on the device (the backward reads it)
   std::vector<float> lse_, out_final_host_;
   bool scattered_on_host_ = false;
 };
@@ -486,7 +621,7 @@ ExecResult CudaBackend::run(const ExecPlan& plan, const ExecOptions& options) {
   if (!options.raw) return res;
   // --raw: the first kernel stage that violated an invariant, run unchecked in a child.
   std::optional<Stage> stage;
-  for (const Stage s : {Stage::unpad, Stage::rotary, Stage::attention, Stage::pad})
+  for (const Stage s : {Stage::unpad, Stage::rotary, Stage::attention, Stage::pad, Stage::attention_backward})
     for (const auto& rec : res.stages)
       if (!stage && rec.name == to_string(s) && rec.status == "violation" && rec.data.value("engine", "cuda") == "cuda")
         stage = s;
