@@ -53,6 +53,13 @@ using attn::fast_exp2;
 using attn::swz;
 namespace oc = fa2::bwd::order_class;
 
+inline constexpr float kLog2e = 1.4426950408889634f;
+
+// 4-byte asynchronous global -> shared copy (cp.async.ca: sizes 4 and 8 go through L1).
+__device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(smem_u32(smem_dst)), "l"(gmem_src));
+}
+
 inline constexpr int kPreThreads = 128;
 // The key-block kernel's query rows per step by head dim (the instantiated shapes: d64 m64,
 // d128 m32 and m64). Head dim 128 takes 32: with 64 its dK, dV, Sᵀ and dPᵀ accumulators (192
@@ -409,7 +416,7 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, int n_b
   T* sQ0 = sV + BN * D;          // Q [2][BM][D]
   T* sdO0 = sQ0 + 2 * BM * D;    // dO [2][BM][D]
   T* sdS = sdO0 + 2 * BM * D;    // dSᵀ [BN][BM]
-  float* sLse = reinterpret_cast<float*>(sdS + BN * BM);  // [2][BM], LSE * log2(e)
+  float* sLse = reinterpret_cast<float*>(sdS + BN * BM);  // [2][BM], the LSE
   float* sDs = sLse + 2 * BM;                              // [2][BM], softmax_d
 
   const int b = blockIdx.y, h = blockIdx.z;
@@ -434,7 +441,7 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, int n_b
   const int64_t total_q = p.q.rows;
   const int32_t cu_q_b = p.cu_seqlens_q.data[b];
   const int64_t stride = dq_row_stride(p);
-  const float scale_log2 = (p.softcap > 0.f ? 1.f : p.softmax_scale) * 1.4426950408889634f;
+  const float scale_nat = p.softcap > 0.f ? 1.f : p.softmax_scale;
   const float cap_in = p.softcap > 0.f ? p.softmax_scale / p.softcap : 0.f;
   const int key_valid = int(kb.key_end);  // keys at or past it are zero-filled, their gradients not written
 
@@ -497,14 +504,17 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, int n_b
                                        p.dout.buffer, sdO0 + buf * BM * D, seg.start_q, m0, seg.len_q, h, m0 / tm,
                                        oc::kMainQueryReads, 0, p.dout.rows == p.q.rows ? 0 : 1);
       if (tid < BM) {
-        // softmax_d of every row of the tile, as FA2 reads it; the LSE of the segment's rows
-        // whose q row is inside q (+inf past the segment: P = 0; a row past q reads no LSE,
-        // its q and dO are zeros). A refused read gives 0, as every refused read does.
+        // softmax_d of every row of the tile, as FA2 reads it (a row past the segment has P = 0,
+        // so its value is never used); the LSE of the segment's rows whose q row is inside q
+        // (+inf past the segment: P = 0; a row past q reads no LSE, its q and dO are zeros). A
+        // refused read gives 0, as every refused read does. The reads are cp.async, in the
+        // tile's group with its Q and dO: no load stalls the warp.
         const int i = m0 + tid;
         const uint64_t row = uint64_t(seg.start_q) + uint64_t(i);
         const bool live = i < seg.len_q && (!Checked || row < uint64_t(p.q.rows));
         const int64_t tile_m_no = i / tm;
-        float l = INFINITY, dsum = 0.f;
+        float* l_dst = sLse + buf * BM + tid;
+        float* d_dst = sDs + buf * BM + tid;
         const int64_t di = softmax_d_at(p, cu_q_b, b, h, i);
         bool d_ok = true;
         if constexpr (Checked) {
@@ -514,6 +524,10 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, int n_b
             d_ok = false;
           }
         }
+        if (d_ok)
+          cp_async_4(d_dst, p.softmax_d + di);
+        else
+          *d_dst = 0.f;
         if (live) {
           const int64_t li =
               fa2::lse_index(fa2::LseShape{p.lse_layout, total_q, p.num_heads, p.lse_max_seqlen_q}, false, cu_q_b, b, h, h, i);
@@ -525,11 +539,13 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, int n_b
               lse_ok = false;
             }
           }
-          l = lse_ok ? p.lse[li] * 1.4426950408889634f : 0.f;
-          if (d_ok) dsum = p.softmax_d[di];
+          if (lse_ok)
+            cp_async_4(l_dst, p.lse + li);
+          else
+            *l_dst = 0.f;
+        } else {
+          *l_dst = INFINITY;
         }
-        sLse[buf * BM + tid] = l;
-        sDs[buf * BM + tid] = dsum;
       }
     };
 
@@ -584,10 +600,10 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, int n_b
           float pv, factor = 1.f;
           if (p.softcap > 0.f) {
             const float t = tanhf(x * cap_in);
-            pv = fast_exp2(p.softcap * t * 1.4426950408889634f - lse[col]);
+            pv = fast_exp2((p.softcap * t - lse[col]) * kLog2e);
             factor = 1.f - t * t;
           } else {
-            pv = fast_exp2(x * scale_log2 - lse[col]);
+            pv = fast_exp2(fmaf(x, scale_nat, -lse[col]) * kLog2e);
           }
           if (mask) {
             const fa2::KeyLimits kl = fa2::row_keys(m0 + col, seg.len_q, seg.len_k, flags);
