@@ -382,7 +382,12 @@ class CudaEngine final : public Engine {
     p.lse_max_seqlen_q = int32_t(at.lse_shape().max_seqlen_q);
     const std::string why = kern::varlen_bwd_unsupported(p);
     if (!why.empty()) {
-      ob.not_run = "the CUDA backward kernel does not run this call: " + why;
+      // the CPU twin on host copies of the forward's tensors (as the rotary stage does)
+      const std::vector<float> qh = q_->download(), kh = k_->download(), vh = v_->download(), oh = out_.download();
+      ob = cpu::fa2_varlen_backward(plan, qh.data(), kh.data(), vh.data(), oh.data(), lse_.data(), dout.data(), threads_);
+      ob.facts["engine"] = "cpu-twin";
+      ob.facts["why_cpu"] = "the CUDA backward kernels take bf16 / fp16 with head_dim 64 or 128 and FA2's tiles for "
+                            "them; " + why;
       return ob;
     }
     if (!bw.kernel.launches) {
@@ -478,6 +483,8 @@ class CudaEngine final : public Engine {
     const std::vector<uint32_t> qw = dq_writes.download(), kw = dkv_writes.download();
     ob.dq_writes.assign(qw.begin(), qw.begin() + total_q);
     ob.dkv_writes.assign(kw.begin(), kw.begin() + total_k);
+    // dq_misrouted stays empty: the driver computes the misplaced dq_accum tiles on the host
+    // from the contract (integer-only, cpu::backward_misroutes), the same for both engines
     return ob;
   }
 
