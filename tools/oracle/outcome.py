@@ -16,14 +16,27 @@ _CUDA_FAULTS = ("illegal memory access", "misaligned address", "unspecified laun
                 "operation not permitted when stream is capturing", "hardware stack error")
 
 
+# CUDA errors of a launch the driver refused: raised at the call, the context stays usable
+_LAUNCH_REFUSED = ("invalid argument", "invalid configuration argument", "too many resources requested")
+
+
 def classify_exception(exc_type, message):
-    """A Python exception as the user sees it -> outcome class."""
+    """A Python exception as the user sees it -> outcome class. PyTorch appends "Compile with
+    `TORCH_USE_CUDA_DSA` to enable device-side assertions" to every CUDA error: only the
+    assert's own text ("device-side assert triggered") makes a device assert."""
     text = message or ""
-    if "device-side assert" in text:
+    if "device-side assert triggered" in text:
         return "device_assert"
+    if any(s in text for s in _LAUNCH_REFUSED):
+        return "raises"
     if exc_type in ("AcceleratorError",) or any(s in text for s in _CUDA_FAULTS):
         return "illegal_address"
     return "raises"
+
+
+def out_of_memory(message):
+    """The oracle's own resource limit (cases run side by side on one GPU), not the stack's answer."""
+    return "out of memory" in (message or "") or "CUBLAS_STATUS_ALLOC_FAILED" in (message or "")
 
 
 def silent_forward(wrong_rows, sanitizer_errors):

@@ -226,15 +226,18 @@ def sequence_reference(q, k, v, do, q_slots, k_slots, causal, window, softcap, s
 TOLERANCE = {torch.bfloat16: (3e-2, 3e-2), torch.float16: (5e-3, 5e-3), torch.float32: (1e-4, 1e-4)}
 
 
-def wrong_rows(actual, expected, rows, dtype, relative_to_max=False):
+def wrong_rows(actual, expected, rows, dtype, relative_to_max=False, scale_floor=0.0):
     """Rows (indices into the flattened first axis) whose values differ beyond the dtype's
-    tolerance or are not finite. actual/expected: (R, ...) restricted to `rows`."""
+    tolerance or are not finite. actual/expected: (R, ...) restricted to `rows`. With
+    relative_to_max the absolute tolerance scales with the largest expected value, or with
+    `scale_floor` when that is larger (the gradients share one scale: a dq that is exactly 0,
+    as for segments of one token, is judged against the size of dk and dv, not against 0)."""
     atol, rtol = TOLERANCE.get(dtype, (3e-2, 3e-2))
     a = actual.float().reshape(len(rows), -1)
     e = expected.float().reshape(len(rows), -1)
     scale = 1.0
     if relative_to_max:
-        scale = max(float(e.abs().max()) if e.numel() else 0.0, 1e-6)
+        scale = max(float(e.abs().max()) if e.numel() else 0.0, scale_floor, 1e-6)
         atol = 2 * atol
     finite = torch.isfinite(a).all(dim=1)
     err = (a - e).abs()
