@@ -448,6 +448,10 @@ class CudaEngine final : public Engine {
     ob.facts["kernel"] = kernel;
     double ms_total = 0.0;
     for (const kern::BwdStep step : kern::varlen_bwd_steps(p)) {
+      // an empty grid launches nothing (no segment, or no key block), as the CPU twin walks it
+      const bool empty_grid = at.num_segments <= 0 || (step == kern::BwdStep::key_blocks ? bw.kernel.grid_x <= 0
+                                                         : step != kern::BwdStep::group_sum && bw.kernel.grid_m <= 0);
+      if (empty_grid) continue;
       double ms = 0.0;
       // dq_dk_dv adds into dq_accum: its detail relaunch (the first refused access's details)
       // adds into a scratch copy, never into the real one
