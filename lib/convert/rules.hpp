@@ -21,9 +21,9 @@ VarlenArgs hf_4_54(const Call& c);    // 4.54 - 4.55.0: any position ids select 
 VarlenArgs hf_4_55(const Call& c);    // 4.55.1 - 4.55.x: _is_packed_sequence
 VarlenArgs hf_4_56(const Call& c);    // 4.56 - 5.3: window (W-1, W-1)
 VarlenArgs hf_5_4(const Call& c);     // 5.4 - 5.13: max_seqlen a 0-d tensor again, None max dropped
-VarlenArgs hf_5_14(const Call& c);    // 5.14 - 5.15: the mask path's max a host int again
-VarlenArgs hf_5_16(const Call& c);    // 5.16 - 5.19: boundaries at position_ids.min()
-VarlenArgs hf_5_20(const Call& c);    // 5.20 -: packing checked last, decode excluded
+VarlenArgs hf_5_14(const Call& c);    // 5.14: the mask path's max a host int again
+VarlenArgs hf_5_16(const Call& c);    // 5.15 - 5.18: boundaries at position_ids.min()
+VarlenArgs hf_5_20(const Call& c);    // 5.19 -: packing checked last, decode excluded
 
 VarlenArgs fa_unpad_input(const Call& c);  // flash-attn bert_padding.unpad_input (4 or 5 values)
 VarlenArgs fla_attn(const Call& c);        // FLA attention layer: fla/layers/utils.py unpad_input
@@ -51,12 +51,12 @@ UpadOptions upad_options_4_53();
 struct Late {
   Boundary boundary = Boundary::zero;
   MaxRule max_rule = MaxRule::diff_item;
-  bool lazy_guarded_packing = false;  // 5.20: packing checked last, never for B != 1 or one-token ids
+  bool lazy_guarded_packing = false;  // 5.19 -: packing checked last, never for B != 1 or one-token ids
   bool unpad_max_tensor = false;      // 5.4 - 5.13: _get_unpad_data's max a 0-d int32 tensor
   bool none_max_dropped = false;      // 5.4: max_length None not passed (TypeError in flash-attn)
 };
 VarlenArgs late_forward(const Call& c, const Late& v);
-// `_is_packed_sequence` of 4.55 - 5.19 (with `guard_single_token`: of 5.20 -).
+// `_is_packed_sequence` of 4.55 - 5.18 (with `guard_single_token`: of 5.19 -).
 bool is_packed_sequence(const Call& c, bool guard_single_token, std::optional<ReplayFailure>& failure);
 
 // Model-level behaviour of Gemma-2's sliding-window layers (model.architecture "gemma2"): the
