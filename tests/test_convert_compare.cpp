@@ -67,11 +67,11 @@ TEST_CASE("compare shows the Gemma-2 crash of 4.44.0 and its 4.44.1 fix", "[conv
   CHECK(r.out.find("* 4.44.1") != std::string::npos);
 }
 
-TEST_CASE("compare maps releases without a rule set of their own and says so", "[convert]") {
+TEST_CASE("compare maps releases the tool does not know to the nearest known one and says so", "[convert]") {
   Run r = run("compare " + batch("024-packed-b1.json") + " --releases 4.51.9 --format json");
   auto j = nlohmann::json::parse(r.out);
   CHECK(j.at("rules").at(0).at("rule_set") == "hf-4.49");
-  CHECK(j.at("rules").at(0).at("note").get<std::string>().find("nearest lower") != std::string::npos);
+  CHECK(j.at("rules").at(0).at("note").get<std::string>().find("nearest known release 4.51.3") != std::string::npos);
   Run bad = run("compare " + batch("024-packed-b1.json") + " --releases not-a-release");
   CHECK(bad.exit_code == 2);
 }

@@ -1,7 +1,8 @@
 // The rule-set table: every replayed behaviour, the releases it covers, where it comes from,
-// and the function that replays it. `resolve_transformers` maps any release to the nearest rule
-// set at or below it; `replay_with` runs one rule set on a batch; `convert` does both for the
-// release the batch (or the command line) names.
+// and the function that replays it. `resolve_transformers` maps a release through the table of
+// every published release (releases_table.inc), any other release to the nearest known one;
+// `replay_with` runs one rule set on a batch; `convert` does both for the release the batch (or
+// the command line) names.
 #include <algorithm>
 #include <stdexcept>
 
@@ -119,11 +120,6 @@ const Entry& entry_for(const RuleSetInfo& info) {
   throw std::logic_error("unknown rule set " + info.name);
 }
 
-bool covers(const RuleSetInfo& r, const Version& v) {
-  if (v < version_literal(r.first)) return false;
-  return r.last.empty() || !(version_literal(r.last) < v);
-}
-
 }  // namespace
 
 const std::vector<RuleSetInfo>& rule_sets() {
@@ -138,6 +134,39 @@ const std::vector<RuleSetInfo>& rule_sets() {
 const RuleSetInfo* find_rule_set(std::string_view name) {
   for (const auto& r : rule_sets())
     if (r.name == name) return &r;
+  return nullptr;
+}
+
+const std::vector<KnownRelease>& known_transformers_releases() {
+  static const std::vector<KnownRelease> table = {
+#include "convert/releases_table.inc"
+  };
+  return table;
+}
+
+namespace {
+
+const std::vector<Version>& known_versions() {
+  static const std::vector<Version> parsed = [] {
+    std::vector<Version> out;
+    for (const auto& k : known_transformers_releases()) out.push_back(version_literal(k.release));
+    return out;
+  }();
+  return parsed;
+}
+
+std::string known_span() {
+  const auto& t = known_transformers_releases();
+  return "it knows " + std::to_string(t.size()) + " of the releases published on PyPI, " + t.front().release + " - " +
+         t.back().release;
+}
+
+}  // namespace
+
+const KnownRelease* find_known_release(const Version& release) {
+  const auto& versions = known_versions();
+  for (size_t i = 0; i < versions.size(); ++i)
+    if (versions[i] == release) return &known_transformers_releases()[i];
   return nullptr;
 }
 
@@ -157,19 +186,38 @@ ResolvedRules resolve_transformers(const std::optional<Version>& release) {
     return out;
   }
   out.requested = release->text;
-  const RuleSetInfo* best = nullptr;
-  for (const auto& r : rule_sets())
-    if (r.library == "transformers" && !(*release < version_literal(r.first))) best = &r;
-  if (!best) {
-    out.rules = oldest;
-    out.note = "transformers " + release->text + " is older than every rule set; replayed with " + oldest->name;
+  if (const KnownRelease* k = find_known_release(*release)) {
+    out.rules = find_rule_set(k->rule_set);
+    if (!out.rules) throw std::logic_error(std::string("releases_table.inc names unknown rule set ") + k->rule_set);
+    out.exact = true;
+    out.known = k;
     return out;
   }
-  out.rules = best;
-  out.exact = covers(*best, *release);
-  if (!out.exact)
-    out.note = "transformers " + release->text + " has no rule set of its own; replayed with the nearest lower one, " +
-               best->name + " (" + best->first + (best->last.empty() ? "+" : " - " + best->last) + ")";
+  // Not a release the table knows: the nearest known release at or below it.
+  const auto& versions = known_versions();
+  const auto& known = known_transformers_releases();
+  size_t below = versions.size();
+  for (size_t i = 0; i < versions.size(); ++i)
+    if (versions[i] < *release) below = i;
+  if (below == versions.size()) {
+    // Older than the table: the rule set whose range holds it, else the oldest.
+    const RuleSetInfo* best = nullptr;
+    for (const auto& r : rule_sets())
+      if (r.library == "transformers" && !(*release < version_literal(r.first))) best = &r;
+    out.rules = best ? best : oldest;
+    out.note = "transformers " + release->text + " is older than every release attn-doctor knows (" + known_span() +
+               "): replayed with " + out.rules->name + ", not proven against this release";
+    return out;
+  }
+  out.known = &known[below];
+  out.rules = find_rule_set(out.known->rule_set);
+  if (!out.rules)
+    throw std::logic_error(std::string("releases_table.inc names unknown rule set ") + out.known->rule_set);
+  const bool newer = below + 1 == versions.size();
+  out.note = "transformers " + release->text + (newer ? " is newer than every release attn-doctor knows ("
+                                                      : " is not a release attn-doctor knows (") +
+             known_span() + "): replayed as the nearest known release " + out.known->release + " (rule set " +
+             out.rules->name + ")" + (newer ? "; a newer release may convert differently" : "");
   return out;
 }
 
@@ -221,6 +269,7 @@ Conversion convert(const Batch& batch, const ConvertOptions& options) {
   if (options.flash_attn) effective.environment.flash_attn = options.flash_attn;
   VarlenArgs a = replay_with(effective, *resolved.rules);
   a.requested = resolved.requested;
+  if (!resolved.exact && resolved.known) a.nearest_release = resolved.known->release;
   a.note = resolved.note;
   if (!effective.environment.flash_attn) {
     std::string fa_note = "no flash_attn release named: flash-attn 2.6.3's unpad_input (four return values) assumed";

@@ -105,6 +105,7 @@ Report run_pipeline(const Batch& batch, const CheckOptions& options, const std::
     const VarlenArgs& rep = *conversion.replayed;
     r.rules["transformers"] = rep.requested.empty() ? rep.rule_set : rep.requested;
     r.rules["rule_set"] = rep.rule_set;
+    if (!rep.nearest_release.empty()) r.rules["transformers_nearest"] = rep.nearest_release;
     if (!rep.note.empty()) r.notes.push_back(rep.note);
     if (rep.failure) {
       conv_stage.status = "violation";
