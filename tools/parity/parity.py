@@ -60,12 +60,13 @@ def standin(version):
 def python_for(release, what="hf"):
     """The interpreter (and so the torch) a release runs under: torch 2.4 (the base venv) unless the
     release requires a newer torch (transformers >= 5.20: torch>=2.6) or cannot run a model on 2.4
-    although it declares support (4.52.x: ALL_PARALLEL_STYLES is None below torch 2.5; 5.14+:
-    core_model_loading imports torch.distributed.tensor.DTensor, torch >= 2.5)."""
+    although it declares support (4.52.x: ALL_PARALLEL_STYLES is None below torch 2.5; 5.9+:
+    generation/continuous_batching imports torch.distributed.tensor.device_mesh, 5.14+:
+    core_model_loading imports torch.distributed.tensor.DTensor, both torch >= 2.5)."""
     table = VENVS / f"tf-{release}" / "transformers" / "dependency_versions_table.py"
     requirement = re.search(r'"torch": "torch>=([\d.]+)"', table.read_text())
     needs = tuple(int(x) for x in requirement.group(1).split(".")) if requirement else (0,)
-    model_needs_newer = release.startswith("4.52.") or tuple(int(x) for x in release.split(".")[:2]) >= (5, 14)
+    model_needs_newer = release.startswith("4.52.") or tuple(int(x) for x in release.split(".")[:2]) >= (5, 9)
     if needs > (2, 4) or (what in ("gemma2", "model") and model_needs_newer):
         return str(VENVS / "torch26" / "bin" / "python")
     return PYTHON
