@@ -140,6 +140,18 @@ TEST_CASE("backward: cu_seqlens past the rows are refused accesses, never perfor
   CHECK(v->evidence["count_all_launches"].get<int64_t>() > 0);
 }
 
+TEST_CASE("backward: a phantom segment (a million rows past 12) is answered at once, its backward not run",
+          "[exec][backward]") {
+  // quadratic in rows that do not exist: the stage says why it did not run, the forward reports the accesses
+  Report r = check_text(batch(R"({"num_heads": 16, "num_kv_heads": 4, "head_dim": 128, "dtype": "bf16"})",
+                              R"({"cu_seqlens_q": [0, 4, 7, 1000012], "max_seqlen_q": 1000005, "total_q": 12, "total_k": 12})"));
+  INFO(describe(r));
+  const StageRecord* s = stage_of(r, "attention_backward");
+  REQUIRE(s);
+  CHECK(s->detail.find("phantom segment") != std::string::npos);
+  CHECK(ids(r).count("cu_seqlens.total") == 1);
+}
+
 TEST_CASE("backward: dq past the 32-bit dq_accum offset, before the fix and after it", "[exec][backward]") {
   // 16 heads x d_rounded 128 = 2048 fp32 elements per dq_accum row: offsets wrap from row 2^20
   const std::string model = R"({"num_heads": 16, "head_dim": 128, "dtype": "bf16"})";

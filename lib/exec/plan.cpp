@@ -802,6 +802,20 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
   }
   p.attention.past_rows = attention_tiles_past_rows(p);
   if (std::string n = clipped_note(p); !n.empty()) p.notes.push_back(std::move(n));
+  // The backward walks every key block of a segment against every query tile of it: for a
+  // segment running far past the tensors (cu_seqlens [0, 4, 7, 1000012] on 12 rows) that walk
+  // is quadratic in rows that do not exist, all of them out of bounds, which the forward's
+  // records already report. Past more rows than the tensors hold, it is not run (the stage says so).
+  if (p.backward.enabled && p.backward.skip_reason.empty() && !p.attention.cu_seqlens_q.empty()) {
+    const int64_t end = *std::max_element(p.attention.cu_seqlens_q.begin(), p.attention.cu_seqlens_q.end());
+    const int64_t past = end - p.attention.total_q;
+    if (past > std::max<int64_t>(p.attention.total_q, 4096))
+      p.backward.skip_reason = "not run: cu_seqlens_q runs " + std::to_string(past) + " rows past the " +
+                               std::to_string(p.attention.total_q) +
+                               " rows of q (a phantom segment); the backward would walk each of its key blocks "
+                               "against each of its query tiles, all past the buffers, which the forward's records "
+                               "already report";
+  }
   return p;
 }
 
