@@ -44,10 +44,10 @@ RunSummary summarise(const ExecResult& r) {
   std::stable_sort(v.begin(), v.end(), [](const Violation& a, const Violation& b) { return a.order < b.order; });
   for (const auto& x : v) o.ids.push_back(x.id);
   for (const auto& s : r.stages) {
-    o.stage_status[s.name] = s.status;
-    if (s.name == "result" && s.data.contains("worst_error") && s.data["worst_error"].is_number())
+    o.stage_status[to_string(s.name)] = to_string(s.status);
+    if (s.name == Stage::result && s.data.contains("worst_error") && s.data["worst_error"].is_number())
       o.worst_error = s.data["worst_error"].get<double>();
-    o.describe += "  " + s.name + ": " + s.status + " " + s.detail.substr(0, 160) + "\n";
+    o.describe += std::string("  ") + to_string(s.name) + ": " + to_string(s.status) + " " + s.detail.substr(0, 160) + "\n";
   }
   for (const auto& x : v) o.describe += "  " + x.id + ": " + x.message.substr(0, 200) + "\n";
   return o;

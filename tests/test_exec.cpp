@@ -22,14 +22,14 @@ struct Run {
   ExecPlan plan;
   ExecResult result;
   std::set<std::string> ids;
-  const StageRecord* stage(const std::string& name) const {
+  const StageRecord* stage(Stage name) const {
     for (const auto& s : result.stages)
       if (s.name == name) return &s;
     return nullptr;
   }
   std::string describe() const {
     std::string out;
-    for (const auto& s : result.stages) out += s.name + ": " + s.status + " " + s.detail + "\n";
+    for (const auto& s : result.stages) out += std::string(to_string(s.name)) + ": " + to_string(s.status) + " " + s.detail + "\n";
     for (const auto& v : result.violations) out += v.id + ": " + v.message + "\n";
     if (!plan.skip_reason.empty()) out += "skipped: " + plan.skip_reason + "\n";
     return out;
@@ -251,14 +251,14 @@ TEST_CASE("exec: sweep of generated valid batches passes result.reference", "[ex
     INFO(c.name << "\n" << c.batch.dump() << "\n" << r.describe());
     REQUIRE(r.plan.skip_reason.empty());
     REQUIRE(r.result.violations.empty());
-    const StageRecord* res = r.stage("result");
+    const StageRecord* res = r.stage(Stage::result);
     REQUIRE(res);
-    REQUIRE(res->status == "ok");
+    REQUIRE(res->status == StageStatus::ok);
     REQUIRE(res->data.value("rows_checked", 0) > 0);  // the reference really ran
     checked_rows += res->data.value("rows_checked", 0);
     swapped += r.plan.attention.swapped;
     rotary += r.plan.rotary.enabled;
-    masked += r.plan.path == "mask";
+    masked += r.plan.path == VarlenPath::mask;
     windowed += r.plan.attention.flags.local;
     capped += r.plan.attention.softcap > 0;
     dtypes.insert(to_string(r.plan.dtype));
@@ -307,9 +307,9 @@ TEST_CASE("exec: the key gather overrun is attributed to the gather (mask wider 
   CHECK(v.message.rfind("index 8 >= 8 in the key gather", 0) == 0);
   CHECK(v.evidence["count"] == 10);
   // later stages are not reached: the release fails in the gather
-  REQUIRE(r.stage("attention"));
-  CHECK(r.stage("attention")->status == "skipped");
-  CHECK(r.stage("attention")->detail.find("not reached") == 0);
+  REQUIRE(r.stage(Stage::attention));
+  CHECK(r.stage(Stage::attention)->status == StageStatus::skipped);
+  CHECK(r.stage(Stage::attention)->detail.find("not reached") == 0);
 }
 
 TEST_CASE("exec: fla rotary with the model width runs into the next heads and past the tensor", "[exec]") {
@@ -325,9 +325,9 @@ TEST_CASE("exec: fla rotary with the model width runs into the next heads and pa
   // flash_attn's contract asserts instead (on the host), and nothing after it runs
   c.batch["rotary"]["implementation"] = "flash_attn";
   r = run_sweep_case(c);
-  REQUIRE(r.stage("rotary"));
-  CHECK(r.stage("rotary")->detail.find("rotary_dim must be <= headdim") != std::string::npos);
-  CHECK(r.stage("attention")->detail.find("not reached") == 0);
+  REQUIRE(r.stage(Stage::rotary));
+  CHECK(r.stage(Stage::rotary)->detail.find("rotary_dim must be <= headdim") != std::string::npos);
+  CHECK(r.stage(Stage::attention)->detail.find("not reached") == 0);
   // the call fails, so the report does not pass: nothing is written
   CHECK(r.ids == std::set<std::string>{"attention.coverage"});
 }
@@ -341,7 +341,7 @@ TEST_CASE("exec: --seed reproduces a run and another seed changes the inputs", "
   Run a = run_case(b, cv, o), a2 = run_case(b, cv, o);
   o.seed = 12;
   Run bb = run_case(b, cv, o);
-  auto worst = [](const Run& r) { return r.stage("result")->data["worst_error"].dump(); };
+  auto worst = [](const Run& r) { return r.stage(Stage::result)->data["worst_error"].dump(); };
   CHECK(worst(a) == worst(a2));
   CHECK(worst(a) != worst(bb));
 }
@@ -357,7 +357,7 @@ TEST_CASE("exec: above the budget, a sample of rows per segment is checked and r
   INFO(r.describe());
   REQUIRE(r.plan.sampled);
   REQUIRE(r.result.violations.empty());
-  const StageRecord* res = r.stage("result");
+  const StageRecord* res = r.stage(Stage::result);
   const int64_t checked = res->data["rows_checked"], total = res->data["rows_total"];
   CHECK(total == 1510);
   CHECK(checked < total / 2);
@@ -370,7 +370,7 @@ TEST_CASE("exec: above the budget, a sample of rows per segment is checked and r
   // --full checks everything
   o.full = true;
   Run full = run_case(b, convert(b), o);
-  CHECK(full.stage("result")->data["rows_checked"] == 1510);
+  CHECK(full.stage(Stage::result)->data["rows_checked"] == 1510);
 }
 
 TEST_CASE("exec: a batch over the memory bound is checked statically and dynamic stages say why", "[exec]") {
@@ -383,7 +383,7 @@ TEST_CASE("exec: a batch over the memory bound is checked statically and dynamic
   REQUIRE_FALSE(r.plan.skip_reason.empty());
   CHECK(r.plan.skip_reason.find("of host memory, over the budget") != std::string::npos);
   REQUIRE(r.result.stages.size() == 5);
-  for (const auto& s : r.result.stages) CHECK(s.status == "skipped");
+  for (const auto& s : r.result.stages) CHECK(s.status == StageStatus::skipped);
 }
 
 TEST_CASE("exec: diagnose runs dynamic stages after static violations and picks the backend", "[exec]") {
@@ -403,7 +403,7 @@ TEST_CASE("exec: diagnose runs dynamic stages after static violations and picks 
   for (const auto& v : rep.violations) symptom = symptom || v.id == "attention.access";
   CHECK(symptom);  // ... and the symptom next to it
   int dynamic = 0;
-  for (const auto& s : rep.stages) dynamic += s.name == "attention" || s.name == "result";
+  for (const auto& s : rep.stages) dynamic += s.name == Stage::attention || s.name == Stage::result;
   CHECK(dynamic == 2);
   o.backend = BackendChoice::none;
   rep = diagnose(b, o, "test.json");
@@ -483,7 +483,7 @@ bool has(const Report& r, const std::string& id) {
     if (v.id == id) return true;
   return false;
 }
-const StageRecord* stage_of(const Report& r, const std::string& name) {
+const StageRecord* stage_of(const Report& r, Stage name) {
   for (const auto& s : r.stages)
     if (s.name == name) return &s;
   return nullptr;
@@ -497,9 +497,9 @@ TEST_CASE("exec: end to end, a 4-D mask reaching _upad_input overruns the key ga
     INFO(f);
     CHECK(r.varlen["path"] == "mask");
     CHECK(has(r, "unpad.gather"));
-    REQUIRE(stage_of(r, "unpad"));
-    CHECK(stage_of(r, "unpad")->status == "violation");
-    CHECK(stage_of(r, "attention")->detail.find("not reached") == 0);
+    REQUIRE(stage_of(r, Stage::unpad));
+    CHECK(stage_of(r, Stage::unpad)->status == StageStatus::violation);
+    CHECK(stage_of(r, Stage::attention)->detail.find("not reached") == 0);
     CHECK(exit_code_for(r, false) == 1);
   }
 }
@@ -511,7 +511,7 @@ TEST_CASE("exec: end to end, correct replayed calls pass and silent bugs show in
     Report r = check_file(f);
     INFO(f);
     CHECK(r.violations.empty());
-    CHECK(stage_of(r, "result")->data.value("rows_checked", 0) > 0);
+    CHECK(stage_of(r, Stage::result)->data.value("rows_checked", 0) > 0);
   }
   // packed sequences reaching the dense kernel (B > 1 on a release that packs only B == 1):
   // silent cross-contamination, visible only against the intended sequences
@@ -577,7 +577,7 @@ TEST_CASE("exec: a phantom segment is answered within seconds, clipped to the te
       CHECK(seconds < 10.0);
       CHECK(r.ids.count("attention.access"));
       if (!v.keys_only) {
-        CHECK(r.stage("attention")->data.value("ctas_past_rows", 0) > 0);
+        CHECK(r.stage(Stage::attention)->data.value("ctas_past_rows", 0) > 0);
         const std::string segment = v.cu.empty() ? "segment 2" : "segment 0";
         bool noted = false;
         for (const auto& n : r.plan.notes) noted = noted || n.find(segment + " of cu_seqlens_q ends at row ") == 0;

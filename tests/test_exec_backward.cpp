@@ -30,7 +30,7 @@ Report check_file(const std::string& rel, bool training) {
   o.exec.threads = 2;
   return diagnose(b, o, rel);
 }
-const StageRecord* stage_of(const Report& r, const std::string& name) {
+const StageRecord* stage_of(const Report& r, Stage name) {
   for (const auto& s : r.stages)
     if (s.name == name) return &s;
   return nullptr;
@@ -47,7 +47,7 @@ const Violation* find(const Report& r, const std::string& id) {
 }
 std::string describe(const Report& r) {
   std::string out;
-  for (const auto& s : r.stages) out += s.name + ": " + s.status + " " + s.detail + "\n";
+  for (const auto& s : r.stages) out += std::string(to_string(s.name)) + ": " + to_string(s.status) + " " + s.detail + "\n";
   for (const auto& v : r.violations) out += v.id + ": " + v.message + "\n";
   return out;
 }
@@ -70,13 +70,13 @@ TEST_CASE("backward: a healthy training batch is ok, gradients within the dtype'
     Report r = check_text(batch(model, R"({"cu_seqlens_q": [0, 1, 100, 300, 333], "max_seqlen_q": 200})"));
     INFO(model << "\n" << describe(r));
     CHECK(r.violations.empty());
-    const StageRecord* s = stage_of(r, "attention_backward");
+    const StageRecord* s = stage_of(r, Stage::attention_backward);
     REQUIRE(s);
-    CHECK(s->status == "ok");
+    CHECK(s->status == StageStatus::ok);
     CHECK(s->data["reference"]["dq"]["rows_checked"].get<int64_t>() > 0);
     CHECK(s->data["reference"]["dk"]["rows_checked"].get<int64_t>() > 0);
     CHECK(worst(s) < s->data["tolerance"].get<double>());
-    CHECK(r.stages.back().name == "attention_backward");
+    CHECK(r.stages.back().name == Stage::attention_backward);
   }
 }
 
@@ -84,8 +84,8 @@ TEST_CASE("backward: an inference batch has no backward stage", "[exec][backward
   std::string text = batch(R"({"num_heads": 2, "head_dim": 64, "dtype": "bf16"})", R"({"cu_seqlens_q": [0, 10, 30]})");
   text.replace(text.find(R"("pass": "training")"), 18, R"("pass": "forward")");
   Report r = check_text(text);
-  CHECK_FALSE(stage_of(r, "attention_backward"));
-  CHECK(stage_of(r, "result"));
+  CHECK_FALSE(stage_of(r, Stage::attention_backward));
+  CHECK(stage_of(r, Stage::result));
 }
 
 TEST_CASE("backward: the mask route (pad's and unpad's adjoints) and rotary, healthy", "[exec][backward]") {
@@ -94,8 +94,8 @@ TEST_CASE("backward: the mask route (pad's and unpad's adjoints) and rotary, hea
     Report r = check_file(f, true);
     INFO(f << "\n" << describe(r));
     CHECK(r.violations.empty());
-    REQUIRE(stage_of(r, "attention_backward"));
-    CHECK(stage_of(r, "attention_backward")->status == "ok");
+    REQUIRE(stage_of(r, Stage::attention_backward));
+    CHECK(stage_of(r, Stage::attention_backward)->status == StageStatus::ok);
   }
 }
 
@@ -164,14 +164,14 @@ TEST_CASE("backward: dq past the 32-bit dq_accum offset, before the fix and afte
     CHECK(v->evidence["rows"] == nlohmann::json::array({{1048576, 1299999}}));
     CHECK(v->evidence["segment"] == 1);
     CHECK(v->evidence["offset"].get<int64_t>() < 0);  // before dq_accum: another tensor's memory
-    CHECK(stage_of(r, "attention_backward")->data["offsets_only"] == true);
+    CHECK(stage_of(r, Stage::attention_backward)->data["offsets_only"] == true);
     REQUIRE(r.prediction);
     CHECK(r.prediction->symptom.outcome == Outcome::wrong_gradient);
   }
   Report fixed = check_text(batch(model, varlen, "2.8.4"));
   INFO(describe(fixed));
   CHECK_FALSE(ids(fixed).count("backward.dq_offset"));
-  CHECK(stage_of(fixed, "attention_backward")->status == "skipped");  // values too large to run; offsets fine
+  CHECK(stage_of(fixed, Stage::attention_backward)->status == StageStatus::skipped);  // values too large to run; offsets fine
 }
 
 TEST_CASE("backward: before 2.8.0 one long segment wraps through the tile term (PR#1500)", "[exec][backward]") {

@@ -17,7 +17,7 @@ Report run(const std::string& json_or_file, BackendChoice backend, bool file = f
   return diagnose(b, o, "test.json");
 }
 
-const StageRecord* stage(const Report& r, std::string_view name) {
+const StageRecord* stage(const Report& r, Stage name) {
   for (const auto& s : r.stages)
     if (s.name == name) return &s;
   return nullptr;
@@ -33,10 +33,10 @@ TEST_CASE("intent: a reference derived from the slice the release broke is untru
   CHECK(r.intent->source == "mask");
   CHECK_FALSE(r.intent->trusted);
   CHECK_THAT(r.intent->why, Catch::Contains("mask.padding_side"));
-  const StageRecord* result = stage(r, "result");
+  const StageRecord* result = stage(r, Stage::result);
   REQUIRE(result);
-  CHECK(result->status != "ok");
-  CHECK(result->status == "unverified");
+  CHECK(result->status != StageStatus::ok);
+  CHECK(result->status == StageStatus::unverified);
   CHECK_THAT(result->detail, Catch::Contains("the reference is untrusted"));
   // the prediction stays from the static violation, with the rows that come back wrong
   REQUIRE(r.prediction);
@@ -54,7 +54,7 @@ TEST_CASE("intent: the healthy twin's derived intent is trusted and the result s
   REQUIRE(r.intent);
   CHECK(r.intent->source == "mask");
   CHECK(r.intent->trusted);
-  CHECK(stage(r, "result")->status == "ok");
+  CHECK(stage(r, Stage::result)->status == StageStatus::ok);
   CHECK(r.prediction->symptom.outcome == Outcome::ok);
 }
 
@@ -74,7 +74,7 @@ TEST_CASE("intent: given, cu_seqlens_q under test, none", "[intent]") {
     CHECK(r.intent->source == "cu_seqlens_q");
     CHECK_FALSE(r.intent->trusted);
     CHECK_THAT(r.intent->why, Catch::Contains("cu_seqlens.total"));
-    CHECK(stage(r, "result")->status != "ok");
+    CHECK(stage(r, Stage::result)->status != StageStatus::ok);
   }
   SECTION("a healthy explicit call: trusted") {
     Report r = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 4, "head_dim": 64},
@@ -82,7 +82,7 @@ TEST_CASE("intent: given, cu_seqlens_q under test, none", "[intent]") {
                    BackendChoice::cpu);
     CHECK(r.intent->source == "cu_seqlens_q");
     CHECK(r.intent->trusted);
-    CHECK(stage(r, "result")->status == "ok");
+    CHECK(stage(r, Stage::result)->status == StageStatus::ok);
   }
   SECTION("no intended sequences: nothing to compare against") {
     Report r = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 4, "head_dim": 64},

@@ -31,7 +31,7 @@ Report sample_report() {
   r.add(make_violation("max_seqlen.type", Severity::warning, "max_seqlen_q is a 0-d tensor"));
   r.varlen = {{"path", "mask"}, {"cu_seqlens_q", {0, 5, 9}}, {"cu_seqlens_k", {0, 5, 9}}, {"max_seqlen_q", 5},
               {"max_seqlen_k", 5}, {"max_seqlen_is_tensor", false}, {"total_q", 9}, {"total_k", 9}};
-  r.stages.push_back({"conversion", "ok", 0.21, "", json::object()});
+  r.stages.push_back({Stage::conversion, StageStatus::ok, 0.21, "", json::object()});
   return r;
 }
 

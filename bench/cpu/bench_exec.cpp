@@ -47,12 +47,12 @@ std::string loadavg() {
   return a + " " + b + " " + c;
 }
 
-double stage_ms(const ExecResult& r, const std::string& name) {
+double stage_ms(const ExecResult& r, Stage name) {
   for (const auto& s : r.stages)
     if (s.name == name) return s.ms;
   return 0;
 }
-double stage_num(const ExecResult& r, const std::string& name, const std::string& key) {
+double stage_num(const ExecResult& r, Stage name, const std::string& key) {
   for (const auto& s : r.stages)
     if (s.name == name && s.data.contains(key) && s.data[key].is_number()) return s.data[key].get<double>();
   return 0;
@@ -93,10 +93,10 @@ nlohmann::json dynamic_case(const Shape& s, int threads, int repeats) {
     const double total = seconds_since(t0);
     if (!r.violations.empty()) std::fprintf(stderr, "unexpected violation in %s: %s\n", s.name.c_str(), r.violations.front().message.c_str());
     best_total = std::min(best_total, total);
-    best_att = std::min(best_att, stage_ms(r, "attention") / 1e3);
-    best_ref = std::min(best_ref, stage_ms(r, "result") / 1e3);
-    att_macs = stage_num(r, "attention", "macs");
-    ref_macs = stage_num(r, "result", "macs");
+    best_att = std::min(best_att, stage_ms(r, Stage::attention) / 1e3);
+    best_ref = std::min(best_ref, stage_ms(r, Stage::result) / 1e3);
+    att_macs = stage_num(r, Stage::attention, "macs");
+    ref_macs = stage_num(r, Stage::result, "macs");
     cpu = cpu_seconds() - c0;
   }
   const double rows = double(cu.back());
@@ -230,7 +230,7 @@ nlohmann::json static_case(const std::filesystem::path& dir, int64_t B, int64_t 
   const double dyn = seconds_since(t0);
   double checked = 0, total = 0;
   for (const auto& s : rep.stages)
-    if (s.name == "result") {
+    if (s.name == Stage::result) {
       checked = s.data.value("rows_checked", 0.0);
       total = s.data.value("rows_total", 0.0);
     }

@@ -68,7 +68,7 @@ namespace {
 // A stage that throws ends the run with status "error" naming the stage and the reason; what
 // the earlier stages found stays in the report (results are never lost).
 template <class Fn>
-bool guarded_stage(Report& r, const char* stage, Clock::time_point t0, Fn&& fn) {
+bool guarded_stage(Report& r, Stage stage, Clock::time_point t0, Fn&& fn) {
   std::string why;
   try {
     fn();
@@ -79,8 +79,8 @@ bool guarded_stage(Report& r, const char* stage, Clock::time_point t0, Fn&& fn) 
     why = e.what();
   }
   r.stage_error = true;
-  r.error_message = std::string("stage ") + stage + " failed: " + why;
-  r.stages.push_back(StageRecord{stage, "error", ms_since(t0), r.error_message, nlohmann::json::object()});
+  r.error_message = std::string("stage ") + to_string(stage) + " failed: " + why;
+  r.stages.push_back(StageRecord{stage, StageStatus::error, ms_since(t0), r.error_message, nlohmann::json::object()});
   return false;
 }
 
@@ -98,9 +98,9 @@ Report run_pipeline(const Batch& batch, const CheckOptions& options, const std::
   // 1. conversion
   auto t0 = Clock::now();
   Conversion conversion;
-  if (!guarded_stage(r, "conversion", t0, [&] { conversion = convert(batch, ConvertOptions{options.transformers, options.flash_attn}); }))
+  if (!guarded_stage(r, Stage::conversion, t0, [&] { conversion = convert(batch, ConvertOptions{options.transformers, options.flash_attn}); }))
     return r;
-  StageRecord conv_stage{"conversion", "ok", ms_since(t0), "", nlohmann::json::object()};
+  StageRecord conv_stage{Stage::conversion, StageStatus::ok, ms_since(t0), "", nlohmann::json::object()};
   if (conversion.replayed) {
     const VarlenArgs& rep = *conversion.replayed;
     r.rules["transformers"] = rep.requested.empty() ? rep.rule_set : rep.requested;
@@ -108,7 +108,7 @@ Report run_pipeline(const Batch& batch, const CheckOptions& options, const std::
     if (!rep.nearest_release.empty()) r.rules["transformers_nearest"] = rep.nearest_release;
     if (!rep.note.empty()) r.notes.push_back(rep.note);
     if (rep.failure) {
-      conv_stage.status = "violation";
+      conv_stage.status = StageStatus::violation;
       conv_stage.detail = rep.failure->where + ": " + rep.failure->type + ": " + rep.failure->message;
     }
   }
@@ -124,11 +124,12 @@ Report run_pipeline(const Batch& batch, const CheckOptions& options, const std::
   // 2. static checks
   t0 = Clock::now();
   std::vector<Violation> found;
-  if (!guarded_stage(r, "static", t0, [&] {
+  if (!guarded_stage(r, Stage::static_checks, t0, [&] {
         found = run_static_checks(batch, conversion, CheckContext{options.strict, options.flash_attn});
       }))
     return r;
-  StageRecord static_stage{"static", found.empty() ? "ok" : "violation", ms_since(t0), "", nlohmann::json::object()};
+  StageRecord static_stage{Stage::static_checks, found.empty() ? StageStatus::ok : StageStatus::violation, ms_since(t0), "",
+                           nlohmann::json::object()};
   static_stage.data["checked"] = catalogue().size();
   for (auto& v : found) r.add(std::move(v));
   r.intent = assess_intent(batch, r.violations);
@@ -153,10 +154,10 @@ Report run_pipeline(const Batch& batch, const CheckOptions& options, const std::
   if (options.flash_attn) exec.flash_attn = options.flash_attn;
   t0 = Clock::now();
   std::optional<ExecPlan> plan;
-  if (!guarded_stage(r, "plan", t0, [&] { plan.emplace(make_exec_plan(batch, conversion, exec)); })) return r;
+  if (!guarded_stage(r, Stage::plan, t0, [&] { plan.emplace(make_exec_plan(batch, conversion, exec)); })) return r;
   const double plan_ms = ms_since(t0);
   for (const std::string& n : plan->notes) r.notes.push_back(n);
-  guarded_stage(r, "execute", t0, [&] {
+  guarded_stage(r, Stage::execute, t0, [&] {
     ExecResult res = backend->run(*plan, exec);
     r.backend = res.backend;
     bool first = true;
@@ -176,10 +177,10 @@ Report run_pipeline(const Batch& batch, const CheckOptions& options, const std::
 void qualify_result_stage(Report& r) {
   if (!r.intent || r.intent->trusted) return;
   for (StageRecord& st : r.stages) {
-    if (st.status == "skipped" || st.status == "error") continue;
-    if (st.name != "result" && !(st.name == "attention_backward" && st.data.contains("reference"))) continue;
+    if (st.status == StageStatus::skipped || st.status == StageStatus::error) continue;
+    if (st.name != Stage::result && !(st.name == Stage::attention_backward && st.data.contains("reference"))) continue;
     st.data["reference_trusted"] = false;
-    if (st.status == "ok") st.status = "unverified";
+    if (st.status == StageStatus::ok) st.status = StageStatus::unverified;
     st.detail += std::string(st.detail.empty() ? "" : "; ") + "the reference is untrusted: " + r.intent->why;
   }
 }

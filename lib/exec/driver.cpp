@@ -39,8 +39,10 @@ RotaryTable rotary_table(const ExecPlan& plan, int threads) {
   return t;
 }
 
-void merge_facts(StageRecord& s, const nlohmann::json& facts) {
+// What only the engine knows, into the stage record (a later observation of the stage wins).
+void merge_facts(StageRecord& s, const nlohmann::json& facts, StageEngine engine) {
   for (auto it = facts.begin(); it != facts.end(); ++it) s.data[it.key()] = it.value();
+  if (engine != StageEngine::unspecified) s.engine = engine;
 }
 
 // The training step's dO as the attention kernel receives it (packed, total_q x H x D): the
@@ -74,7 +76,7 @@ void offsets_only(StageRecord& s, ExecResult& res, const ExecPlan& plan) {
   s.detail = plan.skip_reason + "; the dq_accum offsets of every backward tile were checked without values (" +
              (mr.misroute.rows > 0 ? std::to_string(mr.misroute.rows) + " dq rows misplaced" : std::string("none misplaced")) +
              ")";
-  if (s.status != "violation") s.status = "skipped";
+  if (s.status != StageStatus::violation) s.status = StageStatus::skipped;
   s.ms = ms_since(t0);
 }
 
@@ -153,10 +155,10 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
   // ---- unpad ----------------------------------------------------------------------------
   {
     const auto t0 = Clock::now();
-    StageRecord& s = st.add(to_string(Stage::unpad));
+    StageRecord& s = st.add(Stage::unpad);
     if (!plan.unpad.q.enabled && !plan.unpad.k.enabled) {
-      s.status = "skipped";
-      s.detail = "nothing to gather on the " + plan.path + " path: the kernel receives the packed tensors as given";
+      s.status = StageStatus::skipped;
+      s.detail = "nothing to gather on the " + to_string(plan.path) + " path: the kernel receives the packed tensors as given";
     } else {
       AccessRecord first;
       std::string first_tensor;
@@ -169,7 +171,7 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
           first_tensor = tensor;
         }
         s.data[std::string("rows_") + tensor] = g.dst_rows;
-        merge_facts(s, ob.facts);
+        merge_facts(s, ob.facts, ob.engine);
       };
       if (plan.unpad.k.enabled) {
         gather(Operand::k, plan.unpad.k, "k");
@@ -189,19 +191,19 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
   // ---- rotary ---------------------------------------------------------------------------
   {
     const auto t0 = Clock::now();
-    StageRecord& s = st.add(to_string(Stage::rotary));
+    StageRecord& s = st.add(Stage::rotary);
     const RotaryPlan& r = plan.rotary;
     if (!r.enabled) {
-      s.status = "skipped";
+      s.status = StageStatus::skipped;
       s.detail = "no rotary embedding in this batch";
     } else if (r.raises) {
       s.ms = ms_since(t0);
-      observe::host_raise(st, s, static_cast<size_t>(Stage::rotary) + 1, *r.raises, "rotary", total_q);
+      observe::host_raise(st, s, *r.raises, "rotary", total_q);
       return res;
     } else {
       const RotaryObservation ob = engine.rotary(plan, rotary_table(plan, threads));
       s.data = {{"contract", to_string(r.contract)}, {"dim", r.dim}, {"varlen", r.varlen}, {"table_rows", r.table_rows}};
-      merge_facts(s, ob.facts);
+      merge_facts(s, ob.facts, ob.engine);
       const int64_t unrotated = ob.q.past_table + ob.k.past_table, unvisited = ob.q.not_visited + ob.k.not_visited;
       s.data["rotated"] = ob.q.rotated + ob.k.rotated;
       s.data["past_table"] = unrotated;
@@ -227,15 +229,15 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
   std::vector<uint8_t> written, computed;
   {
     const auto t0 = Clock::now();
-    StageRecord& s = st.add(to_string(Stage::attention));
+    StageRecord& s = st.add(Stage::attention);
     observe::attention_launch(s, plan);
     if (at.raises) {
       s.ms = ms_since(t0);
-      observe::host_raise(st, s, static_cast<size_t>(Stage::attention) + 1, *at.raises, "attention", total_q);
+      observe::host_raise(st, s, *at.raises, "attention", total_q);
       return res;
     }
     AttentionObservation ob = engine.attention(plan);
-    merge_facts(s, ob.facts);
+    merge_facts(s, ob.facts, ob.engine);
     computed = std::move(ob.computed);
     written.resize(ob.writes.size());
     for (size_t i = 0; i < written.size(); ++i) written[i] = ob.writes[i] > 0;
@@ -261,14 +263,14 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
   std::vector<int64_t> source_of;
   {
     const auto t0 = Clock::now();
-    StageRecord& s = st.add(to_string(Stage::pad));
+    StageRecord& s = st.add(Stage::pad);
     if (!plan.pad.enabled) {
-      s.status = "skipped";
-      s.detail = "no scatter on the " + plan.path + " path: the caller receives the packed output";
+      s.status = StageStatus::skipped;
+      s.detail = "no scatter on the " + to_string(plan.path) + " path: the caller receives the packed output";
     } else {
       ScatterObservation ob = engine.scatter(plan);
       source_of = std::move(ob.source_of);
-      merge_facts(s, ob.facts);
+      merge_facts(s, ob.facts, ob.engine);
       s.data["rows_written"] = ob.rows_written;
       observe::pad_scatter(s, res, ob.out_of_range);
     }
@@ -279,7 +281,7 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
   // ---- result (on the host, against fp64 attention over the intended sequences) ------------
   {
     const auto t0 = Clock::now();
-    StageRecord& s = st.add(to_string(Stage::result));
+    StageRecord& s = st.add(Stage::result);
     const Output out = engine.output(plan);
     observe::ResultInputs ri;
     ri.out_final = out.out_final;
@@ -301,10 +303,10 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
   // ---- attention_backward (training): seeded dO through pad's adjoint, then the backward --
   {
     const auto t0 = Clock::now();
-    StageRecord& s = st.add(to_string(Stage::attention_backward));
+    StageRecord& s = st.add(Stage::attention_backward);
     const BackwardPlan& bw = plan.backward;
     if (!bw.skip_reason.empty()) {
-      s.status = "skipped";
+      s.status = StageStatus::skipped;
       s.detail = bw.skip_reason;
     } else {
       observe::backward_launch(s, plan);
@@ -312,9 +314,9 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
       const auto tb = Clock::now();
       AttentionBackwardObservation ob = engine.attention_backward(plan, dout);
       s.data["ms_kernels"] = ms_since(tb);
-      merge_facts(s, ob.facts);
+      merge_facts(s, ob.facts, StageEngine::unspecified);
       if (!ob.ran) {
-        s.status = "skipped";
+        s.status = StageStatus::skipped;
         s.detail = "not run: " + ob.not_run;
       } else {
         if (ob.dq_misrouted.empty()) {  // an engine that leaves the offsets to the host

@@ -8,7 +8,8 @@
 // -> final). Every observation is plain data in the contract's vocabulary
 // (contract/access_record.hpp): refused accesses as AccessRecords, counts, and `facts`, a
 // JSON object of what only this engine knows (the CUDA kernel's name, the CPU's tile count),
-// merged into the stage record as it is.
+// merged into the stage record as it is; where the CUDA engine ran a stage on the CPU twin,
+// its `engine`.
 #pragma once
 
 #include <cstdint>
@@ -21,11 +22,6 @@
 #include "exec/plan.hpp"
 
 namespace ad {
-
-// The dynamic stages, in the order they run (names: kDynamicStages).
-// attention_backward runs only for a training batch ("pass": "training"), after result.
-enum class Stage : uint8_t { unpad = 0, rotary = 1, attention = 2, pad = 3, result = 4, attention_backward = 5 };
-inline const char* to_string(Stage s) { return kDynamicStages[static_cast<size_t>(s)]; }
 
 // The tensors an unpad gather packs (k and v share indices_k).
 enum class Operand : uint8_t { q, k, v };
@@ -44,6 +40,7 @@ struct RotaryTable {
 struct GatherObservation {
   AccessRecord out_of_range;  // indices outside the source rows: not gathered
   nlohmann::json facts = nlohmann::json::object();
+  StageEngine engine = StageEngine::unspecified;
 };
 
 // One rotary call (q or k).
@@ -58,6 +55,7 @@ struct RotaryCallObservation {
 struct RotaryObservation {
   RotaryCallObservation q, k;
   nlohmann::json facts = nlohmann::json::object();
+  StageEngine engine = StageEngine::unspecified;
 };
 
 struct AttentionObservation {
@@ -66,6 +64,7 @@ struct AttentionObservation {
   std::vector<uint8_t> computed; // per packed row: its value is known (computed or zero-filled)
   std::string detail;            // what the engine did differently (sampling)
   nlohmann::json facts = nlohmann::json::object();
+  StageEngine engine = StageEngine::unspecified;
 };
 
 struct ScatterObservation {
@@ -73,6 +72,7 @@ struct ScatterObservation {
   int64_t rows_written = 0;
   std::vector<int64_t> source_of; // final row -> packed row written there (-1: none)
   nlohmann::json facts = nlohmann::json::object();
+  StageEngine engine = StageEngine::unspecified;
 };
 
 // The varlen backward (contract/fa2_backward.hpp): dot_do_o, dq_dk_dv and convert_dQ, run on

@@ -48,26 +48,28 @@ Violation raised_violation(const HostRaise& r, int64_t rows) {
 
 }  // namespace
 
-StageRecord& Stages::add(const char* name) {
-  res.stages.push_back(StageRecord{name, "ok", 0.0, "", nlohmann::json::object()});
+StageRecord& Stages::add(Stage name) {
+  res.stages.push_back(StageRecord{name, StageStatus::ok, 0.0, "", nlohmann::json::object()});
   return res.stages.back();
 }
 
-void Stages::not_reached(size_t from, const std::string& why) {
-  for (size_t i = from; i < count; ++i)
-    res.stages.push_back(StageRecord{kDynamicStages[i], "skipped", 0.0, "not reached: " + why, nlohmann::json::object()});
+void Stages::not_reached_after(Stage last, const std::string& why) {
+  size_t from = 0;
+  while (from < count && kDynamicStages[from] != last) ++from;
+  for (size_t i = from + 1; i < count; ++i)
+    res.stages.push_back(StageRecord{kDynamicStages[i], StageStatus::skipped, 0.0, "not reached: " + why, nlohmann::json::object()});
 }
 
-void host_raise(Stages& st, StageRecord& s, size_t next_stage, const HostRaise& r, const char* what, int64_t rows) {
-  s.status = "violation";
+void host_raise(Stages& st, StageRecord& s, const HostRaise& r, const char* what, int64_t rows) {
+  s.status = StageStatus::violation;
   s.detail = raise_text(r) + " (host check, before any launch)";
   s.data["raises"] = raise_json(r);
-  st.not_reached(next_stage, std::string("the ") + what + " call raises");
+  st.not_reached_after(s.name, std::string("the ") + what + " call raises");
   st.res.violations.push_back(raised_violation(r, rows));
 }
 
 void conversion_raise(Stages& st, const HostRaise& r, int64_t rows) {
-  st.not_reached(1, raise_text(r));
+  st.not_reached_after(Stage::unpad, raise_text(r));
   if (st.res.violations.empty()) st.res.violations.push_back(raised_violation(r, rows));
 }
 
@@ -76,7 +78,7 @@ void unpad_gather(StageRecord& s, ExecResult& res, const AccessRecord& rec, cons
   s.data["out_of_bounds"] = out_of_bounds_total;
   if (!rec.has_first()) return;
   const Access& first = rec.first;
-  s.status = "violation";
+  s.status = StageStatus::violation;
   const bool key = first_tensor != "q";
   const std::string which = key ? "key" : "query";
   const std::string idx_name = key ? "indices_k" : "indices_q";
@@ -127,7 +129,7 @@ void rotary_access(StageRecord& s, ExecResult& res, const RotaryPlan& r, int64_t
     ev["outside_head"] = rr.outside_head.count;
     ev["table"] = rr.table.count;
     res.violations.push_back(make_violation("rotary.access", Severity::error, msg, ev));
-    s.status = "violation";
+    s.status = StageStatus::violation;
     return;
   }
 }
@@ -210,13 +212,13 @@ void attention(StageRecord& s, ExecResult& res, const AccessRecord& rec, const C
     for (size_t i = 0; i < parts.size(); ++i) msg += (i ? "; " : "") + parts[i];
     res.violations.push_back(make_violation("attention.coverage", Severity::error, msg, ev));
   }
-  if (rec.has_first() || c.rows_never > 0 || c.rows_twice > 0 || c.rows_foreign > 0) s.status = "violation";
+  if (rec.has_first() || c.rows_never > 0 || c.rows_twice > 0 || c.rows_foreign > 0) s.status = StageStatus::violation;
 }
 
 void pad_scatter(StageRecord& s, ExecResult& res, const AccessRecord& rec) {
   if (!rec.has_first()) return;
   const Access& oob = rec.first;
-  s.status = "violation";
+  s.status = StageStatus::violation;
   res.violations.push_back(make_violation(
       "pad.scatter", Severity::error,
       "index " + std::to_string(oob.index) + (oob.index < 0 ? " < 0" : " >= " + std::to_string(oob.bound)) +
@@ -288,7 +290,7 @@ void result(StageRecord& s, ExecResult& res, const ExecPlan& plan, const ResultI
     }
     if (lse_bad > 0) ev["lse_non_finite"] = lse_bad;
     res.violations.push_back(make_violation("result.finite", Severity::error, msg, ev));
-    s.status = "violation";
+    s.status = StageStatus::violation;
   }
 
   // result.reference
@@ -312,7 +314,7 @@ void result(StageRecord& s, ExecResult& res, const ExecPlan& plan, const ResultI
   if (rr.rows_failed <= 0 || rr.worst_sequence < 0) return;
   const RefSequence& sq = ref.sequences[static_cast<size_t>(rr.worst_sequence)];
   std::string where = "output row " + std::to_string(rr.worst_row);
-  if (plan.path != "explicit" && plan.query_length > 0)
+  if (plan.path != VarlenPath::explicit_varlen && plan.query_length > 0)
     where += " (batch row " + std::to_string(rr.worst_row / plan.query_length) + ", position " +
              std::to_string(rr.worst_row % plan.query_length) + ")";
   nlohmann::json ev = {{"row", rr.worst_row},
@@ -333,7 +335,7 @@ void result(StageRecord& s, ExecResult& res, const ExecPlan& plan, const ResultI
                           "); " + std::to_string(rr.rows_failed) + " of " + std::to_string(rr.rows_checked) +
                           " checked rows fail";
   res.violations.push_back(make_violation("result.reference", Severity::error, msg, ev));
-  s.status = "violation";
+  s.status = StageStatus::violation;
 }
 
 // ---- attention_backward ---------------------------------------------------------------------
@@ -387,7 +389,7 @@ void backward_launch(StageRecord& s, const ExecPlan& plan) {
                      : bw.release.dq_offset == fa2::bwd::DqOffset::int32_start ? "int32 start term"
                                                                                : "int64";
   s.data["dq_accum_offset"] = rule;
-  s.data["flash_attn"] = plan.flash_attn_release;
+  s.data["flash_attn"] = plan.flash_attn_release.text;
 }
 
 BackwardCoverage backward_coverage(const std::vector<uint32_t>& dq_writes, const std::vector<uint32_t>& dkv_writes) {
@@ -418,7 +420,7 @@ void backward(StageRecord& s, ExecResult& res, const ExecPlan& plan, const Acces
                       ", head " + std::to_string(a.head) + ", row " + std::to_string(a.row) + "): not performed; " +
                       std::to_string(refused) + " refused accesses in the backward";
     res.violations.push_back(make_violation("backward.access", Severity::error, msg, ev));
-    s.status = "violation";
+    s.status = StageStatus::violation;
     break;
   }
   // backward.dq_offset
@@ -432,17 +434,17 @@ void backward(StageRecord& s, ExecResult& res, const ExecPlan& plan, const Acces
                          {"m_block", mis.m_block},             {"intended_offset", mis.intended},
                          {"offset", mis.offset},               {"row_stride", stride},
                          {"threshold_row", fa2::bwd::first_wrapping_row(plan.backward.dq_accum)},
-                         {"flash_attn", plan.flash_attn_release}};
+                         {"flash_attn", plan.flash_attn_release.text}};
     res.violations.push_back(make_violation(
         "backward.dq_offset", Severity::error,
         "dq rows " + ranges_text(ranges) + " (" + std::to_string(mis.rows) +
-            " rows) accumulate at a wrapped 32-bit dq_accum offset in flash_attn " + plan.flash_attn_release +
+            " rows) accumulate at a wrapped 32-bit dq_accum offset in flash_attn " + plan.flash_attn_release.text +
             ": segment " + std::to_string(mis.segment) + ", head " + std::to_string(mis.head) + ", m block " +
             std::to_string(mis.m_block) + " goes to element " + std::to_string(mis.offset) + " instead of " +
             std::to_string(mis.intended) + " (" + std::to_string(stride) + " elements per row; offsets wrap from row " +
             std::to_string(fa2::bwd::first_wrapping_row(plan.backward.dq_accum)) + ")",
         ev));
-    s.status = "violation";
+    s.status = StageStatus::violation;
   }
   // backward.coverage
   s.data["dq_rows_never_written"] = cov.dq_never;
@@ -464,7 +466,7 @@ void backward(StageRecord& s, ExecResult& res, const ExecPlan& plan, const Acces
                                              {"dq_count", cov.dq_never},
                                              {"dkv_rows", ranges_json(cov.dkv_ranges)},
                                              {"dkv_count", cov.dkv_never}}));
-    s.status = "violation";
+    s.status = StageStatus::violation;
   }
 }
 
@@ -513,7 +515,7 @@ void backward_reference(StageRecord& s, ExecResult& res, const ExecPlan& plan, c
           num_text(worst->worst_expected) + " at column " + std::to_string(worst->worst_dim) + "); " +
           std::to_string(failed) + " of " + std::to_string(checked) + " checked gradient (row, head) pairs fail",
       ev));
-  s.status = "violation";
+  s.status = StageStatus::violation;
 }
 
 }  // namespace ad::observe

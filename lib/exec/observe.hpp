@@ -23,13 +23,14 @@ namespace ad::observe {
 struct Stages {
   ExecResult& res;
   size_t count = kForwardStages;  // stage_count(training)
-  StageRecord& add(const char* name);
-  void not_reached(size_t from, const std::string& why);
+  StageRecord& add(Stage name);
+  // The dynamic stages of this run after `last` (kDynamicStages order), skipped as not reached.
+  void not_reached_after(Stage last, const std::string& why);
 };
 
-// A host raise before any launch of stage `s`: the stage is a violation, the stages from
-// index `next_stage` on are not reached, and no output row is ever written.
-void host_raise(Stages& st, StageRecord& s, size_t next_stage, const HostRaise& r, const char* what, int64_t rows);
+// A host raise before any launch of stage `s`: the stage is a violation, the stages after it
+// are not reached, and no output row is ever written.
+void host_raise(Stages& st, StageRecord& s, const HostRaise& r, const char* what, int64_t rows);
 
 // The replayed conversion raises after the unpad gathers (e.g. unpacking flash-attn's
 // five return values): the later stages are not reached; the raise is the violation unless

@@ -20,7 +20,7 @@ namespace ad {
 std::vector<StageRecord> skipped_stages(const std::string& why, bool training) {
   std::vector<StageRecord> out;
   for (size_t i = 0; i < stage_count(training); ++i)
-    out.push_back(StageRecord{kDynamicStages[i], "skipped", 0.0, why, nlohmann::json::object()});
+    out.push_back(StageRecord{kDynamicStages[i], StageStatus::skipped, 0.0, why, nlohmann::json::object()});
   return out;
 }
 
@@ -152,9 +152,7 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
   at.grid_b = at.num_segments;
   at.grid_m = (static_cast<int64_t>(at.max_seqlen_q) + at.tile.block_m - 1) / at.tile.block_m;
   at.unpadded_lse = true;
-  if (p.flash_attn_release.size() && parse_version(p.flash_attn_release) &&
-      *parse_version(p.flash_attn_release) < version_literal("2.6.0"))
-    at.unpadded_lse = false;
+  if (p.flash_attn_release < version_literal("2.6.0")) at.unpadded_lse = false;
   at.lse_elements = at.unpadded_lse ? p.num_heads * std::max<int64_t>(at.total_q, 0)
                                     : at.num_segments * p.num_heads * std::max<int64_t>(max_q, 0);
   at.zero_fill = max_k <= 0;
@@ -169,10 +167,9 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
 // ---------------------------------------------------------------------------------------
 // backward: mha_varlen_bwd for a training batch (contract/fa2_backward.hpp)
 
-fa2::bwd::Release backward_release(const std::string& release) {
-  const std::optional<Version> v = parse_version(release);
-  if (!v || v->release.empty()) return fa2::bwd::release_rules(2, 6, 3);
-  auto part = [&](size_t i) { return i < v->release.size() ? static_cast<int>(v->release[i]) : 0; };
+fa2::bwd::Release backward_release(const Version& v) {
+  if (v.release.empty()) return fa2::bwd::release_rules(2, 6, 3);
+  auto part = [&](size_t i) { return i < v.release.size() ? static_cast<int>(v.release[i]) : 0; };
   return fa2::bwd::release_rules(part(0), part(1), part(2));
 }
 
@@ -271,8 +268,8 @@ void plan_rotary(ExecPlan& p, const Batch& batch, const VarlenArgs& a, const std
     r.table_rows = cfg.table_length ? *cfg.table_length : (r.varlen ? seqlen : seqlen + (r.offsets_per_sequence ? 0 : scalar_offset));
     r.inplace = true;
     int fa_minor = 6;
-    if (auto v = parse_version(p.flash_attn_release); v && v->release.size() >= 2 && v->release[0] == 2)
-      fa_minor = static_cast<int>(v->release[1]);
+    if (const Version& v = p.flash_attn_release; v.release.size() >= 2 && v.release[0] == 2)
+      fa_minor = static_cast<int>(v.release[1]);
     r.block_rows = rope::flash_attn_block_m(rotary_dim, r.interleaved, fa_minor);
     const std::string where = "flash_attn.layers.rotary > apply_rotary";
     if (rotary_dim > D) fail(where, "AssertionError", "rotary_dim must be <= headdim");
@@ -519,7 +516,7 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
   p.head_dim = batch.model.head_dim;
   {
     std::optional<Version> fa = options.flash_attn ? options.flash_attn : batch.environment.flash_attn;
-    p.flash_attn_release = fa ? fa->text : "2.6.3";
+    p.flash_attn_release = fa ? *fa : version_literal("2.6.3");
     if (!fa) p.notes.push_back("flash-attn release not given: the dynamic stages follow the 2.6.3 kernel contract");
   }
 
@@ -528,7 +525,7 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
     p.skip_reason = "no call to execute: the batch has no varlen block and no conversion was replayed";
     return p;
   }
-  p.path = to_string(a->path);
+  p.path = a->path;
   p.function = a->path == VarlenPath::dense ? "flash_attn_func" : "flash_attn_varlen_func";
   if (p.dtype == DType::fp8_e4m3) {
     p.skip_reason = "fp8 inputs are not emulated (an FA3-only dtype)";
@@ -655,7 +652,7 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
 
   if (a->failure) {
     p.conversion_failure = raise(a->failure->where, a->failure->type, a->failure->message);
-    p.fails_at = "unpad";
+    p.fails_at = Stage::unpad;
   }
 
   plan_attention(p, batch, args, a->path == VarlenPath::dense);

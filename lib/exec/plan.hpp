@@ -210,9 +210,9 @@ struct MemoryEstimate {
 
 struct ExecPlan {
   std::string skip_reason;        // non-empty: no dynamic stage runs (stages "skipped")
-  std::string path;               // to_string(VarlenPath)
+  VarlenPath path = VarlenPath::dense;
   std::string function;           // "flash_attn_varlen_func" | "flash_attn_func"
-  std::string flash_attn_release; // rules applied, e.g. "2.6.3" (default when unknown)
+  Version flash_attn_release;     // rules applied, e.g. 2.6.3 (the default when unknown)
   DType dtype = DType::bf16;
   ElemType elem = ElemType::bf16;          // storage type of q/k/v/out
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
@@ -223,7 +223,7 @@ struct ExecPlan {
   // The release fails while converting (VarlenArgs::failure): the stages up to `fails_at`
   // run, the rest are not reached.
   std::optional<HostRaise> conversion_failure;
-  std::string fails_at;           // "unpad" | "attention" | ""
+  std::optional<Stage> fails_at;  // the stage that raises (unpad) when conversion_failure
   UnpadPlan unpad;
   RotaryPlan rotary;
   AttentionPlan attention;
@@ -246,9 +246,10 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
 // The stage records of a plan whose dynamic stages cannot run (skip_reason set).
 std::vector<StageRecord> skipped_stages(const std::string& why, bool training = false);
 
-// The dynamic stages, in order. An inference batch runs the first kForwardStages; a training
-// batch ("pass": "training") all of them.
-inline const char* const kDynamicStages[] = {"unpad", "rotary", "attention", "pad", "result", "attention_backward"};
+// The dynamic stages, in the order they run. An inference batch runs the first kForwardStages;
+// a training batch ("pass": "training") all of them.
+inline constexpr Stage kDynamicStages[] = {Stage::unpad,     Stage::rotary, Stage::attention,
+                                            Stage::pad, Stage::result, Stage::attention_backward};
 inline constexpr size_t kForwardStages = 5;
 inline size_t stage_count(bool training) { return training ? std::size(kDynamicStages) : kForwardStages; }
 

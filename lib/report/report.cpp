@@ -12,6 +12,53 @@ namespace ad {
 
 std::string to_string(Severity s) { return s == Severity::error ? "error" : "warning"; }
 
+namespace {
+constexpr Stage kStages[] = {Stage::conversion, Stage::static_checks, Stage::plan, Stage::execute, Stage::unpad,
+                             Stage::rotary,     Stage::attention,     Stage::pad,  Stage::result, Stage::attention_backward};
+}  // namespace
+
+const char* to_string(Stage s) {
+  switch (s) {
+    case Stage::conversion: return "conversion";
+    case Stage::static_checks: return "static";
+    case Stage::plan: return "plan";
+    case Stage::execute: return "execute";
+    case Stage::unpad: return "unpad";
+    case Stage::rotary: return "rotary";
+    case Stage::attention: return "attention";
+    case Stage::pad: return "pad";
+    case Stage::result: return "result";
+    case Stage::attention_backward: return "attention_backward";
+  }
+  return "?";
+}
+
+std::optional<Stage> stage_named(std::string_view name) {
+  for (Stage s : kStages)
+    if (name == to_string(s)) return s;
+  return std::nullopt;
+}
+
+const char* to_string(StageStatus s) {
+  switch (s) {
+    case StageStatus::ok: return "ok";
+    case StageStatus::violation: return "violation";
+    case StageStatus::skipped: return "skipped";
+    case StageStatus::error: return "error";
+    case StageStatus::unverified: return "unverified";
+  }
+  return "?";
+}
+
+const char* to_string(StageEngine e) {
+  switch (e) {
+    case StageEngine::unspecified: return "";
+    case StageEngine::cuda: return "cuda";
+    case StageEngine::cpu_twin: return "cpu-twin";
+  }
+  return "?";
+}
+
 void Report::add(Violation v) {
   auto pos = std::upper_bound(violations.begin(), violations.end(), v,
                               [](const Violation& a, const Violation& b) { return a.order < b.order; });
@@ -191,10 +238,11 @@ nlohmann::json to_json(const Report& r, const RenderOptions& options) {
   if (!r.replayed.is_null()) j["replayed"] = r.replayed;
   j["stages"] = nlohmann::json::array();
   for (const auto& s : r.stages) {
-    nlohmann::json st = {{"name", s.name}, {"status", s.status}, {"ms", s.ms}};
+    nlohmann::json st = {{"name", to_string(s.name)}, {"status", to_string(s.status)}, {"ms", s.ms}};
     if (!s.detail.empty()) st["detail"] = s.detail;
     if (s.data.is_object())
       for (auto it = s.data.begin(); it != s.data.end(); ++it) st[it.key()] = *it;
+    if (s.engine != StageEngine::unspecified) st["engine"] = to_string(s.engine);
     j["stages"].push_back(st);
   }
   j["notes"] = r.notes;
@@ -286,8 +334,11 @@ std::string render_text(const Report& r, const RenderOptions& options) {
   if (!r.stages.empty()) {
     out << "\nstages:";
     for (const auto& s : r.stages) {
-      std::string colour = s.status == "ok" ? c.green() : (s.status == "violation" || s.status == "error") ? c.red() : c.dim();
-      out << "  " << s.name << " " << colour << s.status << c.reset() << " " << c.dim() << format_ms(s.ms) << c.reset();
+      std::string colour = s.status == StageStatus::ok ? c.green()
+                           : (s.status == StageStatus::violation || s.status == StageStatus::error) ? c.red()
+                                                                                                  : c.dim();
+      out << "  " << to_string(s.name) << " " << colour << to_string(s.status) << c.reset() << " " << c.dim()
+          << format_ms(s.ms) << c.reset();
     }
     out << "\n";
     // details, stages with the same detail (e.g. "not reached: ...") on one line
@@ -297,9 +348,9 @@ std::string render_text(const Report& r, const RenderOptions& options) {
       bool seen = false;
       for (size_t j = 0; j < k; ++j) seen = seen || r.stages[j].detail == st.detail;
       if (seen) continue;
-      std::string names = st.name;
+      std::string names = to_string(st.name);
       for (size_t j = k + 1; j < r.stages.size(); ++j)
-        if (r.stages[j].detail == st.detail) names += ", " + r.stages[j].name;
+        if (r.stages[j].detail == st.detail) names += std::string(", ") + to_string(r.stages[j].name);
       out << c.dim() << wrap(names + ": " + st.detail, "  ") << c.reset();
     }
   }

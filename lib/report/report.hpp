@@ -2,7 +2,10 @@
 // Stages fill a Report; nothing in a stage knows how it will be printed.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -30,12 +33,34 @@ struct Violation {
   std::optional<Symptom> symptom;
 };
 
+// The stages of a run, in report order (report-format.md#stages; the names are fixed): the
+// pipeline's own steps, then the dynamic stages a backend runs (kDynamicStages, exec/plan.hpp).
+// `plan` and `execute` appear only as the stage that failed (status error).
+enum class Stage : uint8_t { conversion, static_checks, plan, execute, unpad, rotary, attention, pad, result, attention_backward };
+const char* to_string(Stage s);                      // "conversion" "static" "plan" "execute" "unpad" ... "attention_backward"
+std::optional<Stage> stage_named(std::string_view name);
+
+enum class StageStatus : uint8_t {
+  ok,
+  violation,   // the stage found one, or the release raises there
+  skipped,     // did not run (not applicable, not reached, no backend)
+  error,       // could not run (the report's status is then "error")
+  unverified,  // result only: compared against an untrusted reference
+};
+const char* to_string(StageStatus s);                // "ok" "violation" "skipped" "error" "unverified"
+
+// Where a dynamic stage's kernel ran, when the backend says (the CUDA backend runs some calls
+// on the CPU twin): the stage record's `engine`.
+enum class StageEngine : uint8_t { unspecified, cuda, cpu_twin };
+const char* to_string(StageEngine e);                // "" "cuda" "cpu-twin"
+
 struct StageRecord {
-  std::string name;               // "conversion" "static" "unpad" "rotary" "attention" "pad" "result"
-  std::string status = "ok";      // "ok" | "violation" | "skipped" | "error" | "missing"
+  Stage name = Stage::conversion;
+  StageStatus status = StageStatus::ok;
   double ms = 0.0;
   std::string detail;             // why skipped / what failed / what was sampled
   nlohmann::json data = nlohmann::json::object();  // stage-specific numbers
+  StageEngine engine = StageEngine::unspecified;
 };
 
 // What the result stage's reference is built from (report-format.md `intent`): the given or

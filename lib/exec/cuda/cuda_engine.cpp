@@ -32,6 +32,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <fstream>
 #include <optional>
 #include <limits>
@@ -152,7 +153,7 @@ class CudaEngine final : public Engine {
       kern::launch_unpad_gather(p, checks);
     });
     (which == Operand::q ? q_ : which == Operand::k ? k_ : v_) = &dst;
-    ob.facts = {{"engine", "cuda"}};
+    ob.engine = StageEngine::cuda;
     return ob;
   }
 
@@ -164,7 +165,7 @@ class CudaEngine final : public Engine {
     const bool on_gpu = r.contract == RotaryContract::flash_attn && r.varlen && r.inplace && 2 * r.half <= plan.head_dim &&
                         offsets_ok && r.block_rows > 0;
     RotaryObservation ob;
-    ob.facts = {{"engine", on_gpu ? "cuda" : "cpu-twin"}};
+    ob.engine = on_gpu ? StageEngine::cuda : StageEngine::cpu_twin;
     if (!on_gpu) {
       ob.facts["why_cpu"] = "the CUDA rotary kernel covers the flash_attn contract in place on varlen input with the "
                             "rotation inside the head; this call needs the CPU twin's semantics";
@@ -245,7 +246,7 @@ class CudaEngine final : public Engine {
     if (dlse.size() > 0) kern::launch_fill_f32(dlse.get(), int64_t(dlse.size()), kPoison);
     AD_CUDA_CHECK(cudaDeviceSynchronize());
     AttentionObservation ob;
-    ob.facts = {{"engine", "cuda"}};
+    ob.engine = StageEngine::cuda;
     if (at.zero_fill) {
       if (out_.numel() > 0) AD_CUDA_CHECK(cudaMemset(out_.get(), 0, out_.buf.bytes()));
       kern::launch_fill_f32(dlse.get(), int64_t(dlse.size()), std::numeric_limits<float>::infinity());
@@ -328,15 +329,15 @@ class CudaEngine final : public Engine {
     }
     ScatterObservation ob;
     if (repeated) {
-      ob.facts = {{"engine", "cpu-twin"}, {"why_cpu", "repeated scatter indices: pad_input keeps the last write, a GPU scatter races"}};
       const std::vector<float> packed = out_.download();
       out_final_host_.resize(size_t(plan.rows_final * H * D));
       ScatterObservation twin = cpu::scatter_rows(plan.pad, packed.data(), total_q, out_final_host_.data(), H * D);
-      twin.facts = ob.facts;
+      twin.facts = {{"why_cpu", "repeated scatter indices: pad_input keeps the last write, a GPU scatter races"}};
+      twin.engine = StageEngine::cpu_twin;
       scattered_on_host_ = true;
       return twin;
     }
-    ob.facts = {{"engine", "cuda"}};
+    ob.engine = StageEngine::cuda;
     out_final_.allocate(plan.rows_final, H, D, elem_);
     if (out_final_.numel() > 0) AD_CUDA_CHECK(cudaMemset(out_final_.get(), 0, out_final_.buf.bytes()));  // torch.zeros
     cuda::DeviceBuffer<int64_t> idx(plan.pad.indices);
@@ -531,12 +532,6 @@ class CudaEngine final : public Engine {
 
 // ---- --raw ----------------------------------------------------------------------------------
 
-std::optional<Stage> stage_named(const std::string& s) {
-  for (size_t i = 0; i < std::size(kDynamicStages); ++i)
-    if (s == kDynamicStages[i]) return static_cast<Stage>(i);
-  return std::nullopt;
-}
-
 // This process's arguments (/proc/self/cmdline), to re-execute it.
 std::vector<std::string> own_arguments() {
   std::ifstream cmdline("/proc/self/cmdline", std::ios::binary);
@@ -611,7 +606,8 @@ ExecResult CudaBackend::run(const ExecPlan& plan, const ExecOptions& options) {
   if (const char* raw_env = std::getenv(kRawEnv)) {
     // The --raw child: the stage named runs unchecked; a CUDA error there is the symptom.
     const std::optional<Stage> stage = stage_named(raw_env);
-    if (!stage) raw_child_exit(std::string("host error: no stage named ") + raw_env, 71);
+    if (!stage || std::find(std::begin(kDynamicStages), std::end(kDynamicStages), *stage) == std::end(kDynamicStages))
+      raw_child_exit(std::string("host error: no stage named ") + raw_env, 71);
     try {
       CudaEngine engine(stage, plan.threads);
       drive(plan, engine, DriveOptions{stage});
@@ -630,11 +626,12 @@ ExecResult CudaBackend::run(const ExecPlan& plan, const ExecOptions& options) {
   res.notes.push_back("cuda: " + info_.name + " (sm_" + std::to_string(info_.cc_major) + std::to_string(info_.cc_minor) +
                       "), every launch synchronised and its access record read before the next");
   if (!options.raw) return res;
-  // --raw: the first kernel stage that violated an invariant, run unchecked in a child.
+  // --raw: the first kernel stage that violated an invariant on the device (not on the CPU
+  // twin), run unchecked in a child.
   std::optional<Stage> stage;
   for (const Stage s : {Stage::unpad, Stage::rotary, Stage::attention, Stage::pad, Stage::attention_backward})
     for (const auto& rec : res.stages)
-      if (!stage && rec.name == to_string(s) && rec.status == "violation" && rec.data.value("engine", "cuda") == "cuda")
+      if (!stage && rec.name == s && rec.status == StageStatus::violation && rec.engine != StageEngine::cpu_twin)
         stage = s;
   if (!stage) {
     res.notes.push_back("--raw: no CUDA kernel stage failed, nothing to run unchecked");
@@ -642,7 +639,7 @@ ExecResult CudaBackend::run(const ExecPlan& plan, const ExecOptions& options) {
   }
   const RawOutcome raw = run_raw_child(*stage);
   for (auto& rec : res.stages)
-    if (rec.name == to_string(*stage)) {
+    if (rec.name == *stage) {
       rec.data["raw"] = {{"symptom", raw.symptom}, {"exit_code", raw.exit_code}, {"signal", raw.signal}};
       rec.detail += (rec.detail.empty() ? "" : "; ") + std::string("unchecked in a child process: ") + raw.symptom;
     }
