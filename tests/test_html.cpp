@@ -1,6 +1,6 @@
 // The HTML rendering (lib/html): the page is self-contained (no script, no external
 // reference) and well-formed, every intended sequence is drawn, segments are classified the
-// way the picture shows them, the first violation is outlined where its evidence places it,
+// way the picture shows them, the first violation is outlined where its typed location places it,
 // and the page stays small on a million-token batch.
 #include <catch2/catch.hpp>
 
@@ -60,6 +60,12 @@ VarlenArgs mask_path_args(const Batch& b) {
   a.indices_q = a.indices_k = vec(idx, DType::int64);
   a.gather_rows_q = a.gather_rows_k = B * S;
   return a;
+}
+
+// A violation placed at `where`, as the check that finds it would place it.
+Violation placed(Violation v, const Location& where) {
+  v.location = where;
+  return v;
 }
 
 Report report_with(const Batch& b, std::vector<Violation> vs) {
@@ -142,156 +148,67 @@ const json kTwoRows = {
 
 }  // namespace
 
-TEST_CASE("html: location from each check's evidence", "[html]") {
+TEST_CASE("html: the outline follows the violation's typed location", "[html]") {
   using K = html::Location::Kind;
-  auto at = [](const char* id, json ev) { return html::locate(make_violation(id, Severity::error, "m", std::move(ev))); };
+  auto at = [](const Location& where) {
+    Violation v = make_violation("cu_seqlens.segments", Severity::error, "m");
+    v.location = where;
+    return html::locate(v);
+  };
 
-  auto l = at("mask.binary", {{"row", 1}, {"column", 3}, {"value", 2}});
+  auto l = at(Location::row_tokens(1, 3, 4));
   CHECK(l.kind == K::tokens);
   CHECK((l.row == 1 && l.begin == 3 && l.end == 4));
+  CHECK(l.text == "row 1, token 3");
 
-  l = at("mask.kv_length", {{"mask_width", 10}, {"kv_length", 8}});
+  l = at(Location::columns(8, 10));
   CHECK(l.kind == K::columns);
   CHECK((l.begin == 8 && l.end == 10));
 
-  l = at("mask.padding_side", {{"row", 0}, {"padding_from_column", 3}, {"slice_columns", {4, 6}}});
-  CHECK(l.kind == K::tokens);
-  CHECK((l.row == 0 && l.begin == 4 && l.end == 6));
-
-  l = at("cu_seqlens.segments", {{"side", "k"}, {"segment", 2}, {"packed_rows", {5, 9}}});
+  Location seg = Location::segment_of(Side::k, 2);
+  seg.packed_rows = IndexRange{5, 9};
+  l = at(seg);
   CHECK(l.kind == K::segment);
   CHECK((l.side == 'k' && l.segment == 2));
   CHECK(l.text.find("packed rows 5-8") != std::string::npos);
 
-  l = at("cu_seqlens.segments", {{"side", "k"}, {"sequence", "row 1, tokens 3-5"}});
-  CHECK(l.kind == K::tokens);
-  CHECK((l.row == 1 && l.begin == 3 && l.end == 6));
-
-  l = at("cu_seqlens.total", {{"tensor", "cu_seqlens_q"}, {"last", 400}, {"rows", 387}});
+  l = at(Location::packed(Side::q, 400, 387));
   CHECK(l.kind == K::packed_rows);
   CHECK((l.side == 'q' && l.begin == 387 && l.end == 400 && !l.gather));
 
-  l = at("indices.range", {{"tensor", "indices_k"}, {"position", 7}, {"index", 20}, {"rows", 16}});
+  l = at(Location::indices(Side::k, 7, 8));
   CHECK(l.kind == K::packed_rows);
   CHECK((l.side == 'k' && l.begin == 7 && l.end == 8 && l.gather));
 
-  l = at("max_seqlen.covers", {{"argument", "max_seqlen_k"}, {"segment", 1}, {"value", 3}, {"length", 5}});
-  CHECK((l.kind == K::segment && l.side == 'k' && l.segment == 1));
-
-  l = at("position_ids.consecutive", {{"row", 2}, {"token", 5}, {"from", 3}, {"to", 0}});
-  CHECK((l.kind == K::tokens && l.row == 2 && l.begin == 5));
-
-  l = at("position_ids.origin", {{"row", 0}, {"start", 4}, {"length", 3}, {"position", 2}});
-  CHECK((l.kind == K::tokens && l.begin == 4 && l.end == 7));
-
-  l = at("route.packed_to_dense", {{"row", 1}, {"sequences_in_row", 2}});
+  l = at(Location::whole_row(1));
   CHECK((l.kind == K::row && l.row == 1));
 
-  // dynamic stages (lib/exec)
-  l = at("unpad.gather", {{"tensor", "k"}, {"indices", "indices_k"}, {"position", 4}, {"index", 99}, {"bound", 16}});
-  CHECK((l.kind == K::packed_rows && l.side == 'k' && l.gather && l.begin == 4));
-  l = at("attention.access", {{"kind", "read"}, {"buffer", "k"}, {"index", 40}, {"bound", 32}, {"row", 40}, {"segment", 3}});
-  CHECK((l.kind == K::segment && l.side == 'k' && l.segment == 3));
-  l = at("attention.coverage", {{"never_written", 2}, {"first_never_written", 12}, {"rows", 16}});
-  CHECK((l.kind == K::packed_rows && l.side == 'q' && l.begin == 12 && !l.gather));
-  l = at("result.reference", {{"row", 7}, {"sequence", {{"index", 1}, {"row", 0}, {"start", 3}, {"length", 4}}}});
-  CHECK((l.kind == K::tokens && l.row == 0 && l.begin == 3 && l.end == 7));
-  CHECK(at("result.finite", {{"row", 3}, {"head", 0}, {"dim", 1}}).kind == K::none);  // an output row, not a batch row
-
-  // no place in the batch
-  CHECK(at("input.dtype", {{"dtype", "fp32"}}).kind == K::none);
-  CHECK(at("mask.rank", {{"mask_shape", {2, 1, 4, 4}}}).kind == K::none);
-  CHECK(at("rotary.dim", {{"rotary_dim", 1024}, {"head_dim", 64}}).kind == K::none);
-  // a tensor row that is not a batch row: input.int32_range's evidence names the tensor
-  CHECK(at("cu_seqlens.dtype", {{"tensor", "cu_seqlens_q"}, {"dtype", "int64"}}).kind == K::none);
+  CHECK(at(Location{}).kind == K::none);  // a violation that names no place in the batch
 }
 
-TEST_CASE("html: bucket sizes are nice numbers that fit the columns", "[html]") {
-  CHECK(html::bucket_for(12, 160) == 1);
-  CHECK(html::bucket_for(160, 160) == 1);
-  CHECK(html::bucket_for(161, 160) == 2);
-  CHECK(html::bucket_for(400, 160) == 4);
-  CHECK(html::bucket_for(1 << 20, 160) == 8192);
-  CHECK(html::bucket_for(1000000, 160) == 8192);
-  for (int64_t w : {int64_t{999}, int64_t{5000}, int64_t{123457}, int64_t{1} << 40}) {
-    const int64_t b = html::bucket_for(w, 160);
-    CHECK((w + b - 1) / b <= 160);
-  }
+TEST_CASE("html: the checks place their violations", "[html]") {
+  // each check sets the location from the values it found, never from its message or evidence
+  json j = kTwoRows;
+  Batch b = batch_from(j);
+  VarlenArgs a = mask_path_args(b);
+  Conversion c;
+  c.replayed = a;
+  const std::vector<Violation> found = run_static_checks(b, c);
+  const Violation* binary = nullptr;
+  for (const Violation& v : found)
+    if (v.id == "mask.binary") binary = &v;
+  REQUIRE(binary);  // the 2s of the first row are segment ids
+  CHECK(binary->location == Location::row_tokens(0, 3, 4));
+  CHECK(location_json(binary->location) == json{{"row", 0}, {"tokens", {3, 4}}});
 }
 
-TEST_CASE("html: segments classified against the intended sequences", "[html]") {
-  Batch b = batch_from(kTwoRows);
-  REQUIRE(b.intent.sequences.size() == 3);  // row 0: 0-2 and 3-6 (segment ids), row 1: 0-4
-
-  SECTION("the mask path through the unpad indices: a row's two sequences merged") {
-    VarlenArgs a = mask_path_args(b);  // segment-id mask read as 0/1: one segment per row
-    html::Picture p = html::build_picture(b, {{&a, "replay", true, 0}}, {}, {});
-    REQUIRE(p.lanes.size() == 1);  // q == k: one lane
-    const html::Lane& lane = p.lanes[0];
-    CHECK((lane.q && lane.k && lane.indices));
-    REQUIRE(lane.segments.size() == 2);
-    CHECK(lane.segments[0].fit == html::Fit::merged);
-    CHECK(lane.segments[0].owners == 2);
-    CHECK(lane.segments[1].fit == html::Fit::exact);
-    REQUIRE(lane.pieces.count(1));
-    CHECK(lane.pieces.at(1).size() == 1);
-    CHECK((lane.pieces.at(1)[0].begin == 0 && lane.pieces.at(1)[0].end == 5));
-  }
-
-  SECTION("the (B * S) view: a segment past the batch lands on a phantom row") {
-    VarlenArgs a;
-    a.path = VarlenPath::position_ids;
-    a.cu_seqlens_q = a.cu_seqlens_k = vec({0, 3, 4, 7, 13, 24});
-    a.total_q = a.total_k = 24;
-    html::Picture p = html::build_picture(b, {{&a, "replay", true, 0}}, {}, {});
-    const html::Lane& lane = p.lanes.at(0);
-    REQUIRE(lane.segments.size() == 5);
-    CHECK(lane.segments[0].fit == html::Fit::exact);    // row 0 tokens 0-2
-    CHECK(lane.segments[1].fit == html::Fit::split);    // row 0 token 3 of 3-6
-    CHECK(lane.segments[2].fit == html::Fit::split);    // row 0 tokens 4-6 of 3-6
-    CHECK(lane.segments[3].fit == html::Fit::padded);   // row 0 token 7 (padding) + row 1 tokens 0-4
-    CHECK(lane.segments[4].fit == html::Fit::outside);  // row 1's tail, then row 2 (past the batch)
-    CHECK(lane.segments[4].outside == 8);
-    CHECK(std::find(p.drawn_rows.begin(), p.drawn_rows.end(), 2) != p.drawn_rows.end());
-    REQUIRE(lane.pieces.count(1));
-    CHECK(lane.pieces.at(1).front().continues_left);
-    REQUIRE(lane.pieces.count(2));
-    CHECK(lane.pieces.at(2).front().segment == 4);
-
-    a.cu_seqlens_q = a.cu_seqlens_k = vec({0, 7, 16});  // one segment per row: row 0's two merged
-    p = html::build_picture(b, {{&a, "replay", true, 0}}, {}, {});
-    CHECK(p.lanes.at(0).segments[0].fit == html::Fit::merged);
-    CHECK(p.lanes.at(0).segments[0].owners == 2);
-  }
-
-  SECTION("decode: the query lane sits on the last column") {
-    json j = kTwoRows;
-    j["batch"] = {{"attention_mask", {{"lengths", {5, 3}}, {"width", 6}, {"padding_side", "left"}}},
-                  {"query_length", 1},
-                  {"kv_length", 6}};
-    Batch d = batch_from(j);
-    VarlenArgs a = mask_path_args(d);
-    a.cu_seqlens_q = vec({0, 1, 2});
-    a.indices_q = vec({0, 1}, DType::int64);
-    a.gather_rows_q = 2;
-    a.total_q = 2;
-    a.max_seqlen_q = {1, false, DType::int64};
-    html::Picture p = html::build_picture(d, {{&a, "replay", true, 0}}, {}, {});
-    REQUIRE(p.lanes.size() == 2);
-    const html::Lane& q = p.lanes[0].q ? p.lanes[0] : p.lanes[1];
-    CHECK(q.col_offset == 5);
-    CHECK(q.segments[0].fit == html::Fit::exact);
-    CHECK(q.pieces.at(1)[0].begin == 5);
-  }
-}
-
-TEST_CASE("html: the first violation is outlined where its evidence places it", "[html]") {
+TEST_CASE("html: the first violation is outlined where its location places it", "[html]") {
   Batch b = batch_from(kTwoRows);
   VarlenArgs a = mask_path_args(b);
 
   SECTION("a segment") {
-    html::Location where = html::locate(make_violation("cu_seqlens.segments", Severity::error, "merged",
-                                                       {{"side", "k"}, {"segment", 0}, {"packed_rows", {0, 7}}}));
+    html::Location where = html::locate(placed(make_violation("cu_seqlens.segments", Severity::error, "merged"),
+                                               Location::segment_of(Side::k, 0)));
     html::Picture p = html::build_picture(b, {{&a, "replay", true, 0}}, {{0, where, "cu_seqlens.segments"}}, {});
     REQUIRE(p.marks.size() == 1);
     CHECK(p.marks[0].lane == 0);
@@ -299,9 +216,10 @@ TEST_CASE("html: the first violation is outlined where its evidence places it", 
 
     Conversion c;
     c.replayed = a;
-    std::string page = render_check_html(b, c, report_with(b, {make_violation("cu_seqlens.segments", Severity::error,
-                                                                              "k segment 0 spans 2 sequences",
-                                                                              {{"side", "k"}, {"segment", 0}})}));
+    std::string page = render_check_html(
+        b, c,
+        report_with(b, {placed(make_violation("cu_seqlens.segments", Severity::error, "k segment 0 spans 2 sequences"),
+                               Location::segment_of(Side::k, 0))}));
     require_self_contained(page);
     CHECK(page.find("class=\"mark\"") != std::string::npos);
     CHECK(page.find("Outlined in red at <b>k segment 0</b>") != std::string::npos);
@@ -311,8 +229,8 @@ TEST_CASE("html: the first violation is outlined where its evidence places it", 
     VarlenArgs bad = a;
     bad.indices_k->values.back() = 20;  // past the 16 rows of the (B * Lk) view: row 2
     bad.indices_q = bad.indices_k;
-    html::Location where = html::locate(make_violation("indices.range", Severity::error, "out of range",
-                                                       {{"tensor", "indices_k"}, {"position", 11}, {"index", 20}}));
+    html::Location where = html::locate(
+        placed(make_violation("indices.range", Severity::error, "out of range"), Location::indices(Side::k, 11, 12)));
     html::Picture p = html::build_picture(b, {{&bad, "replay", true, 0}}, {{0, where, "indices.range"}}, {});
     REQUIRE(p.marks.size() == 1);
     CHECK((p.marks[0].row == 2 && p.marks[0].begin == 4));
@@ -323,7 +241,8 @@ TEST_CASE("html: the first violation is outlined where its evidence places it", 
     Conversion c;
     c.replayed = a;
     std::string page = render_check_html(
-        b, c, report_with(b, {make_violation("mask.binary", Severity::error, "segment ids", {{"row", 0}, {"column", 3}})}));
+        b, c,
+        report_with(b, {placed(make_violation("mask.binary", Severity::error, "segment ids"), Location::row_tokens(0, 3, 4))}));
     require_self_contained(page);
     CHECK(page.find("class=\"mark\"") != std::string::npos);
     CHECK(page.find("row 0, token 3") != std::string::npos);
@@ -357,8 +276,8 @@ TEST_CASE("html: every intended sequence is drawn, text is escaped", "[html]") {
   Batch b = batch_from(j);
   Conversion c;
   c.replayed = mask_path_args(b);
-  Report r = report_with(b, {make_violation("cu_seqlens.segments", Severity::error, "a <b> message & more",
-                                            {{"side", "k"}, {"segment", 0}})});
+  Report r = report_with(b, {placed(make_violation("cu_seqlens.segments", Severity::error, "a <b> message & more"),
+                                    Location::segment_of(Side::k, 0))});
   r.name = j["name"];
   std::string page = render_check_html(b, c, r);
   require_self_contained(page);
@@ -386,8 +305,8 @@ TEST_CASE("html: bounded size on a million-token batch", "[html]") {
     c.replayed = mask_path_args(b);
     c.replayed->indices_k->values[1000] = int64_t{1} << 21;  // one gather index past the view
     c.replayed->indices_q = c.replayed->indices_k;
-    Report r = report_with(b, {make_violation("indices.range", Severity::error, "out of range",
-                                              {{"tensor", "indices_k"}, {"position", 1000}, {"index", int64_t{1} << 21}})});
+    Report r = report_with(b, {placed(make_violation("indices.range", Severity::error, "out of range"),
+                                      Location::indices(Side::k, 1000, 1001))});
     auto t0 = Clock::now();
     std::string page = render_check_html(b, c, r);
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -420,8 +339,8 @@ TEST_CASE("html: bounded size on a million-token batch", "[html]") {
     a.total_q = a.total_k = 1 << 20;
     Conversion c;
     c.replayed = a;
-    Report r = report_with(b, {make_violation("cu_seqlens.segments", Severity::error, "split",
-                                              {{"side", "k"}, {"segment", 2000}})});
+    Report r = report_with(b, {placed(make_violation("cu_seqlens.segments", Severity::error, "split"),
+                                      Location::segment_of(Side::k, 2000))});
     auto t0 = Clock::now();
     std::string page = render_check_html(b, c, r);
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -456,7 +375,7 @@ TEST_CASE("html: compare draws one band per release, differences marked", "[html
   dense.path = VarlenPath::dense;
   dense.call.function = "flash_attn_func";
   VarlenArgs same = mask;
-  Violation merged = make_violation("cu_seqlens.segments", Severity::error, "merged", {{"side", "k"}, {"segment", 0}});
+  Violation merged = placed(make_violation("cu_seqlens.segments", Severity::error, "merged"), Location::segment_of(Side::k, 0));
   std::vector<CompareBand> bands = {
       {"4.43.0", "hf-4.43", &dense, nullptr, "", false},
       {"4.44.0", "hf-4.44.0", &mask, &merged, "", true},

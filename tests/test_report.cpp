@@ -78,6 +78,24 @@ void require_schema(const json& j) {
     CHECK(v["references"].is_array());
     CHECK((v["severity"] == "error" || v["severity"] == "warning"));
     if (v.contains("symptom")) check_symptom(v["symptom"]);
+    if (v.contains("location")) {  // only the fields that apply, never an empty object
+      const json& l = v["location"];
+      REQUIRE(l.is_object());
+      CHECK(!l.empty());
+      for (auto it = l.begin(); it != l.end(); ++it) {
+        INFO(it.key());
+        const std::string k = it.key();
+        if (k == "row" || k == "segment") {
+          CHECK(it->is_number_integer());
+        } else if (k == "tokens" || k == "packed_rows" || k == "index") {
+          REQUIRE((it->is_array() && it->size() == 2));
+          CHECK((*it)[0].get<int64_t>() < (*it)[1].get<int64_t>());
+        } else {
+          CHECK(k == "side");
+          CHECK((*it == "q" || *it == "k"));
+        }
+      }
+    }
   };
   if (!j["first_violation"].is_null()) {
     check_violation(j["first_violation"]);
@@ -180,6 +198,8 @@ TEST_CASE("diagnose: explicit overrun with --backend none gives the JSON schema 
   CHECK(j["first_violation"]["id"] == "cu_seqlens.total");
   CHECK(j["first_violation"]["evidence"]["last"] == 400);
   CHECK(j["first_violation"]["evidence"]["rows"] == 387);
+  // where: the 13 packed q rows past the tensor that the kernel reads and writes
+  CHECK(j["first_violation"]["location"] == json{{"packed_rows", {387, 400}}, {"side", "q"}});
   CHECK(j["varlen"]["path"] == "explicit");
   CHECK(j["varlen"]["cu_seqlens_q"] == json({0, 100, 137, 400}));
   CHECK(exit_code_for(r, false) == 1);

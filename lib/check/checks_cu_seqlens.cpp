@@ -145,6 +145,7 @@ void cu_seqlens_start(Ctx& ctx) {
                               : ": rows 0-" + std::to_string(first - 1) + " are never written"),
                {{"tensor", cu_name(q)}, {"first", first}},
                first < 0 ? "an illegal memory access was encountered" : "");
+    v.location = Location::packed(q ? Side::q : Side::k, std::min<int64_t>(first, 0), std::max<int64_t>(first, 0));
     if (first > 0 && q) {
       ctx.symptom(v, "positive", "", packed_rows_as_user_sees(*a, 0, std::min(first, a->total_q) - 1));
       if (v.symptom && !v.symptom->rows.empty())
@@ -178,7 +179,8 @@ void cu_seqlens_monotonic(Ctx& ctx) {
                      std::to_string(v[first]) + " -> " + std::to_string(v[first + 1]) +
                      " (a negative length: its rows are never written, and later segments overlap earlier ones)",
                  {{"tensor", cu_name(q)}, {"segment", first}, {"from", v[first]}, {"to", v[first + 1]},
-                  {"decreases", decreases}});
+                  {"decreases", decreases}})
+          .location = Location::segment_of(q ? Side::q : Side::k, static_cast<int64_t>(first));
     if (same_cu(*a)) break;
   }
 }
@@ -328,6 +330,7 @@ void cu_seqlens_total(Ctx& ctx) {
                              : ": the last " + checked::to_text(checked::sub(rows, last)) +
                                    " rows are never written (uninitialised output, NaN gradients)"),
                    ev, over ? "an illegal memory access was encountered" : "");
+    v.location = Location::packed(q ? Side::q : Side::k, rows, last);
     if (over) {
       overrun_symptom(ctx, v, *a);
     } else {
@@ -436,6 +439,7 @@ void max_seqlen_covers(Ctx& ctx) {
     const std::string head = name + " is " + std::to_string(max) + " but segment " + std::to_string(where) + " has " +
                              std::to_string(longest) + (q ? " queries" : " keys");
     nlohmann::json ev = {{"argument", name}, {"value", max}, {"segment", where}, {"length", longest}};
+    const Location at = Location::segment_of(q ? Side::q : Side::k, static_cast<int64_t>(where));
     if (q) {
       const int64_t fwd_rows = checked::ceil_div(max, fwd.block_m) * fwd.block_m;
       const int64_t bwd_rows = checked::ceil_div(max, bwd_m) * bwd_m;
@@ -459,6 +463,7 @@ void max_seqlen_covers(Ctx& ctx) {
                                       std::to_string(fwd.block_m) + ") row tiles, so rows past " +
                                       std::to_string(fwd_rows) + " of a segment are never computed",
                                   ev);
+        v.location = at;
         auto rows = rows_past(fwd_rows);
         ctx.symptom(v, "q_rows",
                     "no error; output rows " + rows_text(rows, 4) +
@@ -470,6 +475,7 @@ void max_seqlen_covers(Ctx& ctx) {
                                       " tile rows cover it, but the backward's row tiles cover only " +
                                       std::to_string(bwd_rows) + " rows: dq past them is never written",
                                   ev);
+        v.location = at;
         auto rows = rows_past(bwd_rows);
         ctx.symptom(v, "q_backward", "no error in the forward; dq rows " + rows_text(rows, 4) + " are never written", rows);
       } else {
@@ -481,6 +487,7 @@ void max_seqlen_covers(Ctx& ctx) {
                 " rows, on kernels with smaller row tiles (FA2 at head dim 256 on Hopper: 64), and in a training step's "
                 "backward past " + std::to_string(bwd_rows) + " rows",
             ev);
+        v.location = at;
         ctx.symptom(v, "q_latent");
       }
     } else {
@@ -500,18 +507,21 @@ void max_seqlen_covers(Ctx& ctx) {
                                   head + ": mha_varlen_fwd drops a left window of " + std::to_string(a->call.window_left) +
                                       " >= max_seqlen_k, so the segment attends to all its keys",
                                   ev);
+        v.location = at;
         ctx.symptom(v, "k_window");
       } else if (swapped) {
         Violation& v = ctx.report(Severity::error,
                                   head + ": the single-query decode path splits the keys by max_seqlen_k, and its splits "
                                          "cover only " + std::to_string(split_keys) + " keys",
                                   ev);
+        v.location = at;
         ctx.symptom(v, "k_split");
       } else if (training && longest > bwd_keys) {
         Violation& v = ctx.report(Severity::error,
                                   head + ": the forward reads every key, but the backward's key-block grid covers only " +
                                       std::to_string(bwd_keys) + " keys: dk and dv past them are never written",
                                   ev);
+        v.location = at;
         ctx.symptom(v, "k_backward");
       } else {
         Violation& v = ctx.report(Severity::warning,
@@ -520,6 +530,7 @@ void max_seqlen_covers(Ctx& ctx) {
                                       std::to_string(bwd_keys) +
                                       " keys, in the split-KV decode path, and with a window >= max_seqlen_k",
                                   ev);
+        v.location = at;
         ctx.symptom(v, "k_latent");
       }
     }

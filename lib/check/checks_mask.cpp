@@ -116,13 +116,14 @@ void mask_binary(Ctx& ctx) {
   }
   if (first < 0) return;
   const int64_t value = t.values[static_cast<size_t>(first)];
-  ctx.report(Severity::error,
+  Violation& v = ctx.report(Severity::error,
              "the mask holds " + std::to_string(value) + " at row " + std::to_string(first / width) + ", column " +
                  std::to_string(first % width) + " (segment ids, not 0/1): sum() counts " +
                  (sum_overflow ? std::string("more than 2^63") : std::to_string(sum)) + " tokens but nonzero() gathers " +
                  std::to_string(nonzero),
              {{"row", first / width}, {"column", first % width}, {"value", value},
               {"sum", sum_overflow ? nlohmann::json("overflow") : nlohmann::json(sum)}, {"nonzero", nonzero}});
+  v.location = Location::row_tokens(first / width, first % width, first % width + 1);
 }
 
 // 8 mask.kv_length: the gather reads row `r * W + c` of the (B * Lk)-row key view for mask
@@ -167,7 +168,8 @@ void mask_kv_length(Ctx& ctx) {
     message += ": indices are computed with stride " + std::to_string(W) + " but the key view has stride " +
                std::to_string(Lk) + ", so rows after the first gather other positions' keys (no error, wrong keys)";
   }
-  ctx.report(Severity::error, message, ev, upstream);
+  // the columns one side has and the other lacks
+  ctx.report(Severity::error, message, ev, upstream).location = Location::columns(std::min(W, Lk), std::max(W, Lk));
 }
 
 // 9 mask.padding_side: for Lq not in {1, Lk}, _upad_input unpads the queries with
@@ -229,6 +231,7 @@ void mask_padding_side(Ctx& ctx) {
              {{"row", first_row}, {"padding_from_column", first_gap}, {"rows_not_left_padded", bad_rows},
               {"query_length", Lq}, {"kv_length", Lk}, {"slice_columns", {slice_from, W}},
               {"tokens_in_row", tokens}, {"tokens_in_slice", kept}});
+  v.location = Location::row_tokens(first_row, slice_from, W);  // the query slice mask[:, -Lq:] of the row
   // pad_input leaves zeros where the slice picked padding; the real tokens it picked are the
   // wrong queries (the row's newest tokens are not its last columns)
   ctx.symptom(v, "",

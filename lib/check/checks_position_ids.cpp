@@ -119,7 +119,8 @@ void position_ids_origin(Ctx& ctx) {
                                          : "; the replayed release still found every boundary"),
                {{"row", first->row}, {"start", first->start}, {"length", first->length}, {"position", first_value},
                 {"position_origin", origin}, {"sequences_off_origin", offenders}},
-               replay_failure_message(ctx));
+               replay_failure_message(ctx))
+        .location = Location::row_tokens(first->row, first->start, first->start + first->length);
     return;
   }
   // every sequence starts at the origin: did the release detect a boundary at each of them?
@@ -139,7 +140,8 @@ void position_ids_origin(Ctx& ctx) {
                  " sequence starts missed, neighbours merged",
              {{"row", first_missed->row}, {"start", first_missed->start}, {"position_origin", origin},
               {"missed_boundaries", missed}, {"rule_set", ctx.replayed->rule_set}},
-             replay_failure_message(ctx));
+             replay_failure_message(ctx))
+      .location = Location::row_tokens(first_missed->row, first_missed->start, first_missed->start + 1);
 }
 
 // 12 position_ids.consecutive: inside a sequence positions step by exactly 1, and padding does
@@ -161,7 +163,8 @@ void position_ids_consecutive(Ctx& ctx) {
                      std::to_string(s.start + s.length - 1) + ", the position goes from " + std::to_string(prev) + " to " +
                      std::to_string(cur) + " at token " + std::to_string(c) +
                      (cur == origin ? ": boundary detection opens a new segment there" : ""),
-                 {{"row", s.row}, {"token", c}, {"from", prev}, {"to", cur}, {"position_origin", origin}});
+                 {{"row", s.row}, {"token", c}, {"from", prev}, {"to", cur}, {"position_origin", origin}})
+          .location = Location::row_tokens(s.row, c, c + 1);
       return;
     }
   // (2) padding (tokens outside every intended sequence) numbered at the origin
@@ -199,7 +202,8 @@ void position_ids_consecutive(Ctx& ctx) {
                  " (the origin), from row " + std::to_string(first_row) + ", token " + std::to_string(first_col) +
                  ": each opens its own length-1 segment",
              {{"padding_tokens_at_origin", padding_at_origin}, {"row", first_row}, {"token", first_col},
-              {"position_origin", origin}});
+              {"position_origin", origin}})
+      .location = Location::row_tokens(first_row, first_col, first_col + 1);
 }
 
 }  // namespace ad::checks

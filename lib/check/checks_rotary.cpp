@@ -281,7 +281,8 @@ void rotary_positions(Ctx& ctx) {
       ctx.report(Severity::error,
                  "row " + std::to_string(row) + " holds " + std::to_string(count) +
                      " packed sequences but no position ids reach the rotary embedding: positions run across the row",
-                 ev);
+                 ev)
+          .location = Location::whole_row(row);
       return;
     }
     const PositionRows pr = position_rows(*b->position_ids);
@@ -294,7 +295,8 @@ void rotary_positions(Ctx& ctx) {
                  "the packed sequence at row " + std::to_string(s.row) + ", token " + std::to_string(s.start) +
                      " is rotated from position " + std::to_string(pr.at(s.row, s.start)) + ", not " +
                      std::to_string(origin) + ": its position ids continue the previous sequence",
-                 ev);
+                 ev)
+          .location = Location::row_tokens(s.row, s.start, s.start + 1);
       return;
     }
     return;
@@ -307,7 +309,8 @@ void rotary_positions(Ctx& ctx) {
                  (r.varlen ? " (rotary.varlen is false)" : "") +
                  ": positions run on across the row, so every sequence but the first is rotated as if it continued the "
                  "previous one",
-             ev);
+             ev)
+      .location = Location::whole_row(row);
 }
 
 }  // namespace ad::checks

@@ -46,7 +46,8 @@ void route_packed_to_dense(Ctx& ctx) {
                  " intended sequences (tokens " + spans + ") but the call reaches the dense kernel" + why +
                  " with no cu_seqlens: every token attends across the sequence boundaries",
              {{"row", seqs[first].row}, {"sequences", listed}, {"sequences_in_row", first_end - first},
-              {"packed_rows", packed_rows}, {"path", "dense"}, {"intent", to_string(ctx.batch.intent.source)}});
+              {"packed_rows", packed_rows}, {"path", "dense"}, {"intent", to_string(ctx.batch.intent.source)}})
+      .location = Location::whole_row(seqs[first].row);
 }
 
 // 14 route.partial_kwargs: transformers accepts `cu_seq_lens_q/k`, `max_length_q/k` from a

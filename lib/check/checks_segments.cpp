@@ -74,6 +74,7 @@ struct SegmentFindings {
   int64_t merged = 0, split = 0, padded = 0, padding_only = 0, dropped = 0;
   std::string first_error, first_warning;
   nlohmann::json first_evidence;
+  Location first_location;
   bool has_error() const { return merged + split + padded + dropped > 0; }
 };
 
@@ -85,11 +86,19 @@ SegmentFindings compare_segments(const IntTensor& cu, const TokenMap& map, const
                                  int64_t width, bool causal, const char* side, int64_t window_keys) {
   SegmentFindings f;
   std::vector<char> matched(spans.size(), 0), touched(spans.size(), 0);
-  auto note = [&](bool error, const std::string& text, nlohmann::json ev) {
+  const Side on = side[0] == 'q' ? Side::q : Side::k;
+  // a sequence of the padded batch, where it is
+  auto sequence_at = [&](const Span& s) {
+    return Location::row_tokens(s.start / width, s.start % width, s.start % width + s.length);
+  };
+  auto note = [&](bool error, const std::string& text, nlohmann::json ev, const Location& at) {
     std::string& slot = error ? f.first_error : f.first_warning;
     if (!slot.empty()) return;
     slot = text;
-    if (error || f.first_error.empty()) f.first_evidence = std::move(ev);
+    if (error || f.first_error.empty()) {
+      f.first_evidence = std::move(ev);
+      f.first_location = at;
+    }
   };
   for (size_t j = 0; j + 1 < cu.values.size(); ++j) {
     const int64_t from = cu.values[j], to = cu.values[j + 1];
@@ -117,10 +126,12 @@ SegmentFindings compare_segments(const IntTensor& cu, const TokenMap& map, const
     const std::string seg = std::string(side) + " segment " + std::to_string(j) + " (packed rows " + std::to_string(from) +
                             "-" + std::to_string(to - 1) + ")";
     nlohmann::json ev = {{"side", side}, {"segment", j}, {"packed_rows", {from, to}}};
+    Location at = Location::segment_of(on, static_cast<int64_t>(j));
+    at.packed_rows = IndexRange{from, to};
     for (size_t k : owners) touched[k] = 1;
     if (owners.empty()) {
       ++f.padding_only;
-      note(false, seg + " covers only padding (" + span_text(runs.front(), width) + ")", ev);
+      note(false, seg + " covers only padding (" + span_text(runs.front(), width) + ")", ev, at);
     } else if (owners.size() >= 2) {
       ++f.merged;
       const Span& a = spans[*owners.begin()];
@@ -129,7 +140,7 @@ SegmentFindings compare_segments(const IntTensor& cu, const TokenMap& map, const
       ev["sequences_merged"] = owners.size();
       note(true, seg + " spans " + std::to_string(owners.size()) + " intended sequences (" + span_text(a, width) + " and " +
                      span_text(b, width) + "): they attend to each other",
-           ev);
+           ev, at);
     } else if (inside < total) {
       const Span& s = spans[*owners.begin()];
       ev["sequence"] = span_text(s, width);
@@ -139,12 +150,12 @@ SegmentFindings compare_segments(const IntTensor& cu, const TokenMap& map, const
         ++f.padding_only;
         note(false, seg + " covers the intended sequence " + span_text(s, width) + " plus " +
                         std::to_string(total - inside) + " trailing padding tokens",
-             ev);
+             ev, at);
       } else {
         ++f.padded;
         note(true, seg + " covers the intended sequence " + span_text(s, width) + " plus " +
                        std::to_string(total - inside) + " padding tokens its queries attend to",
-             ev);
+             ev, at);
       }
       if (inside == s.length) matched[*owners.begin()] = 1;
     } else if (const Span& tail_of = spans[*owners.begin()];
@@ -158,14 +169,14 @@ SegmentFindings compare_segments(const IntTensor& cu, const TokenMap& map, const
       ev["covered"] = inside;
       note(true, seg + " covers only " + std::to_string(inside) + " of the " + std::to_string(s.length) +
                      " tokens of the intended sequence " + span_text(s, width) + ": the sequence is split",
-           ev);
+           ev, at);
     }
   }
   for (size_t k = 0; k < spans.size(); ++k)
     if (!matched[k] && !touched[k]) {
       ++f.dropped;
       note(true, "the intended sequence " + span_text(spans[k], width) + " is in no " + side + " segment",
-           {{"side", side}, {"sequence", span_text(spans[k], width)}});
+           {{"side", side}, {"sequence", span_text(spans[k], width)}}, sequence_at(spans[k]));
     }
   return f;
 }
@@ -221,6 +232,7 @@ void max_seqlen_single_query(Ctx& ctx) {
              {{"segment", first}, {"length", first_len}, {"segments_not_one", off}, {"total_q", a->total_q},
               {"reshape", target}, {"flash_attn", ctx.fa.label()}},
              reshape_fails ? "shape '" + target + "' is invalid for input of size " + checked::to_text(size) : "");
+  v.location = Location::segment_of(Side::q, first);
   if (reshape_fails)
     ctx.symptom(v, "", "RuntimeError: shape '" + target + "' is invalid for input of size " + checked::to_text(size));
   else
@@ -290,7 +302,8 @@ void cu_seqlens_segments(Ctx& ctx) {
     ev["dropped"] = f.dropped;
     ev["padding_only"] = f.padding_only;
     ev["intent"] = to_string(ctx.batch.intent.source);
-    ctx.report(f.has_error() ? Severity::error : Severity::warning, f.has_error() ? f.first_error : f.first_warning, ev);
+    ctx.report(f.has_error() ? Severity::error : Severity::warning, f.has_error() ? f.first_error : f.first_warning, ev)
+        .location = f.first_location;
   }
 }
 
@@ -357,7 +370,8 @@ void indices_range(Ctx& ctx) {
                    std::to_string(rows) + " rows of the " + (q ? "query" : "key/value") + " view it gathers from (" +
                    std::to_string(bad) + " of " + std::to_string(idx->numel()) + " indices)",
                {{"tensor", name}, {"position", first}, {"index", value}, {"rows", rows}, {"out_of_range", bad}},
-               upstream);
+               upstream)
+        .location = Location::indices(q ? Side::q : Side::k, first, first + 1);
   }
 }
 
@@ -380,7 +394,8 @@ void indices_count(Ctx& ctx) {
                    "[-1] is " + std::to_string(last) +
                    (last > count ? ": the kernel reads " + std::to_string(last - count) + " rows past the packed tensor"
                                  : ": the last " + std::to_string(count - last) + " packed rows are never attended"),
-               {{"tensor", name}, {"indices", count}, {"cu_seqlens_last", last}});
+               {{"tensor", name}, {"indices", count}, {"cu_seqlens_last", last}})
+        .location = Location::indices(q ? Side::q : Side::k, count, last);
   }
 }
 

@@ -38,6 +38,16 @@ nlohmann::json access_json(const AccessRecord& r) {
   return j;
 }
 
+// Where a refused access lies: its segment, else its row of a packed tensor of a known side
+// (q/out or k/v); `side` for a buffer of neither.
+Location access_location(const Access& a, std::optional<Side> side) {
+  if (a.buffer == Buffer::q || a.buffer == Buffer::out) side = Side::q;
+  if (a.buffer == Buffer::k || a.buffer == Buffer::v) side = Side::k;
+  if (a.segment >= 0) return Location::segment_of(side.value_or(Side::q), a.segment);
+  if (a.row >= 0 && side) return Location::packed(*side, a.row, a.row + 1);
+  return {};
+}
+
 // A call that raises on the host before its kernel runs: no output row is ever written
 // (attention.coverage), so a failing call is never an "ok" report.
 Violation raised_violation(const HostRaise& r, int64_t rows) {
@@ -92,6 +102,7 @@ void unpad_gather(StageRecord& s, ExecResult& res, const AccessRecord& rec, cons
           (per_gather == 1 ? " index" : " indices") + " out of range, not gathered",
       {{"tensor", first_tensor}, {"indices", idx_name}, {"position", first.row}, {"index", first.index},
        {"bound", first.bound}, {"count", per_gather}, {"count_all_gathers", out_of_bounds_total}}));
+  res.violations.back().location = Location::indices(key ? Side::k : Side::q, first.row, first.row + 1);
 }
 
 void rotary_access(StageRecord& s, ExecResult& res, const RotaryPlan& r, int64_t head_dim, const RotaryCall& q,
@@ -129,6 +140,7 @@ void rotary_access(StageRecord& s, ExecResult& res, const RotaryPlan& r, int64_t
     ev["outside_head"] = rr.outside_head.count;
     ev["table"] = rr.table.count;
     res.violations.push_back(make_violation("rotary.access", Severity::error, msg, ev));
+    res.violations.back().location = access_location(*first, call == 0 ? Side::q : Side::k);
     s.status = StageStatus::violation;
     return;
   }
@@ -183,6 +195,7 @@ void attention(StageRecord& s, ExecResult& res, const AccessRecord& rec, const C
                       (a.index < 0 ? " < 0" : " >= " + std::to_string(a.bound)) + "; " + std::to_string(rec.count) +
                       " out-of-bounds row accesses in all (not performed)";
     res.violations.push_back(make_violation("attention.access", Severity::error, msg, access_json(rec)));
+    res.violations.back().location = access_location(a, std::nullopt);
   }
   if (c.rows_never > 0 || c.rows_twice > 0 || c.rows_foreign > 0) {
     std::vector<std::string> parts;
@@ -211,6 +224,8 @@ void attention(StageRecord& s, ExecResult& res, const AccessRecord& rec, const C
     std::string msg;
     for (size_t i = 0; i < parts.size(); ++i) msg += (i ? "; " : "") + parts[i];
     res.violations.push_back(make_violation("attention.coverage", Severity::error, msg, ev));
+    const int64_t first_row = c.rows_never > 0 ? c.first_never : c.rows_twice > 0 ? c.first_twice : c.first_foreign;
+    res.violations.back().location = Location::packed(Side::q, first_row, first_row + 1);
   }
   if (rec.has_first() || c.rows_never > 0 || c.rows_twice > 0 || c.rows_foreign > 0) s.status = StageStatus::violation;
 }
@@ -225,6 +240,7 @@ void pad_scatter(StageRecord& s, ExecResult& res, const AccessRecord& rec) {
           " in pad_input's scatter (indices_q[" + std::to_string(oob.row) + "]); " + std::to_string(rec.count) +
           " rows not scattered",
       {{"position", oob.row}, {"index", oob.index}, {"bound", oob.bound}, {"count", rec.count}}));
+  res.violations.back().location = Location::indices(Side::q, oob.row, oob.row + 1);
 }
 
 void result(StageRecord& s, ExecResult& res, const ExecPlan& plan, const ResultInputs& in) {
@@ -335,6 +351,7 @@ void result(StageRecord& s, ExecResult& res, const ExecPlan& plan, const ResultI
                           "); " + std::to_string(rr.rows_failed) + " of " + std::to_string(rr.rows_checked) +
                           " checked rows fail";
   res.violations.push_back(make_violation("result.reference", Severity::error, msg, ev));
+  res.violations.back().location = Location::row_tokens(sq.row, sq.start, sq.start + sq.length);  // its worst output row's sequence
   s.status = StageStatus::violation;
 }
 
@@ -420,6 +437,7 @@ void backward(StageRecord& s, ExecResult& res, const ExecPlan& plan, const Acces
                       ", head " + std::to_string(a.head) + ", row " + std::to_string(a.row) + "): not performed; " +
                       std::to_string(refused) + " refused accesses in the backward";
     res.violations.push_back(make_violation("backward.access", Severity::error, msg, ev));
+    res.violations.back().location = access_location(a, std::nullopt);
     s.status = StageStatus::violation;
     break;
   }
@@ -444,6 +462,7 @@ void backward(StageRecord& s, ExecResult& res, const ExecPlan& plan, const Acces
             std::to_string(mis.intended) + " (" + std::to_string(stride) + " elements per row; offsets wrap from row " +
             std::to_string(fa2::bwd::first_wrapping_row(plan.backward.dq_accum)) + ")",
         ev));
+    res.violations.back().location = Location::segment_of(Side::q, mis.segment);
     s.status = StageStatus::violation;
   }
   // backward.coverage

@@ -825,7 +825,7 @@ std::string first_violation_html(const Violation* first, const Picture& pic, con
   if (!pic.marks.empty()) {
     s += "Outlined in red at <b>" + esc(where.text) + "</b>.";
   } else if (where.kind == html::Location::Kind::none) {
-    s += "Its evidence names no place in the batch (it concerns the call's tensors or settings), so nothing is outlined.";
+    s += "It names no place in the batch (it concerns the call's tensors or settings), so nothing is outlined.";
   } else {
     std::string why = pic.unlocated.empty() ? "it is not on the drawn rows" : pic.unlocated.front();
     s += "It points at " + esc(where.text) + ", which the picture cannot show (" + esc(why) + ").";

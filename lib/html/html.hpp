@@ -6,7 +6,8 @@
 // (padding grey); under each row, on the same token axis, the segments that cu_seqlens_q/k
 // define, mapped back to the row's tokens (through the unpad gather indices on the mask path,
 // through the (B * S) view on the packed paths), so merged, split, shifted and overrunning
-// segments show at a glance; the first violation outlined where its evidence places it.
+// segments show at a glance; the first violation outlined at its typed location (set by the
+// check that found it).
 // Wide rows are bucketed (one cell = many tokens, counts in the tooltips) and long batches
 // elided to a few rows, so the page stays small whatever the batch.
 //

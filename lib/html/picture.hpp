@@ -27,7 +27,7 @@
 
 namespace ad::html {
 
-// Where a violation happens, read from its evidence (the keys the checks write).
+// Where a violation happens, as the picture outlines it (from Violation::location).
 struct Location {
   enum class Kind {
     none,        // no place in the batch (dtype, head_dim, rotary width, ...)
@@ -46,6 +46,7 @@ struct Location {
   std::string text;            // "row 1, tokens 3-5", "k segment 2 (packed rows 5-9)"
 };
 
+// The violation's typed location (Violation::location) in the picture's terms.
 Location locate(const Violation& v);
 
 inline constexpr int64_t kPadding = -1;  // intent key of a padded token

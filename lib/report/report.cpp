@@ -17,6 +17,68 @@ constexpr Stage kStages[] = {Stage::conversion, Stage::static_checks, Stage::pla
                              Stage::rotary,     Stage::attention,     Stage::pad,  Stage::result, Stage::attention_backward};
 }  // namespace
 
+const char* to_string(Side s) { return s == Side::q ? "q" : "k"; }
+
+Location Location::row_tokens(int64_t row, int64_t begin, int64_t end) {
+  Location l;
+  l.row = row;
+  l.tokens = IndexRange{begin, std::max(end, begin + 1)};
+  return l;
+}
+
+Location Location::whole_row(int64_t row) {
+  Location l;
+  l.row = row;
+  return l;
+}
+
+Location Location::columns(int64_t begin, int64_t end) {
+  Location l;
+  l.tokens = IndexRange{begin, end};
+  return l;
+}
+
+Location Location::segment_of(Side side, int64_t segment) {
+  Location l;
+  l.side = side;
+  l.segment = segment;
+  return l;
+}
+
+namespace {
+IndexRange ordered(int64_t a, int64_t b) {
+  IndexRange r{std::min(a, b), std::max(a, b)};
+  if (r.end == r.begin) r.end = r.begin + 1;
+  return r;
+}
+}  // namespace
+
+Location Location::packed(Side side, int64_t a, int64_t b) {
+  Location l;
+  l.side = side;
+  l.packed_rows = ordered(a, b);
+  return l;
+}
+
+Location Location::indices(Side side, int64_t a, int64_t b) {
+  Location l;
+  l.side = side;
+  l.index = ordered(a, b);
+  return l;
+}
+
+nlohmann::json location_json(const Location& l) {
+  nlohmann::json j = nlohmann::json::object();
+  auto range = [](const IndexRange& r) { return nlohmann::json::array({r.begin, r.end}); };
+  if (l.row) j["row"] = *l.row;
+  if (l.tokens) j["tokens"] = range(*l.tokens);
+  if (l.segment) j["segment"] = *l.segment;
+  if (l.packed_rows) j["packed_rows"] = range(*l.packed_rows);
+  if (l.index) j["index"] = range(*l.index);
+  if (l.side) j["side"] = to_string(*l.side);
+  return j;
+}
+
 const char* to_string(Stage s) {
   switch (s) {
     case Stage::conversion: return "conversion";
@@ -145,6 +207,7 @@ nlohmann::json violation_json(const Violation& v) {
                       {"fix", v.fix},
                       {"references", v.references}};
   if (v.symptom) j["symptom"] = symptom_json(*v.symptom);
+  if (!v.location.empty()) j["location"] = location_json(v.location);
   return j;
 }
 
