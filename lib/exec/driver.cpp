@@ -314,7 +314,7 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
       const auto tb = Clock::now();
       AttentionBackwardObservation ob = engine.attention_backward(plan, dout);
       s.data["ms_kernels"] = ms_since(tb);
-      merge_facts(s, ob.facts, StageEngine::unspecified);
+      merge_facts(s, ob.facts, ob.engine);
       if (!ob.ran) {
         s.status = StageStatus::skipped;
         s.detail = "not run: " + ob.not_run;

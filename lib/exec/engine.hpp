@@ -107,6 +107,7 @@ struct AttentionBackwardObservation {
   std::vector<float> dq, dk, dv;
   std::string detail;                   // what the engine did differently (sampling)
   nlohmann::json facts = nlohmann::json::object();
+  StageEngine engine = StageEngine::unspecified;
 };
 
 // What the caller receives, on the host: the final output (rows_final x H x D) and the LSE.

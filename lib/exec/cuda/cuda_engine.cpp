@@ -359,7 +359,7 @@ class CudaEngine final : public Engine {
     const int64_t H = plan.num_heads, Hk = plan.num_kv_heads, D = plan.head_dim;
     const int64_t total_q = std::max<int64_t>(at.total_q, 0), total_k = std::max<int64_t>(at.total_k, 0);
     AttentionBackwardObservation ob;
-    ob.facts = {{"engine", "cuda"}};
+    ob.engine = StageEngine::cuda;
     kern::VarlenBwdParams p;
     p.elem = elem_;
     p.batch = int32_t(at.num_segments);
@@ -386,7 +386,7 @@ class CudaEngine final : public Engine {
       // the CPU twin on host copies of the forward's tensors (as the rotary stage does)
       const std::vector<float> qh = q_->download(), kh = k_->download(), vh = v_->download(), oh = out_.download();
       ob = cpu::fa2_varlen_backward(plan, qh.data(), kh.data(), vh.data(), oh.data(), lse_.data(), dout.data(), threads_);
-      ob.facts["engine"] = "cpu-twin";
+      ob.engine = StageEngine::cpu_twin;
       ob.facts["why_cpu"] = "the CUDA backward kernels take bf16 / fp16 with head_dim 64 or 128 and FA2's tiles for "
                             "them; " + why;
       return ob;
