@@ -146,7 +146,7 @@ TEST_CASE("backward: a phantom segment (a million rows past 12) is answered at o
   Report r = check_text(batch(R"({"num_heads": 16, "num_kv_heads": 4, "head_dim": 128, "dtype": "bf16"})",
                               R"({"cu_seqlens_q": [0, 4, 7, 1000012], "max_seqlen_q": 1000005, "total_q": 12, "total_k": 12})"));
   INFO(describe(r));
-  const StageRecord* s = stage_of(r, "attention_backward");
+  const StageRecord* s = stage_of(r, Stage::attention_backward);
   REQUIRE(s);
   CHECK(s->detail.find("phantom segment") != std::string::npos);
   CHECK(ids(r).count("cu_seqlens.total") == 1);
