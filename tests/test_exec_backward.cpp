@@ -243,3 +243,15 @@ TEST_CASE("backward: the CUDA engine's default says the stage did not run", "[ex
   CHECK_FALSE(ob.ran);
   CHECK(ob.not_run.find("not implemented on the cuda engine") != std::string::npos);
 }
+
+TEST_CASE("backward: \"deterministic\": true in the batch runs the split accumulator", "[exec][backward]") {
+  Report r = check_text(batch(R"({"num_heads": 4, "num_kv_heads": 2, "head_dim": 64, "dtype": "bf16", "deterministic": true})",
+                              R"({"cu_seqlens_q": [0, 100, 300], "max_seqlen_q": 200})"));
+  INFO(describe(r));
+  CHECK(r.violations.empty());
+  const StageRecord* s = stage_of(r, "attention_backward");
+  REQUIRE(s);
+  CHECK(s->status == "ok");
+  CHECK(s->data["deterministic"] == true);
+  CHECK(s->data["grid_dq_dk_dv"][0] == 17);  // nsplits = ceil(132 / (2 x 4))
+}

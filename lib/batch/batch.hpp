@@ -63,6 +63,7 @@ struct Model {
   std::optional<int64_t> sliding_window;  // W tokens
   std::optional<double> softcap;
   double dropout = 0.0;
+  bool deterministic = false;  // flash_attn's deterministic backward (a training step's dq_accum splits)
   std::string architecture;  // "" when not given; lower-case as written
   int64_t position_origin = 0;
   bool position_origin_given = false;

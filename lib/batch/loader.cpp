@@ -410,7 +410,7 @@ struct Loader {
 
   Model model(const Node& n) {
     n.expect_object({"num_heads", "num_kv_heads", "head_dim", "hidden_size", "dtype", "causal", "sliding_window",
-                     "softcap", "dropout", "architecture", "position_origin", "num_attention_heads",
+                     "softcap", "dropout", "deterministic", "architecture", "position_origin", "num_attention_heads",
                      "num_key_value_heads"});
     Model m;
     auto heads = aliased_int(n, "num_heads", "num_attention_heads", 1, kMaxHeads);
@@ -437,6 +437,7 @@ struct Loader {
     if (auto w = n.get("sliding_window")) m.sliding_window = w->as_int(0, limits.max_dimension);
     if (auto s = n.get("softcap")) m.softcap = s->as_number(0.0, 1e9);
     if (auto d = n.get("dropout")) m.dropout = d->as_number(0.0, 1.0);
+    if (auto d = n.get("deterministic")) m.deterministic = d->as_bool();
     if (auto a = n.get("architecture")) {
       m.architecture = a->as_string();
       std::transform(m.architecture.begin(), m.architecture.end(), m.architecture.begin(),

@@ -179,7 +179,7 @@ void plan_backward(ExecPlan& p, const Batch& batch, const VarlenArgs& a) {
   if (!bw.enabled) return;
   const AttentionPlan& at = p.attention;
   bw.release = backward_release(p.flash_attn_release);
-  bw.deterministic = false;
+  bw.deterministic = batch.model.deterministic;
   // the backward receives max_seqlen_q as passed (the forward's swapped path is its own)
   const int64_t max_q = std::clamp<int64_t>(a.max_seqlen_q.value, -kInt32Max - 1, kInt32Max);
   bw.kernel = fa2::bwd::normalize(bw.release, {.max_seqlen_q = max_q,
