@@ -124,12 +124,12 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
       try {
         Batch batch = load_batch_file(path);
         log::debug("loaded " + file + " (" + batch.name + ")");
-        report = diagnose(batch, options, file);
+        Diagnosis diagnosis = diagnose(batch, options, file);
         if (html.wanted()) {
-          Conversion conversion = convert(batch, ConvertOptions{options.transformers, options.flash_attn});
-          html.write(render_check_html(batch, conversion, report, HtmlOptions{.full = args->full}));
+          html.write(render_check_html(batch, diagnosis, HtmlOptions{.full = args->full}));
           log::info("wrote " + args->html);
         }
+        report = std::move(diagnosis.report);
         code = exit_code_for(report, args->strict);
       } catch (const InputError& e) {
         if (!several) throw;  // main: exit 2 with the message

@@ -9,7 +9,6 @@
 #include <sstream>
 
 #include "batch/batch.hpp"
-#include "check/check.hpp"
 #include "cli.hpp"
 #include "html_file.hpp"
 #include "convert/convert.hpp"
@@ -24,10 +23,11 @@ struct Row {
   std::string label;  // the release asked for, or the rule set's first release
   const RuleSetInfo* rules = nullptr;
   std::string note;
-  VarlenArgs args;
-  std::optional<Violation> first;
-  Prediction prediction;  // what this release's stack does with the call
+  Diagnosis diagnosis;  // the replay of `rules`, its static checks and prediction
   bool changed = false;
+  const VarlenArgs& args() const { return *diagnosis.conversion.replayed; }
+  const Violation* first() const { return diagnosis.report.first_violation(); }  // warnings included
+  const Prediction& prediction() const { return *diagnosis.report.prediction; }  // what this release's stack does
 };
 
 // The rows asked for: "all" (default) = every transformers rule set; otherwise each entry is a
@@ -91,9 +91,10 @@ std::string signature(const VarlenArgs& a) {
 }
 
 std::string outcome(const Row& r) {
-  if (r.args.failure) return "raises " + r.args.failure->type + ": " + r.args.failure->message;
-  if (r.first)
-    return (r.first->severity == Severity::warning ? "(warning) " : "") + r.first->id + ": " + r.first->message;
+  const VarlenArgs& a = r.args();
+  if (a.failure) return "raises " + a.failure->type + ": " + a.failure->message;
+  if (const Violation* first = r.first())
+    return (first->severity == Severity::warning ? "(warning) " : "") + first->id + ": " + first->message;
   return "ok";
 }
 
@@ -103,7 +104,7 @@ void print_text(const std::string& file, const std::vector<Row>& rows) {
             << std::setw(26) << "cu_seqlens_q" << std::setw(26) << "cu_seqlens_k" << std::setw(24) << "max_seqlen q/k"
             << std::setw(10) << "total q/k" << std::setw(17) << "predicted" << "first violation\n";
   for (const Row& r : rows) {
-    const VarlenArgs& a = r.args;
+    const VarlenArgs& a = r.args();
     bool varlen = a.path != VarlenPath::dense;
     std::string max = !varlen ? "-"
                       : max_text(a.max_seqlen_q) == max_text(a.max_seqlen_k)
@@ -114,7 +115,7 @@ void print_text(const std::string& file, const std::vector<Row>& rows) {
               << (varlen ? list(a.cu_seqlens_q) : "-") << std::setw(26) << (varlen ? list(a.cu_seqlens_k) : "-")
               << std::setw(24) << max << std::setw(10)
               << (varlen ? std::to_string(a.total_q) + "/" + std::to_string(a.total_k) : "-") << std::setw(17)
-              << to_string(r.prediction.symptom.outcome) << outcome(r) << "\n";
+              << to_string(r.prediction().symptom.outcome) << outcome(r) << "\n";
     if (!r.note.empty()) std::cout << "              note: " << r.note << "\n";
   }
 }
@@ -144,23 +145,21 @@ Subcommand add_compare(CLI::App& root, const Globals&) {
     std::string previous;
     bool violated = false;
     for (Row& r : rows) {
-      r.args = replay_with(batch, *r.rules);
-      Conversion conversion;
-      conversion.replayed = r.args;
-      std::vector<Violation> found = run_static_checks(batch, conversion);
-      r.prediction = predict_call(found, batch);
-      if (!found.empty()) r.first = found.front();  // catalogue order, warnings included
-      bool error = false;
-      for (const Violation& v : found) error = error || v.severity == Severity::error;
-      std::string sig = signature(r.args);
+      // the conversion and the static checks only: what each release hands the kernel
+      CheckOptions options;
+      options.backend = BackendChoice::none;
+      options.rule_set = r.rules;
+      r.diagnosis = diagnose(batch, options, args->file);
+      const Report& report = r.diagnosis.report;
+      if (report.stage_error) throw std::runtime_error(report.error_message);
+      std::string sig = signature(r.args());
       r.changed = !previous.empty() && sig != previous;
       previous = sig;
-      violated = violated || error || r.args.failure;
+      violated = violated || report.has_error_severity(false) || r.args().failure;
     }
     if (html.wanted()) {
       std::vector<CompareBand> bands;
-      for (const Row& r : rows)
-        bands.push_back({r.label, r.rules->name, &r.args, r.first ? &*r.first : nullptr, r.note, r.changed});
+      for (const Row& r : rows) bands.push_back({r.label, &r.diagnosis, r.note, r.changed});
       html.write(render_compare_html(batch, bands, args->file, HtmlOptions{.full = args->full}));
     }
     if (args->format == "json") {
@@ -172,14 +171,15 @@ Subcommand add_compare(CLI::App& root, const Globals&) {
         nlohmann::json j;
         j["transformers"] = r.label;
         j["rule_set"] = r.rules->name;
-        j["path"] = to_string(r.args.path);
-        j["varlen"] = varlen_json(r.args, args->full);
-        j["first_violation"] = r.first ? nlohmann::json{{"id", r.first->id},
-                                                        {"stage", r.first->stage},
-                                                        {"severity", to_string(r.first->severity)},
-                                                        {"message", r.first->message}}
-                                       : nlohmann::json(nullptr);
-        j["prediction"] = prediction_json(r.prediction);
+        const Violation* first = r.first();
+        j["path"] = to_string(r.args().path);
+        j["varlen"] = varlen_json(r.args(), args->full);
+        j["first_violation"] = first ? nlohmann::json{{"id", first->id},
+                                                      {"stage", first->stage},
+                                                      {"severity", to_string(first->severity)},
+                                                      {"message", first->message}}
+                                     : nlohmann::json(nullptr);
+        j["prediction"] = prediction_json(r.prediction());
         j["changed"] = r.changed;
         if (!r.note.empty()) j["note"] = r.note;
         out["rules"].push_back(j);

@@ -61,7 +61,7 @@ std::tuple<int, std::string> run_check(const ad::Batch& batch, const std::string
   ad::Report report;
   {
     nb::gil_scoped_release release;
-    report = ad::diagnose(batch, options, label);
+    report = ad::diagnose(batch, options, label).report;
   }
   ad::RenderOptions render{req.color && req.format == "text", req.full, false};
   std::string out = req.format == "text"
@@ -116,7 +116,7 @@ GuardResult guard_check(const std::string& text, const std::string& origin, bool
     options.backend = ad::BackendChoice::none;
     options.strict = strict;
     nb::gil_scoped_release release;
-    ad::Report r = ad::diagnose(*batch, options, origin);
+    ad::Report r = ad::diagnose(*batch, options, origin).report;
     if (metadata_only) {
       std::erase_if(r.violations, [](const ad::Violation& v) { return !needs_no_index_values(v); });
       r.notes.push_back("guard without device reads: the index tensors were not read; only the input invariants were checked");

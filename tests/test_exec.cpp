@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <set>
 
@@ -393,7 +394,7 @@ TEST_CASE("exec: diagnose runs dynamic stages after static violations and picks 
   Batch b = batch_from(j);
   CheckOptions o;
   o.backend = BackendChoice::automatic;
-  Report rep = diagnose(b, o, "test.json");
+  Report rep = diagnose(b, o, "test.json").report;
   // auto: CUDA when a device can run it, else the CPU
   std::string why;
   CHECK(rep.backend == (make_cuda_backend(&why) ? "cuda" : "cpu"));
@@ -406,13 +407,42 @@ TEST_CASE("exec: diagnose runs dynamic stages after static violations and picks 
   for (const auto& s : rep.stages) dynamic += s.name == Stage::attention || s.name == Stage::result;
   CHECK(dynamic == 2);
   o.backend = BackendChoice::none;
-  rep = diagnose(b, o, "test.json");
+  rep = diagnose(b, o, "test.json").report;
   CHECK(rep.backend == "none");
   for (const auto& v : rep.violations) CHECK(v.stage != "attention");
   if (!make_cuda_backend(&why)) {  // no device (or not built): --backend cuda is exit 3
     o.backend = BackendChoice::cuda;
     CHECK_THROWS_AS(diagnose(b, o, "test.json"), CapabilityError);
   }
+}
+
+TEST_CASE("exec: diagnose returns the conversion, the plan and the report, typed", "[exec]") {
+  // a Gemma-2 style mask reaching transformers 4.44.0: the replay, the rule set and release it
+  // chose, the plan the CPU backend ran, and the report printed from them
+  Batch b = load_batch_file(std::filesystem::path(ATTN_DOCTOR_SOURCE_DIR) / "repro_cases/gemma2-4.44.0-sliding-window-generate.json");
+  CheckOptions o;
+  o.backend = BackendChoice::cpu;
+  Diagnosis d = diagnose(b, o, "gemma2.json");
+  REQUIRE(d.conversion.replayed);
+  REQUIRE(d.rule_set);
+  CHECK(d.rule_set->name == "hf-4.44.0");
+  CHECK(d.conversion.replayed->rule_set == d.rule_set->name);
+  REQUIRE(d.transformers);
+  CHECK(*d.transformers == version_literal("4.44.0"));
+  REQUIRE(d.plan);
+  CHECK(d.plan->path == d.conversion.effective()->path);
+  CHECK(d.report.varlen["path"] == to_string(d.plan->path));
+  REQUIRE(d.report.first_violation());
+  CHECK(d.report.first_violation()->id == "mask.rank");
+  // --backend none: no plan; a rule set asked for replaces the release the batch names
+  o.backend = BackendChoice::none;
+  o.rule_set = find_rule_set("hf-4.44.1");
+  REQUIRE(o.rule_set);
+  d = diagnose(b, o, "gemma2.json");
+  CHECK_FALSE(d.plan);
+  CHECK(d.rule_set == o.rule_set);
+  CHECK_FALSE(d.transformers);
+  CHECK(d.conversion.replayed->rule_set == "hf-4.44.1");
 }
 
 TEST_CASE("exec: max_seqlen_q == 1 turns causal off for every row the grid covers", "[exec]") {
@@ -476,7 +506,7 @@ Report check_file(const std::string& rel) {
   CheckOptions o;
   o.backend = BackendChoice::cpu;
   o.exec.threads = 2;
-  return diagnose(b, o, rel);
+  return diagnose(b, o, rel).report;
 }
 bool has(const Report& r, const std::string& id) {
   for (const auto& v : r.violations)

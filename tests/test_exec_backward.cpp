@@ -20,7 +20,7 @@ Report check_text(const std::string& text, const std::string& name = "test.json"
   CheckOptions o;
   o.backend = BackendChoice::cpu;
   o.exec.threads = 2;
-  return diagnose(b, o, name);
+  return diagnose(b, o, name).report;
 }
 Report check_file(const std::string& rel, bool training) {
   Batch b = load_batch_file(std::string(ATTN_DOCTOR_SOURCE_DIR) + "/" + rel);
@@ -28,7 +28,7 @@ Report check_file(const std::string& rel, bool training) {
   CheckOptions o;
   o.backend = BackendChoice::cpu;
   o.exec.threads = 2;
-  return diagnose(b, o, rel);
+  return diagnose(b, o, rel).report;
 }
 const StageRecord* stage_of(const Report& r, Stage name) {
   for (const auto& s : r.stages)

@@ -15,6 +15,7 @@
 #include "batch/batch.hpp"
 #include "check/check.hpp"
 #include "convert/convert.hpp"
+#include "doctor/doctor.hpp"
 #include "html/html.hpp"
 #include "html/picture.hpp"
 #include "report/report.hpp"
@@ -66,6 +67,14 @@ VarlenArgs mask_path_args(const Batch& b) {
 Violation placed(Violation v, const Location& where) {
   v.location = where;
   return v;
+}
+
+// The check page of a diagnosis holding this conversion and report.
+std::string check_page(const Batch& b, const Conversion& c, const Report& r) {
+  Diagnosis d;
+  d.conversion = c;
+  d.report = r;
+  return render_check_html(b, d);
 }
 
 Report report_with(const Batch& b, std::vector<Violation> vs) {
@@ -216,7 +225,7 @@ TEST_CASE("html: the first violation is outlined where its location places it", 
 
     Conversion c;
     c.replayed = a;
-    std::string page = render_check_html(
+    std::string page = check_page(
         b, c,
         report_with(b, {placed(make_violation("cu_seqlens.segments", Severity::error, "k segment 0 spans 2 sequences"),
                                Location::segment_of(Side::k, 0))}));
@@ -240,14 +249,14 @@ TEST_CASE("html: the first violation is outlined where its location places it", 
   SECTION("tokens of a row, and a violation with no place") {
     Conversion c;
     c.replayed = a;
-    std::string page = render_check_html(
+    std::string page = check_page(
         b, c,
         report_with(b, {placed(make_violation("mask.binary", Severity::error, "segment ids"), Location::row_tokens(0, 3, 4))}));
     require_self_contained(page);
     CHECK(page.find("class=\"mark\"") != std::string::npos);
     CHECK(page.find("row 0, token 3") != std::string::npos);
 
-    page = render_check_html(b, c, report_with(b, {make_violation("input.dtype", Severity::error, "fp32", {{"dtype", "fp32"}})}));
+    page = check_page(b, c, report_with(b, {make_violation("input.dtype", Severity::error, "fp32", {{"dtype", "fp32"}})}));
     require_self_contained(page);
     CHECK(page.find("class=\"mark\"") == std::string::npos);
     CHECK(page.find("names no place in the batch") != std::string::npos);
@@ -262,7 +271,7 @@ TEST_CASE("html: the first violation is outlined where its location places it", 
     Report r = report_with(e, run_static_checks(e, c));
     REQUIRE(r.first_violation());
     REQUIRE(r.first_violation()->id == "cu_seqlens.total");
-    std::string page = render_check_html(e, c, r);
+    std::string page = check_page(e, c, r);
     require_self_contained(page);
     CHECK(page.find("class=\"mark\"") != std::string::npos);
     CHECK(page.find("the packed axis") != std::string::npos);
@@ -279,7 +288,7 @@ TEST_CASE("html: every intended sequence is drawn, text is escaped", "[html]") {
   Report r = report_with(b, {placed(make_violation("cu_seqlens.segments", Severity::error, "a <b> message & more"),
                                     Location::segment_of(Side::k, 0))});
   r.name = j["name"];
-  std::string page = render_check_html(b, c, r);
+  std::string page = check_page(b, c, r);
   require_self_contained(page);
   CHECK(page.find("&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; co") != std::string::npos);
   CHECK(page.find("a &lt;b&gt; message &amp; more") != std::string::npos);
@@ -308,7 +317,7 @@ TEST_CASE("html: bounded size on a million-token batch", "[html]") {
     Report r = report_with(b, {placed(make_violation("indices.range", Severity::error, "out of range"),
                                       Location::indices(Side::k, 1000, 1001))});
     auto t0 = Clock::now();
-    std::string page = render_check_html(b, c, r);
+    std::string page = check_page(b, c, r);
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     INFO("bytes " << page.size() << ", seconds " << seconds);
     CHECK(page.size() < 600'000);
@@ -342,7 +351,7 @@ TEST_CASE("html: bounded size on a million-token batch", "[html]") {
     Report r = report_with(b, {placed(make_violation("cu_seqlens.segments", Severity::error, "split"),
                                       Location::segment_of(Side::k, 2000))});
     auto t0 = Clock::now();
-    std::string page = render_check_html(b, c, r);
+    std::string page = check_page(b, c, r);
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     INFO("bytes " << page.size() << ", seconds " << seconds);
     CHECK(page.size() < 600'000);
@@ -362,7 +371,7 @@ TEST_CASE("html: bounded size on a million-token batch", "[html]") {
                           {"model", {{"num_heads", 8}, {"head_dim", 64}}},
                           {"varlen", {{"cu_seqlens_q", {0, 100, int64_t{1} << 40}}, {"max_seqlen_q", 100}, {"total_q", 200}}}});
     Conversion c = convert(b);
-    std::string page = render_check_html(b, c, report_with(b, run_static_checks(b, c)));
+    std::string page = check_page(b, c, report_with(b, run_static_checks(b, c)));
     CHECK(page.size() < 200'000);
     require_self_contained(page);
   }
@@ -376,10 +385,20 @@ TEST_CASE("html: compare draws one band per release, differences marked", "[html
   dense.call.function = "flash_attn_func";
   VarlenArgs same = mask;
   Violation merged = placed(make_violation("cu_seqlens.segments", Severity::error, "merged"), Location::segment_of(Side::k, 0));
+  auto band = [&](const char* rule_set, const VarlenArgs& args, const Violation* first) {
+    Diagnosis d;
+    d.rule_set = find_rule_set(rule_set);
+    REQUIRE(d.rule_set);
+    d.conversion.replayed = args;
+    d.report = report_with(b, first ? std::vector<Violation>{*first} : std::vector<Violation>{});
+    return d;
+  };
+  const Diagnosis d43 = band("hf-4.43", dense, nullptr), d440 = band("hf-4.44.0", mask, &merged),
+                  d441 = band("hf-4.44.1", same, &merged);
   std::vector<CompareBand> bands = {
-      {"4.43.0", "hf-4.43", &dense, nullptr, "", false},
-      {"4.44.0", "hf-4.44.0", &mask, &merged, "", true},
-      {"4.44.1", "hf-4.44.1", &same, &merged, "", false},
+      {"4.43.0", &d43, "", false},
+      {"4.44.0", &d440, "", true},
+      {"4.44.1", &d441, "", false},
   };
   std::string page = render_compare_html(b, bands, "test.json");
   require_self_contained(page);
@@ -438,7 +457,7 @@ TEST_CASE("html: a batch without tokens gets the report and no picture", "[html]
                         {"rotary", {{"implementation", "fla"}, {"dim", 1024}}}});
   Report r = report_with(b, {make_violation("rotary.dim", Severity::error, "rotary dim 1024 > head_dim 64",
                                             {{"rotary_dim", 1024}, {"head_dim", 64}})});
-  std::string page = render_check_html(b, Conversion{}, r);
+  std::string page = check_page(b, Conversion{}, r);
   require_self_contained(page);
   CHECK(page.find("<svg") == std::string::npos);
   CHECK(page.find("describes no tokens") != std::string::npos);

@@ -14,7 +14,7 @@ Report run(const std::string& json_or_file, BackendChoice backend, bool file = f
                  : parse_batch_text(json_or_file, "test.json");
   CheckOptions o;
   o.backend = backend;
-  return diagnose(b, o, "test.json");
+  return diagnose(b, o, "test.json").report;
 }
 
 const StageRecord* stage(const Report& r, Stage name) {

@@ -47,7 +47,7 @@ std::string predicted(const fs::path& batch_file, CallPass pass) {
   b.pass = pass;
   CheckOptions o;
   o.backend = BackendChoice::none;
-  Report r = diagnose(b, o, batch_file.string());
+  Report r = diagnose(b, o, batch_file.string()).report;
   return r.prediction ? to_string(r.prediction->symptom.outcome) : "none";
 }
 

@@ -23,7 +23,7 @@ Report diagnose_text(std::string_view json) {
   Batch b = parse_batch_text(json, "test.json");
   CheckOptions o;
   o.backend = BackendChoice::none;
-  return diagnose(b, o, "test.json");
+  return diagnose(b, o, "test.json").report;
 }
 
 const Violation* find(const Report& r, std::string_view id) {
@@ -444,7 +444,7 @@ TEST_CASE("predict: the 1M-position padded batch is answered statically in under
   Batch b = load_batch_file(file);
   CheckOptions o;
   o.backend = BackendChoice::none;
-  Report r = diagnose(b, o, file);
+  Report r = diagnose(b, o, file).report;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   CHECK(exit_code_for(r, false) == 0);
   CHECK_FALSE(find(r, "input.int32_range"));

@@ -136,8 +136,8 @@ TEST_CASE("the report names the nearest known release for an unknown transformer
   };
   ad::CheckOptions options;
   options.backend = ad::BackendChoice::none;
-  ad::Report unknown = ad::diagnose(batch_for("4.55.7"), options, "inline.json");
-  ad::Report known = ad::diagnose(batch_for("4.55.4"), options, "inline.json");
+  ad::Report unknown = ad::diagnose(batch_for("4.55.7"), options, "inline.json").report;
+  ad::Report known = ad::diagnose(batch_for("4.55.4"), options, "inline.json").report;
   CHECK(unknown.rules["transformers"] == "4.55.7");
   CHECK(unknown.rules["transformers_nearest"] == "4.55.4");
   CHECK(unknown.rules["rule_set"] == known.rules["rule_set"]);

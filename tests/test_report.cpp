@@ -190,7 +190,7 @@ TEST_CASE("diagnose: explicit overrun with --backend none gives the JSON schema 
                              "cu-overrun.json");
   CheckOptions options;
   options.backend = BackendChoice::none;
-  Report r = diagnose(b, options, "cu-overrun.json");
+  Report r = diagnose(b, options, "cu-overrun.json").report;
   json j = to_json(r, {});
   require_schema(j);
   CHECK(j["name"] == "cu-overrun");

@@ -210,7 +210,7 @@ nlohmann::json static_case(const std::filesystem::path& dir, int64_t B, int64_t 
     t0 = Clock::now();
     CheckOptions o;
     o.backend = BackendChoice::none;
-    Report rep = diagnose(b, o, "batch.json");
+    Report rep = diagnose(b, o, "batch.json").report;
     best_static = std::min(best_static, seconds_since(t0));
   }
   const double tokens = double(cu.values.back());
@@ -226,7 +226,7 @@ nlohmann::json static_case(const std::filesystem::path& dir, int64_t B, int64_t 
   o.backend = BackendChoice::cpu;
   o.exec.threads = threads;
   auto t0 = Clock::now();
-  Report rep = diagnose(b, o, "batch.json");
+  Report rep = diagnose(b, o, "batch.json").report;
   const double dyn = seconds_since(t0);
   double checked = 0, total = 0;
   for (const auto& s : rep.stages)

@@ -88,21 +88,37 @@ bool guarded_stage(Report& r, Stage stage, Clock::time_point t0, Fn&& fn) {
 
 namespace {
 
-Report run_pipeline(const Batch& batch, const CheckOptions& options, const std::string& input_label) {
-  Report r;
+// Fills `d` stage by stage; a stage that fails ends the run with what came before it kept.
+void run_pipeline(Diagnosis& d, const Batch& batch, const CheckOptions& options, const std::string& input_label) {
+  Report& r = d.report;
   r.version = kToolVersion;
   r.input = input_label;
   r.name = batch.name;
   const bool full = options.exec.full;
+  d.flash_attn = options.flash_attn ? options.flash_attn : batch.environment.flash_attn;
 
   // 1. conversion
   auto t0 = Clock::now();
-  Conversion conversion;
-  if (!guarded_stage(r, Stage::conversion, t0, [&] { conversion = convert(batch, ConvertOptions{options.transformers, options.flash_attn}); }))
-    return r;
+  Conversion& conversion = d.conversion;
+  auto convert_batch = [&] {
+    if (!options.rule_set) {
+      conversion = convert(batch, ConvertOptions{options.transformers, options.flash_attn});
+      return;
+    }
+    if (!options.flash_attn) {
+      conversion.replayed = replay_with(batch, *options.rule_set);
+      return;
+    }
+    Batch effective = batch;  // the --flash-attn release replaces the batch's, as convert() does
+    effective.environment.flash_attn = options.flash_attn;
+    conversion.replayed = replay_with(effective, *options.rule_set);
+  };
+  if (!guarded_stage(r, Stage::conversion, t0, convert_batch)) return;
   StageRecord conv_stage{Stage::conversion, StageStatus::ok, ms_since(t0), "", nlohmann::json::object()};
   if (conversion.replayed) {
     const VarlenArgs& rep = *conversion.replayed;
+    d.rule_set = find_rule_set(rep.rule_set);
+    if (!options.rule_set) d.transformers = options.transformers ? options.transformers : batch.environment.transformers;
     r.rules["transformers"] = rep.requested.empty() ? rep.rule_set : rep.requested;
     r.rules["rule_set"] = rep.rule_set;
     if (!rep.nearest_release.empty()) r.rules["transformers_nearest"] = rep.nearest_release;
@@ -112,8 +128,7 @@ Report run_pipeline(const Batch& batch, const CheckOptions& options, const std::
       conv_stage.detail = rep.failure->where + ": " + rep.failure->type + ": " + rep.failure->message;
     }
   }
-  auto fa = options.flash_attn ? options.flash_attn : batch.environment.flash_attn;
-  if (fa) r.rules["flash_attn"] = fa->text;
+  if (d.flash_attn) r.rules["flash_attn"] = d.flash_attn->text;
   if (batch.environment.triton) r.rules["triton"] = batch.environment.triton->text;
   if (const VarlenArgs* eff = conversion.effective()) {
     r.varlen = varlen_json(*eff, full);
@@ -127,7 +142,7 @@ Report run_pipeline(const Batch& batch, const CheckOptions& options, const std::
   if (!guarded_stage(r, Stage::static_checks, t0, [&] {
         found = run_static_checks(batch, conversion, CheckContext{options.strict, options.flash_attn});
       }))
-    return r;
+    return;
   StageRecord static_stage{Stage::static_checks, found.empty() ? StageStatus::ok : StageStatus::violation, ms_since(t0), "",
                            nlohmann::json::object()};
   static_stage.data["checked"] = catalogue().size();
@@ -140,7 +155,7 @@ Report run_pipeline(const Batch& batch, const CheckOptions& options, const std::
   // is a capability error (exit 3); none = static checks only.
   if (options.backend == BackendChoice::none) {
     r.backend = "none";
-    return r;
+    return;
   }
   std::unique_ptr<Backend> backend;
   if (options.backend == BackendChoice::automatic || options.backend == BackendChoice::cuda) {
@@ -153,12 +168,12 @@ Report run_pipeline(const Batch& batch, const CheckOptions& options, const std::
   ExecOptions exec = options.exec;
   if (options.flash_attn) exec.flash_attn = options.flash_attn;
   t0 = Clock::now();
-  std::optional<ExecPlan> plan;
-  if (!guarded_stage(r, Stage::plan, t0, [&] { plan.emplace(make_exec_plan(batch, conversion, exec)); })) return r;
+  if (!guarded_stage(r, Stage::plan, t0, [&] { d.plan.emplace(make_exec_plan(batch, conversion, exec)); })) return;
+  const ExecPlan& plan = *d.plan;
   const double plan_ms = ms_since(t0);
-  for (const std::string& n : plan->notes) r.notes.push_back(n);
+  for (const std::string& n : plan.notes) r.notes.push_back(n);
   guarded_stage(r, Stage::execute, t0, [&] {
-    ExecResult res = backend->run(*plan, exec);
+    ExecResult res = backend->run(plan, exec);
     r.backend = res.backend;
     bool first = true;
     for (StageRecord& st : res.stages) {
@@ -169,7 +184,6 @@ Report run_pipeline(const Batch& batch, const CheckOptions& options, const std::
     for (Violation& v : res.violations) r.add(std::move(v));
     for (std::string& n : res.notes) r.notes.push_back(std::move(n));
   });
-  return r;
 }
 
 // The result stage against an untrusted reference (intent.trusted false) never says ok: the
@@ -187,13 +201,15 @@ void qualify_result_stage(Report& r) {
 
 }  // namespace
 
-Report diagnose(const Batch& batch, const CheckOptions& options, const std::string& input_label) {
-  Report r = run_pipeline(batch, options, input_label);
+Diagnosis diagnose(const Batch& batch, const CheckOptions& options, const std::string& input_label) {
+  Diagnosis d;
+  run_pipeline(d, batch, options, input_label);
+  Report& r = d.report;
   qualify_result_stage(r);
   // the prediction: from every violation found, whatever stage ended the run (a comparison
   // with an untrusted reference cannot decide it)
   r.prediction = predict_call(r.violations, batch, options.flash_attn, !r.intent || r.intent->trusted);
-  return r;
+  return d;
 }
 
 }  // namespace ad

@@ -1,5 +1,6 @@
 // The pipeline in one call: convert -> static checks -> execute -> report.
-// `attn-doctor check` and `repro` are thin layers over `diagnose`.
+// `attn-doctor check`, `compare`, `repro`, the HTML pages and the Python extension are thin
+// layers over `diagnose`: they read the Diagnosis it returns and convert nothing themselves.
 #pragma once
 
 #include <optional>
@@ -8,6 +9,7 @@
 #include "batch/batch.hpp"
 #include "convert/convert.hpp"
 #include "exec/exec.hpp"
+#include "exec/plan.hpp"
 #include "report/report.hpp"
 
 namespace ad {
@@ -21,6 +23,9 @@ struct CheckOptions {
   BackendChoice backend = BackendChoice::automatic;
   ExecOptions exec;
   bool strict = false;
+  // Replay exactly this rule set instead of the release the batch or --transformers names, and
+  // leave the batch's `varlen` block aside (`compare`: one diagnosis per rule set).
+  const RuleSetInfo* rule_set = nullptr;
 };
 
 // A capability the binary lacks or a device that is not there (exit 3).
@@ -35,6 +40,17 @@ extern const char* const kToolVersion;  // the project version, "0.1.0"
 // summarised unless `full`.
 nlohmann::json varlen_json(const VarlenArgs& args, bool full);
 
-Report diagnose(const Batch& batch, const CheckOptions& options, const std::string& input_label);
+// What one diagnosis produced, as typed values for the renderers to read.
+struct Diagnosis {
+  Conversion conversion;                  // the replay and/or the batch's `varlen` block (empty when
+                                          // the conversion stage failed)
+  const RuleSetInfo* rule_set = nullptr;  // the rule set replayed (nullptr: none)
+  std::optional<Version> transformers;    // the transformers release that chose it (none named: absent)
+  std::optional<Version> flash_attn;      // the flash-attn contract applied: --flash-attn, else the batch's
+  std::optional<ExecPlan> plan;           // what the backend ran (absent: --backend none, or no plan)
+  Report report;
+};
+
+Diagnosis diagnose(const Batch& batch, const CheckOptions& options, const std::string& input_label);
 
 }  // namespace ad

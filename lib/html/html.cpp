@@ -23,6 +23,15 @@ using html::Mark;
 using html::Picture;
 using html::Piece;
 
+// A compare band's rule set, the arguments it replayed, and the first invariant they break.
+std::string band_rule_set(const CompareBand& b) {
+  return b.diagnosis && b.diagnosis->rule_set ? b.diagnosis->rule_set->name : std::string();
+}
+const VarlenArgs* band_args(const CompareBand& b) {
+  return b.diagnosis && b.diagnosis->conversion.replayed ? &*b.diagnosis->conversion.replayed : nullptr;
+}
+const Violation* band_first(const CompareBand& b) { return b.diagnosis ? b.diagnosis->report.first_violation() : nullptr; }
+
 // ---- text --------------------------------------------------------------------------------
 
 std::string esc(std::string_view s) {
@@ -40,7 +49,7 @@ std::string esc(std::string_view s) {
 }
 
 // 1234567 -> "1,234,567"
-std::string num(int64_t v) {
+std::string grouped(int64_t v) {
   const std::string digits = std::to_string(v);
   const size_t lead = digits[0] == '-' ? 1 : 0, n = digits.size() - lead;
   std::string out(digits, 0, lead);
@@ -51,7 +60,7 @@ std::string num(int64_t v) {
   return out;
 }
 
-std::string range(int64_t b, int64_t e) { return e - b <= 1 ? num(b) : num(b) + "–" + num(e - 1); }
+std::string range(int64_t b, int64_t e) { return e - b <= 1 ? grouped(b) : grouped(b) + "–" + grouped(e - 1); }
 
 std::string fmt(double v) {
   char buf[32];
@@ -222,7 +231,7 @@ class Svg {
       for (int64_t t = 0; t <= pic_.width; t += step) {
         g << "<line x1=\"" << fmt(x_of(t)) << "\" x2=\"" << fmt(x_of(t)) << "\" y1=\"" << fmt(kAxisH - 8) << "\" y2=\""
           << fmt(height - 6) << "\" class=\"grid\"/>\n";
-        g << "<text x=\"" << fmt(x_of(t) + 2) << "\" y=\"" << fmt(kAxisH - 16) << "\">" << num(t) << "</text>\n";
+        g << "<text x=\"" << fmt(x_of(t) + 2) << "\" y=\"" << fmt(kAxisH - 16) << "\">" << grouped(t) << "</text>\n";
         if (t > pic_.width - step) break;
       }
     }
@@ -236,7 +245,7 @@ class Svg {
       }
     for (const auto& [at, who] : ends)
       g << "<text x=\"" << fmt(x_of(at)) << "\" y=\"" << fmt(kAxisH - 4) << "\" text-anchor=\"middle\" class=\"end-label\">end of "
-        << esc(who) << " (" << num(at) << ")</text>\n";
+        << esc(who) << " (" << grouped(at) << ")</text>\n";
     // the axis end (row width)
     g << "<line x1=\"" << fmt(x_of(pic_.width)) << "\" x2=\"" << fmt(x_of(pic_.width)) << "\" y1=\"" << fmt(kAxisH - 8)
       << "\" y2=\"" << fmt(height - 6) << "\" class=\"grid end\"/>\n";
@@ -250,12 +259,12 @@ class Svg {
     if (cur == prev + 1 && pic_.phantom(prev) == pic_.phantom(cur)) return;
     std::string text;
     if (!pic_.phantom(prev) && pic_.phantom(cur)) {
-      text = "past the batch: rows ≥ " + num(pic_.rows) + " do not exist (what lies here is read past the tensor)";
+      text = "past the batch: rows ≥ " + grouped(pic_.rows) + " do not exist (what lies here is read past the tensor)";
       if (cur > pic_.rows) text = "⋯ " + text;
     } else if (pic_.phantom(prev) && !pic_.phantom(cur)) {
-      text = "the batch: rows 0–" + num(pic_.rows - 1);
+      text = "the batch: rows 0–" + grouped(pic_.rows - 1);
     } else {
-      text = "⋯ rows " + range(prev + 1, cur) + " not drawn (" + num(cur - prev - 1) + " rows) ⋯";
+      text = "⋯ rows " + range(prev + 1, cur) + " not drawn (" + grouped(cur - prev - 1) + " rows) ⋯";
     }
     body_ << "<text x=\"" << fmt(kGutter) << "\" y=\"" << fmt(y_ + 11) << "\" class=\"elide\">" << esc(text) << "</text>\n";
     y_ += kElideH;
@@ -279,12 +288,12 @@ class Svg {
   std::string intent_title(int64_t row, const Run& r) const {
     const bool one = r.end - r.begin == 1;
     const std::string where =
-        (pic_.packed ? (one ? "packed row " : "packed rows ") : "row " + num(row) + (one ? ", token " : ", tokens ")) +
+        (pic_.packed ? (one ? "packed row " : "packed rows ") : "row " + grouped(row) + (one ? ", token " : ", tokens ")) +
         range(r.begin, r.end);
-    if (r.key == html::kPadding) return where + ": padding (" + num(r.end - r.begin) + ")";
+    if (r.key == html::kPadding) return where + ": padding (" + grouped(r.end - r.begin) + ")";
     const auto& s = pic_.sequences[static_cast<size_t>(r.key)];
-    return where + ": intended sequence " + num(r.key) + " (row " + num(s.row) + ", tokens " + range(s.start, s.start + s.length) +
-           ", " + num(s.length) + " tokens)";
+    return where + ": intended sequence " + grouped(r.key) + " (row " + grouped(s.row) + ", tokens " + range(s.start, s.start + s.length) +
+           ", " + grouped(s.length) + " tokens)";
   }
 
   Style intent_style(int64_t key) const {
@@ -297,7 +306,7 @@ class Svg {
     lane_background(y, h, row, -1);
     if (pic_.phantom(row)) {
       body_ << "<rect x=\"" << fmt(kGutter) << "\" y=\"" << fmt(y) << "\" width=\"" << fmt(plot_w_) << "\" height=\"" << fmt(h)
-            << "\" fill=\"url(#past)\"><title>" << esc("row " + num(row) + " does not exist: the batch has rows 0–" + num(pic_.rows - 1))
+            << "\" fill=\"url(#past)\"><title>" << esc("row " + grouped(row) + " does not exist: the batch has rows 0–" + grouped(pic_.rows - 1))
             << "</title></rect>\n";
       body_ << "<text x=\"" << fmt(kGutter + 6) << "\" y=\"" << fmt(y + h / 2 + 4) << "\" class=\"inlane\">no such row (past the tensor)</text>\n";
       return;
@@ -317,7 +326,7 @@ class Svg {
 
   std::string row_label(int64_t row) const {
     if (pic_.packed) return "intent";
-    return pic_.phantom(row) ? "row " + num(row) + " ✗" : "row " + num(row);
+    return pic_.phantom(row) ? "row " + grouped(row) + " ✗" : "row " + grouped(row);
   }
 
   void lane_background(double y, double h, int64_t row, int lane) {
@@ -330,7 +339,7 @@ class Svg {
         const double x = x_of(l.limit);
         body_ << "<rect x=\"" << fmt(x) << "\" y=\"" << fmt(y) << "\" width=\"" << fmt(kGutter + plot_w_ - x) << "\" height=\""
               << fmt(h) << "\" fill=\"url(#past)\"><title>"
-              << esc("past the " + num(l.limit) + " rows of " + std::string(l.q && !l.k ? "q" : l.k && !l.q ? "k/v" : "q and k/v"))
+              << esc("past the " + grouped(l.limit) + " rows of " + std::string(l.q && !l.k ? "q" : l.k && !l.q ? "k/v" : "q and k/v"))
               << "</title></rect>\n";
       }
     }
@@ -342,7 +351,7 @@ class Svg {
     if (!pic_.packed || l.limit < 0 || l.limit >= pic_.width) return;
     const double x = x_of(l.limit);
     body_ << "<line x1=\"" << fmt(x) << "\" x2=\"" << fmt(x) << "\" y1=\"" << fmt(y - 3) << "\" y2=\"" << fmt(y + h + 3)
-          << "\" class=\"limit\"><title>" << esc(l.tensor + ": the tensor has " + num(l.limit) + " rows") << "</title></line>\n";
+          << "\" class=\"limit\"><title>" << esc(l.tensor + ": the tensor has " + grouped(l.limit) + " rows") << "</title></line>\n";
   }
 
   // ---- segments ------------------------------------------------------------------------------
@@ -377,13 +386,13 @@ class Svg {
 
   std::string segment_title(const Lane& lane, int64_t row, const Run& r) const {
     const html::SegmentInfo& info = lane.segments.at(static_cast<size_t>(r.key));
-    std::string name = lane.dense ? "dense row " + num(r.key) : lane.tensor + " segment " + num(r.key);
-    std::string t = name + ": packed rows " + range(info.from, info.to) + " (" + num(info.to - info.from) + ") → " +
-                    (pic_.packed ? "packed rows " : "row " + num(row) + ", tokens ") + range(r.begin, r.end) + "; " +
+    std::string name = lane.dense ? "dense row " + grouped(r.key) : lane.tensor + " segment " + grouped(r.key);
+    std::string t = name + ": packed rows " + range(info.from, info.to) + " (" + grouped(info.to - info.from) + ") → " +
+                    (pic_.packed ? "packed rows " : "row " + grouped(row) + ", tokens ") + range(r.begin, r.end) + "; " +
                     html::to_string(info.fit);
-    if (info.owners > 0) t += "; " + num(info.owners) + " intended sequence" + (info.owners > 1 ? "s" : "");
-    if (info.padding > 0) t += ", " + num(info.padding) + " padding tokens";
-    if (info.outside > 0) t += ", " + num(info.outside) + " rows outside";
+    if (info.owners > 0) t += "; " + grouped(info.owners) + " intended sequence" + (info.owners > 1 ? "s" : "");
+    if (info.padding > 0) t += ", " + grouped(info.padding) + " padding tokens";
+    if (info.outside > 0) t += ", " + grouped(info.outside) + " rows outside";
     return t;
   }
 
@@ -431,10 +440,10 @@ class Svg {
       const double x = kGutter + plot_w_ + 6;
       body_ << "<rect x=\"" << fmt(x) << "\" y=\"" << fmt(y) << "\" width=\"" << fmt(kRight - 12) << "\" height=\"" << fmt(h)
             << "\" fill=\"url(#past)\" stroke=\"" << kViolation << "\"><title>"
-            << esc(num(lane.past_packed) + " packed rows of " + lane.tensor + " lie past the " +
-                   num(lane.indices ? lane.indices->numel() : 0) + " gathered rows: no token, the kernel reads past the packed tensor")
+            << esc(grouped(lane.past_packed) + " packed rows of " + lane.tensor + " lie past the " +
+                   grouped(lane.indices ? lane.indices->numel() : 0) + " gathered rows: no token, the kernel reads past the packed tensor")
             << "</title></rect>\n";
-      body_ << "<text x=\"" << fmt(x + 4) << "\" y=\"" << fmt(y + h / 2 + 4) << "\" class=\"stub\">+" << esc(num(lane.past_packed))
+      body_ << "<text x=\"" << fmt(x + 4) << "\" y=\"" << fmt(y + h / 2 + 4) << "\" class=\"stub\">+" << esc(grouped(lane.past_packed))
             << "</text>\n";
     }
   }
@@ -539,10 +548,10 @@ class Svg {
       std::string t = (pic_.packed ? "packed rows " : "tokens ") + range(c * bk, std::min((c + 1) * bk, pic_.width)) + ":";
       for (const auto& [key, n] : cell.parts) {
         std::string name = key < 0 ? "padding" : label_of(key);
-        if (name.empty()) name.append("sequence ").append(num(key));
-        t.append(" ").append(name).append(" ×").append(num(n)).append(",");
+        if (name.empty()) name.append("sequence ").append(grouped(key));
+        t.append(" ").append(name).append(" ×").append(grouped(n)).append(",");
       }
-      if (cell.other_keys) t.append(" ").append(num(cell.other_keys)).append(" more ×").append(num(cell.other_tokens)).append(",");
+      if (cell.other_keys) t.append(" ").append(grouped(cell.other_keys)).append(" more ×").append(grouped(cell.other_tokens)).append(",");
       t.pop_back();
       for (const auto& [key, n] : cell.parts) {
         Style s = style(key);
@@ -613,9 +622,11 @@ class Svg {
 
   void band_header(int g, const CompareBand* band) {
     if (!band) return band_header_text("band " + std::to_string(g), "", false);
-    std::string detail = band->rule_set + " · " + (band->args ? to_string(band->args->path) + " path" : "") + " · ";
-    if (band->args && band->args->failure) detail += "raises " + band->args->failure->type + " · ";
-    detail += band->first ? "first violation: " + band->first->id : "every invariant holds";
+    const VarlenArgs* args = band_args(*band);
+    const Violation* first = band_first(*band);
+    std::string detail = band_rule_set(*band) + " · " + (args ? to_string(args->path) + " path" : "") + " · ";
+    if (args && args->failure) detail += "raises " + args->failure->type + " · ";
+    detail += first ? "first violation: " + first->id : "every invariant holds";
     band_header_text(band->release, detail, band->changed);
     body_ << "<line x1=\"8\" x2=\"" << fmt(kGutter + plot_w_) << "\" y1=\"" << fmt(y_ - 4) << "\" y2=\"" << fmt(y_ - 4)
           << "\" class=\"bandrule\"/>\n";
@@ -798,21 +809,21 @@ std::string legend(const Picture& pic, bool compare) {
   for (size_t i = 0; i < shown; ++i) {
     const auto& s = pic.sequences[i];
     l << "<span class=\"sw\" style=\"background:" << sequence_colour(static_cast<int64_t>(i)) << "\"></span>" << i << " = "
-      << (pic.packed ? "packed rows " : "row " + num(s.row) + ", tokens ") << range(s.start, s.start + s.length)
+      << (pic.packed ? "packed rows " : "row " + grouped(s.row) + ", tokens ") << range(s.start, s.start + s.length)
       << (i + 1 < shown ? "; " : "");
   }
-  if (pic.sequences.size() > shown) l << "; and " << num(static_cast<int64_t>(pic.sequences.size() - shown)) << " more";
+  if (pic.sequences.size() > shown) l << "; and " << grouped(static_cast<int64_t>(pic.sequences.size() - shown)) << " more";
   if (pic.sequences.empty()) l << "none";
   l << ".</p>\n";
   return l.str();
 }
 
 std::string scale_text(const Picture& pic) {
-  std::string s = pic.packed ? "the packed axis, " + num(pic.width) + (pic.width == 1 ? " row" : " rows")
-                             : num(pic.rows) + (pic.rows == 1 ? " row" : " rows") + " × " + num(pic.width) + " tokens";
-  if (pic.bucket > 1) s += "; one cell = " + num(pic.bucket) + " tokens (hover a cell for its counts)";
+  std::string s = pic.packed ? "the packed axis, " + grouped(pic.width) + (pic.width == 1 ? " row" : " rows")
+                             : grouped(pic.rows) + (pic.rows == 1 ? " row" : " rows") + " × " + grouped(pic.width) + " tokens";
+  if (pic.bucket > 1) s += "; one cell = " + grouped(pic.bucket) + " tokens (hover a cell for its counts)";
   const int64_t real = std::count_if(pic.drawn_rows.begin(), pic.drawn_rows.end(), [&](int64_t r) { return !pic.phantom(r); });
-  if (!pic.packed && real < pic.rows) s += "; " + num(real) + " of " + num(pic.rows) + " rows drawn";
+  if (!pic.packed && real < pic.rows) s += "; " + grouped(real) + " of " + grouped(pic.rows) + " rows drawn";
   return s;
 }
 
@@ -855,8 +866,8 @@ std::string lane_summary(const Picture& pic, int group) {
                                                                 (a.requested.empty() ? "" : " (transformers " + esc(a.requested) + ")"))
       << ": " << esc(to_string(a.path)) << " path, <code>" << esc(a.call.function) << "</code>";
     if (a.path != VarlenPath::dense)
-      o << "; " << num(n) << " non-empty segment" << (n == 1 ? "" : "s") << " drawn: " << num(exact) << " exact, " << num(bad)
-        << " wrong, " << num(warn) << " with padding";
+      o << "; " << grouped(n) << " non-empty segment" << (n == 1 ? "" : "s") << " drawn: " << grouped(exact) << " exact, " << grouped(bad)
+        << " wrong, " << grouped(warn) << " with padding";
     o << ".";
     if (a.failure)
       o << " The release raises <code>" << esc(a.failure->type) << ": " << esc(a.failure->message) << "</code> in <code>"
@@ -878,7 +889,8 @@ std::vector<html::LaneSource> check_sources(const Conversion& c) {
 
 }  // namespace
 
-std::string render_check_html(const Batch& batch, const Conversion& conversion, const Report& report, const HtmlOptions& options) {
+std::string render_check_html(const Batch& batch, const Diagnosis& diagnosis, const HtmlOptions& options) {
+  const Report& report = diagnosis.report;
   const Violation* first = report.first_violation();
   std::vector<html::Highlight> highlights;
   html::Location where;
@@ -886,7 +898,7 @@ std::string render_check_html(const Batch& batch, const Conversion& conversion, 
     where = html::locate(*first);
     highlights.push_back({0, where, first->id});
   }
-  Picture pic = html::build_picture(batch, check_sources(conversion), highlights, options);
+  Picture pic = html::build_picture(batch, check_sources(diagnosis.conversion), highlights, options);
   const std::string name = report.name.empty() ? batch.name : report.name;
   std::ostringstream o;
   o << page_head("attn-doctor check: " + name);
@@ -901,7 +913,7 @@ std::string render_check_html(const Batch& batch, const Conversion& conversion, 
     return o.str();
   }
   o << "<figure>\n<figcaption>\n";
-  o << "<p>" << esc(scale_text(pic)) << "; " << num(static_cast<int64_t>(pic.sequences.size())) << " intended sequence"
+  o << "<p>" << esc(scale_text(pic)) << "; " << grouped(static_cast<int64_t>(pic.sequences.size())) << " intended sequence"
     << (pic.sequences.size() == 1 ? "" : "s") << " (" << esc(pic.intent_source) << ").</p>\n";
   o << lane_summary(pic, 0);
   if (pic.lanes.empty()) o << "<p>No <code>cu_seqlens</code> to draw: nothing reached a varlen kernel.</p>\n";
@@ -924,11 +936,12 @@ std::string render_compare_html(const Batch& batch, const std::vector<CompareBan
   std::vector<html::Highlight> highlights;
   std::vector<html::Location> where(bands.size());
   for (size_t g = 0; g < bands.size(); ++g) {
-    if (!bands[g].args) continue;
-    sources.push_back({bands[g].args, bands[g].rule_set, true, static_cast<int>(g)});
-    if (bands[g].first) {
-      where[g] = html::locate(*bands[g].first);
-      highlights.push_back({static_cast<int>(g), where[g], bands[g].first->id});
+    const VarlenArgs* args = band_args(bands[g]);
+    if (!args) continue;
+    sources.push_back({args, band_rule_set(bands[g]), true, static_cast<int>(g)});
+    if (const Violation* first = bands[g].diagnosis->report.first_violation()) {
+      where[g] = html::locate(*first);
+      highlights.push_back({static_cast<int>(g), where[g], first->id});
     }
   }
   Picture pic = html::build_picture(batch, sources, highlights, options);
@@ -938,14 +951,14 @@ std::string render_compare_html(const Batch& batch, const std::vector<CompareBan
   o << "<h1>" << esc(batch.name) << " <span class=\"cmd\">· attn-doctor compare " << esc(input_label) << "</span></h1>\n";
   size_t violated = 0, changed = 0;
   for (const auto& b : bands) {
-    violated += b.first || (b.args && b.args->failure);
+    violated += band_first(b) || (band_args(b) && band_args(b)->failure);
     changed += b.changed;
   }
-  o << "<span class=\"status " << (violated ? "violation" : "ok") << "\">" << num(static_cast<int64_t>(violated)) << " of "
-    << num(static_cast<int64_t>(bands.size())) << " releases break an invariant</span>\n";
-  o << "<figure>\n<figcaption>\n<p>" << esc(scale_text(pic)) << "; " << num(static_cast<int64_t>(pic.sequences.size()))
+  o << "<span class=\"status " << (violated ? "violation" : "ok") << "\">" << grouped(static_cast<int64_t>(violated)) << " of "
+    << grouped(static_cast<int64_t>(bands.size())) << " releases break an invariant</span>\n";
+  o << "<figure>\n<figcaption>\n<p>" << esc(scale_text(pic)) << "; " << grouped(static_cast<int64_t>(pic.sequences.size()))
     << " intended sequences (" << esc(pic.intent_source) << "). One band per release, on the same token axis; "
-    << num(static_cast<int64_t>(changed)) << " band" << (changed == 1 ? "" : "s")
+    << grouped(static_cast<int64_t>(changed)) << " band" << (changed == 1 ? "" : "s")
     << " marked <b>changed</b> (what reaches the kernel differs from the band above; the cells that differ are underlined in orange). "
        "Each band's first violation is outlined in red.</p>\n";
   o << "</figcaption>\n<div class=\"scroll\">\n";
@@ -957,9 +970,10 @@ std::string render_compare_html(const Batch& batch, const std::vector<CompareBan
   std::ostringstream t;
   for (size_t g = 0; g < bands.size(); ++g) {
     const CompareBand& b = bands[g];
-    t << (b.changed ? "* " : "  ") << b.release << "  " << b.rule_set;
-    if (b.args) {
-      const VarlenArgs& a = *b.args;
+    t << (b.changed ? "* " : "  ") << b.release << "  " << band_rule_set(b);
+    const Violation* first = band_first(b);
+    if (const VarlenArgs* args = band_args(b)) {
+      const VarlenArgs& a = *args;
       t << "  path " << to_string(a.path);
       if (a.path != VarlenPath::dense) {
         auto list = [](const IntTensor& x) {
@@ -980,8 +994,8 @@ std::string render_compare_html(const Batch& batch, const std::vector<CompareBan
       }
       if (a.failure) t << "\n      raises " << a.failure->type << ": " << a.failure->message << " (" << a.failure->where << ")";
     }
-    t << "\n      " << (b.first ? "first violation " + b.first->id + ": " + b.first->message : std::string("every invariant holds"));
-    if (b.first && !where[g].text.empty()) t << "\n      at " << where[g].text;
+    t << "\n      " << (first ? "first violation " + first->id + ": " + first->message : std::string("every invariant holds"));
+    if (first && !where[g].text.empty()) t << "\n      at " << where[g].text;
     if (!b.note.empty()) t << "\n      note: " << b.note;
     t << "\n";
   }

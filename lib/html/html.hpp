@@ -11,16 +11,16 @@
 // Wide rows are bucketed (one cell = many tokens, counts in the tooltips) and long batches
 // elided to a few rows, so the page stays small whatever the batch.
 //
-// Like render_text and to_json this is one more rendering of what the pipeline produced
-// (the Report, the Batch and the Conversion); it computes nothing the checks rely on.
+// Like render_text and to_json this is one more rendering of what the pipeline produced (the
+// Diagnosis: its conversion and report, and the Batch); it converts nothing and computes
+// nothing the checks rely on.
 #pragma once
 
 #include <string>
 #include <vector>
 
 #include "batch/batch.hpp"
-#include "convert/convert.hpp"
-#include "report/report.hpp"
+#include "doctor/doctor.hpp"
 
 namespace ad {
 
@@ -30,18 +30,17 @@ struct HtmlOptions {
   bool full = false;      // the text report prints arrays in full
 };
 
-// `check --html`: the batch, the conversion (replayed and/or explicit) and the report.
-std::string render_check_html(const Batch& batch, const Conversion& conversion, const Report& report,
-                              const HtmlOptions& options = {});
+// `check --html`: the batch and its diagnosis (the conversion, replayed and/or explicit, and the
+// report).
+std::string render_check_html(const Batch& batch, const Diagnosis& diagnosis, const HtmlOptions& options = {});
 
-// One release of `compare`: the arguments its rule set produced and the first error it breaks.
+// One release of `compare`: its diagnosis (the rule set, the arguments it produced, the first
+// invariant they break).
 struct CompareBand {
-  std::string release;               // as asked ("4.44.0") or the rule set's first release
-  std::string rule_set;              // "hf-4.44.0"
-  const VarlenArgs* args = nullptr;  // must outlive the call
-  const Violation* first = nullptr;  // first error-severity violation; nullptr when all hold
-  std::string note;                  // nearest-lower mapping and the like
-  bool changed = false;              // what reaches the kernel differs from the band above
+  std::string release;                   // as asked ("4.44.0") or the rule set's first release
+  const Diagnosis* diagnosis = nullptr;  // must outlive the call
+  std::string note;                      // nearest-lower mapping and the like
+  bool changed = false;                  // what reaches the kernel differs from the band above
 };
 
 // `compare --html`: one band per release, aligned on the same token axis, differences marked.
