@@ -17,7 +17,9 @@
 //            wrong: queries of one row are split across rows), no crash.
 //  4.47      the attention integration reads module._flash_attn_uses_top_left_mask, which
 //            Gemma2Attention lacks -> AttributeError before the conversion.
-//  4.48-4.51 prefill keeps the whole mask and all keys, window (W, W) passed; decode: last W
+//  4.48.0-   the sliding cache is written with _static_update: IndexError once a position reaches W.
+//  4.48.1
+//  4.48.2-   prefill keeps the whole mask and all keys, window (W, W) passed; decode: last W
 //            columns and the W cached keys.
 //  4.52      a 4-D (B, 1, Lq, max_cache_len - 1) mask reaches the conversion again (observed with
 //            torch 2.6; 4.52 cannot build the model on torch 2.4).
@@ -137,6 +139,28 @@ std::optional<LayerCall> gemma2_layer_call(const Batch& batch, const Call& c, Ge
                          "the same AttributeError (host side, before any kernel)");
       note("transformers.integrations.flash_attention reads an attribute Gemma2Attention does not have");
       return l;
+    case Gemma2Era::v4_48_0: {
+      // 4.48.0 - 4.48.1: Gemma2Attention passes no sliding_window in cache_kwargs, so HybridCache
+      // writes a sliding layer's keys with _static_update at their cache positions into a cache of
+      // W rows (cache_utils.py / modeling_gemma2.py 4.48.1; fixed in 4.48.2): the first position
+      // >= W fails (gemma2-generate-4.48.1.json: prefill of 8 over W = 4).
+      const int64_t rows = std::min(W, max_cache);
+      const int64_t first = prefill ? (c.query_length > rows ? rows : -1) : (past >= rows ? past : -1);
+      if (first >= 0) {
+        l.failure = raised("HybridCache.update > _static_update", "IndexError",
+                           "index " + std::to_string(first) + " is out of bounds for dimension 0 with size " +
+                               std::to_string(rows),
+                           "CUDA error: device-side assert triggered (the cache write's index kernel)");
+        note("the sliding layer's cache write goes through _static_update: position " + std::to_string(first) +
+             " past its " + std::to_string(rows) + " rows");
+        return l;
+      }
+      l.call.mask = c.mask->last_columns_dim1(W);
+      l.call.kv_length = std::min(W, c.kv_length);
+      l.call.position_ids.reset();
+      note("mask cut to its last W = " + std::to_string(W) + " columns, keys = the W cached ones");
+      return l;
+    }
     case Gemma2Era::v4_48: {
       int64_t effective = std::max(c.query_length, W);
       l.call.mask = c.mask->last_columns_dim1(effective);

@@ -52,7 +52,12 @@ const std::vector<Entry>& table() {
         hf("hf-4.47", "4.47.0", "4.47.1", "modeling_flash_attention_utils.py (4.47.1), PR #33932" + g,
            "cu_seq_lens_q/k, max_length_q/k kwargs, honoured only together with position ids; Gemma-2 FA2 broken",
            replay::hf_4_47, Gemma2Era::v4_47, Qwen2VLEra::none),
-        hf("hf-4.48", "4.48.0", "4.48.3", "modeling_flash_attention_utils.py (4.48.3)" + g,
+        hf("hf-4.48.0", "4.48.0", "4.48.1",
+           "modeling_flash_attention_utils.py (4.48.1); cache_utils.py, modeling_gemma2.py (4.48.1: no sliding_window "
+           "in cache_kwargs, fixed in 4.48.2); gemma2-generate-4.48.1.json" + g,
+           "as hf-4.47; Gemma-2 generate fails writing the sliding cache (IndexError) once a position reaches W",
+           replay::hf_4_47, Gemma2Era::v4_48_0, Qwen2VLEra::none),
+        hf("hf-4.48", "4.48.2", "4.48.3", "modeling_flash_attention_utils.py (4.48.3)" + g,
            "as hf-4.47 (Gemma-2 FA2 works again: prefill keeps the whole mask)", replay::hf_4_47,
            Gemma2Era::v4_48, Qwen2VLEra::none),
         hf("hf-4.49", "4.49.0", "4.51.3", "modeling_flash_attention_utils.py (4.49.0, 4.50.3, 4.51.3)" + g,

@@ -61,7 +61,7 @@ bool is_packed_sequence(const Call& c, bool guard_single_token, std::optional<Re
 
 // Model-level behaviour of Gemma-2's sliding-window layers (model.architecture "gemma2"): the
 // call the first sliding-window layer makes, per era of the model code.
-enum class Gemma2Era { absent, v4_42, v4_43, v4_44_0, v4_44_1, v4_47, v4_48, v4_52, v4_53, v4_54 };
+enum class Gemma2Era { absent, v4_42, v4_43, v4_44_0, v4_44_1, v4_47, v4_48_0, v4_48, v4_52, v4_53, v4_54 };
 struct LayerCall {
   Call call;
   std::optional<ReplayFailure> failure;  // the model fails before the conversion

@@ -19,7 +19,7 @@ RELEASES = [
     "4.50.3", "4.52.4", "4.53.0", "4.53.1", "4.53.3", "4.54.0", "4.54.1", "4.55.0", "4.55.4", "4.56.2", "4.57.6",
     "5.0.0", "5.4.0", "5.5.0", "5.14.1", "5.16.0", "5.20.0", "5.23.0",
     # model code without a golden before (releases.py: docs/spec/releases.md)
-    "5.3.0", "5.24.0",
+    "5.3.0", "5.24.0", "4.48.1",
 ]
 # the prefill call of the first (sliding-window) layer, and the first decode call of that layer
 PREFILL_CALL, DECODE_CALL = 0, 2
