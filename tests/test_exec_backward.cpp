@@ -249,9 +249,9 @@ TEST_CASE("backward: \"deterministic\": true in the batch runs the split accumul
                               R"({"cu_seqlens_q": [0, 100, 300], "max_seqlen_q": 200})"));
   INFO(describe(r));
   CHECK(r.violations.empty());
-  const StageRecord* s = stage_of(r, "attention_backward");
+  const StageRecord* s = stage_of(r, Stage::attention_backward);
   REQUIRE(s);
-  CHECK(s->status == "ok");
+  CHECK(s->status == StageStatus::ok);
   CHECK(s->data["deterministic"] == true);
   CHECK(s->data["grid_dq_dk_dv"][0] == 17);  // nsplits = ceil(132 / (2 x 4))
 }
