@@ -140,7 +140,7 @@ TEST_CASE("cuda sweep: CUDA and CPU backends agree on the training sweep", "[cud
     const RunSummary oc = summarise(cpu->run(plan, opt));
     const RunSummary og = summarise(rg);
     for (const auto& st : rg.stages)
-      if (st.name == "attention_backward" && st.data.value("engine", "") == "cuda") ++on_gpu;
+      if (st.name == Stage::attention_backward && st.engine == StageEngine::cuda) ++on_gpu;
     const bool same_ids = oc.ids == og.ids;
     const bool same_stages = oc.stage_status == og.stage_status;
     bool within = true;
