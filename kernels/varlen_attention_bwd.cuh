@@ -128,8 +128,9 @@ __device__ __forceinline__ uint64_t bwd_key(const VarlenBwdParams& p, int64_t gr
 }
 __device__ __noinline__ inline void record_bwd(const VarlenBwdParams& p, int64_t grid_x, Buffer buffer, AccessKind kind,
                                                Unit unit, int64_t index, int64_t bound, int64_t row, int64_t head, int64_t tile,
-                                               uint32_t cls, int64_t sub, uint64_t n = 1) {
-  record_violation(p.record, buffer, kind, unit, Region::tensor, index, bound, blockIdx.x, blockIdx.y, blockIdx.z,
+                                               uint32_t cls, int64_t sub, uint64_t n = 1,
+                                               Region region = Region::tensor) {
+  record_violation(p.record, buffer, kind, unit, region, index, bound, blockIdx.x, blockIdx.y, blockIdx.z,
                    blockIdx.y, row, head, tile, bwd_key(p, grid_x, cls, sub), n);
 }
 
@@ -149,6 +150,21 @@ __device__ __forceinline__ int swz_ds(int row, int col) {
 }
 
 // ---------------------------------------------------------------------------------------
+// The preprocess grid's CTA (dot_do_o and convert_dQ): query tile blockIdx.x of segment
+// blockIdx.y, head blockIdx.z; 128 threads, D / 8 per row (8 elements each, tpr a power of
+// two), the tile's rows in turn: this thread takes rows r_in, r_in + rows_per_pass, ...
+struct PreTile {
+  int m_block, b, h;
+  Seg seg;
+  int bm, row0, tpr, rows_per_pass, r_in, c;
+  __device__ explicit PreTile(const VarlenBwdParams& p)
+      : m_block(int(blockIdx.x)), b(int(blockIdx.y)), h(int(blockIdx.z)), seg(segment_of(p, b)), bm(tile_m_of(p)),
+        row0(m_block * bm), tpr(p.head_dim / 8), rows_per_pass(kPreThreads / tpr), r_in(int(threadIdx.x) / tpr),
+        c((int(threadIdx.x) % tpr) * 8) {}
+  __device__ bool exits() const { return row0 >= seg.len_q; }
+};
+
+// ---------------------------------------------------------------------------------------
 // 1. preprocess: softmax_d = rowsum(dO * O), dq_accum rows zeroed
 
 // 128 threads, D / 8 threads per row (8 elements each); rows of the CTA's tile in turn.
@@ -157,15 +173,10 @@ __device__ __forceinline__ int swz_ds(int row, int col) {
 // 128-row padding per segment takes them).
 template <class T, bool Checked>
 __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(const VarlenBwdParams p) {
-  const int m_block = blockIdx.x, b = blockIdx.y, h = blockIdx.z;
-  const Seg seg = segment_of(p, b);
-  const int bm = tile_m_of(p);
-  const int row0 = m_block * bm;
-  if (row0 >= seg.len_q) return;
-  const int D = p.head_dim;
-  const int tpr = D / 8;                    // threads per row (8 or 16), a power of two
-  const int rows_per_pass = kPreThreads / tpr;
-  const int r_in = threadIdx.x / tpr, c = (threadIdx.x % tpr) * 8;
+  const PreTile t(p);
+  if (t.exits()) return;
+  const int m_block = t.m_block, b = t.b, h = t.h, bm = t.bm, row0 = t.row0, D = p.head_dim, tpr = t.tpr, c = t.c;
+  const Seg& seg = t.seg;
   const int64_t grid_x = pre_grid_m(p);
   const int32_t cu_q_b = p.cu_seqlens_q.data[b];
   const T* dout = static_cast<const T*>(p.dout.data);
@@ -187,7 +198,7 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(cons
     }
   }
   // every lane runs every pass (the row sum is a shuffle over the row's lanes)
-  for (int r = r_in; r < bm; r += rows_per_pass) {
+  for (int r = t.r_in; r < bm; r += t.rows_per_pass) {
     const int i = row0 + r;
     const bool live = i < seg.len_q;
     const uint64_t row = uint64_t(seg.start_q) + uint64_t(i);
@@ -224,6 +235,10 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(cons
           record_bwd(p, grid_x, Buffer::softmax_d, AccessKind::write, Unit::elements, di, p.softmax_d_size,
                      int64_t(row), h, m_block, oc::kDotSoftmaxD, i);
           ok = false;
+        } else if (!fa2::bwd::softmax_d_in_head(p.softmax_d_shape, h, di)) {
+          record_bwd(p, grid_x, Buffer::softmax_d, AccessKind::write, Unit::elements, di, p.softmax_d_size,
+                     int64_t(row), h, m_block, oc::kDotSoftmaxD, i, 1, Region::head);
+          ok = false;
         }
       }
       if (ok) p.softmax_d[di] = acc;
@@ -255,15 +270,10 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(cons
 
 template <class T, bool Checked>
 __global__ void __launch_bounds__(kPreThreads) varlen_bwd_convert_dq_kernel(const VarlenBwdParams p) {
-  const int m_block = blockIdx.x, b = blockIdx.y, h = blockIdx.z;
-  const Seg seg = segment_of(p, b);
-  const int bm = tile_m_of(p);
-  const int row0 = m_block * bm;
-  if (row0 >= seg.len_q) return;
-  const int D = p.head_dim;
-  const int tpr = D / 8;
-  const int rows_per_pass = kPreThreads / tpr;
-  const int r_in = threadIdx.x / tpr, c = (threadIdx.x % tpr) * 8;
+  const PreTile t(p);
+  if (t.exits()) return;
+  const int m_block = t.m_block, b = t.b, h = t.h, bm = t.bm, row0 = t.row0, D = p.head_dim, tpr = t.tpr, c = t.c;
+  const Seg& seg = t.seg;
   const int64_t grid_x = pre_grid_m(p);
   const int32_t cu_q_b = p.cu_seqlens_q.data[b];
   const int64_t stride = dq_row_stride(p);
@@ -296,7 +306,7 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_convert_dq_kernel(cons
       return;
     }
   }
-  for (int r = r_in; r < bm; r += rows_per_pass) {
+  for (int r = t.r_in; r < bm; r += t.rows_per_pass) {
     const int i = row0 + r;
     // FA2 reads the whole tile of dq_accum (unpredicated) and writes the segment's rows
     const bool live = i < seg.len_q;

@@ -149,6 +149,13 @@ TEST_CASE("backward contract: softmax_d layout (flash_bwd_preprocess_kernel.h)",
   CHECK(pd.seqlen_q_rounded() == 256);
   CHECK(pd.elements() == 2 * 4 * 256);
   CHECK(bwd::softmax_d_index(pd, 100, 1, 2, 5) == (1 * 4 + 2) * 256 + 5);
+  // head 2 owns [1112, 1668): a segment starting at row 100 (b = 1) that runs past the 300
+  // rows reaches head 3's part from its row 328 on
+  CHECK(bwd::softmax_d_in_head(u, 2, bwd::softmax_d_index(u, 100, 1, 2, 327)));
+  CHECK_FALSE(bwd::softmax_d_in_head(u, 2, bwd::softmax_d_index(u, 100, 1, 2, 328)));
+  CHECK(bwd::softmax_d_index(u, 100, 1, 2, 328) == bwd::softmax_d_index(u, 0, 0, 3, 0));
+  CHECK_FALSE(bwd::softmax_d_in_head(u, 2, 1111));
+  CHECK(bwd::softmax_d_in_head(pd, 2, 0));  // padded: a segment never leaves its stride
 }
 
 TEST_CASE("backward contract: the score derivative with softcap", "[contract][backward]") {

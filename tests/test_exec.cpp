@@ -617,3 +617,31 @@ TEST_CASE("exec: a phantom segment is answered within seconds, clipped to the te
     }
   }
 }
+
+// The training sweep on the CPU (the GPU's twin runs it on the CUDA backend too): every valid
+// batch as a training step reaches attention_backward ok and its dq, dk, dv within the
+// gradient tolerance of the fp64 reference over the intended sequences, rotary included.
+TEST_CASE("exec: sweep of generated valid training batches passes the gradient reference", "[exec][backward]") {
+  const auto cases = sweep::valid_cases(20251125, 120);
+  int judged = 0, rotary = 0;
+  for (sweep::Case c : cases) {
+    c.batch["pass"] = "training";
+    Run r = run_sweep_case(c);
+    INFO(c.name << "\n" << c.batch.dump() << "\n" << r.describe());
+    REQUIRE(r.plan.skip_reason.empty());
+    CHECK(r.result.violations.empty());
+    const StageRecord* bw = r.stage(Stage::attention_backward);
+    REQUIRE(bw);
+    if (!r.plan.backward.skip_reason.empty()) continue;
+    CHECK(bw->status == StageStatus::ok);
+    if (!bw->data.contains("reference")) continue;
+    ++judged;
+    rotary += r.plan.rotary.enabled;
+    for (const auto& [tensor, v] : bw->data["reference"].items()) {
+      INFO(tensor);
+      CHECK(v["worst_error"].get<double>() <= r.plan.backward.tolerance);
+    }
+  }
+  CHECK(judged > 80);
+  CHECK(rotary > 20);
+}

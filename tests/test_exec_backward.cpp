@@ -140,6 +140,23 @@ TEST_CASE("backward: cu_seqlens past the rows are refused accesses, never perfor
   CHECK(v->evidence["count_all_launches"].get<int64_t>() > 0);
 }
 
+// A segment past the rows carries its softmax_d rows into the next head's part (unpadded
+// layout, flash-attn >= 2.6): on the GPU those writes race with the next head's CTAs. They are
+// refused, so the next head keeps its own softmax_d and its gradients, on every run.
+TEST_CASE("backward: softmax_d writes into another head's part are refused, not raced", "[exec][backward]") {
+  const std::string text = batch(R"({"num_heads": 2, "head_dim": 64, "dtype": "bf16"})",
+                                 R"({"cu_seqlens_q": [0, 100, 700], "max_seqlen_q": 600, "total_q": 300, "total_k": 300})");
+  for (int run = 0; run < 3; ++run) {
+    Report r = check_text(text);
+    INFO(describe(r));
+    CHECK(ids(r).count("backward.access") == 1);
+    CHECK(ids(r).count("backward.reference") == 0);
+    const StageRecord* s = stage_of(r, Stage::attention_backward);
+    REQUIRE(s);
+    CHECK(worst(s) <= s->data["tolerance"].get<double>());
+  }
+}
+
 TEST_CASE("backward: a phantom segment (a million rows past 12) is answered at once, its backward not run",
           "[exec][backward]") {
   // quadratic in rows that do not exist: the stage says why it did not run, the forward reports the accesses

