@@ -143,7 +143,7 @@ TEST_CASE("backward: cu_seqlens past the rows are refused accesses, never perfor
 // A segment past the rows carries its softmax_d rows into the next head's part (unpadded
 // layout, flash-attn >= 2.6): on the GPU those writes race with the next head's CTAs. They are
 // refused, so the next head keeps its own softmax_d and its gradients, on every run.
-TEST_CASE("backward: softmax_d writes into another head's part are refused, not raced", "[exec][backward]") {
+TEST_CASE("backward: softmax_d writes into another head's part are refused and never raced", "[exec][backward]") {
   const std::string text = batch(R"({"num_heads": 2, "head_dim": 64, "dtype": "bf16"})",
                                  R"({"cu_seqlens_q": [0, 100, 700], "max_seqlen_q": 600, "total_q": 300, "total_k": 300})");
   for (int run = 0; run < 3; ++run) {
