@@ -164,6 +164,7 @@ __device__ __forceinline__ void write_lse(const VarlenFwdParams& p, const QueryR
                  order::kLseWrite, lr);
       return;
     }
+    if (!fa2::row_in_q(int64_t(qr.row), p.q.rows)) return;  // computes nothing (the CPU twin's rule)
   }
   p.lse[idx] = lse;
 }

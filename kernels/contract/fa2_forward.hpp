@@ -266,4 +266,11 @@ AD_HD int64_t lse_index(const LseShape& l, bool swapped, int32_t cu_q_b, int64_t
   return int64_t(int32_t(uint32_t(cu_q_b))) + h * l.total_q + i;
 }
 
+// A query row past q's rows (a segment that runs past the tensors) computes nothing in the
+// checked engines: its q read and out write are refused and its LSE is not written. Unpadded,
+// that LSE element lies in the next head's part (cu_seqlens_q[b] + i >= total_q), where that
+// head's CTAs write the same element in the same launch: a race neither engine reproduces
+// (the backward reads that LSE).
+AD_HD bool row_in_q(int64_t row, int64_t q_rows) { return row < q_rows; }
+
 }  // namespace ad::fa2

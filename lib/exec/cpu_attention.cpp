@@ -401,7 +401,7 @@ AttentionResult fa2_varlen_forward(const ExecPlan& plan, const float* q, const f
     int nrows = 0;
     for (int64_t i = t.row_begin; i < t.row_end; ++i) {
       const fa2::QueryRow qr = fa2::query_row(sg, at.swapped, at.ngroups, h, i);
-      const bool q_ok = qr.row < total_q;
+      const bool q_ok = fa2::row_in_q(qr.row, total_q);
       if (!q_ok) {
         rec.note(order::key(program, order::kRead, i), access(q_buf, AccessKind::read, Unit::rows, qr.row, total_q, qr.row, qr.head));
         rec.note(order::key(program, order::kOutWrite, i),
