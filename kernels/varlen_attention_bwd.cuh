@@ -61,19 +61,26 @@ __device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src)
 }
 
 inline constexpr int kPreThreads = 128;
-// The key-block kernel's query rows per step by head dim (the instantiated shapes: d64 m64,
-// d128 m32 and m64). Head dim 128 takes 32: with 64 its dK, dV, Sᵀ and dPᵀ accumulators (192
-// registers) spill (ptxas: 72 bytes of spill loads unchecked, 756 checked), with 32 none do.
+// The key-block kernel's query rows per step by head dim (the instantiated shapes: d64 m64
+// and m32, d128 m32 and m64). Head dim 128 takes 32: with 64 its dK, dV, Sᵀ and dPᵀ
+// accumulators (192 registers) spill (ptxas: 72 bytes of spill loads unchecked, 756 checked),
+// with 32 none do. Head dim 64 takes 64: m32 runs two CTAs per SM (128 registers), measured on
+// an H100 1.2x faster unchecked but only 1.07x checked, whose body then spills (548 bytes
+// stored), so its check overhead reaches 13-15 % (docs/performance.md).
 inline constexpr int default_block_m(int head_dim) { return head_dim == 128 ? 32 : 64; }
 
 // The key-block kernel's shape: 128 keys per CTA, BM query rows per step (64, or 32 to
-// keep the head dim 128 accumulators in registers; bench/gpu compares the two).
+// keep the head dim 128 accumulators in registers; bench/gpu compares the two shapes of
+// each head dim).
 template <int D, int BM>
 struct BwdShape {
   static constexpr int kWarps = 8;
   static constexpr int kThreads = 32 * kWarps;
   static constexpr int kBlockN = 16 * kWarps;  // keys per CTA, 16 per warp
   static constexpr int kBlockM = BM;           // query rows per step
+  // CTAs per SM the registers are budgeted for: two at d64 with 32 rows per step (128
+  // registers a thread; its accumulators are 96), one otherwise
+  static constexpr int kMinBlocks = (D == 64 && BM == 32) ? 2 : 1;
   static constexpr int kChunks = D / 8;
   // dQ = dS K: warps as (BM / 16 row tiles) x (column groups)
   static constexpr int kDqRowTiles = BM / 16;
@@ -801,7 +808,8 @@ __device__ __forceinline__ bool key_block_in_bounds(const VarlenBwdParams& p, in
 // copy x (one CTA per copy, so its atomics never race: the sum is in a fixed order). The
 // checked form runs the checked body only for a key block that can reach past a buffer.
 template <class T, int D, int BM, bool Checked>
-__global__ void __launch_bounds__(BwdShape<D, BM>::kThreads, 1) varlen_bwd_kernel(const VarlenBwdParams p) {
+__global__ void __launch_bounds__(BwdShape<D, BM>::kThreads, BwdShape<D, BM>::kMinBlocks)
+    varlen_bwd_kernel(const VarlenBwdParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const int first = int(blockIdx.x);
   const int end = p.kernel.deterministic ? int(p.kernel.n_blocks) : first + 1;
@@ -846,6 +854,8 @@ void launch_bwd_main(const VarlenBwdParams& p, bool checked, cudaStream_t stream
   const int bm = p.block_m > 0 ? p.block_m : default_block_m(p.head_dim);
   if (p.head_dim == 64 && bm == 64) {
     launch_bwd_form<T, 64, 64>(p, checked, stream);
+  } else if (p.head_dim == 64 && bm == 32) {
+    launch_bwd_form<T, 64, 32>(p, checked, stream);
   } else if (p.head_dim == 128 && bm == 64) {
     launch_bwd_form<T, 128, 64>(p, checked, stream);
   } else if (p.head_dim == 128 && bm == 32) {
@@ -853,7 +863,7 @@ void launch_bwd_main(const VarlenBwdParams& p, bool checked, cudaStream_t stream
   } else {
     throw cuda::LaunchConfigError("tensor-core varlen backward: head_dim " + std::to_string(p.head_dim) +
                                   " block_m " + std::to_string(bm) +
-                                  " has no instantiation (d64 m64, d128 m64, d128 m32)");
+                                  " has no instantiation (d64 m64 and m32, d128 m64 and m32)");
   }
 }
 
