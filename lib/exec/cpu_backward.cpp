@@ -513,31 +513,10 @@ AttentionBackwardObservation fa2_varlen_backward(const ExecPlan& plan, const flo
 namespace ad::cpu {
 namespace {
 
-struct RowErr {
-  double num2 = 0, den2 = 0, mag2 = 0;  // mag2: squared norm of the sum of |terms| (the scale rounding acts on)
-  bool finite = true;
-  int64_t dim = -1;
-  double value = 0, expected = 0, diff = -1;
-  void add(double got, double want, int64_t d) {
-    den2 += want * want;
-    if (!std::isfinite(got)) {
-      if (finite) {
-        finite = false;
-        dim = d;
-        value = got;
-        expected = want;
-      }
-      return;
-    }
-    const double x = got - want;
-    num2 += x * x;
-    if (finite && std::fabs(x) > diff) {
-      diff = std::fabs(x);
-      dim = d;
-      value = got;
-      expected = want;
-    }
-  }
+// mag2: the squared norm of the sum of |terms| (the scale rounding acts on); den2 < 0: the
+// row is not compared
+struct RowErr : RowError {
+  double mag2 = 0;
 };
 
 }  // namespace
@@ -700,9 +679,7 @@ void gradient_reference(const ExecPlan& plan, const GradientInputs& in, Gradient
         if (e.den2 < 0) continue;
         const int64_t row = tensor == 0 ? s.q_src_first + static_cast<int64_t>(i) / G : s.k_src_first + static_cast<int64_t>(i);
         const int64_t head = tensor == 0 ? pairs[pi].g * G + static_cast<int64_t>(i) % G : pairs[pi].g;
-        const double den = std::max(std::sqrt(e.den2), std::sqrt(e.mag2));
-        const double err = !e.finite ? std::numeric_limits<double>::infinity()
-                                     : den > 0 ? std::sqrt(e.num2) / den : (e.num2 > 0 ? std::numeric_limits<double>::infinity() : 0.0);
+        const double err = e.relative(std::max(std::sqrt(e.den2), std::sqrt(e.mag2)));
         ++r.rows_checked;
         if (err > plan.backward.tolerance) ++r.rows_failed;
         if (err > r.worst_error || r.worst_row < 0) {
