@@ -1,6 +1,6 @@
 // Helpers shared by the GPU tests (tests/test_cuda_*.cpp, built only with CUDA): the visible
-// skip where no device can run them, and seeded host tensors in the kernels' element types
-// with their conversions to and from the 16-bit storage.
+// skip where no device can run them, seeded host tensors in the kernels' element types with
+// their conversions to and from the 16-bit storage, and the defaults of a case's spec.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -90,6 +91,26 @@ inline std::vector<float> decode(const std::vector<uint16_t>& bits, ad::ElemType
   std::vector<float> out(bits.size());
   for (size_t i = 0; i < bits.size(); ++i) out[i] = from_bits(bits[i], elem);
   return out;
+}
+
+// ---- case specs --------------------------------------------------------------------------
+
+// A case's spec (the forward tests' AttnSpec, the backward tests' BwdSpec) completed as the
+// fixtures read it: cu_seqlens_k is cu_seqlens_q where not given, max_seqlen_q / _k the
+// longest segment where not given (< 0); rows_q / rows_k, the buffers' rows, are the spec's
+// or, where not given (< 0), cu_seqlens[-1].
+template <class Spec>
+void complete_spec(Spec& spec, int64_t& rows_q, int64_t& rows_k) {
+  if (spec.cu_k.empty()) spec.cu_k = spec.cu_q;
+  rows_q = spec.rows_q >= 0 ? spec.rows_q : spec.cu_q.back();
+  rows_k = spec.rows_k >= 0 ? spec.rows_k : spec.cu_k.back();
+  auto longest = [](const std::vector<int32_t>& cu) {
+    int m = 0;
+    for (size_t i = 0; i + 1 < cu.size(); ++i) m = std::max(m, cu[i + 1] - cu[i]);
+    return m;
+  };
+  if (spec.max_seqlen_q < 0) spec.max_seqlen_q = longest(spec.cu_q);
+  if (spec.max_seqlen_k < 0) spec.max_seqlen_k = longest(spec.cu_k);
 }
 
 }  // namespace cuda_test

@@ -88,16 +88,7 @@ struct AttnCase {
   int64_t rows_q = 0, rows_k = 0;
 
   explicit AttnCase(AttnSpec s) : spec(std::move(s)) {
-    if (spec.cu_k.empty()) spec.cu_k = spec.cu_q;
-    rows_q = spec.rows_q >= 0 ? spec.rows_q : spec.cu_q.back();
-    rows_k = spec.rows_k >= 0 ? spec.rows_k : spec.cu_k.back();
-    auto longest = [](const std::vector<int32_t>& cu) {
-      int m = 0;
-      for (size_t i = 0; i + 1 < cu.size(); ++i) m = std::max(m, cu[i + 1] - cu[i]);
-      return m;
-    };
-    if (spec.max_seqlen_q < 0) spec.max_seqlen_q = longest(spec.cu_q);
-    if (spec.max_seqlen_k < 0) spec.max_seqlen_k = longest(spec.cu_k);
+    complete_spec(spec, rows_q, rows_k);
     std::mt19937 rng(spec.seed);
     q = random_tensor(size_t(rows_q) * spec.heads * spec.head_dim, spec.elem, rng);
     k = random_tensor(size_t(rows_k) * spec.heads_k * spec.head_dim, spec.elem, rng);
