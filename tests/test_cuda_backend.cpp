@@ -18,12 +18,16 @@ TEST_CASE("cuda sweep: CUDA and CPU backends agree (not built)", "[cuda][cuda-sw
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <tuple>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "exec/cuda/device.hpp"
 #include "convert/convert.hpp"
+#include "cuda_test_util.hpp"
 #include "exec/plan.hpp"
 #include "sweep.hpp"
 
@@ -53,47 +57,65 @@ RunSummary summarise(const ExecResult& r) {
   return o;
 }
 
-}  // namespace
-
-TEST_CASE("cuda sweep: CUDA and CPU backends report the same violations on >= 200 batches", "[cuda][cuda-sweep]") {
-  const cuda::DeviceInfo info = cuda::query_device();
-  if (!info.present) {
-    WARN("SKIPPED: no CUDA device (" + info.why_absent + ")");
-    return;
-  }
+struct Backends {
+  std::unique_ptr<Backend> cpu, gpu;
+};
+// Both backends; false (after the visible skip) where no device can run the CUDA one.
+bool make_backends(Backends& b) {
+  if (!cuda_test::have_device()) return false;
   std::string why;
-  auto gpu = make_cuda_backend(&why);
-  REQUIRE(gpu);
-  auto cpu = make_cpu_backend();
-  std::vector<sweep::Case> cases = sweep::valid_cases(20240605, 220);
-  for (auto& c : sweep::broken_cases(77, 4)) cases.push_back(c);
+  b.gpu = make_cuda_backend(&why);
+  INFO(why);
+  REQUIRE(b.gpu);
+  b.cpu = make_cpu_backend();
+  return true;
+}
+
+struct SweepTally {
   int agree = 0, valid = 0, broken = 0, with_violations = 0, disagree = 0;
-  std::map<std::string, int> per_class;
+  int backward_on_gpu = 0;                 // cases whose attention_backward ran on the CUDA engine
+  std::map<std::string, int> agree_per_class;
+  std::string mismatches;                  // what differed, per case
+};
+// Every case through both backends from the same ExecPlan and seed (as training steps when
+// `training`). A case agrees when both report the same violation ids in the same order and
+// the same stage statuses and, for a valid case, the CUDA backend reports no violation and
+// its result is within the reference's tolerance (training: and its backward stage is ok,
+// unless the plan skips it).
+SweepTally compare_backends(const Backends& be, const std::vector<sweep::Case>& cases, bool training) {
+  SweepTally t;
   std::ostringstream mismatches;
-  for (const sweep::Case& c : cases) {
+  for (sweep::Case c : cases) {
+    if (training) c.batch["pass"] = "training";
     const Batch b = sweep::load(c);
     ExecOptions opt;
     opt.seed = c.seed;
     opt.threads = 8;
     const ExecPlan plan = make_exec_plan(b, sweep::conversion_for(c, b), opt);
-    const RunSummary oc = summarise(cpu->run(plan, opt));
-    const RunSummary og = summarise(gpu->run(plan, opt));
+    const RunSummary oc = summarise(be.cpu->run(plan, opt));
+    const ExecResult rg = be.gpu->run(plan, opt);
+    const RunSummary og = summarise(rg);
+    for (const auto& st : rg.stages)
+      if (st.name == Stage::attention_backward && st.engine == StageEngine::cuda) ++t.backward_on_gpu;
     const bool same_ids = oc.ids == og.ids;
     const bool same_stages = oc.stage_status == og.stage_status;
     bool within = true;
     if (c.klass == "valid") {
-      ++valid;
-      const double tol = plan.reference.tolerance;
-      within = og.ids.empty() && og.worst_error >= 0 && og.worst_error <= tol;
+      ++t.valid;
+      within = og.ids.empty() && og.worst_error >= 0 && og.worst_error <= plan.reference.tolerance;
+      if (training) {
+        const auto it = og.stage_status.find("attention_backward");
+        within = within && (!plan.backward.skip_reason.empty() || (it != og.stage_status.end() && it->second == "ok"));
+      }
     } else {
-      ++broken;
+      ++t.broken;
     }
-    with_violations += !og.ids.empty();
+    t.with_violations += !og.ids.empty();
     if (same_ids && same_stages && within) {
-      ++agree;
-      ++per_class[c.klass];
+      ++t.agree;
+      ++t.agree_per_class[c.klass];
     } else {
-      ++disagree;
+      ++t.disagree;
       mismatches << c.klass << " / " << c.name << ": cpu [";
       for (auto& i : oc.ids) mismatches << i << " ";
       mismatches << "] cuda [";
@@ -102,12 +124,24 @@ TEST_CASE("cuda sweep: CUDA and CPU backends report the same violations on >= 20
                  << " cpu:\n" << oc.describe << " cuda:\n" << og.describe;
     }
   }
+  t.mismatches = mismatches.str();
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("cuda sweep: CUDA and CPU backends report the same violations on >= 200 batches", "[cuda][cuda-sweep]") {
+  Backends be;
+  if (!make_backends(be)) return;
+  std::vector<sweep::Case> cases = sweep::valid_cases(20240605, 220);
+  for (auto& c : sweep::broken_cases(77, 4)) cases.push_back(c);
+  const SweepTally t = compare_backends(be, cases, false);
   std::printf("cuda sweep: %d batches (%d valid, %d broken, %d with dynamic violations): %d agree, %d differ\n",
-              int(cases.size()), valid, broken, with_violations, agree, disagree);
-  for (const auto& [k, n] : per_class) std::printf("  %-20s %d agree\n", k.c_str(), n);
-  INFO(mismatches.str());
+              int(cases.size()), t.valid, t.broken, t.with_violations, t.agree, t.disagree);
+  for (const auto& [k, n] : t.agree_per_class) std::printf("  %-20s %d agree\n", k.c_str(), n);
+  INFO(t.mismatches);
   CHECK(cases.size() >= 200);
-  CHECK(disagree == 0);
+  CHECK(t.disagree == 0);
 }
 
 // The same sweep as training steps ("pass": "training"): the forward stages and then
@@ -116,60 +150,17 @@ TEST_CASE("cuda sweep: CUDA and CPU backends report the same violations on >= 20
 // order and the same stage statuses; on valid batches the backward stage is ok on both and
 // the result within tolerance.
 TEST_CASE("cuda sweep: CUDA and CPU backends agree on the training sweep", "[cuda][cuda-sweep]") {
-  const cuda::DeviceInfo info = cuda::query_device();
-  if (!info.present) {
-    WARN("SKIPPED: no CUDA device (" + info.why_absent + ")");
-    return;
-  }
-  std::string why;
-  auto gpu = make_cuda_backend(&why);
-  REQUIRE(gpu);
-  auto cpu = make_cpu_backend();
+  Backends be;
+  if (!make_backends(be)) return;
   std::vector<sweep::Case> cases = sweep::valid_cases(20251125, 120);
   for (auto& c : sweep::broken_cases(78, 3)) cases.push_back(c);
-  int agree = 0, valid = 0, broken = 0, with_violations = 0, disagree = 0, on_gpu = 0;
-  std::ostringstream mismatches;
-  for (sweep::Case c : cases) {
-    c.batch["pass"] = "training";
-    const Batch b = sweep::load(c);
-    ExecOptions opt;
-    opt.seed = c.seed;
-    opt.threads = 8;
-    const ExecPlan plan = make_exec_plan(b, sweep::conversion_for(c, b), opt);
-    const ExecResult rg = gpu->run(plan, opt);
-    const RunSummary oc = summarise(cpu->run(plan, opt));
-    const RunSummary og = summarise(rg);
-    for (const auto& st : rg.stages)
-      if (st.name == Stage::attention_backward && st.engine == StageEngine::cuda) ++on_gpu;
-    const bool same_ids = oc.ids == og.ids;
-    const bool same_stages = oc.stage_status == og.stage_status;
-    bool within = true;
-    if (c.klass == "valid") {
-      ++valid;
-      const auto it = og.stage_status.find("attention_backward");
-      within = og.ids.empty() && og.worst_error >= 0 && og.worst_error <= plan.reference.tolerance &&
-               (!plan.backward.skip_reason.empty() || (it != og.stage_status.end() && it->second == "ok"));
-    } else {
-      ++broken;
-    }
-    with_violations += !og.ids.empty();
-    if (same_ids && same_stages && within) {
-      ++agree;
-    } else {
-      ++disagree;
-      mismatches << c.klass << " / " << c.name << ": cpu [";
-      for (auto& i : oc.ids) mismatches << i << " ";
-      mismatches << "] cuda [";
-      for (auto& i : og.ids) mismatches << i << " ";
-      mismatches << "]\n cpu:\n" << oc.describe << " cuda:\n" << og.describe;
-    }
-  }
+  const SweepTally t = compare_backends(be, cases, true);
   std::printf("cuda sweep (training): %d batches (%d valid, %d broken, %d with dynamic violations, backward on the GPU "
               "in %d): %d agree, %d differ\n",
-              int(cases.size()), valid, broken, with_violations, on_gpu, agree, disagree);
-  INFO(mismatches.str());
-  CHECK(disagree == 0);
-  CHECK(on_gpu > 0);
+              int(cases.size()), t.valid, t.broken, t.with_violations, t.backward_on_gpu, t.agree, t.disagree);
+  INFO(t.mismatches);
+  CHECK(t.disagree == 0);
+  CHECK(t.backward_on_gpu > 0);
 }
 
 // A cu_seqlens whose last segment runs a million rows past the tensors (cu [0, 4, 7, 1000012]
@@ -177,15 +168,8 @@ TEST_CASE("cuda sweep: CUDA and CPU backends agree on the training sweep", "[cud
 // refused their accesses one by one and the CUDA backend ran for minutes at 100 % GPU; the
 // CPU backend answered in milliseconds. Both must answer within 10 s, with the same report.
 TEST_CASE("cuda: a phantom segment is answered within 10 s, as on the CPU", "[cuda]") {
-  const cuda::DeviceInfo info = cuda::query_device();
-  if (!info.present) {
-    WARN("SKIPPED: no CUDA device (" + info.why_absent + ")");
-    return;
-  }
-  std::string why;
-  auto gpu = make_cuda_backend(&why);
-  REQUIRE(gpu);
-  auto cpu = make_cpu_backend();
+  Backends be;
+  if (!make_backends(be)) return;
   // the last one: every segment starts past q (the launch still runs one row of CTAs, which return)
   for (const auto& [head_dim, causal, rotary, past_only] :
        {std::tuple{64, true, false, false}, std::tuple{96, false, false, false}, std::tuple{128, true, true, false},
@@ -204,9 +188,9 @@ TEST_CASE("cuda: a phantom segment is answered within 10 s, as on the CPU", "[cu
       const ExecPlan plan = make_exec_plan(b, convert(b), opt);
       REQUIRE(plan.skip_reason.empty());
       const auto t0 = std::chrono::steady_clock::now();
-      const RunSummary og = summarise(gpu->run(plan, opt));
+      const RunSummary og = summarise(be.gpu->run(plan, opt));
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      const RunSummary oc = summarise(cpu->run(plan, opt));
+      const RunSummary oc = summarise(be.cpu->run(plan, opt));
       INFO("cpu:\n" << oc.describe << "cuda:\n" << og.describe << "cuda: " << seconds << " s");
       CHECK(seconds < 10.0);
       CHECK(og.ids == oc.ids);

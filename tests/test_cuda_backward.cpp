@@ -28,53 +28,13 @@ TEST_CASE("cuda: backward kernels (not built)", "[cuda]") {
 #include <vector>
 
 #include "exec/cuda/device.hpp"
+#include "cuda_test_util.hpp"
 #include "launch.hpp"
 
 using namespace ad;
+using namespace cuda_test;
 
 namespace {
-
-bool have_device() {
-  static const cuda::DeviceInfo info = cuda::query_device();
-  if (!info.present) WARN("SKIPPED: no CUDA device (" + info.why_absent + ")");
-  return info.present;
-}
-
-uint16_t to_bits(float x, ElemType t) {
-  if (t == ElemType::bf16) return __nv_bfloat16_raw(__float2bfloat16_rn(x)).x;
-  return __half_raw(__float2half_rn(x)).x;
-}
-float from_bits(uint16_t b, ElemType t) {
-  if (t == ElemType::bf16) {
-    __nv_bfloat16_raw r;
-    r.x = b;
-    return __bfloat162float(__nv_bfloat16(r));
-  }
-  __half_raw r;
-  r.x = b;
-  return __half2float(__half(r));
-}
-
-struct Tensor16 {
-  std::vector<float> values;          // what the device holds, as floats
-  std::vector<uint16_t> bits;
-};
-Tensor16 random_tensor(size_t n, ElemType elem, std::mt19937& rng) {
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  Tensor16 t;
-  t.values.resize(n);
-  t.bits.resize(n);
-  for (size_t i = 0; i < n; ++i) {
-    t.bits[i] = to_bits(u(rng), elem);
-    t.values[i] = from_bits(t.bits[i], elem);
-  }
-  return t;
-}
-std::vector<float> decode(const std::vector<uint16_t>& bits, ElemType elem) {
-  std::vector<float> out(bits.size());
-  for (size_t i = 0; i < bits.size(); ++i) out[i] = from_bits(bits[i], elem);
-  return out;
-}
 
 struct BwdSpec {
   ElemType elem = ElemType::bf16;
@@ -103,19 +63,10 @@ struct BwdRun {
 struct BwdCase {
   BwdSpec spec;
   int64_t rows_q = 0, rows_k = 0;
-  Tensor16 q, k, v, dout;
+  HostTensor q, k, v, dout;
 
   explicit BwdCase(BwdSpec s) : spec(std::move(s)) {
-    if (spec.cu_k.empty()) spec.cu_k = spec.cu_q;
-    rows_q = spec.rows_q >= 0 ? spec.rows_q : spec.cu_q.back();
-    rows_k = spec.rows_k >= 0 ? spec.rows_k : spec.cu_k.back();
-    auto longest = [](const std::vector<int32_t>& cu) {
-      int m = 0;
-      for (size_t i = 0; i + 1 < cu.size(); ++i) m = std::max(m, cu[i + 1] - cu[i]);
-      return m;
-    };
-    if (spec.max_seqlen_q < 0) spec.max_seqlen_q = longest(spec.cu_q);
-    if (spec.max_seqlen_k < 0) spec.max_seqlen_k = longest(spec.cu_k);
+    complete_spec(spec, rows_q, rows_k);
     std::mt19937 rng(spec.seed);
     const size_t nq = size_t(rows_q) * spec.heads * spec.head_dim, nk = size_t(rows_k) * spec.heads_k * spec.head_dim;
     q = random_tensor(nq, spec.elem, rng);
@@ -132,10 +83,10 @@ struct BwdCase {
     const ElemType e = spec.elem;
     const int H = spec.heads, Hk = spec.heads_k, D = spec.head_dim;
     const int32_t N = int32_t(spec.cu_q.size()) - 1;
-    cuda::DeviceBuffer<uint16_t> dq_in(q.bits), dk_in(k.bits), dv_in(v.bits), ddo(dout.bits);
-    cuda::DeviceBuffer<uint16_t> dout_fwd(q.bits.size()), dq(q.bits.size());
+    cuda::DeviceBuffer<unsigned char> dq_in(q.bytes), dk_in(k.bytes), dv_in(v.bytes), ddo(dout.bytes);
+    cuda::DeviceBuffer<uint16_t> dout_fwd(q.values.size()), dq(q.values.size());
     cuda::DeviceBuffer<uint16_t> dk_x(size_t(rows_k) * H * D), dv_x(size_t(rows_k) * H * D);
-    cuda::DeviceBuffer<uint16_t> dk(k.bits.size()), dv(v.bits.size());
+    cuda::DeviceBuffer<uint16_t> dk(k.values.size()), dv(v.values.size());
     cuda::DeviceBuffer<float> lse(size_t(rows_q) * H);
     kern::VarlenBwdParams p;
     p.elem = e;

@@ -28,20 +28,15 @@ TEST_CASE("cuda: kernels (not built)", "[cuda]") {
 
 #include "contract/rotary.hpp"
 #include "exec/cuda/device.hpp"
+#include "cuda_test_util.hpp"
 #include "launch.hpp"
 
 using namespace ad;
+using namespace cuda_test;
 using ad::Checks;
 using ad::ElemType;
 
 namespace {
-
-// Returns false (and prints the visible skip) when no device can run the tests.
-bool have_device() {
-  static const cuda::DeviceInfo info = cuda::query_device();
-  if (!info.present) WARN("SKIPPED: no CUDA device (" + info.why_absent + ")");
-  return info.present;
-}
 
 // K and V roles stay distinct through the wgmma kernel: its Q·Kᵀ product takes a
 // SmemTile<KeyRole> and its P·V product a SmemTile<ValueRole> (kernels/sm90a/), filled by
@@ -63,66 +58,6 @@ std::vector<TcKernel> tensor_core_kernels() {
   probe.head_dim = 64;
   if (kern::varlen_fwd_has_wgmma_path(probe)) ks.push_back({kern::AttnKernel::wgmma, "wgmma"});
   return ks;
-}
-
-// ---- host element conversions -----------------------------------------------------------
-
-uint16_t to_bits(float x, ElemType t) {
-  if (t == ElemType::bf16) return __nv_bfloat16_raw(__float2bfloat16_rn(x)).x;
-  return __half_raw(__float2half_rn(x)).x;
-}
-float from_bits(uint16_t b, ElemType t) {
-  if (t == ElemType::bf16) {
-    __nv_bfloat16_raw r;
-    r.x = b;
-    return __bfloat162float(__nv_bfloat16(r));
-  }
-  __half_raw r;
-  r.x = b;
-  return __half2float(__half(r));
-}
-
-// A tensor of `n` random values in [-1, 1), rounded to the element type; `values` holds
-// what the device sees (after rounding), `bytes` the raw storage.
-struct HostTensor {
-  ElemType elem = ElemType::bf16;
-  std::vector<float> values;
-  std::vector<unsigned char> bytes;
-};
-
-HostTensor random_tensor(size_t n, ElemType elem, std::mt19937& rng) {
-  HostTensor t;
-  t.elem = elem;
-  std::uniform_real_distribution<float> u(-1.f, 1.f);
-  t.values.resize(n);
-  t.bytes.resize(n * size_t(elem_bytes(elem)));
-  for (size_t i = 0; i < n; ++i) {
-    const float x = u(rng);
-    if (elem == ElemType::fp32) {
-      t.values[i] = x;
-      std::memcpy(&t.bytes[i * 4], &x, 4);
-    } else {
-      const uint16_t b = to_bits(x, elem);
-      t.values[i] = from_bits(b, elem);
-      std::memcpy(&t.bytes[i * 2], &b, 2);
-    }
-  }
-  return t;
-}
-
-std::vector<float> decode(const std::vector<unsigned char>& bytes, ElemType elem) {
-  const size_t n = bytes.size() / size_t(elem_bytes(elem));
-  std::vector<float> out(n);
-  for (size_t i = 0; i < n; ++i) {
-    if (elem == ElemType::fp32) {
-      std::memcpy(&out[i], &bytes[i * 4], 4);
-    } else {
-      uint16_t b;
-      std::memcpy(&b, &bytes[i * 2], 2);
-      out[i] = from_bits(b, elem);
-    }
-  }
-  return out;
 }
 
 // ---- attention fixture -------------------------------------------------------------------
@@ -153,16 +88,7 @@ struct AttnCase {
   int64_t rows_q = 0, rows_k = 0;
 
   explicit AttnCase(AttnSpec s) : spec(std::move(s)) {
-    if (spec.cu_k.empty()) spec.cu_k = spec.cu_q;
-    rows_q = spec.rows_q >= 0 ? spec.rows_q : spec.cu_q.back();
-    rows_k = spec.rows_k >= 0 ? spec.rows_k : spec.cu_k.back();
-    auto longest = [](const std::vector<int32_t>& cu) {
-      int m = 0;
-      for (size_t i = 0; i + 1 < cu.size(); ++i) m = std::max(m, cu[i + 1] - cu[i]);
-      return m;
-    };
-    if (spec.max_seqlen_q < 0) spec.max_seqlen_q = longest(spec.cu_q);
-    if (spec.max_seqlen_k < 0) spec.max_seqlen_k = longest(spec.cu_k);
+    complete_spec(spec, rows_q, rows_k);
     std::mt19937 rng(spec.seed);
     q = random_tensor(size_t(rows_q) * spec.heads * spec.head_dim, spec.elem, rng);
     k = random_tensor(size_t(rows_k) * spec.heads_k * spec.head_dim, spec.elem, rng);

@@ -182,54 +182,64 @@ Access acc(Buffer buf, AccessKind kind, Unit unit, int64_t index, int64_t bound,
                 .segment = b, .row = row, .head = h, .tile = tile};
 }
 
-// dot_do_o for one head: softmax_d = rowsum(dO * O) and the dq_accum tile cleared.
-void dot_do_o(const Ctx& c, int64_t h, std::vector<float>& softmax_d, std::vector<float>& dq_accum, AccessRecord& rec) {
+// The CTAs of dot_do_o and convert_dQ for head h (their grid: (grid_m, N, H)) in launch
+// order, the m blocks at and past the segment's exit skipped:
+// f(segment b, its Seg, m block, its QTile, the CTA's program index).
+template <class F>
+void for_each_q_tile_cta(const Ctx& c, int64_t h, F&& f) {
   const fa2::bwd::Normalized& kn = c.bw.kernel;
-  const fa2::bwd::DqAccumShape& a = c.bw.dq_accum;
-  const int64_t sd_n = c.bw.softmax_d.elements(), acc_n = a.elements();
   for (int64_t b = 0; b < c.N; ++b) {
     const Seg s = segment_of(c.at, b);
     for (int64_t m = 0; m < kn.grid_m; ++m) {
       const fa2::bwd::QTile t = fa2::bwd::q_tile(m, s.len_q, c.bm);
       if (t.exits) break;
-      const uint64_t program = order::grid_linear(uint64_t(m), uint64_t(b), uint64_t(h), uint64_t(kn.grid_m), uint64_t(c.N));
-      const int64_t off = fa2::bwd::dq_accum_offset(c.bw.release.dq_offset, fa2::bwd::DqKernel::per_tile, a, s.cu_q, b, h,
-                                                    m, m, c.bm, 0);
-      for (int64_t i = m * c.bm; i < (m + 1) * c.bm; ++i) {
-        const int64_t r = s.start_q + i;
-        float d = 0.f;
-        if (i < s.len_q) {
-          if (r < c.total_q) {
-            const float* o = c.out + (r * c.H + h) * c.D;
-            const float* g = c.dout + (r * c.H + h) * c.D;
-            for (int64_t e = 0; e < c.D; ++e) d += g[e] * o[e];
-          } else {
-            rec.note(order::key(program, fa2::bwd::order_class::kDotReads, i),
-                     acc(Buffer::dout, AccessKind::read, Unit::rows, r, c.total_q, m, b, h, r, m), 2);
-          }
-        }
-        const int64_t idx = fa2::bwd::softmax_d_index(c.bw.softmax_d, s.cu_q, b, h, i);
-        const uint64_t key = order::key(program, fa2::bwd::order_class::kDotSoftmaxD, i);
-        if (idx < 0 || idx >= sd_n) {
-          rec.note(key, acc(Buffer::softmax_d, AccessKind::write, Unit::elements, idx, sd_n, m, b, h, r, m));
-        } else if (!fa2::bwd::softmax_d_in_head(c.bw.softmax_d, h, idx)) {
-          Access a = acc(Buffer::softmax_d, AccessKind::write, Unit::elements, idx, sd_n, m, b, h, r, m);
-          a.region = Region::head;
-          rec.note(key, a);
-        } else {
-          softmax_d[static_cast<size_t>(idx)] = d;
-        }
-        if (kn.deterministic) continue;
-        const int64_t e0 = off + (i - m * c.bm) * a.row_stride();
-        if (e0 >= 0 && e0 + a.d_rounded <= acc_n)
-          std::fill_n(dq_accum.begin() + e0, a.d_rounded, 0.f);
-        else
-          rec.note(order::key(program, fa2::bwd::order_class::kDotClear, i),
-                   acc(Buffer::dq_accum, AccessKind::write, Unit::elements, e0, acc_n, m, b, h, r, m),
-                   uint64_t(a.d_rounded));
-      }
+      f(b, s, m, t, order::grid_linear(uint64_t(m), uint64_t(b), uint64_t(h), uint64_t(kn.grid_m), uint64_t(c.N)));
     }
   }
+}
+
+// dot_do_o for one head: softmax_d = rowsum(dO * O) and the dq_accum tile cleared.
+void dot_do_o(const Ctx& c, int64_t h, std::vector<float>& softmax_d, std::vector<float>& dq_accum, AccessRecord& rec) {
+  const fa2::bwd::Normalized& kn = c.bw.kernel;
+  const fa2::bwd::DqAccumShape& a = c.bw.dq_accum;
+  const int64_t sd_n = c.bw.softmax_d.elements(), acc_n = a.elements();
+  for_each_q_tile_cta(c, h, [&](int64_t b, const Seg& s, int64_t m, const fa2::bwd::QTile&, uint64_t program) {
+    const int64_t off = fa2::bwd::dq_accum_offset(c.bw.release.dq_offset, fa2::bwd::DqKernel::per_tile, a, s.cu_q, b, h,
+                                                  m, m, c.bm, 0);
+    for (int64_t i = m * c.bm; i < (m + 1) * c.bm; ++i) {
+      const int64_t r = s.start_q + i;
+      float d = 0.f;
+      if (i < s.len_q) {
+        if (r < c.total_q) {
+          const float* o = c.out + (r * c.H + h) * c.D;
+          const float* g = c.dout + (r * c.H + h) * c.D;
+          for (int64_t e = 0; e < c.D; ++e) d += g[e] * o[e];
+        } else {
+          rec.note(order::key(program, fa2::bwd::order_class::kDotReads, i),
+                   acc(Buffer::dout, AccessKind::read, Unit::rows, r, c.total_q, m, b, h, r, m), 2);
+        }
+      }
+      const int64_t idx = fa2::bwd::softmax_d_index(c.bw.softmax_d, s.cu_q, b, h, i);
+      const uint64_t key = order::key(program, fa2::bwd::order_class::kDotSoftmaxD, i);
+      if (idx < 0 || idx >= sd_n) {
+        rec.note(key, acc(Buffer::softmax_d, AccessKind::write, Unit::elements, idx, sd_n, m, b, h, r, m));
+      } else if (!fa2::bwd::softmax_d_in_head(c.bw.softmax_d, h, idx)) {
+        Access a = acc(Buffer::softmax_d, AccessKind::write, Unit::elements, idx, sd_n, m, b, h, r, m);
+        a.region = Region::head;
+        rec.note(key, a);
+      } else {
+        softmax_d[static_cast<size_t>(idx)] = d;
+      }
+      if (kn.deterministic) continue;
+      const int64_t e0 = off + (i - m * c.bm) * a.row_stride();
+      if (e0 >= 0 && e0 + a.d_rounded <= acc_n)
+        std::fill_n(dq_accum.begin() + e0, a.d_rounded, 0.f);
+      else
+        rec.note(order::key(program, fa2::bwd::order_class::kDotClear, i),
+                 acc(Buffer::dq_accum, AccessKind::write, Unit::elements, e0, acc_n, m, b, h, r, m),
+                 uint64_t(a.d_rounded));
+    }
+  });
 }
 
 struct KeyGrad {
@@ -385,39 +395,33 @@ void convert_dq(const Ctx& c, int64_t h, const std::vector<float>& dq_accum, std
   const fa2::bwd::DqAccumShape& a = c.bw.dq_accum;
   const int64_t acc_n = a.elements();
   std::vector<float> row(static_cast<size_t>(c.D));
-  for (int64_t b = 0; b < c.N; ++b) {
-    const Seg s = segment_of(c.at, b);
-    for (int64_t m = 0; m < kn.grid_m; ++m) {
-      const fa2::bwd::QTile t = fa2::bwd::q_tile(m, s.len_q, c.bm);
-      if (t.exits) break;
-      const uint64_t program = order::grid_linear(uint64_t(m), uint64_t(b), uint64_t(h), uint64_t(kn.grid_m), uint64_t(c.N));
-      for (int64_t i = m * c.bm; i < (m + 1) * c.bm; ++i) {
-        const int64_t r = s.start_q + i;
-        std::fill(row.begin(), row.end(), 0.f);
-        for (int64_t sp = 0; sp < kn.nsplits; ++sp) {
-          const int64_t off = fa2::bwd::dq_accum_offset(c.bw.release.dq_offset, fa2::bwd::DqKernel::per_tile, a, s.cu_q, b,
-                                                        h, m, m, c.bm, sp);
-          const int64_t e0 = off + (i - m * c.bm) * a.row_stride();
-          if (e0 >= 0 && e0 + a.d_rounded <= acc_n) {
-            for (int64_t e = 0; e < c.D; ++e) row[static_cast<size_t>(e)] += dq_accum[static_cast<size_t>(e0 + e)];
-          } else {
-            rec.note(order::key(program, fa2::bwd::order_class::kConvertRead, i),
-                     acc(Buffer::dq_accum, AccessKind::read, Unit::elements, e0, acc_n, m, b, h, r, m),
-                     uint64_t(a.d_rounded));
-          }
+  for_each_q_tile_cta(c, h, [&](int64_t b, const Seg& s, int64_t m, const fa2::bwd::QTile& t, uint64_t program) {
+    for (int64_t i = m * c.bm; i < (m + 1) * c.bm; ++i) {
+      const int64_t r = s.start_q + i;
+      std::fill(row.begin(), row.end(), 0.f);
+      for (int64_t sp = 0; sp < kn.nsplits; ++sp) {
+        const int64_t off = fa2::bwd::dq_accum_offset(c.bw.release.dq_offset, fa2::bwd::DqKernel::per_tile, a, s.cu_q, b,
+                                                      h, m, m, c.bm, sp);
+        const int64_t e0 = off + (i - m * c.bm) * a.row_stride();
+        if (e0 >= 0 && e0 + a.d_rounded <= acc_n) {
+          for (int64_t e = 0; e < c.D; ++e) row[static_cast<size_t>(e)] += dq_accum[static_cast<size_t>(e0 + e)];
+        } else {
+          rec.note(order::key(program, fa2::bwd::order_class::kConvertRead, i),
+                   acc(Buffer::dq_accum, AccessKind::read, Unit::elements, e0, acc_n, m, b, h, r, m),
+                   uint64_t(a.d_rounded));
         }
-        if (i >= t.row_end) continue;
-        if (r >= c.total_q) {
-          rec.note(order::key(program, fa2::bwd::order_class::kConvertWrite, i),
-                   acc(Buffer::dq, AccessKind::write, Unit::rows, r, c.total_q, m, b, h, r, m));
-          continue;
-        }
-        float* o = dq.data() + (r * c.H + h) * c.D;
-        for (int64_t e = 0; e < c.D; ++e) o[e] = rnd<P>(row[static_cast<size_t>(e)] * c.scale);
-        if (dq_writes) ++(*dq_writes)[static_cast<size_t>(r)];
       }
+      if (i >= t.row_end) continue;
+      if (r >= c.total_q) {
+        rec.note(order::key(program, fa2::bwd::order_class::kConvertWrite, i),
+                 acc(Buffer::dq, AccessKind::write, Unit::rows, r, c.total_q, m, b, h, r, m));
+        continue;
+      }
+      float* o = dq.data() + (r * c.H + h) * c.D;
+      for (int64_t e = 0; e < c.D; ++e) o[e] = rnd<P>(row[static_cast<size_t>(e)] * c.scale);
+      if (dq_writes) ++(*dq_writes)[static_cast<size_t>(r)];
     }
-  }
+  });
 }
 
 template <ElemType P>
@@ -513,31 +517,10 @@ AttentionBackwardObservation fa2_varlen_backward(const ExecPlan& plan, const flo
 namespace ad::cpu {
 namespace {
 
-struct RowErr {
-  double num2 = 0, den2 = 0, mag2 = 0;  // mag2: squared norm of the sum of |terms| (the scale rounding acts on)
-  bool finite = true;
-  int64_t dim = -1;
-  double value = 0, expected = 0, diff = -1;
-  void add(double got, double want, int64_t d) {
-    den2 += want * want;
-    if (!std::isfinite(got)) {
-      if (finite) {
-        finite = false;
-        dim = d;
-        value = got;
-        expected = want;
-      }
-      return;
-    }
-    const double x = got - want;
-    num2 += x * x;
-    if (finite && std::fabs(x) > diff) {
-      diff = std::fabs(x);
-      dim = d;
-      value = got;
-      expected = want;
-    }
-  }
+// mag2: the squared norm of the sum of |terms| (the scale rounding acts on); den2 < 0: the
+// row is not compared
+struct RowErr : RowError {
+  double mag2 = 0;
 };
 
 }  // namespace
@@ -700,9 +683,7 @@ void gradient_reference(const ExecPlan& plan, const GradientInputs& in, Gradient
         if (e.den2 < 0) continue;
         const int64_t row = tensor == 0 ? s.q_src_first + static_cast<int64_t>(i) / G : s.k_src_first + static_cast<int64_t>(i);
         const int64_t head = tensor == 0 ? pairs[pi].g * G + static_cast<int64_t>(i) % G : pairs[pi].g;
-        const double den = std::max(std::sqrt(e.den2), std::sqrt(e.mag2));
-        const double err = !e.finite ? std::numeric_limits<double>::infinity()
-                                     : den > 0 ? std::sqrt(e.num2) / den : (e.num2 > 0 ? std::numeric_limits<double>::infinity() : 0.0);
+        const double err = e.relative(std::max(std::sqrt(e.den2), std::sqrt(e.mag2)));
         ++r.rows_checked;
         if (err > plan.backward.tolerance) ++r.rows_failed;
         if (err > r.worst_error || r.worst_row < 0) {

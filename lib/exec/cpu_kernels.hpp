@@ -10,6 +10,7 @@
 #include <cmath>
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -144,6 +145,44 @@ void rotate_row_fp64(T* row, int64_t heads, int64_t D, double pos, const Referen
     }
   }
 }
+
+// One row of a reference comparison (one head's D elements, the call's value against the
+// reference's): ||got - ref||_2^2 and ||ref||_2^2, and the element reported with the row: the
+// first non-finite one if any, else the one with the largest difference. The forward
+// (reference_compare) and the gradient reference (gradient_reference) both judge rows by it.
+struct RowError {
+  double num2 = 0, den2 = 0;
+  bool finite = true;
+  int64_t dim = -1;
+  double value = 0, expected = 0, diff = -1;
+  // always inlined: it runs per element in the references' row loops
+  __attribute__((always_inline)) void add(double got, double want, int64_t d) {
+    den2 += want * want;
+    if (!std::isfinite(got)) {
+      if (finite) {
+        finite = false;
+        dim = d;
+        value = got;
+        expected = want;
+      }
+      return;
+    }
+    const double x = got - want;
+    num2 += x * x;
+    if (finite && std::fabs(x) > diff) {
+      diff = std::fabs(x);
+      dim = d;
+      value = got;
+      expected = want;
+    }
+  }
+  // ||got - ref||_2 / den: a non-finite output is infinitely off, and so is any difference
+  // from a row whose scale `den` is 0
+  double relative(double den) const {
+    const double inf = std::numeric_limits<double>::infinity(), num = std::sqrt(num2);
+    return !finite ? inf : den > 0 ? num / den : (num > 0 ? inf : 0.0);
+  }
+};
 
 struct ReferenceResult {
   int64_t rows_checked = 0;          // (row) query rows compared

@@ -264,35 +264,11 @@ ReferenceResult reference_compare(const ExecPlan& plan, const float* q_src, cons
       // relative error of the head's row: ||o - ref||_2 / ||ref||_2 (the element with the
       // largest difference is reported with it); a non-finite output is infinitely off
       const float* got = out_final + fr * H * D + h * D;
-      double num2 = 0.0, den2 = 0.0, worst_diff = -1.0, worst_v = 0, worst_e = 0;
-      int64_t worst_d = -1;
-      bool finite = true;
-      for (int64_t d = 0; d < D; ++d) {
-        const double e = o[static_cast<size_t>(d)], gv = got[d];
-        den2 += e * e;
-        if (!std::isfinite(gv)) {
-          if (finite) {
-            finite = false;
-            worst_d = d;
-            worst_v = gv;
-            worst_e = e;
-          }
-          continue;
-        }
-        const double diff = gv - e;
-        num2 += diff * diff;
-        if (finite && std::fabs(diff) > worst_diff) {
-          worst_diff = std::fabs(diff);
-          worst_d = d;
-          worst_v = gv;
-          worst_e = e;
-        }
-      }
-      const double num = std::sqrt(num2), den = std::sqrt(den2);
-      const double inf = std::numeric_limits<double>::infinity();
-      const double err = !finite ? inf : den > 0 ? num / den : (num > 0 ? inf : 0.0);
+      RowError re;
+      for (int64_t d = 0; d < D; ++d) re.add(got[d], o[static_cast<size_t>(d)], d);
+      const double err = re.relative(std::sqrt(re.den2));
       if (err > ref.tolerance) std::atomic_ref<uint8_t>(failed[static_cast<size_t>(fr)]).store(1, std::memory_order_relaxed);
-      Worst cand{err, fr, h, si, worst_d, worst_v, worst_e};
+      Worst cand{err, fr, h, si, re.dim, re.value, re.expected};
       if (cand.better_than(wst)) wst = cand;
     }
   };
