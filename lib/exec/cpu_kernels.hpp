@@ -7,8 +7,8 @@
 #pragma once
 
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <thread>
