@@ -16,41 +16,37 @@ namespace ad::kern {
 // ---------------------------------------------------------------------------------------
 // the access record
 
-// Records `n` refused accesses, the first of them at launch-order key `key`
+// Records `n` refused accesses, the first of them `a` at launch-order key `key`
 // (contract/access_record.hpp: counting mode adds to the count and lowers the smallest index
 // and key, and the first arrival fills the details; detail mode fills them for `key` ==
 // target_order only). The host reads the record after the launch has completed, so no
-// further ordering is needed. Scalars, not an Access, so that the call (in the refusal
-// branches only) passes its arguments in registers. (m, b, h): the program's coordinates.
-__device__ __noinline__ inline void record_violation(AccessRecord* rec, Buffer buffer, AccessKind kind, Unit unit,
-                                                      Region region, int64_t index, int64_t bound, int64_t m, int64_t b,
-                                                      int64_t h, int64_t segment, int64_t row, int64_t head, int64_t tile,
-                                                      uint64_t key, uint64_t n) {
+// further ordering is needed. The access comes by address: a call takes its arguments in
+// registers that must be free at every call site, and a kernel at its register cap pays for
+// each one there (16 scalar arguments made the checked wgmma kernels spill 2-4x more).
+__device__ __noinline__ inline void record_access(AccessRecord* rec, const Access* a, uint64_t key, uint64_t n) {
   if (rec == nullptr) return;
   if (rec->detail_mode != 0) {
     if (key != rec->target_order) return;
   } else {
-    atomicMin(reinterpret_cast<long long*>(&rec->min_index), static_cast<long long>(index));
+    atomicMin(reinterpret_cast<long long*>(&rec->min_index), static_cast<long long>(a->index));
     atomicMin(reinterpret_cast<unsigned long long*>(&rec->order), static_cast<unsigned long long>(key));
     const unsigned long long previous =
         atomicAdd(reinterpret_cast<unsigned long long*>(&rec->count), static_cast<unsigned long long>(n));
     if (previous != 0) return;
   }
-  Access& a = rec->first;
-  a.buffer = buffer;
-  a.kind = kind;
-  a.unit = unit;
-  a.region = region;
-  a.index = index;
-  a.bound = bound;
-  a.block[0] = m;
-  a.block[1] = b;
-  a.block[2] = h;
-  a.segment = segment;
-  a.row = row;
-  a.head = head;
-  a.tile = tile;
+  rec->first = *a;
   rec->thread = static_cast<int32_t>(threadIdx.x);
+}
+
+// The same from scalars, built where it is called (in the refusal branches only).
+// (m, b, h): the program's coordinates.
+__device__ __forceinline__ void record_violation(AccessRecord* rec, Buffer buffer, AccessKind kind, Unit unit,
+                                                 Region region, int64_t index, int64_t bound, int64_t m, int64_t b,
+                                                 int64_t h, int64_t segment, int64_t row, int64_t head, int64_t tile,
+                                                 uint64_t key, uint64_t n) {
+  const Access a{.buffer = buffer, .kind = kind, .unit = unit, .region = region, .index = index, .bound = bound,
+                 .block = {m, b, h}, .segment = segment, .row = row, .head = head, .tile = tile};
+  record_access(rec, &a, key, n);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -279,7 +279,7 @@ template <class T, bool Checked>
 __global__ void __launch_bounds__(kPreThreads) varlen_bwd_convert_dq_kernel(const VarlenBwdParams p) {
   const PreTile t(p);
   if (t.exits()) return;
-  const int m_block = t.m_block, b = t.b, h = t.h, bm = t.bm, row0 = t.row0, D = p.head_dim, tpr = t.tpr, c = t.c;
+  const int m_block = t.m_block, b = t.b, h = t.h, bm = t.bm, row0 = t.row0, D = p.head_dim, c = t.c;
   const Seg& seg = t.seg;
   const int64_t grid_x = pre_grid_m(p);
   const int32_t cu_q_b = p.cu_seqlens_q.data[b];
