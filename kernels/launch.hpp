@@ -103,6 +103,11 @@ void launch_varlen_fwd_generic(const VarlenFwdParams& p, bool checked, cudaStrea
 void launch_varlen_fwd_wgmma_bf16(const VarlenFwdParams& p, bool checked, bool alt, cudaStream_t stream);
 void launch_varlen_fwd_wgmma_fp16(const VarlenFwdParams& p, bool checked, bool alt, cudaStream_t stream);
 bool varlen_fwd_wgmma_loadable();
+void launch_varlen_bwd_wgmma_bf16(const VarlenBwdParams& p, bool checked, cudaStream_t stream);
+void launch_varlen_bwd_wgmma_fp16(const VarlenBwdParams& p, bool checked, cudaStream_t stream);
+// Whether the current device runs the sm_90a kernels (compute capability 9.0, a build with
+// sm_90a, the image loads); asked once per device.
+bool device_runs_wgmma();
 // the key-block kernel of the backward, per element type
 void launch_varlen_bwd_tc_bf16(const VarlenBwdParams& p, bool checked, cudaStream_t stream);
 void launch_varlen_bwd_tc_fp16(const VarlenBwdParams& p, bool checked, cudaStream_t stream);

@@ -250,11 +250,9 @@ bool varlen_fwd_has_tensor_core_path(const VarlenFwdParams& p) {
   return p.elem != ElemType::fp32 && (p.head_dim == 64 || p.head_dim == 128) && p.block_m == attn::kBlockM;
 }
 
-namespace {
-
 // Whether the current device runs the sm_90a kernels: compute capability 9.0 exactly (sm_90a
 // code runs nowhere else) and the image loads. Asked once per device.
-bool device_runs_wgmma() {
+bool detail::device_runs_wgmma() {
 #ifdef ATTN_DOCTOR_WITH_WGMMA
   static std::atomic<int8_t> known[64] = {};  // 0 unknown, 1 no, 2 yes
   int dev = 0;
@@ -278,6 +276,8 @@ bool device_runs_wgmma() {
 #endif
 }
 
+namespace {
+
 enum class Chosen { wgmma, wgmma_alt, mma_sync, mma_sync_alt, generic };
 
 Chosen choose_kernel(const VarlenFwdParams& p, AttnKernel which) {
@@ -296,7 +296,7 @@ Chosen choose_kernel(const VarlenFwdParams& p, AttnKernel which) {
 }  // namespace
 
 bool varlen_fwd_has_wgmma_path(const VarlenFwdParams& p) {
-  return varlen_fwd_has_tensor_core_path(p) && device_runs_wgmma();
+  return varlen_fwd_has_tensor_core_path(p) && detail::device_runs_wgmma();
 }
 
 std::string varlen_fwd_kernel_name(const VarlenFwdParams& p, Checks checks, AttnKernel which) {
@@ -346,7 +346,7 @@ void launch_varlen_fwd(const VarlenFwdParams& p_in, Checks checks, cudaStream_t 
   if (k == Chosen::wgmma || k == Chosen::wgmma_alt) {
     check_config(varlen_fwd_has_tensor_core_path(p), "no wgmma kernel for " + std::string(to_string(p.elem)) +
                                                          " head_dim " + std::to_string(p.head_dim));
-    check_config(device_runs_wgmma(), "the wgmma kernel needs a compute capability 9.0 device and a build with "
+    check_config(detail::device_runs_wgmma(), "the wgmma kernel needs a compute capability 9.0 device and a build with "
                                       "sm_90a (ATTN_DOCTOR_WGMMA)");
 #ifdef ATTN_DOCTOR_WITH_WGMMA
     if (p.elem == ElemType::bf16)

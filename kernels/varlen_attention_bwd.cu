@@ -45,6 +45,22 @@ void launch_small(const VarlenBwdParams& p, BwdStep step, bool checked, cudaStre
   }
 }
 
+// The key-block kernel a call runs: on a device that runs the sm_90a kernels, with block_m 0
+// (automatic), the wgmma kernel (kernels/sm90a/varlen_attention_bwd_wgmma.cuh, kWgmmaBlockM
+// query rows per step); otherwise the mma.sync kernel with block_m rows per step (0: its default).
+bool uses_wgmma(const VarlenBwdParams& p) {
+#ifdef ATTN_DOCTOR_WITH_WGMMA
+  return p.block_m == 0 && bwd::tile_m_of(p) % bwd::kWgmmaBlockM == 0 && detail::device_runs_wgmma();
+#else
+  (void)p;
+  return false;
+#endif
+}
+int walk_block_m(const VarlenBwdParams& p) {
+  if (uses_wgmma(p)) return bwd::kWgmmaBlockM;
+  return p.block_m > 0 ? p.block_m : bwd::default_block_m(p.head_dim);
+}
+
 }  // namespace
 
 const char* to_string(BwdStep s) {
@@ -85,7 +101,7 @@ std::string varlen_bwd_unsupported(const VarlenBwdParams& p_in) {
   if (!varlen_bwd_supported(p))
     return std::string("the kernels take bf16 / fp16 with head_dim 64 or 128, not ") + to_string(p.elem) + " d" +
            std::to_string(p.head_dim);
-  const int block_m = p.block_m > 0 ? p.block_m : bwd::default_block_m(p.head_dim);
+  const int block_m = walk_block_m(p);
   const int tile_m = bwd::tile_m_of(p);
   if (bwd::tile_n_of(p) != bwd::kBwdBlockN || tile_m <= 0 || tile_m % block_m != 0 || tile_m > 128)
     return "FA2's tile " + std::to_string(tile_m) + " x " + std::to_string(bwd::tile_n_of(p)) +
@@ -96,8 +112,13 @@ std::string varlen_bwd_unsupported(const VarlenBwdParams& p_in) {
   return "";
 }
 
-std::string varlen_bwd_kernel_name(const VarlenBwdParams& p, Checks checks) {
-  const int block_m = p.block_m > 0 ? p.block_m : bwd::default_block_m(p.head_dim);
+std::string varlen_bwd_kernel_name(const VarlenBwdParams& p_in, Checks checks) {
+  VarlenBwdParams p = p_in;
+  fa2_bwd_normalize(p);
+  if (uses_wgmma(p))
+    return std::string("varlen_bwd_wgmma<") + to_string(p.elem) + ",d" + std::to_string(p.head_dim) + "," +
+           to_string(checks) + ">";
+  const int block_m = walk_block_m(p);
   return std::string("varlen_bwd_tc<") + to_string(p.elem) + ",d" + std::to_string(p.head_dim) + ",m" +
          std::to_string(block_m) + "," + to_string(checks) + ">";
 }
@@ -132,7 +153,7 @@ void launch_varlen_bwd_step(const VarlenBwdParams& p_in, BwdStep step, Checks ch
                    ") outside the 1-65535 limit of grid.y/grid.z: invalid configuration argument");
   check_config(step != BwdStep::group_sum || (p.dk_out != nullptr && p.dv_out != nullptr),
                "H > Hk without dk_out / dv_out");
-  const int tile_m = bwd::tile_m_of(p), block_m = p.block_m > 0 ? p.block_m : bwd::default_block_m(p.head_dim);
+  const int tile_m = bwd::tile_m_of(p), block_m = walk_block_m(p);
   check_config(bwd::tile_n_of(p) == bwd::kBwdBlockN && tile_m > 0 && tile_m % block_m == 0 && tile_m <= 128,
                "FA2 tile " + std::to_string(tile_m) + " x " + std::to_string(bwd::tile_n_of(p)) +
                    " is not walked by this kernel (key blocks of 128, query tiles a multiple of " +
@@ -146,6 +167,15 @@ void launch_varlen_bwd_step(const VarlenBwdParams& p_in, BwdStep step, Checks ch
   if (step == BwdStep::key_blocks) {
     check_config(p.kernel.n_blocks > 0, "empty launch grid (" + std::to_string(p.kernel.n_blocks) +
                                             " key blocks): invalid configuration argument");
+#ifdef ATTN_DOCTOR_WITH_WGMMA
+    if (uses_wgmma(p)) {
+      if (p.elem == ElemType::bf16)
+        detail::launch_varlen_bwd_wgmma_bf16(p, checked, stream);
+      else
+        detail::launch_varlen_bwd_wgmma_fp16(p, checked, stream);
+      return;
+    }
+#endif
     if (p.elem == ElemType::bf16)
       detail::launch_varlen_bwd_tc_bf16(p, checked, stream);
     else

@@ -42,6 +42,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "device_common.cuh"
 #include "kernel_params.hpp"
@@ -68,6 +69,9 @@ inline constexpr int kPreThreads = 128;
 // an H100 1.2x faster unchecked but only 1.07x checked, whose body then spills (548 bytes
 // stored), so its check overhead reaches 13-15 % (docs/performance.md).
 inline constexpr int default_block_m(int head_dim) { return head_dim == 128 ? 32 : 64; }
+// The wgmma key-block kernel's query rows per step (sm90a/varlen_attention_bwd_wgmma.cuh
+// WgmmaBwdShape says why).
+inline constexpr int kWgmmaBlockM = 64;
 
 // The key-block kernel's shape: 128 keys per CTA, BM query rows per step (64, or 32 to
 // keep the head dim 128 accumulators in registers; bench/gpu compares the two shapes of
@@ -128,17 +132,30 @@ __device__ __forceinline__ Seg segment_of(const VarlenBwdParams& p, int b) {
   return {static_cast<uint32_t>(s.start_q), s.len_q, static_cast<uint32_t>(s.start_k), s.len_k};
 }
 
+// A CTA's place in its launch grid (x: blocks along the sequence, y: segments, z: heads) and
+// the grid's x extent: what its records and launch-order keys name. A kernel's CTAs are their
+// blockIdx; the checked wgmma form's fallback kernel (sm90a/varlen_attention_bwd_wgmma.cuh)
+// runs key-block CTAs of FA2's grid by number.
+struct CtaPos {
+  int x, y, z;
+  int64_t grid_x;
+};
+__device__ __forceinline__ CtaPos this_cta_pos(int64_t grid_x) {
+  return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), grid_x};
+}
+
 // Launch-order key of an access of this CTA: its place in its own grid (x = blocks along the
 // sequence, y = segments, z = heads), then the class and the row.
-__device__ __forceinline__ uint64_t bwd_key(const VarlenBwdParams& p, int64_t grid_x, uint32_t cls, int64_t sub) {
-  return order::key(order::grid_linear(blockIdx.x, blockIdx.y, blockIdx.z, uint64_t(grid_x), uint64_t(p.batch)), cls, sub);
+__device__ __forceinline__ uint64_t bwd_key(const VarlenBwdParams& p, const CtaPos& at, uint32_t cls, int64_t sub) {
+  return order::key(order::grid_linear(uint64_t(at.x), uint64_t(at.y), uint64_t(at.z), uint64_t(at.grid_x), uint64_t(p.batch)),
+                    cls, sub);
 }
-__device__ __noinline__ inline void record_bwd(const VarlenBwdParams& p, int64_t grid_x, Buffer buffer, AccessKind kind,
+__device__ __noinline__ inline void record_bwd(const VarlenBwdParams& p, CtaPos at, Buffer buffer, AccessKind kind,
                                                Unit unit, int64_t index, int64_t bound, int64_t row, int64_t head, int64_t tile,
                                                uint32_t cls, int64_t sub, uint64_t n = 1,
                                                Region region = Region::tensor) {
-  record_violation(p.record, buffer, kind, unit, region, index, bound, blockIdx.x, blockIdx.y, blockIdx.z,
-                   blockIdx.y, row, head, tile, bwd_key(p, grid_x, cls, sub), n);
+  record_violation(p.record, buffer, kind, unit, region, index, bound, at.x, at.y, at.z, at.y, row, head, tile,
+                   bwd_key(p, at, cls, sub), n);
 }
 
 // the grids: (grid_m, N, H) for the preprocess and the conversion, (grid_x, N, H) for the
@@ -184,7 +201,7 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(cons
   if (t.exits()) return;
   const int m_block = t.m_block, b = t.b, h = t.h, bm = t.bm, row0 = t.row0, D = p.head_dim, tpr = t.tpr, c = t.c;
   const Seg& seg = t.seg;
-  const int64_t grid_x = pre_grid_m(p);
+  const CtaPos at = this_cta_pos(pre_grid_m(p));
   const int32_t cu_q_b = p.cu_seqlens_q.data[b];
   const T* dout = static_cast<const T*>(p.dout.data);
   const T* out = static_cast<const T*>(p.out.data);
@@ -197,9 +214,9 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(cons
       reads_ok = false;
       if (threadIdx.x == 0) {
         const uint64_t n = uint64_t(min(bm, seg.len_q - row0));
-        record_bwd(p, grid_x, p.dout.buffer, AccessKind::read, Unit::rows, int64_t(first), p.dout.rows, int64_t(first),
+        record_bwd(p, at, p.dout.buffer, AccessKind::read, Unit::rows, int64_t(first), p.dout.rows, int64_t(first),
                    h, m_block, oc::kDotReads, row0, n);
-        record_bwd(p, grid_x, p.out.buffer, AccessKind::read, Unit::rows, int64_t(first), p.out.rows, int64_t(first), h,
+        record_bwd(p, at, p.out.buffer, AccessKind::read, Unit::rows, int64_t(first), p.out.rows, int64_t(first), h,
                    m_block, oc::kDotReads, row0 | int64_t(order::kValueBit), n);
       }
     }
@@ -214,13 +231,13 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(cons
     if constexpr (Checked) {
       if (ok_do && row >= uint64_t(p.dout.rows)) {
         if (c == 0)
-          record_bwd(p, grid_x, p.dout.buffer, AccessKind::read, Unit::rows, int64_t(row), p.dout.rows, int64_t(row), h,
+          record_bwd(p, at, p.dout.buffer, AccessKind::read, Unit::rows, int64_t(row), p.dout.rows, int64_t(row), h,
                      m_block, oc::kDotReads, i);
         ok_do = false;
       }
       if (ok_o && row >= uint64_t(p.out.rows)) {
         if (c == 0)
-          record_bwd(p, grid_x, p.out.buffer, AccessKind::read, Unit::rows, int64_t(row), p.out.rows, int64_t(row), h,
+          record_bwd(p, at, p.out.buffer, AccessKind::read, Unit::rows, int64_t(row), p.out.rows, int64_t(row), h,
                      m_block, oc::kDotReads, i | int64_t(order::kValueBit));
         ok_o = false;
       }
@@ -239,11 +256,11 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(cons
       bool ok = true;
       if constexpr (Checked) {
         if (di < 0 || di >= p.softmax_d_size) {
-          record_bwd(p, grid_x, Buffer::softmax_d, AccessKind::write, Unit::elements, di, p.softmax_d_size,
+          record_bwd(p, at, Buffer::softmax_d, AccessKind::write, Unit::elements, di, p.softmax_d_size,
                      int64_t(row), h, m_block, oc::kDotSoftmaxD, i);
           ok = false;
         } else if (!fa2::bwd::softmax_d_in_head(p.softmax_d_shape, h, di)) {
-          record_bwd(p, grid_x, Buffer::softmax_d, AccessKind::write, Unit::elements, di, p.softmax_d_size,
+          record_bwd(p, at, Buffer::softmax_d, AccessKind::write, Unit::elements, di, p.softmax_d_size,
                      int64_t(row), h, m_block, oc::kDotSoftmaxD, i, 1, Region::head);
           ok = false;
         }
@@ -258,7 +275,7 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(cons
       const int64_t row_first = tile + int64_t(r) * stride;  // the row's first element: its whole row is one access
       if (row_first < 0 || row_first + p.dq_accum_shape.d_rounded > p.dq_accum_size) {
         if (c == 0)
-          record_bwd(p, grid_x, Buffer::dq_accum, AccessKind::write, Unit::elements, row_first, p.dq_accum_size,
+          record_bwd(p, at, Buffer::dq_accum, AccessKind::write, Unit::elements, row_first, p.dq_accum_size,
                      int64_t(row), h, m_block, oc::kDotClear, i, uint64_t(p.dq_accum_shape.d_rounded));
         ok = false;
       }
@@ -281,7 +298,7 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_convert_dq_kernel(cons
   if (t.exits()) return;
   const int m_block = t.m_block, b = t.b, h = t.h, bm = t.bm, row0 = t.row0, D = p.head_dim, c = t.c;
   const Seg& seg = t.seg;
-  const int64_t grid_x = pre_grid_m(p);
+  const CtaPos at = this_cta_pos(pre_grid_m(p));
   const int32_t cu_q_b = p.cu_seqlens_q.data[b];
   const int64_t stride = dq_row_stride(p);
   const int splits = int(p.kernel.nsplits);
@@ -303,11 +320,11 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_convert_dq_kernel(cons
             ++n;
           }
           if (n > 0)
-            record_bwd(p, grid_x, Buffer::dq_accum, AccessKind::read, Unit::elements, t0 + r_first * stride,
+            record_bwd(p, at, Buffer::dq_accum, AccessKind::read, Unit::elements, t0 + r_first * stride,
                        p.dq_accum_size, int64_t(first) + r_first, h, m_block, oc::kConvertRead, row0 + r_first,
                        uint64_t(n * dr));
         }
-        record_bwd(p, grid_x, p.dq.buffer, AccessKind::write, Unit::rows, int64_t(first), p.dq.rows, int64_t(first), h,
+        record_bwd(p, at, p.dq.buffer, AccessKind::write, Unit::rows, int64_t(first), p.dq.rows, int64_t(first), h,
                    m_block, oc::kConvertWrite, row0, uint64_t(min(bm, seg.len_q - row0)));
       }
       return;
@@ -326,7 +343,7 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_convert_dq_kernel(cons
       if constexpr (Checked) {
         if (row_first < 0 || row_first + p.dq_accum_shape.d_rounded > p.dq_accum_size) {
           if (c == 0)
-            record_bwd(p, grid_x, Buffer::dq_accum, AccessKind::read, Unit::elements, row_first, p.dq_accum_size,
+            record_bwd(p, at, Buffer::dq_accum, AccessKind::read, Unit::elements, row_first, p.dq_accum_size,
                        int64_t(row), h, m_block, oc::kConvertRead, i, uint64_t(p.dq_accum_shape.d_rounded));
           continue;
         }
@@ -340,7 +357,7 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_convert_dq_kernel(cons
     if constexpr (Checked) {
       if (row >= uint64_t(p.dq.rows)) {
         if (c == 0)
-          record_bwd(p, grid_x, p.dq.buffer, AccessKind::write, Unit::rows, int64_t(row), p.dq.rows, int64_t(row), h,
+          record_bwd(p, at, p.dq.buffer, AccessKind::write, Unit::rows, int64_t(row), p.dq.rows, int64_t(row), h,
                      m_block, oc::kConvertWrite, i);
         continue;
       }
@@ -376,11 +393,12 @@ __global__ void varlen_bwd_group_sum_kernel(const VarlenBwdParams p) {
 // 2. the key-block kernel
 
 // Rows [first, first + R) of a (rows, heads, D) operand (head `head`) into a swizzled [R][D]
-// shared tile; rows at or past `valid` (the segment's end) zero-filled. Checked form: a row
-// past the buffer is recorded (class `cls`, sub = its segment row, head: the CTA's query head,
-// tile `tile_no`; `records` accesses, 0: counted with another operand's) and zero-filled.
-template <class T, int D, int R, int NT, bool Checked>
-__device__ __forceinline__ void load_rows(const VarlenBwdParams& p, int64_t grid_x, const T* base, int32_t heads,
+// shared tile (Layout: the mma.sync kernel's row swizzle, or the wgmma kernel's 128-byte
+// swizzled panels); rows at or past `valid` (the segment's end) zero-filled. Checked form: a
+// row past the buffer is recorded (class `cls`, sub = its segment row, head: the CTA's query
+// head, tile `tile_no`; `records` accesses, 0: counted with another operand's) and zero-filled.
+template <class T, int D, int R, int NT, bool Checked, class Layout = attn::RowSwizzle<D>>
+__device__ __forceinline__ void load_rows(const VarlenBwdParams& p, const CtaPos& at, const T* base, int32_t heads,
                                           int64_t buf_rows, Buffer buffer, T* tile, uint32_t start, int first,
                                           int valid, int head, int tile_no, uint32_t cls, int64_t sub_bit,
                                           uint64_t records = 1) {
@@ -395,13 +413,13 @@ __device__ __forceinline__ void load_rows(const VarlenBwdParams& p, int64_t grid
   for (int it = 0; it < R * C / NT; ++it) {
     const int i = threadIdx.x + it * NT;
     const int r = i / C, c = i % C;
-    T* dst = tile + swz<D>(r, c * 8);
+    T* dst = tile + Layout::offset(r, c * 8);
     const int sr = first + r;
     const uint64_t row = uint64_t(start) + uint64_t(sr);
     bool ok = sr < valid;
     if (Checked && per_row && ok && row >= uint64_t(buf_rows)) {
       if (c == 0 && records > 0)
-        record_bwd(p, grid_x, buffer, AccessKind::read, Unit::rows, int64_t(row), buf_rows, int64_t(row), blockIdx.z,
+        record_bwd(p, at, buffer, AccessKind::read, Unit::rows, int64_t(row), buf_rows, int64_t(row), at.z,
                    tile_no, cls, int64_t(sr) | sub_bit, records);
       ok = false;
     }
@@ -413,10 +431,260 @@ __device__ __forceinline__ void load_rows(const VarlenBwdParams& p, int64_t grid
   }
 }
 
-// Key block n_block of segment blockIdx.y, head blockIdx.z; its dq goes into dq_accum copy
+// The LSE and softmax_d of query rows [m0, m0 + BM) of the CTA's segment and head into the
+// step's shared buffers (thread tid < BM: row m0 + tid). softmax_d of every row of the step,
+// as FA2 reads it (a row past the segment has P = 0, so its value is never used); the LSE of
+// the segment's rows whose q row is inside q (+inf past the segment: P = 0; a row past q
+// reads no LSE, its q and dO are zeros). A refused read gives 0, as every refused read does.
+// The reads are cp.async, in the step's group with its Q and dO: no load stalls the warp.
+template <int BM, bool Checked>
+__device__ __forceinline__ void load_row_stats(const VarlenBwdParams& p, const CtaPos& at, const Seg& seg, int32_t cu_q_b,
+                                               int tm, int m0, float* s_lse, float* s_ds) {
+  const int tid = threadIdx.x, b = at.y, h = at.z;
+  if (tid >= BM) return;
+  const int i = m0 + tid;
+  const uint64_t row = uint64_t(seg.start_q) + uint64_t(i);
+  const bool live = i < seg.len_q && (!Checked || row < uint64_t(p.q.rows));
+  const int64_t tile_m_no = i / tm;
+  float* l_dst = s_lse + tid;
+  float* d_dst = s_ds + tid;
+  const int64_t di = softmax_d_at(p, cu_q_b, b, h, i);
+  bool d_ok = true;
+  if constexpr (Checked) {
+    if (di < 0 || di >= p.softmax_d_size) {
+      record_bwd(p, at, Buffer::softmax_d, AccessKind::read, Unit::elements, di, p.softmax_d_size, int64_t(row), h,
+                 tile_m_no, oc::kMainQueryReads, i);
+      d_ok = false;
+    }
+  }
+  if (d_ok)
+    cp_async_4(d_dst, p.softmax_d + di);
+  else
+    *d_dst = 0.f;
+  if (live) {
+    const int64_t li =
+        fa2::lse_index(fa2::LseShape{p.lse_layout, p.q.rows, p.num_heads, p.lse_max_seqlen_q}, false, cu_q_b, b, h, h, i);
+    bool lse_ok = true;
+    if constexpr (Checked) {
+      if (li < 0 || li >= p.lse_size) {
+        record_bwd(p, at, Buffer::lse, AccessKind::read, Unit::elements, li, p.lse_size, int64_t(row), h, tile_m_no,
+                   oc::kMainQueryReads, i);
+        lse_ok = false;
+      }
+    }
+    if (lse_ok)
+      cp_async_4(l_dst, p.lse + li);
+    else
+      *l_dst = 0.f;
+  } else {
+    *l_dst = INFINITY;
+  }
+}
+
+// What one query step of a key block needs to turn S and dP into P and dS.
+struct StepMath {
+  float scale_log2;  // S scale before exp, times log2(e) (1 under softcap: the cap applies it)
+  float cap_in;      // softmax_scale / softcap (0 without softcap)
+  float softcap;
+  float softcap_log2;  // softcap * log2(e)
+  int len_q, len_k;
+  fa2::Flags flags;  // the call's masks, with this kernel's block sizes
+};
+__device__ __forceinline__ StepMath step_math(const VarlenBwdParams& p, const Seg& seg, fa2::Flags flags) {
+  return {(p.softcap > 0.f ? 1.f : p.softmax_scale) * kLog2e, p.softcap > 0.f ? p.softmax_scale / p.softcap : 0.f,
+          p.softcap, p.softcap * kLog2e, seg.len_q, seg.len_k, flags};
+}
+
+// One element of Sᵀ / dPᵀ (key `key` of the segment, of a query row with LSE lse2 and
+// softmax_d dsm) in place: s becomes P = exp(S - LSE) = 2^(S log2(e) - LSE log2(e)) (lse2: the
+// row's LSE times log2(e), one multiply per row, as FA2 scales it), dp becomes
+// dS = P (dP - softmax_d) (times the softcap's derivative). Mask: the step's block needs the
+// per-element test (fa2::block_needs_mask), and keys outside the row's kl (fa2::row_keys:
+// causal diagonal, window, past the segment) get 0. The forms are template arguments so that
+// a step's elements are one straight line of code (with_p_ds_form): a branch per element
+// serialises them, and the exp latency is no longer hidden.
+template <bool Softcap, bool Mask>
+__device__ __forceinline__ void p_and_ds(const StepMath& c, const fa2::KeyLimits& kl, int key, float lse2, float dsm,
+                                         float& s, float& dp) {
+  const float x = s;
+  float pv, factor = 1.f;
+  if constexpr (Softcap) {
+    const float t = tanhf(x * c.cap_in);
+    pv = fast_exp2(fmaf(c.softcap_log2, t, -lse2));
+    factor = 1.f - t * t;
+  } else {
+    pv = fast_exp2(fmaf(x, c.scale_log2, -lse2));
+  }
+  if constexpr (Mask) {
+    if (key < kl.lo || key >= kl.hi) pv = 0.f;
+  }
+  s = pv;
+  dp = pv == 0.f ? 0.f : pv * (dp - dsm) * factor;
+}
+// Runs f(softcap, mask) with the step's form as two std::bool_constant arguments.
+template <class F>
+__device__ __forceinline__ void with_p_ds_form(const StepMath& c, bool mask, F&& f) {
+  using yes = std::true_type;
+  using no = std::false_type;
+  if (c.softcap > 0.f) {
+    if (mask) f(yes{}, yes{}); else f(yes{}, no{});
+  } else {
+    if (mask) f(no{}, yes{}); else f(no{}, no{});
+  }
+}
+// The keys query row `row` of the segment sees (only read by the Mask form).
+template <bool Mask>
+__device__ __forceinline__ fa2::KeyLimits row_keys_if(const StepMath& c, int row) {
+  if constexpr (Mask) return fa2::row_keys(row, c.len_q, c.len_k, c.flags);
+  return fa2::KeyLimits{};
+}
+
+// dq_accum += one thread's part of a step's dQ tile (BM x D, fp32): segment rows i0 and i0 + 8,
+// columns d0 + 8 nb + {0, 1} for nb < NB, held as the m16n8 accumulator (dq[4 nb + 2 half + e]).
+// FA2 adds the whole tile (unpredicated): rows past the segment add zeros, so they are
+// checked (and recorded, by the threads with `records`, when outside dq_accum) but not
+// performed.
+// dq_accum element of column 0 of segment row i of the CTA's head in its key block's walk
+// (DqKernel::dq_dk_dv: FA2's tile of the row, stepped back from m_top).
+__device__ __forceinline__ int64_t dq_accum_row(const VarlenBwdParams& p, const CtaPos& at, int32_t cu_q_b, int tm,
+                                                int64_t m_top,
+                                                int split, int i) {
+  const int64_t m_c = i / tm;  // FA2's tile of the row
+  return dq_accum_tile(p, fa2::bwd::DqKernel::dq_dk_dv, cu_q_b, at.y, at.z, m_c, m_top, split) +
+         (i - m_c * tm) * dq_row_stride(p);
+}
+
+template <int NB, bool Checked>
+__device__ __forceinline__ void add_dq(const VarlenBwdParams& p, const CtaPos& at, const Seg& seg, int32_t cu_q_b, int tm,
+                                       int64_t m_top, int split, int i0, int d0, bool records,
+                                       const float (&dq)[NB * 4]) {
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int i = i0 + half * 8;  // segment row
+    const int64_t base = dq_accum_row(p, at, cu_q_b, tm, m_top, split, i);
+    if constexpr (Checked) {
+      if (base < 0 || base + p.dq_accum_shape.d_rounded > p.dq_accum_size) {
+        if (records)
+          record_bwd(p, at, Buffer::dq_accum, AccessKind::write, Unit::elements, base, p.dq_accum_size,
+                     int64_t(uint64_t(seg.start_q) + uint64_t(i)), at.z, i / tm, oc::kMainDqAccum, i,
+                     uint64_t(p.dq_accum_shape.d_rounded));
+        continue;
+      }
+    }
+    if (i >= seg.len_q) continue;
+    float* acc = p.dq_accum + base + d0;
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+      // one 8-byte reduction per column pair (sm_90; the offsets are even: 8-byte aligned)
+      atomicAdd(reinterpret_cast<float2*>(acc + nb * 8), make_float2(dq[4 * nb + 2 * half], dq[4 * nb + 2 * half + 1]));
+#else
+      atomicAdd(acc + nb * 8, dq[4 * nb + 2 * half]);
+      atomicAdd(acc + nb * 8 + 1, dq[4 * nb + 2 * half + 1]);
+#endif
+    }
+  }
+}
+
+// Epilogue of a key block: dK * scale and dV, held as m16n8 accumulators by warp w for keys
+// 16 w .. 16 w + 15 of the block (dk[4 i + 2 half + e]: key 16 w + lane / 4 + 8 half, column
+// 8 i + 2 (lane % 4) + e), through shared memory (sK, sV: the block's K and V, no longer
+// read) into 16-byte row chunks. A key block no query block sees writes zeros (FA2 does the
+// same). Checked form: a row past dk / dv is recorded and not written.
+template <class T, int D, int NT, bool Checked>
+__device__ __forceinline__ void store_dk_dv(const VarlenBwdParams& p, const CtaPos& at, const Seg& seg, int n_block,
+                                            int n0, int key_valid, const float (&dk)[D / 2], const float (&dv)[D / 2],
+                                            T* sK, T* sV) {
+  constexpr int BN = kBwdBlockN, DB = D / 8, C = D / 8;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, h = at.z;
+  __syncthreads();
+  const float dk_scale = p.softmax_scale;
+#pragma unroll
+  for (int i = 0; i < DB; ++i)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = warp * 16 + (lane >> 2) + half * 8, c = i * 8 + 2 * (lane & 3);
+      *reinterpret_cast<uint32_t*>(sK + swz<D>(r, c)) =
+          Elem<T>::pack(dk[4 * i + 2 * half] * dk_scale, dk[4 * i + 2 * half + 1] * dk_scale);
+      *reinterpret_cast<uint32_t*>(sV + swz<D>(r, c)) = Elem<T>::pack(dv[4 * i + 2 * half], dv[4 * i + 2 * half + 1]);
+    }
+  __syncthreads();
+  T* gdk = static_cast<T*>(p.dk.data);
+  T* gdv = static_cast<T*>(p.dv.data);
+  for (int x = tid; x < BN * C; x += NT) {
+    const int r = x / C, c = x % C;
+    const int j = n0 + r;
+    if (j >= key_valid) break;
+    const uint64_t row = uint64_t(seg.start_k) + uint64_t(j);
+    bool k_ok = true, v_ok = true;
+    if constexpr (Checked) {
+      if (row >= uint64_t(p.dk.rows)) {
+        if (c == 0)
+          record_bwd(p, at, p.dk.buffer, AccessKind::write, Unit::rows, int64_t(row), p.dk.rows, int64_t(row), h,
+                     n_block, oc::kMainDkDv, j);
+        k_ok = false;
+      }
+      if (row >= uint64_t(p.dv.rows)) {
+        if (c == 0)
+          record_bwd(p, at, p.dv.buffer, AccessKind::write, Unit::rows, int64_t(row), p.dv.rows, int64_t(row), h,
+                     n_block, oc::kMainDkDv, int64_t(j) | int64_t(order::kValueBit));
+        v_ok = false;
+      }
+    }
+    if (c == 0 && k_ok && h == 0 && p.dkv_writes != nullptr && row < uint64_t(p.dkv_writes_size))
+      atomicAdd(p.dkv_writes + row, 1u);
+    const int64_t off = (int64_t(row) * p.dk.heads + h) * D + c * 8;
+    if (k_ok) *reinterpret_cast<uint4*>(gdk + off) = *reinterpret_cast<const uint4*>(sK + swz<D>(r, c * 8));
+    if (v_ok)
+      *reinterpret_cast<uint4*>(gdv + (int64_t(row) * p.dv.heads + h) * D + c * 8) =
+          *reinterpret_cast<const uint4*>(sV + swz<D>(r, c * 8));
+  }
+}
+
+// What a CTA knows about key block n_block of its segment (at.y) and head (at.z) before it
+// walks the query steps (one definition for the mma.sync and the wgmma bodies).
+struct KeyBlockWalk {
+  Seg seg;
+  fa2::bwd::KeyBlockRange kb;  // FA2's range of query tiles and the block's keys
+  int n0;                      // the block's first key in the segment
+  int h_kv;                    // the K/V head of the CTA's query head
+  int tm;                      // FA2's query tile
+  int key_valid;               // keys at or past it are zero-filled, their gradients not written
+  CtaPos at;                   // the CTA (its records and launch-order keys)
+  int64_t m_top;               // the tile FA2 sets its dq_accum pointer at (DqKernel::dq_dk_dv)
+  int32_t cu_q_b;
+  fa2::Flags flags;  // the masks (row_keys) of the call; block sizes: this kernel's steps
+  StepMath sm;
+  struct {
+    int64_t m_min, m_max;
+  } steps;  // FA2's query tiles [m_min, m_max) walked as steps of bm rows; empty: zeros only
+};
+__device__ __forceinline__ KeyBlockWalk key_block_walk(const VarlenBwdParams& p, const CtaPos& at, int n_block,
+                                                      int bm) {
+  KeyBlockWalk w;
+  const int b = at.y, h = at.z;
+  w.seg = segment_of(p, b);
+  w.kb = fa2::bwd::key_block_range(n_block, w.seg.len_q, w.seg.len_k, p.kernel.flags);
+  w.n0 = n_block * kBwdBlockN;
+  w.h_kv = h / (p.num_heads / p.num_heads_k);
+  w.tm = tile_m_of(p);  // a multiple of bm: the launcher checks it
+  w.key_valid = int(w.kb.key_end);
+  w.at = at;
+  w.m_top = w.kb.m_max - 1;
+  w.cu_q_b = p.cu_seqlens_q.data[b];
+  w.flags = p.kernel.flags;
+  w.flags.block_m = bm;
+  w.flags.block_n = kBwdBlockN;
+  w.sm = step_math(p, w.seg, w.flags);
+  w.steps.m_min = w.kb.m_min * w.tm / bm;
+  w.steps.m_max = w.kb.empty ? w.steps.m_min : w.kb.m_max * w.tm / bm;
+  return w;
+}
+
+// Key block n_block of CTA `at` (segment at.y, head at.z); its dq goes into dq_accum copy
 // `split`.
 template <class T, int D, int BM, bool Checked>
-__device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, int n_block, int split,
+__device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, const CtaPos& cta, int n_block, int split,
                                                unsigned char* smem_raw) {
   using Shape = BwdShape<D, BM>;
   constexpr int BN = Shape::kBlockN, NT = Shape::kThreads;
@@ -436,31 +704,18 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, int n_b
   float* sLse = reinterpret_cast<float*>(sdS + BN * BM);  // [2][BM], the LSE
   float* sDs = sLse + 2 * BM;                              // [2][BM], softmax_d
 
-  const int b = blockIdx.y, h = blockIdx.z;
-  const Seg seg = segment_of(p, b);
-  const fa2::bwd::KeyBlockRange kb = fa2::bwd::key_block_range(n_block, seg.len_q, seg.len_k, p.kernel.flags);
-  if (kb.exits) return;  // FA2: n_block * kBlockN >= actual_seqlen_k
-  const int n0 = n_block * BN;
+  const int h = cta.z;
+  const KeyBlockWalk w = key_block_walk(p, cta, n_block, BM);
+  if (w.kb.exits) return;  // FA2: n_block * kBlockN >= actual_seqlen_k
+  const Seg& seg = w.seg;
+  const int n0 = w.n0, h_kv = w.h_kv, tm = w.tm, key_valid = w.key_valid;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int group = p.num_heads / p.num_heads_k;
-  const int h_kv = h / group;
-  const int64_t grid_x = key_grid_x(p);
-  fa2::Flags flags = p.kernel.flags;  // the masks (row_keys) of the call; block sizes: this kernel's steps
-  flags.block_m = BM;
-  flags.block_n = BN;
-  // FA2's query tiles [m_min, m_max) of tile_m rows, walked as steps of BM rows (tile_m is a
-  // multiple of BM: the launcher checks it); an empty range only writes zeros
-  const int tm = tile_m_of(p);
-  struct {
-    int64_t m_min, m_max;
-  } qb = {kb.m_min * tm / BM, kb.empty ? kb.m_min * tm / BM : kb.m_max * tm / BM};
-  const int64_t m_top = kb.m_max - 1;  // the tile FA2 sets its dq_accum pointer at (DqKernel::dq_dk_dv)
-  const int64_t total_q = p.q.rows;
-  const int32_t cu_q_b = p.cu_seqlens_q.data[b];
-  const int64_t stride = dq_row_stride(p);
-  const float scale_nat = p.softcap > 0.f ? 1.f : p.softmax_scale;
-  const float cap_in = p.softcap > 0.f ? p.softmax_scale / p.softcap : 0.f;
-  const int key_valid = int(kb.key_end);  // keys at or past it are zero-filled, their gradients not written
+  const CtaPos& at = w.at;
+  const int64_t m_top = w.m_top;
+  const int32_t cu_q_b = w.cu_q_b;
+  const fa2::Flags& flags = w.flags;
+  const StepMath& sm = w.sm;
+  const auto& qb = w.steps;
 
   float dk[DB][4], dv[DB][4];
 #pragma unroll
@@ -479,13 +734,13 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, int n_b
         k_first >= uint64_t(p.dv.rows)) {
       if (tid == 0) {
         const uint64_t n = uint64_t(min(BN, key_valid - n0));
-        record_bwd(p, grid_x, p.k.buffer, AccessKind::read, Unit::rows, int64_t(k_first), p.k.rows, int64_t(k_first),
+        record_bwd(p, at, p.k.buffer, AccessKind::read, Unit::rows, int64_t(k_first), p.k.rows, int64_t(k_first),
                    h, n_block, oc::kMainKeyReads, n0, n);
-        record_bwd(p, grid_x, p.v.buffer, AccessKind::read, Unit::rows, int64_t(k_first), p.v.rows, int64_t(k_first),
+        record_bwd(p, at, p.v.buffer, AccessKind::read, Unit::rows, int64_t(k_first), p.v.rows, int64_t(k_first),
                    h, n_block, oc::kMainKeyReads, int64_t(n0) | int64_t(order::kValueBit), n);
-        record_bwd(p, grid_x, p.dk.buffer, AccessKind::write, Unit::rows, int64_t(k_first), p.dk.rows,
+        record_bwd(p, at, p.dk.buffer, AccessKind::write, Unit::rows, int64_t(k_first), p.dk.rows,
                    int64_t(k_first), h, n_block, oc::kMainDkDv, n0, n);
-        record_bwd(p, grid_x, p.dv.buffer, AccessKind::write, Unit::rows, int64_t(k_first), p.dv.rows,
+        record_bwd(p, at, p.dv.buffer, AccessKind::write, Unit::rows, int64_t(k_first), p.dv.rows,
                    int64_t(k_first), h, n_block, oc::kMainDkDv, int64_t(n0) | int64_t(order::kValueBit), n);
       }
       return;
@@ -498,7 +753,7 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, int n_b
       if (tid == 0 && last > first) {
         const int64_t row = int64_t(uint64_t(seg.start_q) + uint64_t(first));
         // q and dO rows (one record of two accesses per row, as for a tile that is run)
-        record_bwd(p, grid_x, p.q.buffer, AccessKind::read, Unit::rows, row, p.q.rows, row, h, first / tm,
+        record_bwd(p, at, p.q.buffer, AccessKind::read, Unit::rows, row, p.q.rows, row, h, first / tm,
                    oc::kMainQueryReads, first, 2 * uint64_t(last - first));
       }
       run.m_max = m_live > qb.m_min ? m_live : qb.m_min;
@@ -506,64 +761,21 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, int n_b
   }
 
   if (run.m_max > run.m_min) {
-    load_rows<T, D, BN, NT, Checked>(p, grid_x, static_cast<const T*>(p.k.data), p.k.heads, p.k.rows, p.k.buffer, sK,
+    load_rows<T, D, BN, NT, Checked>(p, at, static_cast<const T*>(p.k.data), p.k.heads, p.k.rows, p.k.buffer, sK,
                                      seg.start_k, n0, key_valid, h_kv, n_block, oc::kMainKeyReads, 0);
-    load_rows<T, D, BN, NT, Checked>(p, grid_x, static_cast<const T*>(p.v.data), p.v.heads, p.v.rows, p.v.buffer, sV,
+    load_rows<T, D, BN, NT, Checked>(p, at, static_cast<const T*>(p.v.data), p.v.heads, p.v.rows, p.v.buffer, sV,
                                      seg.start_k, n0, key_valid, h_kv, n_block, oc::kMainKeyReads,
                                      int64_t(order::kValueBit));
     // Q / dO / LSE / softmax_d of query block m into buffer `buf`.
     auto load_q_block = [&](int m, int buf) {
       const int m0 = m * BM;
-      load_rows<T, D, BM, NT, Checked>(p, grid_x, static_cast<const T*>(p.q.data), p.q.heads, p.q.rows, p.q.buffer,
+      load_rows<T, D, BM, NT, Checked>(p, at, static_cast<const T*>(p.q.data), p.q.heads, p.q.rows, p.q.buffer,
                                        sQ0 + buf * BM * D, seg.start_q, m0, seg.len_q, h, m0 / tm, oc::kMainQueryReads, 0,
                                        p.dout.rows == p.q.rows ? 2 : 1);  // a q row past q: its dO row too
-      load_rows<T, D, BM, NT, Checked>(p, grid_x, static_cast<const T*>(p.dout.data), p.dout.heads, p.dout.rows,
+      load_rows<T, D, BM, NT, Checked>(p, at, static_cast<const T*>(p.dout.data), p.dout.heads, p.dout.rows,
                                        p.dout.buffer, sdO0 + buf * BM * D, seg.start_q, m0, seg.len_q, h, m0 / tm,
                                        oc::kMainQueryReads, 0, p.dout.rows == p.q.rows ? 0 : 1);
-      if (tid < BM) {
-        // softmax_d of every row of the tile, as FA2 reads it (a row past the segment has P = 0,
-        // so its value is never used); the LSE of the segment's rows whose q row is inside q
-        // (+inf past the segment: P = 0; a row past q reads no LSE, its q and dO are zeros). A
-        // refused read gives 0, as every refused read does. The reads are cp.async, in the
-        // tile's group with its Q and dO: no load stalls the warp.
-        const int i = m0 + tid;
-        const uint64_t row = uint64_t(seg.start_q) + uint64_t(i);
-        const bool live = i < seg.len_q && (!Checked || row < uint64_t(p.q.rows));
-        const int64_t tile_m_no = i / tm;
-        float* l_dst = sLse + buf * BM + tid;
-        float* d_dst = sDs + buf * BM + tid;
-        const int64_t di = softmax_d_at(p, cu_q_b, b, h, i);
-        bool d_ok = true;
-        if constexpr (Checked) {
-          if (di < 0 || di >= p.softmax_d_size) {
-            record_bwd(p, grid_x, Buffer::softmax_d, AccessKind::read, Unit::elements, di, p.softmax_d_size,
-                       int64_t(row), h, tile_m_no, oc::kMainQueryReads, i);
-            d_ok = false;
-          }
-        }
-        if (d_ok)
-          cp_async_4(d_dst, p.softmax_d + di);
-        else
-          *d_dst = 0.f;
-        if (live) {
-          const int64_t li =
-              fa2::lse_index(fa2::LseShape{p.lse_layout, total_q, p.num_heads, p.lse_max_seqlen_q}, false, cu_q_b, b, h, h, i);
-          bool lse_ok = true;
-          if constexpr (Checked) {
-            if (li < 0 || li >= p.lse_size) {
-              record_bwd(p, grid_x, Buffer::lse, AccessKind::read, Unit::elements, li, p.lse_size, int64_t(row), h,
-                         tile_m_no, oc::kMainQueryReads, i);
-              lse_ok = false;
-            }
-          }
-          if (lse_ok)
-            cp_async_4(l_dst, p.lse + li);
-          else
-            *l_dst = 0.f;
-        } else {
-          *l_dst = INFINITY;
-        }
-      }
+      load_row_stats<BM, Checked>(p, at, seg, cu_q_b, tm, m0, sLse + buf * BM, sDs + buf * BM);
     };
 
     int buf = 0;
@@ -608,28 +820,19 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, int n_b
       // P = exp(S - LSE) (s becomes Pᵀ) and dS = P (dP - softmax_d) (dp becomes dSᵀ); keys
       // a row does not see (fa2::row_keys: causal diagonal, window, past the segment) get 0.
       const bool mask = fa2::block_needs_mask(n0, BN, m0, BM, seg.len_q, seg.len_k, flags);
+      with_p_ds_form(sm, mask, [&](auto softcap, auto masked) {
 #pragma unroll
-      for (int i = 0; i < NBM; ++i)
+        for (int i = 0; i < NBM; ++i)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int col = i * 8 + 2 * (lane & 3) + (e & 1);
-          const float x = s[i][e];
-          float pv, factor = 1.f;
-          if (p.softcap > 0.f) {
-            const float t = tanhf(x * cap_in);
-            pv = fast_exp2((p.softcap * t - lse[col]) * kLog2e);
-            factor = 1.f - t * t;
-          } else {
-            pv = fast_exp2(fmaf(x, scale_nat, -lse[col]) * kLog2e);
+          for (int c = 0; c < 2; ++c) {
+            const int col = i * 8 + 2 * (lane & 3) + c;
+            const float lse2 = lse[col] * kLog2e, d = dsm[col];
+            const fa2::KeyLimits kl = row_keys_if<masked.value>(sm, m0 + col);
+#pragma unroll
+            for (int e = c; e < 4; e += 2)
+              p_and_ds<softcap.value, masked.value>(sm, kl, key_a + (e >> 1) * 8, lse2, d, s[i][e], dp[i][e]);
           }
-          if (mask) {
-            const fa2::KeyLimits kl = fa2::row_keys(m0 + col, seg.len_q, seg.len_k, flags);
-            const int key = key_a + (e >> 1) * 8;
-            if (key < kl.lo || key >= kl.hi) pv = 0.f;
-          }
-          s[i][e] = pv;
-          dp[i][e] = pv == 0.f ? 0.f : pv * (dp[i][e] - dsm[col]) * factor;
-        }
+      });
 
       // dV += Pᵀ dO and dK += dSᵀ Q: the accumulators are the A operands already.
 #pragma unroll
@@ -683,86 +886,16 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, int n_b
             Mma<T>::run(dq[2 * db2 + 1], a, kf[2], kf[3]);
           }
         }
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          // FA2 adds the whole tile (unpredicated): rows past the segment add zeros, so they
-          // are checked (and recorded when outside dq_accum) but not performed
-          const int i = m0 + mt * 16 + (lane >> 2) + half * 8;  // segment row
-          const int64_t m_c = i / tm;                            // FA2's tile of the row
-          const int64_t base =
-              dq_accum_tile(p, fa2::bwd::DqKernel::dq_dk_dv, cu_q_b, b, h, m_c, m_top, split) + (i - m_c * tm) * stride;
-          const int d0 = ch * DQ_COLS + 2 * (lane & 3);
-          if constexpr (Checked) {
-            if (base < 0 || base + p.dq_accum_shape.d_rounded > p.dq_accum_size) {
-              if ((lane & 3) == 0 && ch == 0)
-                record_bwd(p, grid_x, Buffer::dq_accum, AccessKind::write, Unit::elements, base, p.dq_accum_size,
-                           int64_t(uint64_t(seg.start_q) + uint64_t(i)), h, m_c, oc::kMainDqAccum, i,
-                           uint64_t(p.dq_accum_shape.d_rounded));
-              continue;
-            }
-          }
-          if (i >= seg.len_q) continue;
-          float* acc = p.dq_accum + base + d0;
-#pragma unroll
-          for (int nb = 0; nb < DQB; ++nb) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-            // one 8-byte reduction per column pair (sm_90; the offsets are even: 8-byte aligned)
-            atomicAdd(reinterpret_cast<float2*>(acc + nb * 8), make_float2(dq[nb][2 * half], dq[nb][2 * half + 1]));
-#else
-            atomicAdd(acc + nb * 8, dq[nb][2 * half]);
-            atomicAdd(acc + nb * 8 + 1, dq[nb][2 * half + 1]);
-#endif
-          }
-        }
+        add_dq<DQB, Checked>(p, at, seg, cu_q_b, tm, m_top, split, m0 + mt * 16 + (lane >> 2),
+                             ch * DQ_COLS + 2 * (lane & 3), (lane & 3) == 0 && ch == 0,
+                             reinterpret_cast<const float(&)[DQB * 4]>(dq));
       }
       buf ^= 1;
     }
   }
 
-  // Epilogue: dK * scale and dV through shared memory (K and V are no longer read) into
-  // 16-byte row chunks. A key block no query block sees writes zeros (FA2 does the same).
-  __syncthreads();
-  const float dk_scale = p.softmax_scale;
-#pragma unroll
-  for (int i = 0; i < DB; ++i)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = warp * 16 + (lane >> 2) + half * 8, c = i * 8 + 2 * (lane & 3);
-      *reinterpret_cast<uint32_t*>(sK + swz<D>(r, c)) = Elem<T>::pack(dk[i][2 * half] * dk_scale, dk[i][2 * half + 1] * dk_scale);
-      *reinterpret_cast<uint32_t*>(sV + swz<D>(r, c)) = Elem<T>::pack(dv[i][2 * half], dv[i][2 * half + 1]);
-    }
-  __syncthreads();
-  constexpr int C = D / 8;
-  T* gdk = static_cast<T*>(p.dk.data);
-  T* gdv = static_cast<T*>(p.dv.data);
-  for (int x = tid; x < BN * C; x += NT) {
-    const int r = x / C, c = x % C;
-    const int j = n0 + r;
-    if (j >= key_valid) break;
-    const uint64_t row = uint64_t(seg.start_k) + uint64_t(j);
-    bool k_ok = true, v_ok = true;
-    if constexpr (Checked) {
-      if (row >= uint64_t(p.dk.rows)) {
-        if (c == 0)
-          record_bwd(p, grid_x, p.dk.buffer, AccessKind::write, Unit::rows, int64_t(row), p.dk.rows, int64_t(row), h,
-                     n_block, oc::kMainDkDv, j);
-        k_ok = false;
-      }
-      if (row >= uint64_t(p.dv.rows)) {
-        if (c == 0)
-          record_bwd(p, grid_x, p.dv.buffer, AccessKind::write, Unit::rows, int64_t(row), p.dv.rows, int64_t(row), h,
-                     n_block, oc::kMainDkDv, int64_t(j) | int64_t(order::kValueBit));
-        v_ok = false;
-      }
-    }
-    if (c == 0 && k_ok && h == 0 && p.dkv_writes != nullptr && row < uint64_t(p.dkv_writes_size))
-      atomicAdd(p.dkv_writes + row, 1u);
-    const int64_t off = (int64_t(row) * p.dk.heads + h) * D + c * 8;
-    if (k_ok) *reinterpret_cast<uint4*>(gdk + off) = *reinterpret_cast<const uint4*>(sK + swz<D>(r, c * 8));
-    if (v_ok)
-      *reinterpret_cast<uint4*>(gdv + (int64_t(row) * p.dv.heads + h) * D + c * 8) =
-          *reinterpret_cast<const uint4*>(sV + swz<D>(r, c * 8));
-  }
+  store_dk_dv<T, D, NT, Checked>(p, at, seg, n_block, n0, key_valid, reinterpret_cast<const float(&)[D / 2]>(dk),
+                                 reinterpret_cast<const float(&)[D / 2]>(dv), sK, sV);
 }
 
 // Whether every access key block n of CTA (x, b, h) makes lies inside its buffer: its key
@@ -773,8 +906,8 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, int n_b
 // ends of each range decide. The checked kernel then runs the unchecked body: the checks
 // cost a few comparisons per CTA on a healthy batch.
 template <int BM>
-__device__ __forceinline__ bool key_block_in_bounds(const VarlenBwdParams& p, int n_block, int split) {
-  const int b = blockIdx.y, h = blockIdx.z;
+__device__ __forceinline__ bool key_block_in_bounds(const VarlenBwdParams& p, const CtaPos& at, int n_block, int split) {
+  const int b = at.y, h = at.z;
   const Seg seg = segment_of(p, b);
   const fa2::bwd::KeyBlockRange kb = fa2::bwd::key_block_range(n_block, seg.len_q, seg.len_k, p.kernel.flags);
   if (kb.exits) return true;
@@ -811,15 +944,16 @@ template <class T, int D, int BM, bool Checked>
 __global__ void __launch_bounds__(BwdShape<D, BM>::kThreads, BwdShape<D, BM>::kMinBlocks)
     varlen_bwd_kernel(const VarlenBwdParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const int first = int(blockIdx.x);
+  const CtaPos at = this_cta_pos(key_grid_x(p));
+  const int first = at.x;
   const int end = p.kernel.deterministic ? int(p.kernel.n_blocks) : first + 1;
   const int split = int(fa2::bwd::split_of(first, p.kernel));
   for (int n = first; n < end; n += int(gridDim.x)) {
     if (n != first) __syncthreads();  // the previous block's epilogue reads are done
-    if (Checked && !key_block_in_bounds<BM>(p, n, split))
-      key_block_body<T, D, BM, true>(p, n, split, smem_raw);
+    if (Checked && !key_block_in_bounds<BM>(p, at, n, split))
+      key_block_body<T, D, BM, true>(p, at, n, split, smem_raw);
     else
-      key_block_body<T, D, BM, false>(p, n, split, smem_raw);
+      key_block_body<T, D, BM, false>(p, at, n, split, smem_raw);
   }
 }
 

@@ -327,8 +327,11 @@ TEST_CASE("cuda: varlen backward matches fp64 gradients", "[cuda]") {
     s.cu_q = {0, 1000, 1700};
     s.causal = true;
     configs.push_back({"long segments, MQA", s});
-    s.block_m = 64;  // the other shape of the head dim 128 kernel
-    configs.push_back({"64 rows per step", s});
+    // block_m 0 is the wgmma kernel on an H100 / H200; a block_m names an mma.sync shape
+    s.block_m = 64;
+    configs.push_back({"mma.sync 64 rows per step", s});
+    s.block_m = 32;
+    configs.push_back({"mma.sync 32 rows per step", s});
     s.block_m = 0;
     s.deterministic = true;  // ceil(132 / (N H)) = 33 dq_accum copies, one key block each
     configs.push_back({"deterministic", s});

@@ -105,8 +105,9 @@ def bench(lib, args, gen, record):
                 if H != Hk:
                     rdk = rdk.view(total, Hk, H // Hk, head_dim).float().sum(2)
                     rdv = rdv.view(total, Hk, H // Hk, head_dim).float().sum(2)
-                # the default rows per step and the other instantiated shape (d128: 32 and 64; d64: 64 and 32)
-                alt = {128: 64, 64: 32}[head_dim]
+                # the default kernel (block_m 0: wgmma on an H100 / H200) and the mma.sync kernel's
+                # default shape (d128: 32 rows per step, d64: 64)
+                alt = {128: 32, 64: 64}[head_dim]
                 shapes = [0, alt]
                 verified = True
                 for bm in shapes:
