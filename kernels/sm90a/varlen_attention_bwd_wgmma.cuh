@@ -320,29 +320,48 @@ __global__ void __launch_bounds__(WgmmaBwdShape<D>::kThreads, 1) varlen_bwd_wgmm
 
 // The checked form's second launch: the key blocks the wgmma kernel left, those that can
 // reach past a buffer, run with the mma.sync kernel's checked body as the CTAs of FA2's grid
-// they are (their records and launch-order keys are those CTAs'). A persistent grid walks the
-// CTAs in order; on a healthy batch each one costs key_block_in_bounds. Why not in the wgmma
-// kernel: inlined there, its registers make ptxas spill in the wgmma body (checked +23 % on an
-// H100, d128); out of line, the call spills 1.5 KB around it; either way the wgmma body is
-// no longer the unchecked one. Deterministic: the copy's blocks still add in a fixed order
-// (its in-bounds blocks first, then these, one CTA per copy).
+// they are (their records and launch-order keys are those CTAs'). A persistent grid takes the
+// grid's CTAs 256 at a time: each thread tests one (key_block_in_bounds of its key blocks),
+// then the CTA runs the ones found. On a healthy batch the launch costs one test per thread
+// per 256 CTAs. Why not in the wgmma kernel: inlined there, the checked body's registers made
+// ptxas spill in the wgmma body (checked +23 % on an H100, d128); out of line, the call
+// spilled 1.5 KB around it. Deterministic: a copy's blocks still add in a fixed order (its
+// in-bounds blocks first, then these, all by one CTA).
 template <class T, int D>
 __global__ void __launch_bounds__(BwdShape<D, default_block_m(D)>::kThreads, 1)
     varlen_bwd_fallback_kernel(const VarlenBwdParams p) {
+  constexpr int NT = BwdShape<D, default_block_m(D)>::kThreads;
   extern __shared__ __align__(128) unsigned char smem_raw[];
+  __shared__ int64_t found[NT];
+  __shared__ int count;
   const int64_t gx = key_grid_x(p);
   const int64_t ctas = gx * p.batch * p.num_heads;
+  auto cta = [&](int64_t v) { return CtaPos{int(v % gx), int((v / gx) % p.batch), int(v / (gx * p.batch)), gx}; };
+  auto blocks_end = [&](const CtaPos& at) { return p.kernel.deterministic ? int(p.kernel.n_blocks) : at.x + 1; };
   bool ran = false;
-  for (int64_t v = blockIdx.x; v < ctas; v += gridDim.x) {
-    const CtaPos at{int(v % gx), int((v / gx) % p.batch), int(v / (gx * p.batch)), gx};
-    const int end = p.kernel.deterministic ? int(p.kernel.n_blocks) : at.x + 1;
-    const int split = int(fa2::bwd::split_of(at.x, p.kernel));
-    for (int n = at.x; n < end; n += int(gx)) {
-      if (key_block_in_bounds<64>(p, at, n, split)) continue;
-      if (ran) __syncthreads();  // the previous block's epilogue reads are done
-      ran = true;
-      key_block_body<T, D, default_block_m(D), true>(p, at, n, split, smem_raw);
+  for (int64_t first = int64_t(blockIdx.x) * NT; first < ctas; first += int64_t(gridDim.x) * NT) {
+    if (threadIdx.x == 0) count = 0;
+    __syncthreads();
+    const int64_t v = first + threadIdx.x;
+    if (v < ctas) {
+      const CtaPos at = cta(v);
+      const int split = int(fa2::bwd::split_of(at.x, p.kernel));
+      bool inside = true;
+      for (int n = at.x; n < blocks_end(at) && inside; n += int(gx)) inside = key_block_in_bounds<64>(p, at, n, split);
+      if (!inside) found[atomicAdd(&count, 1)] = v;
     }
+    __syncthreads();
+    for (int j = 0; j < count; ++j) {
+      const CtaPos at = cta(found[j]);
+      const int split = int(fa2::bwd::split_of(at.x, p.kernel));
+      for (int n = at.x; n < blocks_end(at); n += int(gx)) {
+        if (key_block_in_bounds<64>(p, at, n, split)) continue;
+        if (ran) __syncthreads();  // the previous block's epilogue reads are done
+        ran = true;
+        key_block_body<T, D, default_block_m(D), true>(p, at, n, split, smem_raw);
+      }
+    }
+    __syncthreads();  // found and count are rewritten by the next pass
   }
 }
 
@@ -370,8 +389,8 @@ void launch_bwd_wgmma_one(const VarlenBwdParams& p, cudaStream_t stream) {
     int dev = 0, sms = 0;
     AD_CUDA_CHECK(cudaGetDevice(&dev));
     AD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    const int64_t ctas = key_grid_x(p) * p.batch * p.num_heads;
-    const int64_t blocks = ctas < 2 * int64_t(sms) ? ctas : 2 * int64_t(sms);
+    const int64_t passes = (key_grid_x(p) * p.batch * p.num_heads + Fallback::kThreads - 1) / Fallback::kThreads;
+    const int64_t blocks = passes < 2 * int64_t(sms) ? passes : 2 * int64_t(sms);
     fallback<<<unsigned(blocks), Fallback::kThreads, fsmem, stream>>>(p);
   }
 }
