@@ -36,6 +36,8 @@ def load_lib(path):
     lib.ad_record_fields.argtypes = [P, P]
     lib.ad_varlen_fwd.argtypes = [I, P, I64, P, P, P, P, I64, P, P, I32, I32, I32, I32, I32, I32, F, I, I32, I32,
                                   F, I, I, P, P]
+    lib.ad_varlen_bwd_kernel_name.restype = ctypes.c_char_p
+    lib.ad_varlen_bwd_kernel_name.argtypes = [I, I32, I32, I]
     lib.ad_varlen_bwd_workspace.argtypes = [I64, I32, I32, I32, I32, I32, P]
     lib.ad_varlen_bwd.argtypes = [I, P, P, P, P, P, P, P, P, P, P, P, P, P, I64, I64, P, P, I32, I32, I32, I32, I32,
                                   I32, F, I, I32, I32, F, I, I32, P, P]
@@ -136,7 +138,8 @@ def bench(lib, args, gen, record):
                     "ms": med, "ms_min_max": {n: (min(t), max(t)) for n, t in times.items()},
                     "tflops": {n: flop / (m * 1e-3) / 1e12 for n, m in med.items()},
                     "rel_err_vs_fa2": errs, "verified": verified, "alt_block_m": alt,
-                    "kernel": f"varlen_bwd_tc<bf16,d{head_dim},checked>",
+                    "kernel": lib.ad_varlen_bwd_kernel_name(0, head_dim, 0, 1).decode(),
+                    "alt_kernel": lib.ad_varlen_bwd_kernel_name(0, head_dim, alt, 1).decode(),
                 }
                 row["ours_over_fa2"] = med["fa2"] / med["checked"]
                 row["check_overhead"] = med["checked"] / med["unchecked"] - 1.0
@@ -154,15 +157,17 @@ def bench(lib, args, gen, record):
 
 
 def markdown(rows, device):
-    lines = [f"Varlen backward, bf16, {device}: attn-doctor's checked kernel vs FA2 "
-             "(torch.ops.aten._flash_attention_backward), same inputs, median of the timed runs.", "",
+    kernels = ", ".join(sorted({r["kernel"] for r in rows if "kernel" in r}))
+    lines = [f"Varlen backward, bf16, {device}: attn-doctor's checked kernel ({kernels}) vs FA2 "
+             "(torch.ops.aten._flash_attention_backward), same inputs, median of the timed runs; in "
+             "parentheses the other kernel timed in the same rounds.", "",
              "| head_dim | causal | tokens | segments | ours checked TFLOP/s | ours unchecked | FA2 | checked / FA2 "
              "speed | check overhead | rel. err dq / dk / dv vs FA2 |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         e = r["rel_err_vs_fa2"]
-        m32 = (f" ({r['alt_block_m']} rows per step: {r['tflops']['alt_checked']:.1f})"
-               if "alt_checked" in r["tflops"] else "")
+        alt = r.get("alt_kernel", f"{r['alt_block_m']} rows per step")
+        m32 = f" ({alt}: {r['tflops']['alt_checked']:.1f})" if "alt_checked" in r["tflops"] else ""
         lines.append(f"| {r['head_dim']} | {'yes' if r['causal'] else 'no'} | {r['tokens']} | {r['segments']} | "
                      f"{r['tflops']['checked']:.1f}{m32} | {r['tflops']['unchecked']:.1f} | {r['tflops']['fa2']:.1f} | "
                      f"{r['ours_over_fa2']:.2f} | {100 * r['check_overhead']:+.1f} % | "

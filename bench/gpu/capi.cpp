@@ -93,6 +93,21 @@ const char* ad_varlen_fwd_kernel_name(int elem, int32_t head_dim, int which, int
   return name.c_str();
 }
 
+// The key-block kernel ad_varlen_bwd runs on the current device for (elem, head_dim, block_m,
+// checked), e.g. "varlen_bwd_wgmma<bf16,d128,checked>" (block_m 0 on an H100 / H200).
+const char* ad_varlen_bwd_kernel_name(int elem, int32_t head_dim, int32_t block_m, int checked) {
+  thread_local std::string name;
+  kern::VarlenBwdParams p;
+  p.elem = static_cast<ElemType>(elem);
+  p.head_dim = head_dim;
+  p.num_heads = p.num_heads_k = 1;
+  p.batch = 1;
+  p.max_seqlen_q = p.max_seqlen_k = 128;
+  p.block_m = block_m;
+  name = kern::varlen_bwd_kernel_name(p, checked ? Checks::checked : Checks::unchecked);
+  return name.c_str();
+}
+
 // elem: 0 bf16, 1 fp16, 2 fp32. which: 0 automatic (wgmma on compute capability 9.0 when
 // built, else mma.sync), 1 mma.sync tensor core, 2 generic, 3 mma.sync other warp layout,
 // 4 wgmma.
