@@ -905,7 +905,6 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, const C
 // in the tile (dq_dk_dv steps its dq_accum pointer back in 64 bits from m_max - 1), so the
 // ends of each range decide. The checked kernel then runs the unchecked body: the checks
 // cost a few comparisons per CTA on a healthy batch.
-template <int BM>
 __device__ __forceinline__ bool key_block_in_bounds(const VarlenBwdParams& p, const CtaPos& at, int n_block, int split) {
   const int b = at.y, h = at.z;
   const Seg seg = segment_of(p, b);
@@ -937,24 +936,30 @@ __device__ __forceinline__ bool key_block_in_bounds(const VarlenBwdParams& p, co
          a1 + (tm - 1) * stride + dr <= p.dq_accum_size;
 }
 
-// CTA (x, b, h): key block x, or, deterministic, key blocks x, x + nsplits, ... into dq_accum
-// copy x (one CTA per copy, so its atomics never race: the sum is in a fixed order). The
-// checked form runs the checked body only for a key block that can reach past a buffer.
+// The key blocks CTA `at` of the key-block grid runs, in order, as f(n_block, split): block x,
+// or, deterministic, blocks x, x + nsplits, ... into dq_accum copy x (one CTA per copy, so its
+// atomics never race: the sum is in a fixed order).
+template <class F>
+__device__ __forceinline__ void for_each_key_block(const VarlenBwdParams& p, const CtaPos& at, F&& f) {
+  const int end = p.kernel.deterministic ? int(p.kernel.n_blocks) : at.x + 1;
+  const int split = int(fa2::bwd::split_of(at.x, p.kernel));
+  for (int n = at.x; n < end; n += int(at.grid_x)) f(n, split);
+}
+
+// CTA (x, b, h) of the key-block grid (for_each_key_block). The checked form runs the checked
+// body only for a key block that can reach past a buffer.
 template <class T, int D, int BM, bool Checked>
 __global__ void __launch_bounds__(BwdShape<D, BM>::kThreads, BwdShape<D, BM>::kMinBlocks)
     varlen_bwd_kernel(const VarlenBwdParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const CtaPos at = this_cta_pos(key_grid_x(p));
-  const int first = at.x;
-  const int end = p.kernel.deterministic ? int(p.kernel.n_blocks) : first + 1;
-  const int split = int(fa2::bwd::split_of(first, p.kernel));
-  for (int n = first; n < end; n += int(gridDim.x)) {
-    if (n != first) __syncthreads();  // the previous block's epilogue reads are done
-    if (Checked && !key_block_in_bounds<BM>(p, at, n, split))
+  for_each_key_block(p, at, [&](int n, int split) {
+    if (n != at.x) __syncthreads();  // the previous block's epilogue reads are done
+    if (Checked && !key_block_in_bounds(p, at, n, split))
       key_block_body<T, D, BM, true>(p, at, n, split, smem_raw);
     else
       key_block_body<T, D, BM, false>(p, at, n, split, smem_raw);
-  }
+  });
 }
 
 }  // namespace ad::kern::bwd

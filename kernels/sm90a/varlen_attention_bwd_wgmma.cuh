@@ -296,23 +296,20 @@ __device__ __forceinline__ void wgmma_key_block(const VarlenBwdParams& p, const 
   store_dk_dv<T, D, NT, false>(p, w.at, seg, n_block, w.n0, w.key_valid, dk, dv, sK, sV);
 }
 
-// CTA (x, b, h): key block x, or, deterministic, key blocks x, x + nsplits, ... into dq_accum
-// copy x (varlen_bwd_kernel's walk). The checked form leaves a key block that can reach past
-// a buffer to varlen_bwd_fallback_kernel.
+// CTA (x, b, h) of the key-block grid (for_each_key_block). The checked form leaves a key
+// block that can reach past a buffer to varlen_bwd_fallback_kernel.
 template <class T, int D, bool Checked>
 __global__ void __launch_bounds__(WgmmaBwdShape<D>::kThreads, 1) varlen_bwd_wgmma_kernel(const VarlenBwdParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(128) unsigned char smem_raw[];
   const CtaPos at = this_cta_pos(key_grid_x(p));
-  const int end = p.kernel.deterministic ? int(p.kernel.n_blocks) : at.x + 1;
-  const int split = int(fa2::bwd::split_of(at.x, p.kernel));
-  for (int n = at.x; n < end; n += int(at.grid_x)) {
+  for_each_key_block(p, at, [&](int n, int split) {
     // the test broadcast from lane 0: ptxas must see the branch warp-uniform, or it serialises
     // every wgmma of the kernel (C7518, a dependence "in divergent path")
-    if (Checked && !__shfl_sync(0xffffffffu, int(key_block_in_bounds<64>(p, at, n, split)), 0)) continue;
+    if (Checked && !__shfl_sync(0xffffffffu, int(key_block_in_bounds(p, at, n, split)), 0)) return;
     if (n != at.x) __syncthreads();  // the previous block's epilogue reads are done
     wgmma_key_block<T, D>(p, at, n, split, smem_raw);
-  }
+  });
 #else
   __trap();  // built for a target without wgmma: the launcher never selects it there
 #endif
@@ -337,7 +334,6 @@ __global__ void __launch_bounds__(BwdShape<D, default_block_m(D)>::kThreads, 1)
   const int64_t gx = key_grid_x(p);
   const int64_t ctas = gx * p.batch * p.num_heads;
   auto cta = [&](int64_t v) { return CtaPos{int(v % gx), int((v / gx) % p.batch), int(v / (gx * p.batch)), gx}; };
-  auto blocks_end = [&](const CtaPos& at) { return p.kernel.deterministic ? int(p.kernel.n_blocks) : at.x + 1; };
   bool ran = false;
   for (int64_t first = int64_t(blockIdx.x) * NT; first < ctas; first += int64_t(gridDim.x) * NT) {
     if (threadIdx.x == 0) count = 0;
@@ -345,21 +341,19 @@ __global__ void __launch_bounds__(BwdShape<D, default_block_m(D)>::kThreads, 1)
     const int64_t v = first + threadIdx.x;
     if (v < ctas) {
       const CtaPos at = cta(v);
-      const int split = int(fa2::bwd::split_of(at.x, p.kernel));
       bool inside = true;
-      for (int n = at.x; n < blocks_end(at) && inside; n += int(gx)) inside = key_block_in_bounds<64>(p, at, n, split);
+      for_each_key_block(p, at, [&](int n, int split) { inside = inside && key_block_in_bounds(p, at, n, split); });
       if (!inside) found[atomicAdd(&count, 1)] = v;
     }
     __syncthreads();
     for (int j = 0; j < count; ++j) {
       const CtaPos at = cta(found[j]);
-      const int split = int(fa2::bwd::split_of(at.x, p.kernel));
-      for (int n = at.x; n < blocks_end(at); n += int(gx)) {
-        if (key_block_in_bounds<64>(p, at, n, split)) continue;
+      for_each_key_block(p, at, [&](int n, int split) {
+        if (key_block_in_bounds(p, at, n, split)) return;
         if (ran) __syncthreads();  // the previous block's epilogue reads are done
         ran = true;
         key_block_body<T, D, default_block_m(D), true>(p, at, n, split, smem_raw);
-      }
+      });
     }
     __syncthreads();  // found and count are rewritten by the next pass
   }
