@@ -269,6 +269,39 @@ void overrun_symptom(Ctx& ctx, Violation& v, const VarlenArgs& a) {
                     ", inside the caching allocator's segments (memory corruption possible; compute-sanitizer reports it)");
 }
 
+// The symptom of a cu_seqlens_q that stops short of the rows: the rows past it are never
+// written by the forward (torch.empty: stale values), and the backward leaves their dq unwritten
+// and their dk/dv at whatever the memory held (Dao-AILab/flash-attention#1661; measured with
+// stale NaN memory, golden oracle-cu-short-of-rows-padding-training). Which of those the user
+// sees depends on whether the rows are tokens they meant (wrong outputs) or padding (only the
+// padding rows' gradients are wrong, and they reach the weights through the projections). When
+// the batch does not say, a training step is read as padding (the reported case), an inference
+// call as tokens, and the message gives the other reading.
+void under_symptom(Ctx& ctx, Violation& v, const VarlenArgs& a, int64_t first, int64_t rows) {
+  const RowsIntent tail = packed_rows_intent(ctx.batch, first, rows);
+  v.evidence["tail_rows"] = to_string(tail);
+  const std::vector<RowRange> seen = packed_rows_as_user_sees(a, first, rows - 1);
+  const std::string where = "rows " + rows_text(seen, 4);
+  const bool training = ctx.symptoms.pass == CallPass::training;
+  const bool as_padding = tail == RowsIntent::padding || (tail == RowsIntent::unknown && training);
+  if (as_padding) {
+    std::string message = "no error; the intended rows and their gradients are right, but dq of the padding " +
+                          where + " past cu_seqlens_q[-1] is never written and their dk/dv keep stale values where " +
+                          "they should be 0 (NaN when the memory held NaN); they reach the weights through the " +
+                          "projections";
+    if (tail == RowsIntent::unknown)
+      message += ". The batch does not say whether " + where + " are padding; if they are tokens you meant, their " +
+                 "output rows are never written too (wrong_output): give `intent` to decide";
+    ctx.symptom(v, "under_padding", std::move(message), seen);
+    return;
+  }
+  std::string message = "no error; output " + where + " are never written (torch.empty: stale values)";
+  if (tail == RowsIntent::unknown)
+    message += "; the batch does not say whether they are tokens you meant: if they are padding, no output you use "
+               "is wrong, but a training step's dq/dk/dv of those rows come back stale (give `intent` to decide)";
+  ctx.symptom(v, "under", std::move(message), seen);
+}
+
 // FA2's split-KV decode path (mha_varlen_fwd with seqlenq_ngroups_swapped, set_params_splitkv
 // and num_splits_heuristic in flash_api.cpp, 2.5 - 2.8): the keys its splits cover, sized from
 // max_seqlen_k; 0 when the heuristic picks one split (the standard kernel runs, its key blocks
@@ -331,14 +364,9 @@ void cu_seqlens_total(Ctx& ctx) {
                                    " rows are never written (uninitialised output, NaN gradients)"),
                    ev, over ? "an illegal memory access was encountered" : "");
     v.location = Location::packed(q ? Side::q : Side::k, rows, last);
-    if (over) {
-      overrun_symptom(ctx, v, *a);
-    } else {
-      ctx.symptom(v, "under", "", packed_rows_as_user_sees(*a, std::max<int64_t>(last, 0), rows - 1));
-      if (v.symptom && v.symptom->outcome == Outcome::wrong_output)
-        v.symptom->message = "no error; output rows " + rows_text(v.symptom->rows, 4) +
-                             " are never written (torch.empty: stale values)";
-    }
+    if (over) overrun_symptom(ctx, v, *a);
+    else if (q) under_symptom(ctx, v, *a, std::max<int64_t>(last, 0), rows);
+    else ctx.symptom(v, "under");
     if (k_is_q(*a)) break;
   }
 }

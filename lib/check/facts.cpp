@@ -103,6 +103,24 @@ std::optional<int64_t> segment_length(const IntTensor& cu, size_t i) {
 
 bool is_vector(const IntTensor& t) { return t.rank() == 1 && t.numel() >= 2; }
 
+RowsIntent packed_rows_intent(const Batch& batch, int64_t first, int64_t end) {
+  if (batch.batch || end <= first) return RowsIntent::intended;
+  if (batch.intent.source == IntentSource::cu_seqlens_q || batch.intent.source == IntentSource::none)
+    return RowsIntent::unknown;
+  const std::vector<Span> spans = intent_spans(batch);
+  const size_t i = first_span_ending_after(spans, first);
+  return i < spans.size() && spans[i].start < end ? RowsIntent::intended : RowsIntent::padding;
+}
+
+std::string to_string(RowsIntent r) {
+  switch (r) {
+    case RowsIntent::intended: return "intended";
+    case RowsIntent::padding: return "padding";
+    case RowsIntent::unknown: return "unknown";
+  }
+  return "?";
+}
+
 std::vector<RowRange> packed_rows_as_user_sees(const VarlenArgs& args, int64_t first, int64_t last) {
   std::vector<RowRange> out;
   if (last < first) return out;

@@ -2,6 +2,7 @@
 // default symptom of each violation, and the call's prediction (lib/predict's combination rule).
 #include "check/check.hpp"
 #include "check/flash_attn_rules.hpp"
+#include "check/static_checks.hpp"
 
 namespace ad {
 
@@ -9,7 +10,21 @@ namespace {
 
 // The case of a dynamic observation, from its evidence (observe.cpp): the rotary kernel's first
 // refused access says whether it read before the table, outside its head, or past the tensor.
-std::string_view dynamic_variant(const Violation& v) {
+// attention.coverage: output rows that are only a tail of padding past cu_seqlens_q[-1] (read
+// as padding in a training step when the batch does not say, as cu_seqlens.total does) harm
+// nothing the user reads.
+std::string_view dynamic_variant(const Violation& v, const Batch& batch) {
+  if (v.id == "attention.coverage") {
+    const int64_t never = v.evidence.value("never_written", int64_t{0}), rows = v.evidence.value("rows", int64_t{0});
+    const int64_t first = v.evidence.value("first_never_written", int64_t{0});
+    if (never <= 0 || v.evidence.contains("written_twice") || v.evidence.contains("outside_segment") ||
+        first + never != rows)
+      return "";
+    const checks::RowsIntent tail = checks::packed_rows_intent(batch, first, rows);
+    const bool as_padding = tail == checks::RowsIntent::padding ||
+                            (tail == checks::RowsIntent::unknown && batch.pass == CallPass::training);
+    return as_padding ? "padding" : "";
+  }
   if (v.id == "rotary.access") {
     if (v.evidence.value("table", 0) > 0) return "table";
     if (v.evidence.value("outside_head", 0) > 0) return "head";
@@ -37,7 +52,7 @@ Prediction predict_call(std::vector<Violation>& violations, const Batch& batch,
   for (Violation& v : violations) {
     if (!v.symptom) {
       // a warning is latent: its "warning" case says what it does (nothing modelled: none)
-      v.symptom = symptom_for(v.id, v.severity == Severity::warning ? "warning" : dynamic_variant(v), context);
+      v.symptom = symptom_for(v.id, v.severity == Severity::warning ? "warning" : dynamic_variant(v, batch), context);
       // a raise: the message this very case gives, where the check knows it
       if (v.symptom && v.symptom->outcome == Outcome::raises && v.evidence.contains("upstream_message") &&
           v.evidence["upstream_message"].is_string())

@@ -130,6 +130,14 @@ bool is_vector(const IntTensor& t);  // rank 1 with at least 2 entries
 // they are. Inclusive ranges, in order.
 std::vector<RowRange> packed_rows_as_user_sees(const VarlenArgs& args, int64_t first, int64_t last);
 
+// Whether packed rows [first, end) of an explicit varlen call (no `batch` block) hold tokens the
+// user meant. The intent can say so when it was given or read from a mask or position ids;
+// derived from the cu_seqlens_q under test, or absent, it cannot (unknown). With a `batch`
+// block the packed rows are the user's tokens (intended).
+enum class RowsIntent { intended, padding, unknown };
+RowsIntent packed_rows_intent(const Batch& batch, int64_t first, int64_t end);
+std::string to_string(RowsIntent r);
+
 // JSON for a long list: the first entries and the count (evidence stays small).
 
 }  // namespace ad::checks

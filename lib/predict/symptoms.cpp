@@ -114,17 +114,37 @@ const std::vector<SymptomRow>& table() {
        "no error; the intended rows come out right, but the kernel reads and writes rows past the tensors (inside "
        "the caching allocator's segment: memory corruption possible, compute-sanitizer reports it)",
        "model", "every access past the tensors stays inside the allocator segment the tensor sits in"},
+      // In a training step the rows past the tensors do more than read and write out of bounds
+      // (measured on an H100, PyTorch 2.11's FA2, bench/results/oracle-h100-2026-11-26-overrun-training):
+      // their output rows land in the memory right after `out`, where the allocator put the
+      // forward's logsumexp, and their logsumexp in the next head's first rows ((H, total_q)
+      // layout); the backward rescales every segment's probabilities with it.
+      {"cu_seqlens.total", "over_in_segment", "", "", "", true, O::wrong_gradient, P::backward, M::backward,
+       "no error; the forward's intended rows come out right, but its rows past the tensors write their outputs "
+       "over the forward's logsumexp (allocated right after the output) and their logsumexp into the next head's "
+       "first rows, so the backward rescales every segment with a corrupted logsumexp: dq, dk and dv come back "
+       "wrong across segments (measured: dq in 13 of 16 rows, dk and dv in all, errors up to 1e35)",
+       "golden oracle-cu-end-past-rows-by-3-training",
+       "an overrun inside the allocator's segments in a training step"},
       {"cu_seqlens.total", "over_past_segment", "", "", "", false, O::illegal_address, P::forward, M::attention,
        kIllegal, "golden oracle-cu-phantom-segment-1m", "accesses reach past the allocator segment the tensor sits in"},
       {"cu_seqlens.total", "over_unreached", "", "", "", false, O::ok, P::forward, M::attention,
        "no error; the kernel's row tiles (ceil(max_seqlen / kBlockM)) end before the rows past the tensor", "model",
        "cu_seqlens[-1] past the rows, but max_seqlen keeps every access inside"},
       {"cu_seqlens.total", "under", "", "", "", false, O::wrong_output, P::forward, M::attention,
-       "no error; the rows past cu_seqlens[-1] are never written (torch.empty: stale values)", "model",
-       "cu_seqlens[-1] below the packed rows, which the caller keeps"},
+       "no error; the rows past cu_seqlens[-1] are never written (torch.empty: stale values)",
+       "golden oracle-cu-short-of-rows-intended-training",
+       "cu_seqlens[-1] below the packed rows, which hold tokens the user meant"},
       {"cu_seqlens.total", "under", "", "", "", true, O::wrong_gradient, P::backward, M::backward,
        "no error; the gradients of the rows past cu_seqlens[-1] are never written (NaN gradients reported)",
        "report Dao-AILab/flash-attention#1661", "cu_seqlens[-1] below the packed rows"},
+      // padding rows past cu_seqlens[-1]: the forward leaves only padding unwritten; the
+      // backward's dq/dk/dv of those rows are stale (measured with the allocator's memory
+      // holding NaN, as a training process's reused memory holds stale values)
+      {"cu_seqlens.total", "under_padding", "", "", "", true, O::wrong_gradient, P::backward, M::backward,
+       "no error; the intended rows and their gradients are right, but dq of the padding rows past "
+       "cu_seqlens[-1] is never written and their dk/dv keep stale values (NaN when the memory held NaN)",
+       "golden oracle-cu-short-of-rows-padding-training", "cu_seqlens[-1] below the packed rows, which are padding"},
       {"max_seqlen.type", "warning", "", "", "", false, O::ok, P::forward, M::attention,
        "no error; FA2/FA3 convert the 0-d tensor to an int (a device->host sync, a graph break under torch.compile)",
        "model", "a 0-d tensor max_seqlen on FA2 or FA3"},
@@ -247,6 +267,9 @@ const std::vector<SymptomRow>& table() {
       {"attention.coverage", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
        "no error; output rows are never written (torch.empty: stale values) or written by the wrong segment",
        "model", "output rows the kernel leaves unwritten or writes twice"},
+      {"attention.coverage", "padding", "", "", "", false, O::ok, P::forward, M::attention,
+       "no error; the output rows never written are padding, outside every intended sequence",
+       "golden oracle-cu-short-of-rows-padding-training", "only padding rows past cu_seqlens_q[-1] are never written"},
       {"pad.scatter", "", "", "", "", false, O::device_assert, P::forward, M::attention, kAssert, "model",
        "pad_input's scatter index out of range"},
       {"result.reference", "", "", "", "", false, O::wrong_output, P::forward, M::attention,

@@ -610,6 +610,23 @@ def silent_message(kind, wrong, total, tensor="output"):
 # ---------------------------------------------------------------------------------------
 # one case
 
+def poison_allocator(notes):
+    """A training process reuses memory: the rows a kernel leaves unwritten in a torch.empty
+    tensor hold whatever the last tensor there held (NaN gradients in Dao-AILab/flash-attention#1661),
+    while a fresh process's first allocations are usually zero and hide them. With ORACLE_POISON=1
+    the caching allocator's pools are filled with NaN and released (kept cached) before the call:
+    small blocks (2 MiB segments, c10/cuda/CUDACachingAllocator.cpp) and large ones."""
+    import torch
+    if os.environ.get("ORACLE_POISON") != "1" or not torch.cuda.is_available():
+        return
+    held = [torch.full((256 * 1024,), float("nan"), device="cuda") for _ in range(64)]  # 64 x 1 MiB, small pool
+    held += [torch.full((n * 256 * 1024,), float("nan"), device="cuda") for n in (16, 64, 256)]  # 16, 64, 256 MiB
+    torch.cuda.synchronize()
+    del held
+    notes.append("poisoned: the caching allocator's free blocks (64 MiB small, 336 MiB large) held NaN before the "
+                 "call, as a training process's reused memory holds stale values")
+
+
 def run_case(path, mode, dry):
     import torch
     path = Path(path).resolve()
@@ -629,6 +646,8 @@ def run_case(path, mode, dry):
         fa_version = env.get("flash_attn") or DEFAULT_FLASH_ATTN
         stack.install_standin(fa_version, os.environ.get("ORACLE_WORK", "/tmp/oracle-work"))
         torch.manual_seed(0)
+        if not dry:
+            poison_allocator(notes)
         ctx = Ctx(path, doc, dry, notes)
         if kind == "explicit":
             run = Explicit(ctx)

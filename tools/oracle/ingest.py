@@ -8,7 +8,9 @@ golden per measured case (tests/golden/oracle/<case-id>.json, schema in docs/spe
 tests/golden/oracle/RUN.json (the run, plus the cases that were not measured and why), and
 regenerates the table between the markers of docs/oracle.md. Records of a --dry-cpu run are
 refused: they are harness tests, not measurements. Old goldens of cases the run did not measure
-are removed, so the folder always matches one run.
+are removed, so the folder always matches one run; with --add (and --only ID,...) the run's
+cases are added to the folder beside the earlier run's: their goldens and table rows are
+written or replaced, the rest stay, and RUN.json lists the added run under "added_runs".
 """
 
 import argparse
@@ -188,6 +190,33 @@ def table(records, firsts):
     return "\n".join(rows)
 
 
+def add_run(args, gdir, run, records, measured):
+    """--add: RUN.json keeps the earlier run and lists this one; the table's rows of these cases
+    are replaced or inserted in case order."""
+    main_run = json.loads((gdir / "RUN.json").read_text())
+    entry = {k: run.get(k) for k in ("date", "command", "gpu", "cuda", "packages", "poison")}
+    entry["measured"] = sorted(measured)
+    main_run.setdefault("added_runs", []).append(entry)
+    (gdir / "RUN.json").write_text(json.dumps(main_run, indent=1) + "\n")
+    batches = {cid: r["batch"] for cid, r in records.items() if r.get("batch")}
+    firsts = first_violations(args.binary, batches) if args.binary else {c: expected_first(b) for c, b in batches.items()}
+    docs = Path(args.docs)
+    text = docs.read_text()
+    head, _, rest = text.partition(BEGIN)
+    body, _, tail = rest.partition(END)
+    lines = body.strip("\n").splitlines()
+    new_rows = {line.split("`")[1]: line for line in table(records, firsts).splitlines()[2:]}
+    summary, header, rows = lines[0], lines[2:4], {}
+    for line in lines[4:]:
+        if line.startswith("| `"):
+            rows[line.split("`")[1]] = line
+    rows.update(new_rows)
+    added = f" Added {run.get('date', '?')}: {', '.join(sorted(measured))} (`{run.get('command', '?')}`)."
+    docs.write_text(head + BEGIN + "\n" + summary + added + "\n\n" + "\n".join(header + [rows[c] for c in sorted(rows)])
+                    + "\n" + END + tail)
+    print(f"ingest: {len(measured)} goldens added to {gdir}; {docs} updated")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("run_dir")
@@ -195,8 +224,13 @@ def main():
     ap.add_argument("--docs", default=str(REPO / "docs" / "oracle.md"))
     ap.add_argument("--binary", default="", help="attn-doctor binary: the table's invariant column from its report")
     ap.add_argument("--allow-dry", action="store_true", help="tests of this script only: accept dry-cpu records")
+    ap.add_argument("--add", action="store_true", help="add this run's cases to the goldens of an earlier run")
+    ap.add_argument("--only", default="", help="with --add: the case ids to take from this run (comma-separated)")
     args = ap.parse_args()
     records, run = load(args.run_dir)
+    if args.only:
+        wanted = set(args.only.split(","))
+        records = {cid: r for cid, r in records.items() if cid in wanted}
     dry = run.get("dry_cpu") or any(r.get("dry_cpu") for r in records.values())
     if dry and not args.allow_dry:
         raise SystemExit("ingest: this is a --dry-cpu run (a harness test, not a measurement): no goldens written")
@@ -205,11 +239,15 @@ def main():
     trusted = trusted_intents(args.binary, {cid: r["batch"] for cid, r in records.items() if r.get("batch")})
     records = {cid: normalise(r, trusted.get(cid)) for cid, r in records.items()}
     measured = {cid: r for cid, r in records.items() if "call" in r}
-    for old in gdir.glob("*.json"):
-        if old.name != "RUN.json" and old.stem not in measured:
-            old.unlink()
+    if not args.add:
+        for old in gdir.glob("*.json"):
+            if old.name != "RUN.json" and old.stem not in measured:
+                old.unlink()
     for cid, rec in measured.items():
         (gdir / f"{cid}.json").write_text(json.dumps(golden(rec), indent=1) + "\n")
+    if args.add:
+        add_run(args, gdir, run, records, measured)
+        return
     run = dict(run)
     run["measured"] = sorted(measured)
     run["not_measured"] = [{"id": cid, "batch": r.get("batch"),

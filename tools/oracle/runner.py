@@ -1,7 +1,7 @@
 """Run every oracle case, each in its own process, and append one JSON line per case.
 
     python tools/oracle/runner.py --out DIR [--jobs N] [--deadline SECONDS] [--case-timeout S]
-                                  [--only ID,...] [--dry-cpu] [--no-sanitizer]
+                                  [--only ID,...] [--dry-cpu] [--no-sanitizer] [--poison]
 
 Cases: every repro_cases/*.json and tests/oracle/cases/*.json (docs/spec/oracle.md). Each case
 runs `case.py --mode run` in a fresh interpreter with a timeout; a run that ended without an error
@@ -128,6 +128,8 @@ class Runner:
                    ORACLE_WORK=str(self.work))
         if sanitize:
             env["PYTORCH_NO_CUDA_MEMORY_CACHING"] = "1"
+        if self.args.poison:
+            env["ORACLE_POISON"] = "1"
         return env
 
     def run_one(self, path, big):
@@ -241,7 +243,7 @@ class Runner:
         info = {"format": "attn-doctor/oracle-run@1",
                 "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "command": os.environ.get("ORACLE_COMMAND") or " ".join([os.path.relpath(sys.argv[0], REPO)] + sys.argv[1:]),
-                "dry_cpu": self.args.dry_cpu, "jobs": self.args.jobs, "deadline_s": self.args.deadline,
+                "dry_cpu": self.args.dry_cpu, "poison": self.args.poison, "jobs": self.args.jobs, "deadline_s": self.args.deadline,
                 "python": sys.version.split()[0]}
         smi = shutil.which("nvidia-smi")
         if smi:
@@ -311,6 +313,8 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--dry-cpu", action="store_true")
     ap.add_argument("--no-sanitizer", action="store_true")
+    ap.add_argument("--poison", action="store_true",
+                    help="fill the caching allocator's free memory with NaN before each call (case.py poison_allocator)")
     Runner(ap.parse_args()).run()
 
 
