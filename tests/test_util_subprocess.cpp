@@ -1,6 +1,9 @@
 // util/subprocess: the child runner of `repro` and `check --raw`.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <fstream>
 #include <thread>
@@ -61,4 +64,42 @@ TEST_CASE("subprocess: the time limit kills the child's whole process group", "[
   CHECK(r.seconds < 10);
   const long grandchild = std::stol(r.out);
   CHECK(gone_within(grandchild, 5.0));
+}
+
+// A Ctrl-C or a CI cancel while a child runs: the signal no longer ends the parent, it is
+// forwarded to the child, and run_process waits for the child to end.
+TEST_CASE("subprocess: a stop signal is forwarded to the child and waited for", "[util]") {
+  StopSignals stop({SIGINT, SIGTERM});
+  ProcessOptions o;
+  o.timeout_seconds = 60;
+  o.stop = &stop;
+  std::thread sender([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    kill(getpid(), SIGTERM);
+  });
+  const ProcessResult r = run_process({"/bin/sh", "-c", "echo started; exec sleep 30"}, o);
+  sender.join();
+  CHECK(stop.signal() == SIGTERM);
+  CHECK(r.stopped == SIGTERM);
+  CHECK_FALSE(r.exited);
+  CHECK(r.signal == SIGTERM);
+  CHECK_FALSE(r.timed_out);
+  CHECK(r.out == "started\n");
+  CHECK(r.seconds < 20);
+  CHECK(signal_name(SIGINT) == "SIGINT");
+}
+
+// A child that ignores the forwarded signal is killed after the grace period.
+TEST_CASE("subprocess: a child that ignores the stop signal is killed after the grace period", "[util]") {
+  StopSignals stop({SIGINT, SIGTERM});
+  ProcessOptions o;
+  o.timeout_seconds = 60;
+  o.stop = &stop;
+  o.stop_grace_seconds = 0.5;
+  kill(getpid(), SIGINT);  // before the child starts: forwarded as soon as it runs
+  const ProcessResult r = run_process({"/bin/sh", "-c", "trap '' INT; exec sleep 30"}, o);
+  CHECK(r.stopped == SIGINT);
+  CHECK_FALSE(r.exited);
+  CHECK(r.signal == SIGKILL);
+  CHECK(r.seconds < 20);
 }
