@@ -49,14 +49,12 @@ Subcommand add_repro(CLI::App& root, const Globals& globals) {
     options.no_expect = args->no_expect;
     // A Ctrl-C or a CI job's cancel (SIGINT, SIGTERM) reaches the running cases, which are
     // waited for; the cases that ran are reported (JUnit included), the others as skipped.
-    int interrupted = 0;
-    std::vector<ReproResult> results;
-    {
-      StopSignals stop({SIGINT, SIGTERM});
-      options.stop = &stop;
-      results = run_repro(cases, options);
-      interrupted = stop.signal();
-    }
+    // Kept until the report is written: a second signal (a CI runner's SIGTERM after its
+    // SIGINT) does not cut the JUnit file short.
+    StopSignals stop({SIGINT, SIGTERM});
+    options.stop = &stop;
+    std::vector<ReproResult> results = run_repro(cases, options);
+    const int interrupted = stop.signal();
     int failed = 0, skipped = 0;
     for (const auto& r : results) {
       skipped += r.skipped;

@@ -3,15 +3,16 @@ the caller (diagnosis.py says why).
 
 Started as `python -I -S _check_child.py EXTENSION_PATH`: no site-packages, no
 sitecustomize (a capture or guard bootstrap on PYTHONPATH must not install itself here), only
-the standard library and the extension, loaded from its file. Reads one pickled request on
-stdin: {"path": bytes} or {"text": str, "origin": bytes}, and "options" (check_file's keyword
-arguments). Writes one JSON document on stdout: {"code", "report"}, or {"error": KIND,
-"message"} where KIND is "InputError", "ValueError", "CapabilityError" or "other".
+the standard library and the extension, loaded from its file. Reads one request on stdin:
+{"path": bytes} or {"text": str, "origin": bytes}, and "options" (check_file's keyword
+arguments). Writes one answer on stdout: {"code", "report"}, or {"error": KIND, "message"}
+where KIND is "InputError", "ValueError", "CapabilityError" or "other". Both are marshal
+data (built in, nothing to import: the start-up is most of a small check's time), written
+and read only by this package's two ends.
 """
 import importlib.machinery
 import importlib.util
-import json
-import pickle
+import marshal
 import sys
 
 
@@ -25,7 +26,7 @@ def _load(path):
 
 def main():
     native = _load(sys.argv[1])
-    request = pickle.load(sys.stdin.buffer)
+    request = marshal.loads(sys.stdin.buffer.read())
     try:
         if "path" in request:
             code, report = native.check_file(request["path"], **request["options"])
@@ -40,7 +41,7 @@ def main():
         answer = {"error": "ValueError", "message": str(exc)}
     except Exception as exc:  # reported to the caller as a RuntimeError
         answer = {"error": "other", "message": f"{type(exc).__name__}: {exc}"}
-    sys.stdout.write(json.dumps(answer))
+    sys.stdout.buffer.write(marshal.dumps(answer))
     sys.stdout.flush()
 
 

@@ -15,8 +15,8 @@ file, the JSON path, what was expected and what was found.
 from __future__ import annotations
 
 import json
+import marshal
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -92,7 +92,7 @@ def _in_child(request: Dict[str, Any], timeout: Optional[float]) -> Tuple[int, s
     child = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, start_new_session=True)
     try:
-        out, err = child.communicate(pickle.dumps(request), timeout=timeout)
+        out, err = child.communicate(marshal.dumps(request), timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill(child)
         raise CheckTimeout(f"attn-doctor check: stopped after the time limit of {timeout:g} s") from None
@@ -100,8 +100,8 @@ def _in_child(request: Dict[str, Any], timeout: Optional[float]) -> Tuple[int, s
         _kill(child)
         raise
     try:
-        answer = json.loads(out)
-    except ValueError:
+        answer = marshal.loads(out) if child.returncode == 0 else None
+    except (EOFError, ValueError, TypeError):
         answer = None
     if not isinstance(answer, dict):
         if child.returncode < 0:
