@@ -27,7 +27,7 @@ TEST_CASE("valid_utf8: well-formed text is kept, each ill-formed subpart becomes
 
 TEST_CASE("xml_escape: markup escaped, what XML 1.0 forbids replaced, whitespace kept", "[util]") {
   CHECK(xml_escape("a<b>&\"c'") == "a&lt;b&gt;&amp;&quot;c&apos;");
-  CHECK(xml_escape(std::string("nul\0bell\x07esc\x1B", 13)) == "nul" + kFFFD + "bell" + kFFFD + "esc" + kFFFD);
+  CHECK(xml_escape(std::string("nul\0bell\x07" "esc\x1B", 13)) == "nul" + kFFFD + "bell" + kFFFD + "esc" + kFFFD);
   CHECK(xml_escape("x\xEF\xBF\xBEy\xEF\xBF\xBFz") == "x" + kFFFD + "y" + kFFFD + "z");  // U+FFFE, U+FFFF
   CHECK(xml_escape("\xED\xB0\x80") == kFFFD + kFFFD + kFFFD);                           // a lone low surrogate
   CHECK(xml_escape("bad\xFFname") == "bad" + kFFFD + "name");

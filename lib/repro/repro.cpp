@@ -171,12 +171,14 @@ std::vector<ReproResult> run_repro(const std::vector<fs::path>& cases, const Rep
       process.stop = options.stop;
       ProcessResult p = run_process(argv, process);
       ReproResult r;
-      if (p.stopped != 0 && !p.exited) {
-        // stopped on the way: nothing to judge, and not a failure of the case
+      // Stopped on the way (by the signal forwarded to it, or by a Ctrl-C that reached the
+      // whole process group first): nothing to judge, and not a failure of the case.
+      const int stopped_by = p.stopped ? p.stopped : (options.stop ? options.stop->signal() : 0);
+      if (stopped_by != 0 && !p.exited) {
         r.file = cases[i];
         r.name = cases[i].stem().string();
         r.skipped = true;
-        r.message = "interrupted by " + signal_name(p.stopped) + " while it ran";
+        r.message = "interrupted by " + signal_name(stopped_by) + " while it ran";
         r.ms = p.seconds * 1000.0;
         results[i] = std::move(r);
         done[i] = 1;

@@ -105,7 +105,11 @@ def _in_child(request: Dict[str, Any], timeout: Optional[float]) -> Tuple[int, s
         answer = None
     if not isinstance(answer, dict):
         if child.returncode < 0:
-            why = f"died with signal {-child.returncode} ({signal.Signals(-child.returncode).name})"
+            try:
+                name = f" ({signal.Signals(-child.returncode).name})"
+            except ValueError:
+                name = ""
+            why = f"died with signal {-child.returncode}{name}"
         else:
             why = f"exited with {child.returncode}"
         detail = err.decode("utf-8", "replace").strip()
@@ -125,7 +129,10 @@ def _in_child(request: Dict[str, Any], timeout: Optional[float]) -> Tuple[int, s
 
 def _kill(child: "subprocess.Popen[bytes]") -> None:
     try:
-        os.killpg(child.pid, signal.SIGKILL)
+        if hasattr(os, "killpg"):
+            os.killpg(child.pid, signal.SIGKILL)  # the child and whatever it started
+        else:
+            child.kill()
     except (ProcessLookupError, PermissionError):
         pass
     child.communicate()
