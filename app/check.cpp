@@ -12,6 +12,7 @@
 #include "report/report.hpp"
 #include "repro/repro.hpp"
 #include "util/log.hpp"
+#include "util/xml.hpp"
 
 namespace ad::cli {
 
@@ -36,8 +37,10 @@ std::optional<Version> version_option(const std::string& text, const char* flag)
 }
 
 // GitHub Actions workflow commands (docs.github.com: "Workflow commands for GitHub Actions"):
-// a message escapes %, CR and LF; a property value also ':' and ','.
-std::string github_escape(const std::string& s, bool property) {
+// a message escapes %, CR and LF; a property value also ':' and ','. Bytes that are not
+// UTF-8 (a file name, a quoted file's bytes) are written as U+FFFD: the log is UTF-8.
+std::string github_escape(const std::string& raw, bool property) {
+  const std::string s = valid_utf8(raw);
   std::string out;
   for (char c : s) {
     if (c == '%') out += "%25";

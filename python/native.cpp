@@ -8,6 +8,9 @@
 //                     common case, kept cheap); the full report only for a call that breaks one.
 // The GIL is released while C++ runs. Invalid input raises InputError (a ValueError) with the
 // file, the JSON path, what was expected and what was found, as the binary's exit 2 does.
+// Paths are taken as the file system has them (str or bytes, os.fsencode: a name need not be
+// UTF-8); every string handed back (reports, messages) is valid UTF-8, ill-formed bytes
+// written as U+FFFD, so that no message or report turns into a UnicodeDecodeError.
 #include <optional>
 #include <string>
 #include <tuple>
@@ -24,11 +27,23 @@
 #include "convert/convert.hpp"
 #include "doctor/doctor.hpp"
 #include "report/report.hpp"
+#include "util/xml.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
 
 namespace {
+
+// A path argument (str, bytes or os.PathLike) as the bytes the file system uses.
+std::string fs_path(nb::handle path) {
+  nb::object p = nb::steal(PyOS_FSPath(path.ptr()));
+  if (!p.is_valid()) throw nb::python_error();
+  if (!PyBytes_Check(p.ptr())) {
+    p = nb::steal(PyUnicode_EncodeFSDefault(p.ptr()));
+    if (!p.is_valid()) throw nb::python_error();
+  }
+  return std::string(PyBytes_AS_STRING(p.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(p.ptr())));
+}
 
 std::optional<ad::Version> version_argument(const std::string& text, const char* name) {
   if (text.empty()) return std::nullopt;
@@ -65,7 +80,7 @@ std::tuple<int, std::string> run_check(const ad::Batch& batch, const std::string
   }
   ad::RenderOptions render{req.color && req.format == "text", req.full, false};
   std::string out = req.format == "text"
-                        ? ad::render_text(report, render)
+                        ? ad::valid_utf8(ad::render_text(report, render))
                         : ad::to_json(report, render).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return {ad::exit_code_for(report, req.strict), out};
 }
@@ -106,7 +121,7 @@ GuardResult guard_check(const std::string& text, const std::string& origin, bool
   std::vector<std::tuple<std::string, std::string>> warnings;
   for (const ad::Violation& v : found) {
     if (v.severity == ad::Severity::error || strict) ++errors;
-    else warnings.emplace_back(v.id, v.message);
+    else warnings.emplace_back(v.id, ad::valid_utf8(v.message));
   }
   std::optional<std::string> report;
   if (errors > 0) {
@@ -136,15 +151,37 @@ NB_MODULE(_native, m) {
 #else
   m.attr("cuda_backend_built") = false;
 #endif
-  nb::exception<ad::InputError>(m, "InputError", PyExc_ValueError);
-  nb::exception<ad::CapabilityError>(m, "CapabilityError", PyExc_RuntimeError);
+  nb::exception<ad::InputError> input_error(m, "InputError", PyExc_ValueError);
+  nb::exception<ad::CapabilityError> capability_error(m, "CapabilityError", PyExc_RuntimeError);
+  // Tried before the two translators above (the last registered comes first): the message as
+  // valid UTF-8, since it may quote a file's bytes or name (PyErr_SetString would fail on
+  // them and raise UnicodeDecodeError instead).
+  nb::register_exception_translator(
+      [](const std::exception_ptr& p, void* payload) {
+        try {
+          std::rethrow_exception(p);
+        } catch (const ad::InputError& e) {
+          PyErr_SetString(static_cast<PyObject*>(payload), ad::valid_utf8(e.what()).c_str());
+        }
+      },
+      input_error.ptr());
+  nb::register_exception_translator(
+      [](const std::exception_ptr& p, void* payload) {
+        try {
+          std::rethrow_exception(p);
+        } catch (const ad::CapabilityError& e) {
+          PyErr_SetString(static_cast<PyObject*>(payload), ad::valid_utf8(e.what()).c_str());
+        }
+      },
+      capability_error.ptr());
 
   m.def(
       "check_file",
-      [](const std::string& path, std::string backend, std::string format, std::string transformers,
+      [](nb::handle path_arg, std::string backend, std::string format, std::string transformers,
          std::string flash_attn, uint64_t seed, int64_t budget, bool full, bool strict, bool color) {
         auto req = request(std::move(backend), std::move(format), std::move(transformers), std::move(flash_attn), seed,
                            budget, full, strict, color);
+        const std::string path = fs_path(path_arg);
         ad::Batch batch;
         {
           nb::gil_scoped_release release;
@@ -154,14 +191,16 @@ NB_MODULE(_native, m) {
       },
       "path"_a, "backend"_a = "auto", "format"_a = "json", "transformers"_a = "", "flash_attn"_a = "", "seed"_a = 0,
       "budget"_a = 0, "full"_a = false, "strict"_a = false, "color"_a = false,
-      "(exit code, report) of `attn-doctor check PATH`: the report as JSON text or the text rendering");
+      "(exit code, report) of `attn-doctor check PATH` (str, bytes or os.PathLike): the report as JSON text or the "
+      "text rendering");
   m.def(
       "check_text",
-      [](const std::string& text, const std::string& origin, std::string backend, std::string format,
+      [](const std::string& text, nb::handle origin_arg, std::string backend, std::string format,
          std::string transformers, std::string flash_attn, uint64_t seed, int64_t budget, bool full, bool strict,
          bool color) {
         auto req = request(std::move(backend), std::move(format), std::move(transformers), std::move(flash_attn), seed,
                            budget, full, strict, color);
+        const std::string origin = fs_path(origin_arg);
         ad::Batch batch;
         {
           nb::gil_scoped_release release;

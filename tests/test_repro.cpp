@@ -1,11 +1,18 @@
 // Repro runner: expectation judging, isolation of crashing/hanging cases, JUnit, collection.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "batch/batch.hpp"
 #include "repro/repro.hpp"
+#include "util/subprocess.hpp"
+#include "util/xml.hpp"
 
 using namespace ad;
 namespace fs = std::filesystem;
@@ -143,4 +150,80 @@ TEST_CASE("collect_cases: folders recursively and sorted, missing paths are inpu
   CHECK_THROWS_AS(collect_cases({(d.dir / "nope").string()}), InputError);
   fs::create_directories(d.dir / "empty");
   CHECK_THROWS_WITH(collect_cases({(d.dir / "empty").string()}), Catch::Contains("no .json files"));
+}
+
+// SIGINT / SIGTERM to `repro` (a Ctrl-C, a CI cancel): the running case gets the signal and is
+// waited for, no case starts after it, and the report still lists every case: the judged ones
+// as they came out, the stopped and the unstarted ones as skipped.
+TEST_CASE("run_repro: a stop signal stops the running case, starts no other, skips the rest", "[repro]") {
+  CaseDir d;
+  auto a = d.write("a.json", make_case("a", R"({"first_violation": "cu_seqlens.total"})"));
+  auto b = d.write("slow.json", make_case("slow", R"({"first_violation": "cu_seqlens.total"})"));
+  auto c = d.write("c.json", make_case("c", R"({"first_violation": "cu_seqlens.total"})"));
+  const fs::path pid_file = d.dir / "slow.pid";
+  // A stand-in for attn-doctor: answers a and c, writes its pid and waits on "slow".
+  auto fake = d.write("fake.sh", std::string("#!/bin/sh\ncase \"$2\" in\n") + "  *slow.json) echo $$ > " +
+                                     pid_file.string() + "; exec sleep 60 ;;\n" + "  *) echo '" + kReport +
+                                     "'; exit 1 ;;\nesac\n");
+  fs::permissions(fake, fs::perms::owner_all);
+  StopSignals stop({SIGINT, SIGTERM});
+  ReproOptions options;
+  options.executable = fake.string();
+  options.timeout_seconds = 120;
+  options.jobs = 1;
+  options.stop = &stop;
+  std::thread sender([&] {
+    for (int k = 0; k < 1000 && !fs::exists(pid_file); ++k) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the pid is written before the exec
+    kill(getpid(), SIGINT);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  auto results = run_repro({a, b, c}, options);
+  sender.join();
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+  REQUIRE(results.size() == 3);
+  CHECK(results[0].passed);
+  CHECK_FALSE(results[0].skipped);
+  CHECK(results[1].skipped);
+  CHECK(results[1].message == "interrupted by SIGINT while it ran");
+  CHECK(results[2].skipped);
+  CHECK(results[2].file == c);
+  CHECK(results[2].message == "not run: interrupted by SIGINT");
+  long pid = 0;
+  std::ifstream(pid_file) >> pid;
+  REQUIRE(pid > 0);
+  CHECK(::kill(pid, 0) != 0);  // the case's process is gone (reaped by run_process)
+  auto j = repro_json(results, SIGINT);
+  CHECK(j["passed"] == 1);
+  CHECK(j["failed"] == 0);
+  CHECK(j["skipped"] == 2);
+  CHECK(j["interrupted"] == "SIGINT");
+  const std::string xml = junit_xml(results, "suite");
+  CHECK(xml.find("tests=\"3\" failures=\"0\" errors=\"0\" skipped=\"2\"") != std::string::npos);
+  CHECK(xml.find("<skipped message=\"not run: interrupted by SIGINT\"/>") != std::string::npos);
+}
+
+// Whatever bytes the file names, batch names and messages hold, the JUnit file is UTF-8 XML
+// 1.0: no ill-formed sequence, no control character but tab / LF / CR, no U+FFFE / U+FFFF.
+TEST_CASE("junit_xml: hostile names and messages give well-formed XML", "[repro]") {
+  ReproResult r;
+  r.file = fs::path("cases\xFF") / "bad\xC0\xAF.json";
+  r.name = "name \xEF\xBF\xBE\xEF\xBF\xBF \x01<tag>";
+  r.error = true;
+  r.message = "the case cannot be read: " + std::string("\xFF\xFE{\0\"\0", 6) + "\r\n";
+  ReproResult f;
+  f.file = "f.json";
+  f.name = "f";
+  f.expected = {{"first_violation", "mask.rank"}};
+  f.got = {{"first_violation", std::string("x\xFF")}};
+  f.message = "first_violation: expected mask.rank, got x\xFF";
+  const std::string xml = junit_xml({r, f}, "suite\x02");
+  CHECK(valid_utf8(xml) == xml);
+  for (unsigned char c : xml) CHECK((c >= 0x20 || c == '\n' || c == '\t'));
+  CHECK(xml.find("\xEF\xBF\xBE") == std::string::npos);
+  CHECK(xml.find("\xEF\xBF\xBF") == std::string::npos);
+  CHECK(xml.find("name=\"name \xEF\xBF\xBD\xEF\xBF\xBD \xEF\xBF\xBD&lt;tag&gt;\"") != std::string::npos);
+  CHECK(xml.find("file=\"cases\xEF\xBF\xBD/bad\xEF\xBF\xBD\xEF\xBF\xBD.json\"") != std::string::npos);
+  CHECK(xml.find("&#13;&#10;\"") != std::string::npos);  // CR LF of an attribute survive parsing
+  CHECK(xml.find("<failure message=\"first_violation: expected mask.rank, got x\xEF\xBF\xBD\"") != std::string::npos);
 }

@@ -10,6 +10,7 @@
 #include "batch/batch.hpp"
 #include "check/check.hpp"
 #include "util/subprocess.hpp"
+#include "util/xml.hpp"
 
 namespace ad {
 
@@ -155,17 +156,36 @@ ReproResult judge_case(const fs::path& file, int exit_code, const std::string& s
 
 std::vector<ReproResult> run_repro(const std::vector<fs::path>& cases, const ReproOptions& options) {
   std::vector<ReproResult> results(cases.size());
+  std::vector<char> done(cases.size(), 0);
   std::atomic<size_t> next{0};
   unsigned jobs = options.jobs ? options.jobs : std::max(1u, std::thread::hardware_concurrency());
   jobs = static_cast<unsigned>(std::min<size_t>(jobs, std::max<size_t>(1, cases.size())));
+  const auto stop_requested = [&] { return options.stop && options.stop->signal() != 0; };
   auto worker = [&] {
-    for (size_t i = next++; i < cases.size(); i = next++) {
+    for (size_t i = next++; i < cases.size() && !stop_requested(); i = next++) {
       std::vector<std::string> argv = {options.executable, "check", cases[i].string(), "--format", "json",
                                        "--backend", options.backend};
       argv.insert(argv.end(), options.extra_args.begin(), options.extra_args.end());
-      ProcessResult p = run_process(argv, options.timeout_seconds);
+      ProcessOptions process;
+      process.timeout_seconds = options.timeout_seconds;
+      process.stop = options.stop;
+      ProcessResult p = run_process(argv, process);
+      ReproResult r;
+      // Stopped on the way (by the signal forwarded to it, or by a Ctrl-C that reached the
+      // whole process group first): nothing to judge, and not a failure of the case.
+      const int stopped_by = p.stopped ? p.stopped : (options.stop ? options.stop->signal() : 0);
+      if (stopped_by != 0 && !p.exited) {
+        r.file = cases[i];
+        r.name = cases[i].stem().string();
+        r.skipped = true;
+        r.message = "interrupted by " + signal_name(stopped_by) + " while it ran";
+        r.ms = p.seconds * 1000.0;
+        results[i] = std::move(r);
+        done[i] = 1;
+        continue;
+      }
       int code = p.exited ? p.exit_code : -1;
-      ReproResult r = judge_case(cases[i], code, p.out, p.err, options.no_expect);
+      r = judge_case(cases[i], code, p.out, p.err, options.no_expect);
       if (!p.spawn_error.empty()) {
         r.passed = false;
         r.error = true;
@@ -181,17 +201,26 @@ std::vector<ReproResult> run_repro(const std::vector<fs::path>& cases, const Rep
       }
       r.ms = p.seconds * 1000.0;
       results[i] = std::move(r);
+      done[i] = 1;
     }
   };
   std::vector<std::thread> pool;
   for (unsigned k = 0; k < jobs; ++k) pool.emplace_back(worker);
   for (auto& t : pool) t.join();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    if (done[i]) continue;  // a case never started: the run was stopped first
+    ReproResult& r = results[i];
+    r.file = cases[i];
+    r.name = cases[i].stem().string();
+    r.skipped = true;
+    r.message = "not run: interrupted by " + signal_name(options.stop ? options.stop->signal() : 0);
+  }
   return results;
 }
 
-nlohmann::json repro_json(const std::vector<ReproResult>& results) {
+nlohmann::json repro_json(const std::vector<ReproResult>& results, int interrupted) {
   nlohmann::json cases = nlohmann::json::array();
-  int passed = 0;
+  int passed = 0, skipped = 0;
   for (const auto& r : results) {
     cases.push_back({{"file", r.file.string()},
                      {"name", r.name},
@@ -199,59 +228,54 @@ nlohmann::json repro_json(const std::vector<ReproResult>& results) {
                      {"got", r.got},
                      {"passed", r.passed},
                      {"error", r.error},
+                     {"skipped", r.skipped},
                      {"ms", r.ms},
                      {"message", r.message}});
     passed += r.passed;
+    skipped += r.skipped;
   }
-  return {{"cases", cases}, {"passed", passed}, {"failed", static_cast<int>(results.size()) - passed}};
-}
-
-namespace {
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default:
-        if (c < 0x20 && c != '\n' && c != '\t') out += ' ';
-        else out += static_cast<char>(c);
-    }
-  }
+  nlohmann::json out = {{"cases", cases},
+                        {"passed", passed},
+                        {"failed", static_cast<int>(results.size()) - passed - skipped},
+                        {"skipped", skipped}};
+  if (interrupted) out["interrupted"] = signal_name(interrupted);
   return out;
 }
-}  // namespace
 
 // JUnit XML: a case that met its expectation passes; one that did not is a <failure>; one that
-// could not be judged (unreadable, no report, crash, timeout) is an <error>. Each testcase's
-// <system-out> holds the case's report (the JSON `check` printed).
+// could not be judged (unreadable, no report, crash, timeout) is an <error>; one that an
+// interrupt stopped or kept from starting is <skipped>. Each testcase's <system-out> holds
+// the case's report (the JSON `check` printed). Every string goes through xml_escape, so the
+// document is well-formed whatever bytes a file name, a batch name or a message holds.
 std::string junit_xml(const std::vector<ReproResult>& results, const std::string& suite_name) {
-  int failures = 0, errors = 0;
+  int failures = 0, errors = 0, skipped = 0;
   double total_ms = 0;
   for (const auto& r : results) {
-    failures += !r.passed && !r.error;
-    errors += !r.passed && r.error;
+    skipped += r.skipped;
+    failures += !r.passed && !r.error && !r.skipped;
+    errors += !r.passed && r.error && !r.skipped;
     total_ms += r.ms;
   }
+  const auto attr = [](const std::string& s) { return xml_escape(s, true); };
+  const auto text = [](const std::string& s) { return xml_escape(s, false); };
+  const auto dump = [](const nlohmann::json& j) { return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); };
   const std::string counts = "tests=\"" + std::to_string(results.size()) + "\" failures=\"" + std::to_string(failures) +
-                             "\" errors=\"" + std::to_string(errors) + "\"";
+                             "\" errors=\"" + std::to_string(errors) + "\" skipped=\"" + std::to_string(skipped) + "\"";
   std::string out = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   out += "<testsuites " + counts + ">\n";
-  out += "  <testsuite name=\"" + xml_escape(suite_name) + "\" " + counts + " time=\"" +
-         std::to_string(total_ms / 1000.0) + "\">\n";
+  out += "  <testsuite name=\"" + attr(suite_name) + "\" " + counts + " time=\"" + std::to_string(total_ms / 1000.0) +
+         "\">\n";
   for (const auto& r : results) {
-    out += "    <testcase classname=\"" + xml_escape(r.file.parent_path().string()) + "\" name=\"" + xml_escape(r.name) +
-           "\" file=\"" + xml_escape(r.file.string()) + "\" time=\"" + std::to_string(r.ms / 1000.0) + "\">\n";
-    if (!r.passed && r.error)
-      out += "      <error message=\"" + xml_escape(r.message) + "\" type=\"unreadable\">" + xml_escape(r.message) +
-             "</error>\n";
+    out += "    <testcase classname=\"" + attr(r.file.parent_path().string()) + "\" name=\"" + attr(r.name) +
+           "\" file=\"" + attr(r.file.string()) + "\" time=\"" + std::to_string(r.ms / 1000.0) + "\">\n";
+    if (r.skipped)
+      out += "      <skipped message=\"" + attr(r.message) + "\"/>\n";
+    else if (!r.passed && r.error)
+      out += "      <error message=\"" + attr(r.message) + "\" type=\"unreadable\">" + text(r.message) + "</error>\n";
     else if (!r.passed)
-      out += "      <failure message=\"" + xml_escape(r.message) + "\" type=\"expectation\">expected: " +
-             xml_escape(r.expected.dump()) + "\ngot: " + xml_escape(r.got.dump()) + "</failure>\n";
-    if (!r.report.empty()) out += "      <system-out>" + xml_escape(r.report) + "</system-out>\n";
+      out += "      <failure message=\"" + attr(r.message) + "\" type=\"expectation\">expected: " + text(dump(r.expected)) +
+             "\ngot: " + text(dump(r.got)) + "</failure>\n";
+    if (!r.report.empty()) out += "      <system-out>" + text(r.report) + "</system-out>\n";
     out += "    </testcase>\n";
   }
   out += "  </testsuite>\n</testsuites>\n";

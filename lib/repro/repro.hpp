@@ -12,6 +12,8 @@
 
 namespace ad {
 
+class StopSignals;
+
 struct ReproOptions {
   std::string executable;               // attn-doctor binary to run each case with
   std::string backend = "auto";         // --backend for every case
@@ -19,6 +21,9 @@ struct ReproOptions {
   unsigned jobs = 0;                    // 0: one per core
   double timeout_seconds = 300.0;       // per case
   bool no_expect = false;               // ignore expect blocks: every case must pass (exit 0)
+  // A signal asks the run to stop (SIGINT, SIGTERM): the running cases get the signal and are
+  // waited for, no further case starts; each case not judged is returned as skipped.
+  const StopSignals* stop = nullptr;
 };
 
 struct ReproResult {
@@ -28,6 +33,7 @@ struct ReproResult {
   nlohmann::json got;       // {"first_violation", "violations", "exit_code", "status"}
   bool passed = false;
   bool error = false;       // not judged: unreadable case, no report, crash, timeout (JUnit <error>)
+  bool skipped = false;     // not run, or stopped, because the run was interrupted (JUnit <skipped>)
   std::string message;      // why it failed (expected vs got), or the error
   std::string report;       // the report `check --format json` printed ("" without one)
   double ms = 0.0;
@@ -44,7 +50,9 @@ ReproResult judge_case(const std::filesystem::path& file, int exit_code, const s
 
 std::vector<ReproResult> run_repro(const std::vector<std::filesystem::path>& cases, const ReproOptions& options);
 
-nlohmann::json repro_json(const std::vector<ReproResult>& results);
+// `interrupted`: the signal that stopped the run (0: it ran to the end), named in the output.
+nlohmann::json repro_json(const std::vector<ReproResult>& results, int interrupted = 0);
+// Well-formed XML 1.0 whatever the names, files and messages hold (util/xml.hpp).
 std::string junit_xml(const std::vector<ReproResult>& results, const std::string& suite_name);
 
 }  // namespace ad

@@ -48,7 +48,7 @@ except ImportError:
 
 from ._session import Capture, active_capture, capture, install, uninstall  # noqa: E402
 from .batchfile import FORMAT, Encoder, write_batch_file  # noqa: E402
-from .diagnosis import InputError, check  # noqa: E402
+from .diagnosis import CheckTimeout, InputError, check  # noqa: E402
 
 
 def __getattr__(name):
@@ -62,6 +62,6 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Capture", "FORMAT", "Encoder", "Guard", "InputError", "VarlenError",
+__all__ = ["Capture", "CheckTimeout", "FORMAT", "Encoder", "Guard", "InputError", "VarlenError",
            "active_capture", "capture", "check", "guard", "install", "uninstall",
            "write_batch_file", "__version__"]
