@@ -374,7 +374,7 @@ std::string render_text(const Report& r, const RenderOptions& options) {
   for (auto it = r.rules.begin(); it != r.rules.end(); ++it)
     rules += (rules.empty() ? "" : ", ") + it.key() + " " + (it->is_string() ? it->get<std::string>() : it->dump());
   out << c.dim() << "rules: " << (rules.empty() ? "none" : rules) << "   backend: " << r.backend << c.reset() << "\n";
-  for (const auto& n : r.notes) out << c.dim() << "note: " << n << c.reset() << "\n";
+  for (const auto& n : r.notes) out << c.dim() << wrap("note: " + n, "  ").substr(2) << c.reset();
   if (r.prediction) {
     // one line, continued with a hanging indent when long
     const std::string line = "prediction: " + prediction_line(*r.prediction);
@@ -445,13 +445,21 @@ std::string render_text(const Report& r, const RenderOptions& options) {
     }
   }
   if (!r.stages.empty()) {
+    // "NAME STATUS TIME" per stage, two spaces apart, as many to a line as fit in 100 columns
     out << "\nstages:";
+    size_t column = std::string("stages:").size();
     for (const auto& s : r.stages) {
       std::string colour = s.status == StageStatus::ok ? c.green()
                            : (s.status == StageStatus::violation || s.status == StageStatus::error) ? c.red()
                                                                                                   : c.dim();
-      out << "  " << to_string(s.name) << " " << colour << to_string(s.status) << c.reset() << " " << c.dim()
-          << format_ms(s.ms) << c.reset();
+      const std::string name = to_string(s.name), status = to_string(s.status), ms = format_ms(s.ms);
+      const size_t width = name.size() + 1 + status.size() + 1 + ms.size();
+      if (column + 2 + width > 100) {
+        out << "\n      ";
+        column = 6;
+      }
+      out << "  " << name << " " << colour << status << c.reset() << " " << c.dim() << ms << c.reset();
+      column += 2 + width;
     }
     out << "\n";
     // details, stages with the same detail (e.g. "not reached: ...") on one line
