@@ -9,7 +9,8 @@ Convention (README.md, an HTML comment on the line before the block's opening fe
         the block's first line is `$ attn-doctor ARGS`; the rest is what
         `attn-doctor ARGS` prints (stdout and stderr as one stream, NO_COLOR=1, COLUMNS
         unset, run from the repository root), with the output lines A..B (1-based,
-        inclusive) each shown as one line `  ...`; the exit code must be N (default 0).
+        inclusive; `A-`: to the last line) each shown as one line `  ...`; the exit code
+        must be N (default 0).
     <!-- readme-test: skip REASON -->
         not run (REASON says why: it needs torch, a GPU, ...).
 
@@ -57,10 +58,11 @@ def parse_spec(text, where):
             spec["exit"] = int(value)
         elif key == "elide" and value:
             for r in value.split(","):
-                a, _, b = r.partition("-")
-                if not (a.isdigit() and (b or a).isdigit()) or int(a) > int(b or a) or int(a) < 1:
+                a, dash, b = r.partition("-")
+                end = b if b else ("0" if dash else a)  # "A-": to the last line
+                if not (a.isdigit() and end.isdigit()) or int(a) < 1 or (end != "0" and int(a) > int(end)):
                     raise SystemExit(f"{where}: bad range {r!r} in elide=")
-                spec["elide"].append((int(a), int(b or a)))
+                spec["elide"].append((int(a), int(end) or None))
         else:
             raise SystemExit(f"{where}: unknown option {p!r} (exit=N, elide=A-B,...)")
     return spec
@@ -101,7 +103,8 @@ def run(binary, spec):
     out = p.stdout.decode("utf-8", "replace").splitlines()
     shown, k = [], 0
     for a, b in sorted(spec["elide"]):
-        if b > len(out):
+        b = len(out) if b is None else b
+        if a > len(out) or b > len(out):
             raise SystemExit(f"elide={a}-{b} for `attn-doctor {spec['args']}` is past its {len(out)} lines of output")
         shown += out[k:a - 1] + [ELIDED]
         k = b
@@ -118,7 +121,7 @@ def marker_text(spec, rc):
     if rc:
         text += f" | exit={rc}"
     if spec["elide"]:
-        text += " | elide=" + ",".join(f"{a}-{b}" if a != b else f"{a}" for a, b in spec["elide"])
+        text += " | elide=" + ",".join(f"{a}-" if b is None else f"{a}-{b}" if a != b else f"{a}" for a, b in spec["elide"])
     return f"<!-- readme-test: {text} -->"
 
 

@@ -445,7 +445,9 @@ std::string render_text(const Report& r, const RenderOptions& options) {
     }
   }
   if (!r.stages.empty()) {
-    // "NAME STATUS TIME" per stage, two spaces apart, as many to a line as fit in 100 columns
+    // "NAME STATUS TIME" per stage, two spaces apart, as many to a line as fit in 100 columns;
+    // a time counts as 8 characters whatever it reads, so the lines break at the same stages
+    // from run to run
     out << "\nstages:";
     size_t column = std::string("stages:").size();
     for (const auto& s : r.stages) {
@@ -453,10 +455,10 @@ std::string render_text(const Report& r, const RenderOptions& options) {
                            : (s.status == StageStatus::violation || s.status == StageStatus::error) ? c.red()
                                                                                                   : c.dim();
       const std::string name = to_string(s.name), status = to_string(s.status), ms = format_ms(s.ms);
-      const size_t width = name.size() + 1 + status.size() + 1 + ms.size();
+      const size_t width = name.size() + 1 + status.size() + 1 + 8;
       if (column + 2 + width > 100) {
-        out << "\n      ";
-        column = 6;
+        out << "\n       ";
+        column = 7;
       }
       out << "  " << name << " " << colour << status << c.reset() << " " << c.dim() << ms << c.reset();
       column += 2 + width;
