@@ -1,7 +1,7 @@
 // The text the commands print for people, run through the binary as a user would: `compare`
 // fits the width it is given (COLUMNS, else 100 off a terminal) and `--wide` prints whole
 // lines; `list` aligns its columns and wraps the last one; the compare headline counts errors
-// and warnings apart.
+// and warnings apart; `explain` wraps its paragraphs.
 #include <catch2/catch.hpp>
 
 #include <array>
@@ -106,4 +106,13 @@ TEST_CASE("cli text: list aligns its columns and wraps the last to the width", "
   const Run r = run("", "list invariants");
   CHECK(r.out.find("attention_backwardevery") == std::string::npos);
   CHECK(r.out.find("attention_backward  ") != std::string::npos);
+}
+
+TEST_CASE("cli text: explain wraps its paragraphs to the width", "[cli]") {
+  const Run r = run("COLUMNS=60", "explain cu_seqlens.total");
+  INFO(r.out);
+  CHECK(r.exit_code == 0);
+  CHECK(longest(r.out) <= 60);
+  CHECK(r.out.find("holds when: cu_q[-1] == rows of q") != std::string::npos);
+  CHECK(r.out.find("\n  Dao-AILab/flash-attention#1661\n") != std::string::npos);
 }
