@@ -91,7 +91,7 @@ TEST_CASE("cli text: list aligns its columns and wraps the last to the width", "
     REQUIRE(lines.size() > 10);
     size_t column = std::string::npos;
     for (const auto& line : lines) {
-      if (line.empty() || line[0] == ' ' && line.find_first_not_of(' ') >= 20) continue;  // a continuation line
+      if (line.empty() || (line[0] == ' ' && line.find_first_not_of(' ') >= 20)) continue;  // a continuation line
       // the start of the last column: after the last run of two or more spaces before it
       const size_t gap = line.rfind("  ", 60);
       REQUIRE(gap != std::string::npos);
