@@ -3,7 +3,7 @@
 // A row whose output differs from the row above is marked, so the release where behaviour
 // changed stands out. Exit code: 0 when every row holds, 1 when some row violates an
 // error-severity invariant or fails the way its release fails, 2 for invalid input.
-#include <iomanip>
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -98,26 +98,124 @@ std::string outcome(const Row& r) {
   return "ok";
 }
 
-void print_text(const std::string& file, const std::vector<Row>& rows) {
-  std::cout << "compare " << file << ": " << rows.size() << " rule sets (* = output differs from the row above)\n\n";
-  std::cout << std::left << "  " << std::setw(10) << "release" << std::setw(11) << "rule set" << std::setw(13) << "path"
-            << std::setw(26) << "cu_seqlens_q" << std::setw(26) << "cu_seqlens_k" << std::setw(24) << "max_seqlen q/k"
-            << std::setw(10) << "total q/k" << std::setw(17) << "predicted" << "first violation\n";
+// What a row counts as in the headline: an error (an error-severity violation, or the release
+// raises), warnings only, or every invariant holds.
+enum class RowClass { error, warning, ok };
+RowClass row_class(const Row& r) {
+  const Report& report = r.diagnosis.report;
+  if (report.has_error_severity(false) || r.args().failure) return RowClass::error;
+  return report.violations.empty() ? RowClass::ok : RowClass::warning;
+}
+
+// "4 break an invariant (error), 2 only warn, 1 holds every invariant"
+std::string headline(const std::vector<Row>& rows) {
+  size_t errors = 0, warnings = 0;
+  for (const Row& r : rows) {
+    const RowClass k = row_class(r);
+    errors += k == RowClass::error;
+    warnings += k == RowClass::warning;
+  }
+  const size_t ok = rows.size() - errors - warnings;
+  auto count = [](size_t n, const char* one, const char* many) { return std::to_string(n) + " " + (n == 1 ? one : many); };
+  return count(errors, "breaks", "break") + " an invariant (error), " + count(warnings, "only warns", "only warn") + ", " +
+         count(ok, "holds", "hold") + " every invariant";
+}
+
+std::string truncated(const std::string& text, size_t width) {
+  if (text.size() <= width) return text;
+  if (width <= 3) return text.substr(0, width);
+  return text.substr(0, width - 3) + "...";
+}
+
+// Cells padded to the widest in their column, two spaces apart; the last cell as it is.
+std::vector<std::string> aligned(const std::vector<std::vector<std::string>>& cells) {
+  std::vector<size_t> widths;
+  for (const auto& row : cells)
+    for (size_t c = 0; c + 1 < row.size(); ++c) {
+      if (widths.size() <= c) widths.push_back(0);
+      widths[c] = std::max(widths[c], row[c].size());
+    }
+  std::vector<std::string> lines;
+  for (const auto& row : cells) {
+    std::string line;
+    for (size_t c = 0; c + 1 < row.size(); ++c) line += row[c] + std::string(widths[c] - row[c].size() + 2, ' ');
+    lines.push_back(line + (row.empty() ? "" : row.back()));
+  }
+  return lines;
+}
+
+std::string max_column(const VarlenArgs& a) {
+  return max_text(a.max_seqlen_q) == max_text(a.max_seqlen_k) ? max_text(a.max_seqlen_q)
+                                                              : max_text(a.max_seqlen_q) + " / " + max_text(a.max_seqlen_k);
+}
+
+// --wide: one line per release, every column, the first violation's whole message.
+void print_wide(const std::vector<Row>& rows) {
+  std::vector<std::vector<std::string>> cells = {{"  release", "rule set", "path", "cu_seqlens_q", "cu_seqlens_k",
+                                                  "max_seqlen q/k", "total q/k", "predicted", "first violation"}};
   for (const Row& r : rows) {
     const VarlenArgs& a = r.args();
-    bool varlen = a.path != VarlenPath::dense;
-    std::string max = !varlen ? "-"
-                      : max_text(a.max_seqlen_q) == max_text(a.max_seqlen_k)
-                          ? max_text(a.max_seqlen_q)
-                          : max_text(a.max_seqlen_q) + " / " + max_text(a.max_seqlen_k);
-    std::cout << (r.changed ? "* " : "  ") << std::setw(10) << r.label << std::setw(11) << r.rules->name << std::setw(13)
-              << to_string(a.path) << std::setw(26)
-              << (varlen ? list(a.cu_seqlens_q) : "-") << std::setw(26) << (varlen ? list(a.cu_seqlens_k) : "-")
-              << std::setw(24) << max << std::setw(10)
-              << (varlen ? std::to_string(a.total_q) + "/" + std::to_string(a.total_k) : "-") << std::setw(17)
-              << to_string(r.prediction().symptom.outcome) << outcome(r) << "\n";
-    if (!r.note.empty()) std::cout << "              note: " << r.note << "\n";
+    const bool varlen = a.path != VarlenPath::dense;
+    cells.push_back({(r.changed ? "* " : "  ") + r.label, r.rules->name, to_string(a.path), varlen ? list(a.cu_seqlens_q) : "-",
+                     varlen ? list(a.cu_seqlens_k) : "-", varlen ? max_column(a) : "-",
+                     varlen ? std::to_string(a.total_q) + "/" + std::to_string(a.total_k) : "-",
+                     to_string(r.prediction().symptom.outcome), outcome(r)});
   }
+  const std::vector<std::string> lines = aligned(cells);
+  for (size_t k = 0; k < lines.size(); ++k) {
+    std::cout << lines[k] << "\n";
+    if (k > 0 && !rows[k - 1].note.empty()) std::cout << "   note: " << rows[k - 1].note << "\n";
+  }
+}
+
+// Fitted to `width` columns: a line per release (release, rule set, path, prediction, the
+// first violation cut to fit), and under a varlen release what reaches the kernel.
+void print_fitted(const std::vector<Row>& rows, size_t width) {
+  std::vector<std::vector<std::string>> cells = {{"  release", "rule set", "path", "predicted", "first violation"}};
+  for (const Row& r : rows)
+    cells.push_back({(r.changed ? "* " : "  ") + r.label, r.rules->name, to_string(r.args().path),
+                     to_string(r.prediction().symptom.outcome), outcome(r)});
+  // the last column starts after the others: cut it, not them
+  std::vector<std::vector<std::string>> heads = cells;
+  for (auto& row : heads) row.back() = "";
+  const std::vector<std::string> prefix = aligned(heads);
+  const std::string indent(std::min<size_t>(prefix.front().find("rule set"), 12), ' ');
+  const size_t room = width > prefix.front().size() + 16 ? width - prefix.front().size() : 16;
+  for (size_t k = 0; k < cells.size(); ++k) {
+    std::cout << prefix[k] << truncated(cells[k].back(), room) << "\n";
+    if (k == 0) continue;
+    const Row& r = rows[k - 1];
+    const VarlenArgs& a = r.args();
+    if (a.path != VarlenPath::dense) {
+      // the arguments, two spaces apart, as many to a line as fit
+      const std::string q = list(a.cu_seqlens_q), kk = list(a.cu_seqlens_k);
+      std::vector<std::string> fields;
+      if (q == kk) fields.push_back("cu_seqlens_q/k " + q);
+      else fields.insert(fields.end(), {"cu_seqlens_q " + q, "cu_seqlens_k " + kk});
+      fields.push_back("max_seqlen q/k " + max_column(a));
+      fields.push_back("total q/k " + std::to_string(a.total_q) + "/" + std::to_string(a.total_k));
+      const size_t room = width - indent.size();
+      std::string line;
+      for (const std::string& f : fields) {
+        if (!line.empty() && line.size() + 2 + f.size() > room) {
+          std::cout << indent << line << "\n";
+          line.clear();
+        }
+        line += (line.empty() ? "" : "  ") + truncated(f, room);
+      }
+      std::cout << indent << line << "\n";
+    }
+    if (!r.note.empty()) std::cout << indent << wrap_text("note: " + r.note, width - indent.size(), indent + "  ") << "\n";
+  }
+}
+
+void print_text(const std::string& file, const std::vector<Row>& rows, bool wide) {
+  const size_t width = static_cast<size_t>(output_width());
+  std::cout << "compare " << file << ": " << rows.size() << " release" << (rows.size() == 1 ? "" : "s") << "\n";
+  std::cout << headline(rows) << "\n";
+  std::cout << "* = what reaches the kernel differs from the release above\n\n";
+  if (wide) print_wide(rows);
+  else print_fitted(rows, width);
 }
 
 }  // namespace
@@ -125,7 +223,7 @@ void print_text(const std::string& file, const std::vector<Row>& rows) {
 Subcommand add_compare(CLI::App& root, const Globals&) {
   struct Args {
     std::string file, releases, format = "text", html;
-    bool full = false;
+    bool full = false, wide = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = root.add_subcommand("compare", "replay one batch under several transformers releases, side by side");
@@ -133,6 +231,9 @@ Subcommand add_compare(CLI::App& root, const Globals&) {
   sub->add_option("--releases", args->releases,
                   "comma-separated releases (4.44.0) or rule sets (hf-4.44.0), or all (default: every rule set)");
   sub->add_flag("--full", args->full, "print arrays in full (json)");
+  sub->add_flag("--wide", args->wide,
+                "text: one line per release with every column and whole messages (default: fitted to COLUMNS or the "
+                "terminal, else 100 columns)");
   sub->add_option("--html", args->html, "also write the releases as aligned pictures of the batch to this HTML file");
   add_format_option(sub, args->format);
   Subcommand s;
@@ -186,7 +287,7 @@ Subcommand add_compare(CLI::App& root, const Globals&) {
       }
       print_json(out);
     } else {
-      print_text(args->file, rows);
+      print_text(args->file, rows, args->wide);
     }
     return violated ? 1 : 0;
   };

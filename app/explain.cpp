@@ -4,6 +4,7 @@
 
 #include "check/check.hpp"
 #include "cli.hpp"
+#include "report/report.hpp"
 
 namespace ad::cli {
 
@@ -49,13 +50,17 @@ Subcommand add_explain(CLI::App& root, const Globals&) {
       print_json(entry_json(*inv));
       return 0;
     }
+    // each paragraph wrapped to the output width, continued with a hanging indent
+    const size_t width = static_cast<size_t>(output_width());
+    auto para = [&](const std::string& text, const std::string& indent) { return wrap_text(text, width - indent.size(), indent); };
     std::cout << inv->id << "  (#" << inv->number << ", " << to_string(inv->group) << ", stage " << inv->stage << ")\n\n";
-    std::cout << "holds when: " << inv->statement << "\n";
-    std::cout << "when broken, the real stack: " << inv->when_broken << "\n";
-    if (!inv->severity_rule.empty()) std::cout << "severity: " << inv->severity_rule << "\n";
-    if (!inv->upstream_message.empty()) std::cout << "message users see: \"" << inv->upstream_message << "\"\n";
-    if (!inv->explanation.empty()) std::cout << "\n" << inv->explanation << "\n";
-    if (!inv->fix.empty()) std::cout << "\nfix: " << inv->fix << "\n";
+    std::cout << para("holds when: " + std::string(inv->statement), "  ") << "\n";
+    std::cout << para("when broken, the real stack: " + std::string(inv->when_broken), "  ") << "\n";
+    if (!inv->severity_rule.empty()) std::cout << para("severity: " + std::string(inv->severity_rule), "  ") << "\n";
+    if (!inv->upstream_message.empty())
+      std::cout << para("message users see: \"" + std::string(inv->upstream_message) + "\"", "  ") << "\n";
+    if (!inv->explanation.empty()) std::cout << "\n" << para(std::string(inv->explanation), "") << "\n";
+    if (!inv->fix.empty()) std::cout << "\n" << para("fix: " + std::string(inv->fix), "  ") << "\n";
     if (!inv->references.empty()) {
       std::cout << "\nreferences:\n";
       for (auto r : inv->references) std::cout << "  " << r << "\n";

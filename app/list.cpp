@@ -1,15 +1,49 @@
 // `attn-doctor list invariants|rules|flash-attn`. `--format markdown` prints what
 // docs/spec/invariants.md and docs/spec/flash-attn-features.md embed.
-#include <iomanip>
+#include <algorithm>
 #include <iostream>
 #include <memory>
+#include <sstream>
+#include <vector>
 
 #include "check/check.hpp"
 #include "check/flash_attn_rules.hpp"
 #include "convert/convert.hpp"
 #include "cli.hpp"
+#include "report/report.hpp"
 
 namespace ad::cli {
+namespace {
+
+// Columns as wide as their widest cell, two spaces apart; the last column is wrapped to the
+// output width (output_width) with its continuation lines under its first, and a "\n" in it
+// starts a new line there.
+void print_table(const std::vector<std::vector<std::string>>& rows, bool right_align_first = false) {
+  if (rows.empty()) return;
+  const size_t columns = rows.front().size();
+  std::vector<size_t> widths(columns, 0);
+  for (const auto& row : rows)
+    for (size_t c = 0; c + 1 < columns; ++c) widths[c] = std::max(widths[c], row[c].size());
+  size_t indent = 0;
+  for (size_t c = 0; c + 1 < columns; ++c) indent += widths[c] + 2;
+  const size_t total = static_cast<size_t>(output_width());
+  const size_t room = total > indent + 30 ? total - indent : 30;
+  const std::string pad(indent, ' ');
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c + 1 < columns; ++c) {
+      const std::string fill(widths[c] - row[c].size(), ' ');
+      line += (c == 0 && right_align_first ? fill + row[c] : row[c] + fill) + "  ";
+    }
+    std::istringstream paragraphs(row.back());
+    std::string paragraph, text;
+    while (std::getline(paragraphs, paragraph))
+      text += (text.empty() ? "" : "\n" + pad) + wrap_text(paragraph, room, pad);
+    std::cout << line << text << "\n";
+  }
+}
+
+}  // namespace
 
 Subcommand add_list(CLI::App& root, const Globals&) {
   struct Args {
@@ -38,6 +72,7 @@ Subcommand add_list(CLI::App& root, const Globals&) {
         return 0;
       }
       bool markdown = args->format == "markdown";
+      std::vector<std::vector<std::string>> table;
       if (markdown) std::cout << "| rule set | library | releases | summary | source |\n|---|---|---|---|---|\n";
       for (const auto& r : rule_sets()) {
         std::string range = r.first + (r.last == r.first ? "" : " - " + (r.last.empty() ? std::string("...") : r.last));
@@ -45,10 +80,10 @@ Subcommand add_list(CLI::App& root, const Globals&) {
           std::cout << "| `" << r.name << "` | " << r.library << " | " << range << " | " << r.summary << " | " << r.source
                     << " |\n";
         } else {
-          std::cout << std::left << std::setw(14) << r.name << std::setw(13) << r.library << std::setw(20) << range
-                    << r.summary << "\n" << std::string(47, ' ') << "source: " << r.source << std::right << "\n";
+          table.push_back({r.name, r.library, range, r.summary + "\nsource: " + r.source});
         }
       }
+      if (!markdown) print_table(table);
       return 0;
     }
     if (args->what == "flash-attn") {
@@ -78,9 +113,10 @@ Subcommand add_list(CLI::App& root, const Globals&) {
       print_json(out);
       return 0;
     }
+    std::vector<std::vector<std::string>> table;
     for (const auto& inv : catalogue())
-      std::cout << std::setw(3) << inv.number << "  " << std::left << std::setw(26) << inv.id << std::setw(11) << inv.stage
-                << std::right << inv.statement << "\n";
+      table.push_back({std::to_string(inv.number), std::string(inv.id), std::string(inv.stage), std::string(inv.statement)});
+    print_table(table, /*right_align_first=*/true);
     return 0;
   };
   return s;

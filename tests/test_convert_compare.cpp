@@ -60,7 +60,7 @@ TEST_CASE("compare shows where a packed batch's conversion changes between relea
 }
 
 TEST_CASE("compare shows the Gemma-2 crash of 4.44.0 and its 4.44.1 fix", "[convert]") {
-  Run r = run("compare " + batch("056-gemma2-generate-prefill.json") + " --releases 4.43.4,4.44.0,4.44.1,4.48.0");
+  Run r = run("compare " + batch("056-gemma2-generate-prefill.json") + " --releases 4.43.4,4.44.0,4.44.1,4.48.0 --wide");
   CHECK(r.exit_code == 1);  // some row fails the way its release fails
   CHECK(r.out.find("raises RuntimeError: index 2 is out of bounds for dimension 0 with size 2") != std::string::npos);
   CHECK(r.out.find("hf-4.44.1") != std::string::npos);

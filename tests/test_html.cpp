@@ -463,3 +463,69 @@ TEST_CASE("html: a batch without tokens gets the report and no picture", "[html]
   CHECK(page.find("describes no tokens") != std::string::npos);
   CHECK(page.find("rotary dim 1024 &gt; head_dim 64") != std::string::npos);
 }
+
+TEST_CASE("html: a violation beside prediction ok says why", "[html]") {
+  Batch b = batch_from(kTwoRows);
+  Conversion c;
+  c.replayed = mask_path_args(b);
+  Violation tolerated = make_violation("max_seqlen.covers", Severity::error, "max_seqlen_q is 9, above the longest");
+  tolerated.symptom = Symptom{Outcome::ok, Pass::forward, Moment::attention, "no error; the extra tiles exit early", {}, "model"};
+  Violation backward = make_violation("backward.coverage", Severity::error, "dq row 3 never written");
+  backward.symptom = Symptom{Outcome::wrong_gradient, Pass::backward, Moment::backward, "no error; dq rows 3-5 are zero", {}, "model"};
+  Violation unmodelled = make_violation("mask.binary", Severity::warning, "mask values 2");
+  Report r = report_with(b, {tolerated, backward, unmodelled});
+  Prediction ok;
+  ok.symptom.outcome = Outcome::ok;
+  ok.symptom.message = "no error; every intended output row is right";
+  ok.symptom.basis = "model";
+  r.prediction = ok;
+  const std::string page = check_page(b, c, r);
+  require_self_contained(page);
+  CHECK(page.find("class=\"status violation\">violation: 2 errors, 1 warning</span>") != std::string::npos);
+  const size_t why = page.find("<div class=\"why\">");
+  REQUIRE(why != std::string::npos);
+  const std::string note = page.substr(why, page.find("</div>", why) - why);
+  INFO(note);
+  CHECK(note.find("beside <b>prediction: ok</b>") != std::string::npos);
+  CHECK(note.find("<code>max_seqlen.covers</code> (error): the real stack runs through it: no error; the extra tiles exit early [model]") !=
+        std::string::npos);
+  CHECK(note.find("<code>backward.coverage</code> (error): it shows only in the backward pass (wrong_gradient), and this batch "
+                  "is a forward call") != std::string::npos);
+  CHECK(note.find("<code>mask.binary</code> (warning): no symptom is modelled for it") != std::string::npos);
+
+  // a harmful prediction needs no note; warnings alone get their own badge
+  Prediction loud;
+  loud.symptom.outcome = Outcome::raises;
+  loud.symptom.message = "RuntimeError";
+  loud.symptom.basis = "model";
+  r.prediction = loud;
+  CHECK(check_page(b, c, r).find("<div class=\"why\">") == std::string::npos);
+  Report warned = report_with(b, {unmodelled});
+  CHECK(check_page(b, c, warned).find("class=\"status warning\">warnings only: 1 warning</span>") != std::string::npos);
+}
+
+TEST_CASE("html: compare's headline counts errors, warnings apart", "[html]") {
+  Batch b = batch_from(kTwoRows);
+  VarlenArgs mask = mask_path_args(b);
+  auto band = [&](const char* rule_set, std::vector<Violation> vs) {
+    Diagnosis d;
+    d.rule_set = find_rule_set(rule_set);
+    REQUIRE(d.rule_set);
+    d.conversion.replayed = mask;
+    d.report = report_with(b, std::move(vs));
+    return d;
+  };
+  const Diagnosis error = band("hf-4.44.0", {make_violation("cu_seqlens.segments", Severity::error, "merged")}),
+                  warning = band("hf-4.44.1", {make_violation("max_seqlen.type", Severity::warning, "a 0-d tensor")}),
+                  warning2 = band("hf-4.47", {make_violation("max_seqlen.type", Severity::warning, "a 0-d tensor")}),
+                  clean = band("hf-4.54", {});
+  const std::string page = render_compare_html(
+      b, {{"4.44.0", &error, "", false}, {"4.44.1", &warning, "", true}, {"4.47.0", &warning2, "", false}, {"4.54.0", &clean, "", true}},
+      "test.json");
+  require_self_contained(page);
+  CHECK(page.find("class=\"status violation\">1 of 4 releases break an invariant (error)</span>") != std::string::npos);
+  CHECK(page.find("class=\"status warning\">2 more only warn</span>") != std::string::npos);
+  const std::string quiet =
+      render_compare_html(b, {{"4.44.1", &warning, "", false}, {"4.54.0", &clean, "", true}}, "test.json");
+  CHECK(quiet.find("class=\"status warning\">0 of 2 releases break an invariant (error)</span>") != std::string::npos);
+}

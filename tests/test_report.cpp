@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <regex>
 
 #include "batch/batch.hpp"
 #include "check/check.hpp"
@@ -174,13 +176,63 @@ TEST_CASE("long arrays are summarised unless --full", "[report]") {
 TEST_CASE("text report names the first violation, its evidence, fix and verdict", "[report]") {
   std::string text = render_text(sample_report(), {});
   CHECK(text.find("first violation: mask.kv_length") != std::string::npos);
-  CHECK(text.find("mask_width=4096") != std::string::npos);
+  CHECK(text.find("evidence: kv_length: 5000; mask_width: 4096") != std::string::npos);
   CHECK(text.find("also violated:") != std::string::npos);
   CHECK(text.find("unpad.gather") != std::string::npos);
   CHECK(text.find("verdict: VIOLATION (2 errors, 1 warning)") != std::string::npos);
   CHECK(text.find("\033[") == std::string::npos);  // no colour unless asked
   std::string coloured = render_text(sample_report(), {true, false, false});
   CHECK(coloured.find("\033[31m") != std::string::npos);
+}
+
+TEST_CASE("report: evidence is printed as text, nested values included, never as JSON", "[report]") {
+  Report r;
+  r.version = "0.1.0";
+  json reach = json::array();
+  reach.push_back({{"tensors", "q/out"}, {"rows", 387}, {"bytes_past", "53248"}, {"inside_segment", true}});
+  reach.push_back({{"tensors", "k/v"}, {"rows", 387}, {"bytes_past", "13312"}, {"inside_segment", false}});
+  std::vector<int64_t> many(40);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = static_cast<int64_t>(i);
+  r.add(make_violation("cu_seqlens.total", Severity::error, "cu_seqlens_q[-1] is 400 but q has 387 rows",
+                       {{"last", 400},
+                        {"reach", reach},
+                        {"shape", {2, 1, 25}},
+                        {"indices", many},
+                        {"raises", {{"type", "RuntimeError"}, {"message", "index 2 is out of bounds"}}},
+                        {"upstream_message", "an illegal memory access was encountered"}}));
+  const std::string wrapped = render_text(r, {});
+  INFO(wrapped);
+  // the report wraps long lines: read it unwrapped
+  const std::string text = std::regex_replace(wrapped, std::regex("\n +"), " ");
+  // no JSON punctuation from the evidence: no quotes, braces or "key":value pairs
+  const std::string evidence = text.substr(text.find("evidence:"), text.find("\n\n", text.find("evidence:")) - text.find("evidence:"));
+  CHECK(evidence.find('"') == std::string::npos);
+  CHECK(evidence.find('{') == std::string::npos);
+  // key: value entries; a list of objects as one group per element, its subject first
+  CHECK(text.find("indices: [0, 1, 2, 3, 4, 5, ... (40 values)]") != std::string::npos);
+  CHECK(text.find("last: 400;") != std::string::npos);
+  CHECK(text.find("raises: message index 2 is out of bounds, type RuntimeError;") != std::string::npos);
+  CHECK(text.find("reach: (tensors q/out, bytes_past 53248, inside_segment true, rows 387) (tensors k/v, bytes_past 13312,") !=
+        std::string::npos);
+  CHECK(text.find("shape: [2, 1, 25];") != std::string::npos);
+  CHECK(text.find("upstream_message: an illegal memory access was encountered") != std::string::npos);
+  // the JSON keeps the evidence as it was
+  CHECK(to_json(r, {})["first_violation"]["evidence"]["reach"] == reach);
+}
+
+TEST_CASE("report: wrap_text and output_width", "[report]") {
+  CHECK(wrap_text("aaa bbb ccc ddd", 7, "  ") == "aaa bbb\n  ccc ddd");
+  CHECK(wrap_text("a-very-long-word x", 5, "") == "a-very-long-word\nx");
+  CHECK(wrap_text("", 10, "  ").empty());
+  setenv("COLUMNS", "123", 1);
+  CHECK(output_width() == 123);
+  setenv("COLUMNS", "10", 1);
+  CHECK(output_width() == 40);  // never below 40
+  // not a number: the terminal's width, or the fallback off a terminal
+  setenv("COLUMNS", "wide", 1);
+  if (!isatty(fileno(stdout))) CHECK(output_width(100) == 100);
+  unsetenv("COLUMNS");
+  if (!isatty(fileno(stdout))) CHECK(output_width(77) == 77);
 }
 
 TEST_CASE("diagnose: explicit overrun with --backend none gives the JSON schema and cu_seqlens.total", "[report]") {

@@ -82,8 +82,9 @@ std::string clipped_note(const ExecPlan& plan) {
                   std::to_string(sg.start_q + sg.len_q) + ", past the " + std::to_string(std::max<int64_t>(at.total_q, 0)) +
                   " rows of q";
   if (t.segments > 1) s += " (" + std::to_string(t.segments) + " segments do)";
+  // the same unit as attention.access's total, which includes these
   s += ": its " + std::to_string(t.tiles) + " attention CTAs wholly past q are counted, not run (" +
-       std::to_string(t.access.count) + " out-of-bounds accesses, attention.access)";
+       std::to_string(t.access.count) + " of the out-of-bounds accesses attention.access counts in all)";
   return s;
 }
 

@@ -194,7 +194,8 @@ void attention(StageRecord& s, ExecResult& res, const AccessRecord& rec, const C
                       std::to_string(a.block[1]) + ", h=" + std::to_string(a.block[2]) + ") " +
                       (a.kind == AccessKind::read ? "reads " : "writes ") + what + " " + std::to_string(a.index) +
                       (a.index < 0 ? " < 0" : " >= " + std::to_string(a.bound)) + "; " + std::to_string(rec.count) +
-                      " out-of-bounds row accesses in all (not performed)";
+                      " out-of-bounds accesses in all (a row of q, k, v or out or a softmax_lse element, per CTA and head; "
+                      "counted, not performed)";
     res.violations.push_back(make_violation("attention.access", Severity::error, msg, access_json(rec)));
     res.violations.back().location = access_location(a, std::nullopt);
   }

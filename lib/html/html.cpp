@@ -722,6 +722,9 @@ h2 { font-size: 15px; margin: 22px 0 6px; }
 .status.ok { background: #e3f4e1; color: #1e6b1e; }
 .status.violation { background: #fbe0e0; color: #a11; }
 .status.error { background: #fff1cc; color: #7a5a00; }
+.status.warning { background: #fff1cc; color: #7a5a00; }
+.why { margin: 8px 0 0; padding: 4px 10px; border-left: 4px solid #b8860b; background: #fffaf0; max-width: 1180px; }
+.why p, .why ul { margin: 3px 0; }
 figure { margin: 10px 0 0; }
 figcaption { margin: 0 0 8px; max-width: 1180px; }
 figcaption p { margin: 3px 0; }
@@ -887,6 +890,53 @@ std::vector<html::LaneSource> check_sources(const Conversion& c) {
   return sources;
 }
 
+// The badge: "ok", "error", or the violations counted by severity ("violation: 2 errors,
+// 1 warning"; "warnings: 1" when nothing is at error severity).
+std::string count_text(size_t n, const char* word) { return std::to_string(n) + " " + word + (n == 1 ? "" : "s"); }
+std::pair<size_t, size_t> severities(const Report& r) {
+  size_t errors = 0;
+  for (const Violation& v : r.violations) errors += v.severity == Severity::error;
+  return {errors, r.violations.size() - errors};
+}
+std::string status_class(const Report& r) {
+  if (r.status() != "violation") return r.status();
+  return severities(r).first ? "violation" : "warning";
+}
+std::string status_text(const Report& r) {
+  if (r.status() != "violation") return r.status();
+  const auto [errors, warnings] = severities(r);
+  if (!errors) return "warnings only: " + count_text(warnings, "warning");
+  return "violation: " + count_text(errors, "error") + (warnings ? ", " + count_text(warnings, "warning") : "");
+}
+
+// A broken invariant beside a prediction of "ok": the prediction is what the real stack does
+// with the call (lib/predict's combination of each violation's symptom), and a violation adds
+// nothing to it when its symptom is "ok" (the stack tolerates it), when it shows only in a
+// backward pass the call does not run, or when no symptom is modelled for it. Say which.
+std::string prediction_note(const Report& r, CallPass pass) {
+  if (!r.prediction || r.prediction->symptom.outcome != Outcome::ok || r.violations.empty()) return "";
+  std::string items;
+  for (const Violation& v : r.violations) {
+    std::string why;
+    const bool untrusted = r.intent && !r.intent->trusted;
+    if ((v.id == "result.reference" || v.id == "backward.reference") && untrusted)
+      why = "it compares against a reference derived from the arguments under test (untrusted), so it does not enter the "
+            "prediction";
+    else if (!v.symptom) why = "no symptom is modelled for it, so it does not enter the prediction";
+    else if (v.symptom->pass == Pass::backward && pass != CallPass::training)
+      why = "it shows only in the backward pass (" + esc(to_string(v.symptom->outcome)) +
+            "), and this batch is a forward call (<code>pass</code> is not <code>training</code>)";
+    else if (v.symptom->outcome == Outcome::ok)
+      why = "the real stack runs through it: " + esc(v.symptom->message) + " [" + esc(v.symptom->basis) + "]";
+    else continue;
+    items += "<li><code>" + esc(v.id) + "</code> (" + esc(to_string(v.severity)) + "): " + why + "</li>\n";
+  }
+  return "<div class=\"why\"><p>Why <b>" + esc(status_text(r)) + "</b> beside <b>prediction: ok</b>: the badge counts the "
+         "invariants the call breaks; the prediction is what the real stack does with it (one symptom per violation, "
+         "combined as <code>docs/prediction.md</code> describes). Here no violation has a harmful symptom "
+         "for this call:</p>\n<ul>\n" + items + "</ul></div>\n";
+}
+
 }  // namespace
 
 std::string render_check_html(const Batch& batch, const Diagnosis& diagnosis, const HtmlOptions& options) {
@@ -903,7 +953,8 @@ std::string render_check_html(const Batch& batch, const Diagnosis& diagnosis, co
   std::ostringstream o;
   o << page_head("attn-doctor check: " + name);
   o << "<h1>" << esc(name) << " <span class=\"cmd\">· attn-doctor check " << esc(report.input) << "</span></h1>\n";
-  o << "<span class=\"status " << esc(report.status()) << "\">" << esc(report.status()) << "</span>\n";
+  o << "<span class=\"status " << esc(status_class(report)) << "\">" << esc(status_text(report)) << "</span>\n";
+  o << prediction_note(report, batch.pass);
   if (!batch.batch && !batch.varlen) {
     // a rotary or launch description: no tokens, nothing to draw
     o << "<p class=\"first nowhere\">The batch file describes no tokens (no <code>batch</code> or <code>varlen</code> block), so "
@@ -949,13 +1000,20 @@ std::string render_compare_html(const Batch& batch, const std::vector<CompareBan
   std::ostringstream o;
   o << page_head("attn-doctor compare: " + batch.name);
   o << "<h1>" << esc(batch.name) << " <span class=\"cmd\">· attn-doctor compare " << esc(input_label) << "</span></h1>\n";
-  size_t violated = 0, changed = 0;
+  // a release counts as breaking an invariant for an error-severity violation or when it
+  // raises; one whose findings are all warnings is counted apart
+  size_t errors = 0, warnings = 0, changed = 0;
   for (const auto& b : bands) {
-    violated += band_first(b) || (band_args(b) && band_args(b)->failure);
+    const bool raises = band_args(b) && band_args(b)->failure;
+    const bool error = raises || (b.diagnosis && b.diagnosis->report.has_error_severity(false));
+    errors += error;
+    warnings += !error && band_first(b);
     changed += b.changed;
   }
-  o << "<span class=\"status " << (violated ? "violation" : "ok") << "\">" << grouped(static_cast<int64_t>(violated)) << " of "
-    << grouped(static_cast<int64_t>(bands.size())) << " releases break an invariant</span>\n";
+  o << "<span class=\"status " << (errors ? "violation" : warnings ? "warning" : "ok") << "\">" << grouped(static_cast<int64_t>(errors))
+    << " of " << grouped(static_cast<int64_t>(bands.size())) << " releases break an invariant (error)</span>\n";
+  if (warnings)
+    o << "<span class=\"status warning\">" << grouped(static_cast<int64_t>(warnings)) << " more only warn</span>\n";
   o << "<figure>\n<figcaption>\n<p>" << esc(scale_text(pic)) << "; " << grouped(static_cast<int64_t>(pic.sequences.size()))
     << " intended sequences (" << esc(pic.intent_source) << "). One band per release, on the same token axis; "
     << grouped(static_cast<int64_t>(changed)) << " band" << (changed == 1 ? "" : "s")

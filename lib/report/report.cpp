@@ -1,6 +1,7 @@
 // Report model, exit codes, and the JSON and text renderings (report-format.md).
 #include "report/report.hpp"
 
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -160,6 +161,36 @@ bool stdout_wants_color() {
   return isatty(fileno(stdout)) != 0;
 }
 
+int output_width(int fallback) {
+  int width = fallback;
+  const char* columns = std::getenv("COLUMNS");
+  char* end = nullptr;
+  const long parsed = columns && *columns ? std::strtol(columns, &end, 10) : 0;
+  if (parsed > 0 && end && *end == '\0') {
+    width = parsed > 1000 ? 1000 : static_cast<int>(parsed);
+  } else if (isatty(fileno(stdout))) {
+    winsize ws{};
+    if (ioctl(fileno(stdout), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) width = ws.ws_col;
+  }
+  return std::max(width, 40);
+}
+
+std::string wrap_text(const std::string& text, size_t width, const std::string& indent) {
+  std::istringstream words(text);
+  std::string word, line, out;
+  bool first = true;
+  while (words >> word) {
+    if (!line.empty() && line.size() + 1 + word.size() > width) {
+      out += (first ? "" : "\n" + indent) + line;
+      first = false;
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  if (!line.empty()) out += (first ? "" : "\n" + indent) + line;
+  return out;
+}
+
 nlohmann::json symptom_json(const Symptom& s) {
   nlohmann::json j = {{"outcome", to_string(s.outcome)}, {"pass", to_string(s.pass)}, {"message", s.message}};
   if (!s.rows.empty()) {
@@ -221,25 +252,44 @@ struct Palette {
   std::string reset() const { return on ? "\033[0m" : ""; }
 };
 
-// Evidence as "key=value" pairs on one line, long arrays shortened.
-std::string evidence_line(const nlohmann::json& evidence) {
-  std::string out;
-  if (!evidence.is_object()) return evidence.dump();
-  for (auto it = evidence.begin(); it != evidence.end(); ++it) {
-    std::string value;
-    if (it->is_array() && it->size() > 12) {
-      nlohmann::json head = nlohmann::json::array();
-      for (size_t k = 0; k < 6; ++k) head.push_back((*it)[k]);
-      value = head.dump();
-      value.pop_back();
-      value += ", ... (" + std::to_string(it->size()) + " values)]";
-    } else if (it->is_string()) {
-      value = it->get<std::string>();
-    } else {
-      value = it->dump();
-    }
-    out += (out.empty() ? "" : "  ") + it.key() + "=" + value;
+// One evidence value as text: a string as it is, a number or flag as written, a list of
+// scalars as "[a, b, c]" (long ones shortened to their first values and the count), an object
+// as "key value, key value", a list of objects as one "(key value, ...)" group per element.
+std::string evidence_value(const nlohmann::json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_object()) {
+    // what the group is about first ("tensors q/out, rows 387, ..."), then the rest in key order
+    std::string out;
+    const char* subject = nullptr;
+    for (const char* key : {"tensors", "tensor", "argument", "buffer", "name"})
+      if (!subject && v.contains(key) && v[key].is_string()) subject = key;
+    if (subject) out = std::string(subject) + " " + v[subject].get<std::string>();
+    for (auto it = v.begin(); it != v.end(); ++it)
+      if (!subject || it.key() != subject) out += (out.empty() ? "" : ", ") + it.key() + " " + evidence_value(*it);
+    return out.empty() ? "(none)" : out;
   }
+  if (v.is_array()) {
+    const bool groups = std::any_of(v.begin(), v.end(), [](const nlohmann::json& e) { return e.is_object() || e.is_array(); });
+    if (groups) {
+      std::string out;
+      for (const auto& e : v) out += (out.empty() ? "(" : " (") + evidence_value(e) + ")";
+      return out.empty() ? "(none)" : out;
+    }
+    const size_t shown = v.size() > 12 ? 6 : v.size();
+    std::string out = "[";
+    for (size_t k = 0; k < shown; ++k) out += (k ? ", " : "") + evidence_value(v[k]);
+    if (shown < v.size()) out += ", ... (" + std::to_string(v.size()) + " values)";
+    return out + "]";
+  }
+  return v.dump();
+}
+
+// Evidence as "key: value" entries on one line, separated by "; ".
+std::string evidence_line(const nlohmann::json& evidence) {
+  if (!evidence.is_object()) return evidence_value(evidence);
+  std::string out;
+  for (auto it = evidence.begin(); it != evidence.end(); ++it)
+    out += (out.empty() ? "" : "; ") + it.key() + ": " + evidence_value(*it);
   return out;
 }
 
@@ -324,7 +374,7 @@ std::string render_text(const Report& r, const RenderOptions& options) {
   for (auto it = r.rules.begin(); it != r.rules.end(); ++it)
     rules += (rules.empty() ? "" : ", ") + it.key() + " " + (it->is_string() ? it->get<std::string>() : it->dump());
   out << c.dim() << "rules: " << (rules.empty() ? "none" : rules) << "   backend: " << r.backend << c.reset() << "\n";
-  for (const auto& n : r.notes) out << c.dim() << "note: " << n << c.reset() << "\n";
+  for (const auto& n : r.notes) out << c.dim() << wrap("note: " + n, "  ").substr(2) << c.reset();
   if (r.prediction) {
     // one line, continued with a hanging indent when long
     const std::string line = "prediction: " + prediction_line(*r.prediction);
@@ -395,13 +445,23 @@ std::string render_text(const Report& r, const RenderOptions& options) {
     }
   }
   if (!r.stages.empty()) {
+    // "NAME STATUS TIME" per stage, two spaces apart, as many to a line as fit in 100 columns;
+    // a time counts as 8 characters whatever it reads, so the lines break at the same stages
+    // from run to run
     out << "\nstages:";
+    size_t column = std::string("stages:").size();
     for (const auto& s : r.stages) {
       std::string colour = s.status == StageStatus::ok ? c.green()
                            : (s.status == StageStatus::violation || s.status == StageStatus::error) ? c.red()
                                                                                                   : c.dim();
-      out << "  " << to_string(s.name) << " " << colour << to_string(s.status) << c.reset() << " " << c.dim()
-          << format_ms(s.ms) << c.reset();
+      const std::string name = to_string(s.name), status = to_string(s.status), ms = format_ms(s.ms);
+      const size_t width = name.size() + 1 + status.size() + 1 + 8;
+      if (column + 2 + width > 100) {
+        out << "\n       ";
+        column = 7;
+      }
+      out << "  " << name << " " << colour << status << c.reset() << " " << c.dim() << ms << c.reset();
+      column += 2 + width;
     }
     out << "\n";
     // details, stages with the same detail (e.g. "not reached: ...") on one line

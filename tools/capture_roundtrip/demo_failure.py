@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""A failing training step for demonstrating `python -m attn_doctor.capture`: a tiny
-random Llama (flash_attention_2 over the stand-in flash_attn beside this file) gets a
-packed batch whose collator built `cu_seq_lens_q/k` as int64 tensors, which flash-attn
+"""A failing forward pass (under torch.no_grad(): the capture records `pass: forward`) for
+demonstrating `python -m attn_doctor.capture`: a tiny random Llama (flash_attention_2 over
+the stand-in flash_attn beside this file) gets a packed batch whose collator built `cu_seq_lens_q/k` as int64 tensors, which flash-attn
 rejects ("cu_seqlens_q must have dtype int32"). The first step (position ids only) runs.
 
     python -m attn_doctor.capture -- python tools/capture_roundtrip/demo_failure.py
