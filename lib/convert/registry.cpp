@@ -240,6 +240,8 @@ VarlenArgs replay_with(const Batch& batch, const RuleSetInfo& rules) {
   replay::Call call = replay::call_from_batch(batch, fa);
   std::vector<std::string> pre_steps;
   std::optional<ReplayFailure> model_failure;
+  std::vector<int64_t> unbuilt_mask_shape;
+  int64_t unbuilt_gather_rows = 0;
   if (rules.library == "transformers") {
     std::optional<replay::LayerCall> layer = replay::gemma2_layer_call(batch, call, e.gemma2);
     if (!layer) layer = replay::qwen2vl_call(batch, call, e.qwen2vl);
@@ -247,11 +249,18 @@ VarlenArgs replay_with(const Batch& batch, const RuleSetInfo& rules) {
       call = layer->call;
       pre_steps = layer->steps;
       model_failure = layer->failure;
+      unbuilt_mask_shape = layer->unpad_mask_shape;
+      unbuilt_gather_rows = layer->gather_rows_k;
     }
   }
   if (model_failure) {
     a.path = call.mask ? VarlenPath::mask : VarlenPath::dense;
     a.failure = model_failure;
+    if (!unbuilt_mask_shape.empty()) {  // the unpad of a mask too large to build
+      a.path = VarlenPath::mask;
+      a.unpad_mask_shape = unbuilt_mask_shape;
+      a.gather_rows_k = unbuilt_gather_rows;
+    }
   } else if (rules.library != "transformers" && !call.mask) {
     a = replay::dense_call(call);
     a.steps.push_back(rules.library + " unpads only with an attention mask; the batch has none");
