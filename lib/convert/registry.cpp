@@ -279,8 +279,13 @@ Conversion convert(const Batch& batch, const ConvertOptions& options) {
   if (!batch.batch) return c;
   std::optional<Version> release = options.transformers ? options.transformers : batch.environment.transformers;
   ResolvedRules resolved = resolve_transformers(release);
-  Batch effective = batch;
-  if (options.flash_attn) effective.environment.flash_attn = options.flash_attn;
+  // a copy only to override the flash-attn release (the batch may hold 2^26 elements)
+  std::optional<Batch> overridden;
+  if (options.flash_attn) {
+    overridden = batch;
+    overridden->environment.flash_attn = options.flash_attn;
+  }
+  const Batch& effective = overridden ? *overridden : batch;
   VarlenArgs a = replay_with(effective, *resolved.rules);
   a.requested = resolved.requested;
   if (!resolved.exact && resolved.known) a.nearest_release = resolved.known->release;
