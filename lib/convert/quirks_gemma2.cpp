@@ -246,17 +246,9 @@ std::optional<LayerCall> gemma2_layer_call(const Batch& batch, const Call& c, Ge
       return l;
     }
     case Gemma2Era::v4_52:
+      l.call.mask = four_d_from(*c.mask, c.query_length, max_cache - 1);
       l.call.position_ids.reset();
       note("a 4-D (B, 1, Lq, " + std::to_string(max_cache - 1) + ") mask reaches the conversion");
-      if (!four_d_within_cap(batch, *c.mask, c.query_length, max_cache - 1)) {
-        const auto gather_rows = checked::mul(c.batch, c.kv_length);
-        l.unpad_mask_shape = {c.batch, 1, c.query_length, max_cache - 1};
-        l.gather_rows_k = gather_rows.value_or(0);
-        l.failure = unbuilt_four_d_failure(*c.mask, c.query_length, max_cache - 1, gather_rows.value_or(0));
-        note(unbuilt_note(batch, *c.mask, c.query_length, max_cache - 1));
-        return l;
-      }
-      l.call.mask = four_d_from(*c.mask, c.query_length, max_cache - 1);
       return l;
     case Gemma2Era::v4_53:
     case Gemma2Era::v4_54: {
