@@ -239,6 +239,10 @@ struct Batch {
   std::optional<Launch> launch;
   Intent intent;                                   // given, or derived by the loader
   std::optional<Expect> expect;
+  // The element cap the batch was loaded under (LoadLimits::max_array_elements): a stage that
+  // builds an array from the batch's numbers rather than its elements (the replay's 4-D
+  // generate masks) holds it to the same cap, and describes what it did not build.
+  int64_t max_array_elements = int64_t{1} << 25;
 
   const TensorOverride* override_for(const std::string& tensor) const {
     auto it = tensors.find(tensor);

@@ -71,6 +71,14 @@ Intent derive_intent(const Batch& batch) {
     in.source = IntentSource::position_ids;
     const int64_t Lk = batch.batch->kv_length;
     const int64_t shift = Lk > S ? Lk - S : 0;  // key slot of the first query slot
+    // counted first: up to one sequence per token (2^25 of them), so the list is allocated
+    // once instead of grown by doubling (which briefly holds one and a half copies)
+    size_t count = 0;
+    for (int64_t r = 0; r < B; ++r) {
+      const int64_t* row = t.values.data() + r * S;
+      for (int64_t c = 1; c <= S; ++c) count += c == S || restarts(row, c, origin);
+    }
+    in.sequences.reserve(count);
     for (int64_t r = 0; r < B; ++r) {
       const int64_t* row = t.values.data() + r * S;  // rank 3: first axis
       int64_t start = 0;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <unordered_set>
 
 #include "batch/batch.hpp"
 #include "batch/json_node.hpp"
@@ -539,8 +540,9 @@ struct Loader {
     if (pos_rows && *pos_rows != b.batch_size && *pos_rows != 1)
       n.at("position_ids").fail("position ids with " + std::to_string(b.batch_size) + " rows (the batch size) or 1",
                                 std::to_string(*pos_rows) + " rows");
-    // Overflow guard for B*L products used everywhere downstream.
-    if (b.batch_size > limits.max_dimension / std::max<int64_t>(1, std::max(b.query_length, b.kv_length)))
+    // Overflow guard for B*L products used everywhere downstream: B x L < max_dimension, i.e.
+    // B x L <= max_dimension - 1 (B = 2^20 rows of 2^20 tokens is refused).
+    if (b.batch_size > (limits.max_dimension - 1) / std::max<int64_t>(1, std::max(b.query_length, b.kv_length)))
       n.fail("batch_size x length below " + std::to_string(limits.max_dimension),
              std::to_string(b.batch_size) + " x " + std::to_string(std::max(b.query_length, b.kv_length)));
     return b;
@@ -682,9 +684,8 @@ struct Loader {
     if (auto h = n.get("heuristics")) l.heuristics = h->as_string_array();
     if (auto c = n.get("config_params")) l.config_params = c->as_string_array();
     if (l.signature.empty()) n.at("signature").fail("at least one parameter name");
-    auto in_signature = [&](const std::string& name) {
-      return std::find(l.signature.begin(), l.signature.end(), name) != l.signature.end();
-    };
+    const std::unordered_set<std::string> signature(l.signature.begin(), l.signature.end());
+    auto in_signature = [&](const std::string& name) { return signature.count(name) > 0; };
     for (const char* list : {"passed", "heuristics", "config_params"}) {
       auto node = n.get(list);
       if (!node) continue;
@@ -803,6 +804,7 @@ Batch parse_batch_text(std::string_view text, const std::filesystem::path& origi
   Node node(root, "", label, limits);
   if (!root.is_object()) node.fail("a JSON object (a batch file)");
   Batch b = loader.batch(node);
+  b.max_array_elements = limits.max_array_elements;
   b.file = origin;
   if (b.name.empty()) b.name = origin.stem().string();
   return b;

@@ -177,6 +177,12 @@ IntTensor parse_npy(std::string_view bytes, const std::string& label, const std:
   Descr d = parse_descr(*descr, hp);
   if (*fortran) fail("a C-order array (fortran_order False)", "fortran_order True (save with np.ascontiguousarray)");
 
+  // every dimension within the widths' cap, also beside a zero one: a (0, 2^62) array holds no
+  // element, but its width would reach the checks
+  for (size_t k = 0; k < shape->size(); ++k)
+    if ((*shape)[k] > limits.max_dimension)
+      fail("dimensions of at most " + std::to_string(limits.max_dimension),
+           "dimension " + std::to_string(k) + " of " + std::to_string((*shape)[k]));
   int64_t count = 1;
   for (int64_t dim : *shape) {
     if (dim != 0 && count > limits.max_array_elements / dim)

@@ -17,6 +17,8 @@
 // so a key without a value is silently left out of the cache key (the kernel keeps the config
 // tuned for the first value it saw); a name that is no parameter is dropped the same way.
 #include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "check/static_checks.hpp"
 
@@ -24,10 +26,19 @@ namespace ad::checks {
 
 namespace {
 
-bool contains(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+// Evidence lists name at most this many parameters (and give the full count beside them): a
+// launch block of thousands of names would otherwise repeat them in every violation.
+constexpr size_t kMaxListed = 16;
+
+nlohmann::json first_names(const std::vector<std::string>& names) {
+  return std::vector<std::string>(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(std::min(names.size(), kMaxListed)));
+}
 
 }  // namespace
 
+// Linear in the launch block's names: hash sets for "has a value" and "supplied by the
+// configs", the signature's positions in a map, and a prefix count of the valueless
+// parameters (a key's shifters are the valueless ones before it).
 void launch_autotune_keys(Ctx& ctx) {
   if (!ctx.batch.launch) return;
   const Launch& l = *ctx.batch.launch;
@@ -35,16 +46,26 @@ void launch_autotune_keys(Ctx& ctx) {
   const bool positional = !triton || *triton < version_literal("3.2.0");
   const std::string rule = triton ? "Triton " + triton->text + (positional ? " (<= 3.1: keys by position)" : " (>= 3.2: keys by name)")
                                   : "no triton release given: Triton <= 3.1's positional lookup assumed";
-  auto valued = [&](const std::string& name) { return contains(l.passed, name) || contains(l.heuristics, name); };
+  std::unordered_set<std::string> valued_set(l.passed.begin(), l.passed.end());
+  valued_set.insert(l.heuristics.begin(), l.heuristics.end());
+  const std::unordered_set<std::string> configs(l.config_params.begin(), l.config_params.end());
+  auto valued = [&](const std::string& name) { return valued_set.count(name) > 0; };
+  std::unordered_map<std::string, size_t> position;  // first occurrence, as list.index() finds it
   std::vector<std::string> valued_names;
-  for (const auto& name : l.signature)
-    if (valued(name)) valued_names.push_back(name);
+  std::vector<size_t> unvalued;                       // signature indices without a value, in order
+  for (size_t i = 0; i < l.signature.size(); ++i) {
+    position.emplace(l.signature[i], i);
+    if (valued(l.signature[i])) valued_names.push_back(l.signature[i]);
+    else unvalued.push_back(i);
+  }
+  const nlohmann::json valued_listed = first_names(valued_names);
   const std::string kernel = l.kernel.empty() ? std::string("the kernel") : l.kernel;
 
   for (const auto& key : l.autotune_keys) {
-    auto at = std::find(l.signature.begin(), l.signature.end(), key);
-    nlohmann::json ev = {{"kernel", kernel}, {"key", key}, {"rule", rule}, {"valued_parameters", valued_names}};
-    if (at == l.signature.end()) {
+    auto at = position.find(key);
+    nlohmann::json ev = {{"kernel", kernel}, {"key", key}, {"rule", rule}, {"valued_parameters", valued_listed}};
+    if (valued_names.size() > kMaxListed) ev["valued_count"] = valued_names.size();
+    if (at == position.end()) {
       ctx.report(positional && triton ? Severity::error : Severity::warning,
                  "autotune key \"" + key + "\" is not a parameter of " + kernel +
                      (positional ? ": Triton <= 3.1 raises when the decorator is applied"
@@ -52,11 +73,11 @@ void launch_autotune_keys(Ctx& ctx) {
                  ev, positional ? "ValueError: '" + key + "' is not in list" : "");
       continue;
     }
-    const size_t index = static_cast<size_t>(at - l.signature.begin());
+    const size_t index = at->second;
     ev["signature_index"] = index;
     if (!positional) {
       if (!valued(key)) {
-        const char* why = contains(l.config_params, key) ? "supplied by the autotune configs" : "never given a value";
+        const char* why = configs.count(key) ? "supplied by the autotune configs" : "never given a value";
         ctx.report(Severity::warning,
                    "autotune key \"" + key + "\" has no value when the key is built (" + why +
                        "): Triton >= 3.2 leaves it out of the cache key, so the kernel never re-tunes when it changes",
@@ -65,18 +86,20 @@ void launch_autotune_keys(Ctx& ctx) {
       continue;
     }
     // positional lookup: which parameters before the key have no value?
+    const size_t shifter_count =
+        static_cast<size_t>(std::lower_bound(unvalued.begin(), unvalued.end(), index) - unvalued.begin());
+    if (shifter_count == 0 && valued(key)) continue;  // the lookup lands on the key itself
     std::vector<std::string> shifters;
-    for (size_t i = 0; i < index; ++i)
-      if (!valued(l.signature[i])) shifters.push_back(l.signature[i]);
-    if (shifters.empty() && valued(key)) continue;  // the lookup lands on the key itself
+    for (size_t k = 0; k < std::min(shifter_count, kMaxListed); ++k) shifters.push_back(l.signature[unvalued[k]]);
     ev["shifted_by"] = shifters;
+    if (shifter_count > kMaxListed) ev["shifted_count"] = shifter_count;
     std::string shifter_text;
-    if (!shifters.empty()) {
+    if (shifter_count > 0) {
       const std::string& s = shifters.front();
       shifter_text = "\"" + s + "\" (" +
-                     (contains(l.config_params, s) ? std::string("supplied by the autotune configs") : std::string("no value")) +
+                     (configs.count(s) ? std::string("supplied by the autotune configs") : std::string("no value")) +
                      ") sits before it in the signature";
-      if (shifters.size() > 1) shifter_text += " with " + std::to_string(shifters.size() - 1) + " more";
+      if (shifter_count > 1) shifter_text += " with " + std::to_string(shifter_count - 1) + " more";
     } else {
       shifter_text = "the key itself has no value";
     }

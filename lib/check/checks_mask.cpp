@@ -50,19 +50,40 @@ void mask_rank(Ctx& ctx) {
       count = r->indices_k->numel();
       for (int64_t v : r->indices_k->values) largest = std::max(largest, v);
     }
-    const bool gather_faults = r->gather_rows_k > 0 && largest >= r->gather_rows_k;
+    // a mask past the element cap is not built (lib/convert/quirks_gemma2.cpp): its cu_seqlens
+    // shape follows from its own, and the failure names the entry the gather stops at
+    const bool built = r->indices_k.has_value();
+    std::vector<int64_t> cu_shape = cu.shape;
+    if (!built && cu_shape.empty() && !mask_shape.empty()) {
+      cu_shape.assign(mask_shape.begin(), mask_shape.end() - 1);
+      if (!cu_shape.empty()) cu_shape.back() += 1;
+    }
+    const bool gather_faults = built ? r->gather_rows_k > 0 && largest >= r->gather_rows_k
+                                     : r->failure && r->failure->message.find("out of bounds") != std::string::npos;
     std::string upstream = replay_failure_message(ctx);
     if (upstream.empty())
       upstream = gather_faults ? "index out of bounds" : "cu_seqlens_q must have shape (batch_size + 1)";
+    std::optional<int64_t> entries = 1;
+    for (int64_t d : mask_shape) entries = entries ? checked::mul(*entries, d) : std::nullopt;
+    const std::string enumerated =
+        built ? "whose " + std::to_string(count) + " indices enumerate mask entries up to " + std::to_string(largest) +
+                    (gather_faults ? ", past the " + std::to_string(r->gather_rows_k) + " key rows the gather reads" : "")
+              : "whose indices enumerate its " + checked::to_text(entries) +
+                    " entries (too many for attn-doctor to build; the release builds them)" +
+                    (gather_faults ? ", past the " + std::to_string(r->gather_rows_k) + " key rows the gather reads" : "");
+    nlohmann::json evidence = {{"batch_mask_shape", m->tensor.shape}, {"cu_seqlens_shape", cu_shape},
+                               {"unpad_mask_shape", mask_shape}, {"key_rows", r->gather_rows_k}, {"rule_set", r->rule_set}};
+    if (built) {
+      evidence["indices"] = count;
+      evidence["largest_index"] = largest;
+    } else {
+      evidence["mask_entries"] = checked::to_text(entries);
+    }
     Violation& v = ctx.report(Severity::error,
                "the batch's 2-D mask is not what reached the unpad path: the replayed release (" + r->rule_set +
                    ") unpadded a mask of shape " + shape_text(mask_shape) + " (its cu_seqlens_k has shape " +
-                   shape_text(cu.shape) + "), whose " + std::to_string(count) +
-                   " indices enumerate mask entries up to " + std::to_string(largest) +
-                   (gather_faults ? ", past the " + std::to_string(r->gather_rows_k) + " key rows the gather reads" : ""),
-               {{"batch_mask_shape", m->tensor.shape}, {"cu_seqlens_shape", cu.shape}, {"unpad_mask_shape", mask_shape},
-                {"indices", count}, {"largest_index", largest}, {"key_rows", r->gather_rows_k}, {"rule_set", r->rule_set}},
-               upstream);
+                   shape_text(cu_shape) + "), " + enumerated,
+               evidence, upstream);
     if (!gather_faults) ctx.symptom(v, "cu_shape", upstream.find("must have shape") != std::string::npos ? "RuntimeError: " + upstream : "");
     return;
   }

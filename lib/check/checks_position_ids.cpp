@@ -12,31 +12,48 @@ namespace ad::checks {
 
 namespace {
 
-// Intended sequences of the rows the position ids cover, sorted by (row, start).
-std::vector<IntendedSequence> sequences_in(const Batch& batch, const PositionRows& pr) {
-  std::vector<IntendedSequence> out;
-  for (const auto& s : batch.intent.sequences)
-    if (s.row < pr.rows && s.start + s.length <= pr.width) out.push_back(s);
-  std::sort(out.begin(), out.end(), [](const IntendedSequence& a, const IntendedSequence& b) {
-    return a.row != b.row ? a.row < b.row : a.start < b.start;
-  });
-  return out;
+bool row_start_order(const IntendedSequence& a, const IntendedSequence& b) {
+  return a.row != b.row ? a.row < b.row : a.start < b.start;
 }
 
 // What the position-id checks read: the ids that reach packing detection as rows, the
-// model's position origin, and the intended sequences inside those rows.
+// model's position origin, and the intended sequences inside those rows, sorted by (row,
+// start). A derived intent already is, and usually lies inside the rows: then `sequences`
+// points at the batch's own (a batch of 2^25 one-token sequences is not copied per check).
 struct PackedIds {
   PositionRows rows;
   int64_t origin = 0;
-  std::vector<IntendedSequence> sequences;
+  std::vector<IntendedSequence> owned;
+  const std::vector<IntendedSequence>* shared = nullptr;  // the batch's own, when usable as they are
+  const std::vector<IntendedSequence>& sequences() const { return shared ? *shared : owned; }
 };
 std::optional<PackedIds> packed_ids(Ctx& ctx) {
   const PositionIds* p = packing_position_ids(ctx);
   if (!p) return std::nullopt;
   PackedIds ids{position_rows(*p), ctx.batch.model.position_origin, {}};
-  ids.sequences = sequences_in(ctx.batch, ids.rows);
+  const auto& all = ctx.batch.intent.sequences;
+  auto inside = [&](const IntendedSequence& s) { return s.row < ids.rows.rows && s.start + s.length <= ids.rows.width; };
+  if (std::all_of(all.begin(), all.end(), inside) && std::is_sorted(all.begin(), all.end(), row_start_order)) {
+    ids.shared = &all;
+    return ids;
+  }
+  for (const auto& s : all)
+    if (inside(s)) ids.owned.push_back(s);
+  if (!std::is_sorted(ids.owned.begin(), ids.owned.end(), row_start_order))
+    std::sort(ids.owned.begin(), ids.owned.end(), row_start_order);
   return ids;
 }
+
+// Membership in a sorted list for queries that never decrease (sequences in (row, start)
+// order, as flat offsets): one forward walk instead of a binary search per query.
+struct SortedCursor {
+  const std::vector<int64_t>& sorted;
+  size_t at = 0;
+  bool contains(int64_t x) {
+    while (at < sorted.size() && sorted[at] < x) ++at;
+    return at < sorted.size() && sorted[at] == x;
+  }
+};
 
 }  // namespace
 
@@ -78,17 +95,16 @@ void position_ids_origin(Ctx& ctx) {
   if (!ids) return;
   const PositionRows& pr = ids->rows;
   const int64_t origin = ids->origin;
-  const auto& seqs = ids->sequences;
+  const auto& seqs = ids->sequences();
   // the replay's boundaries, as flat token offsets in the (B * S) view
   // (a single entry is a replay that found no boundary at all: transformers#39814)
   std::vector<int64_t> boundaries;
   const bool replayed = ctx.replayed && ctx.replayed->path == VarlenPath::position_ids &&
                         ctx.replayed->cu_seqlens_q.rank() == 1 && ctx.replayed->cu_seqlens_q.numel() >= 1;
   if (replayed) boundaries = ctx.replayed->cu_seqlens_q.values;
-  std::sort(boundaries.begin(), boundaries.end());
-  auto detected = [&](const IntendedSequence& s) {
-    return std::binary_search(boundaries.begin(), boundaries.end(), s.row * pr.width + s.start);
-  };
+  if (!std::is_sorted(boundaries.begin(), boundaries.end())) std::sort(boundaries.begin(), boundaries.end());
+  SortedCursor offenders_cursor{boundaries}, starts_cursor{boundaries};
+  auto detected = [&](SortedCursor& cursor, const IntendedSequence& s) { return cursor.contains(s.row * pr.width + s.start); };
   int64_t offenders = 0;
   const IntendedSequence* first = nullptr;
   int64_t first_value = 0;
@@ -100,7 +116,7 @@ void position_ids_origin(Ctx& ctx) {
     ++offenders;
     // below the origin: positions the model reserves (padding) -> wrong embeddings whatever
     // the boundaries; above it: harmless only if the release still found the boundary
-    bool error = v < origin || !replayed || !detected(s);
+    bool error = v < origin || !replayed || !detected(offenders_cursor, s);
     any_error = any_error || error;
     if (!first) {
       first = &s;
@@ -128,7 +144,7 @@ void position_ids_origin(Ctx& ctx) {
   int64_t missed = 0;
   const IntendedSequence* first_missed = nullptr;
   for (const auto& s : seqs)
-    if (!detected(s)) {
+    if (!detected(starts_cursor, s)) {
       ++missed;
       if (!first_missed) first_missed = &s;
     }
@@ -152,7 +168,7 @@ void position_ids_consecutive(Ctx& ctx) {
   if (!ids) return;
   const PositionRows& pr = ids->rows;
   const int64_t origin = ids->origin;
-  const auto& seqs = ids->sequences;
+  const auto& seqs = ids->sequences();
   // (1) a jump inside an intended sequence
   for (const auto& s : seqs)
     for (int64_t c = s.start + 1; c < s.start + s.length; ++c) {

@@ -27,10 +27,16 @@ bool rotary_varlen(const Ctx& ctx) { return ctx.batch.rotary->varlen.value_or(ha
 
 // The first row that holds two or more intended sequences (-1: none), and how many it holds.
 std::pair<int64_t, int64_t> packed_row(const Batch& batch) {
-  auto seqs = batch.intent.sequences;
-  std::sort(seqs.begin(), seqs.end(), [](const IntendedSequence& a, const IntendedSequence& b) {
-    return a.row != b.row ? a.row < b.row : a.start < b.start;
-  });
+  // sorted by (row, start); a derived intent already is, and is not copied
+  auto order = [](const IntendedSequence& a, const IntendedSequence& b) { return a.row != b.row ? a.row < b.row : a.start < b.start; };
+  std::vector<IntendedSequence> sorted;
+  const std::vector<IntendedSequence>* in = &batch.intent.sequences;
+  if (!std::is_sorted(in->begin(), in->end(), order)) {
+    sorted = *in;
+    std::sort(sorted.begin(), sorted.end(), order);
+    in = &sorted;
+  }
+  const auto& seqs = *in;
   for (size_t i = 0; i < seqs.size();) {
     size_t j = i;
     while (j < seqs.size() && seqs[j].row == seqs[i].row) ++j;

@@ -13,10 +13,16 @@ namespace ad::checks {
 void route_packed_to_dense(Ctx& ctx) {
   const auto path = kernel_path(ctx);
   if (!path || *path != VarlenPath::dense) return;
-  auto seqs = ctx.batch.intent.sequences;
-  std::sort(seqs.begin(), seqs.end(), [](const IntendedSequence& a, const IntendedSequence& b) {
-    return a.row != b.row ? a.row < b.row : a.start < b.start;
-  });
+  // sorted by (row, start); a derived intent already is, and is not copied
+  auto order = [](const IntendedSequence& a, const IntendedSequence& b) { return a.row != b.row ? a.row < b.row : a.start < b.start; };
+  std::vector<IntendedSequence> sorted;
+  const std::vector<IntendedSequence>* in = &ctx.batch.intent.sequences;
+  if (!std::is_sorted(in->begin(), in->end(), order)) {
+    sorted = *in;
+    std::sort(sorted.begin(), sorted.end(), order);
+    in = &sorted;
+  }
+  const auto& seqs = *in;
   int64_t packed_rows = 0;
   size_t first = seqs.size(), first_end = 0;
   for (size_t i = 0; i < seqs.size();) {

@@ -87,7 +87,8 @@ std::vector<Span> intent_spans(const Batch& batch) {
     if (!start) continue;
     spans.push_back({*start, s.length});
   }
-  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.start < b.start; });
+  auto by_start = [](const Span& a, const Span& b) { return a.start < b.start; };
+  if (!std::is_sorted(spans.begin(), spans.end(), by_start)) std::sort(spans.begin(), spans.end(), by_start);
   return spans;
 }
 

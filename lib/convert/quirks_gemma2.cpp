@@ -31,6 +31,7 @@
 #include <algorithm>
 
 #include "convert/rules.hpp"
+#include "util/checked_math.hpp"
 
 namespace ad::replay {
 namespace {
@@ -65,6 +66,72 @@ MaskTensor four_d_from(const MaskTensor& mask, int64_t query_length, int64_t key
         out.values.push_back(attended ? 0 : 1);
       }
   return out;
+}
+
+// The 4-D masks of 4.44.0 and 4.52 have B x Lq x max_cache_len entries: three numbers of the
+// batch, not its elements (a 2 x 24 mask with Lq = 2^20 and a cache of 124 gives 2.6e8). Past
+// the element cap every array of the batch is held to (LoadLimits::max_array_elements, 2^25 by
+// default) the replay does not build the mask: it says what the release does with it, from the
+// entries the gather reads, which it finds without enumerating them.
+bool four_d_within_cap(const Batch& batch, const MaskTensor& mask, int64_t query_length, int64_t key_width) {
+  const auto entries = checked::product({mask.dim(0), query_length, key_width});
+  return entries && *entries <= batch.max_array_elements;
+}
+
+// The first entry of four_d_from(mask, Q, K), flattened, that is masked (what
+// nonzero(mask.flatten()) lists for an additive mask) at or past flat index `from`, found
+// without enumerating the entries. Row (b, q) attends key j when j < lim(q) = min(K, S, S - Q +
+// q + 1) and the 2-D mask has it, so its first masked key at or past j0 is the 2-D row's next
+// zero before lim(q), else lim(q) when lim(q) < K. A row with none attends all K keys, and so
+// does every later row of the same b (lim only grows with q): the walk jumps to the next b.
+// Work: O(B x S) for the next-zero table and O(B) rows.
+std::optional<int64_t> first_masked_from(const MaskTensor& mask, int64_t Q, int64_t K, int64_t from) {
+  const int64_t B = mask.dim(0), S = mask.dim(1);
+  if (K <= 0 || Q <= 0 || from < 0) return std::nullopt;
+  std::vector<int64_t> next_zero(static_cast<size_t>(B * (S + 1)));
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t* nz = next_zero.data() + b * (S + 1);
+    nz[S] = S;
+    for (int64_t j = S - 1; j >= 0; --j) nz[j] = mask.values[static_cast<size_t>(b * S + j)] == 0 ? j : nz[j + 1];
+  }
+  int64_t row = from / K, j0 = from % K;
+  while (row < B * Q) {
+    const int64_t b = row / Q, q = row % Q;
+    const int64_t lim = std::clamp<int64_t>(std::min({K, S, S - Q + q + 1}), 0, K);
+    std::optional<int64_t> j;
+    if (j0 >= lim) j = j0;
+    else if (const int64_t z = next_zero[static_cast<size_t>(b * (S + 1) + j0)]; z < lim) j = z;
+    else if (lim < K) j = lim;
+    if (j) {
+      const auto flat = checked::mul(row, K);
+      return flat ? checked::add(*flat, *j) : std::nullopt;
+    }
+    row = j0 == 0 ? (b + 1) * Q : row + 1;
+    j0 = 0;
+  }
+  return std::nullopt;
+}
+
+// The release's 4-D mask, too large to build: what unpadding it does. `_get_unpad_data` lists
+// its masked entries and the key gather of `gather_rows` rows fails at the first one past them
+// (transformers#32309: "index out of bounds"); if none is, flash-attn rejects the cu_seqlens of
+// shape (B, 1, Lq + 1) (flash-attention#742).
+ReplayFailure unbuilt_four_d_failure(const MaskTensor& mask, int64_t Q, int64_t K, int64_t gather_rows) {
+  if (auto first = first_masked_from(mask, Q, K, gather_rows))
+    return raised("_flash_attention_forward > _upad_input > index_first_axis", "RuntimeError",
+                  "index " + std::to_string(*first) + " is out of bounds for dimension 0 with size " +
+                      std::to_string(gather_rows),
+                  "device-side assert in the gather (ScatterGatherKernel.cu / IndexKernel.cu: "
+                  "\"index out of bounds\"), then \"CUDA error: device-side assert triggered\"");
+  return raised("flash_attn_varlen_func > mha_varlen_fwd", "RuntimeError", "cu_seqlens_q must have shape (batch_size + 1)",
+                "the same RuntimeError (host side, before any kernel)");
+}
+
+std::string unbuilt_note(const Batch& batch, const MaskTensor& mask, int64_t Q, int64_t K) {
+  const auto entries = checked::product({mask.dim(0), Q, K});
+  return "the (B, 1, Lq, " + std::to_string(K) + ") mask has " + (entries ? std::to_string(*entries) : "more than 2^63") +
+         " entries, past the " + std::to_string(batch.max_array_elements) +
+         " attn-doctor builds: not built; what its unpad does follows from the entries the gather reads";
 }
 
 }  // namespace
@@ -120,12 +187,19 @@ std::optional<LayerCall> gemma2_layer_call(const Batch& batch, const Call& c, Ge
       note("mask unchanged, " + std::to_string(l.call.kv_length) + " keys, no window passed");
       return l;
     case Gemma2Era::v4_44_0:
-      l.call.mask = four_d_from(*c.mask, c.query_length, max_cache);
       l.call.kv_length = 1;  // key_states[:, :, :attention_mask.shape[1]] with a 4-D mask
       l.call.sliding_window.reset();
       l.call.position_ids.reset();
       note("generate built a 4-D (B, 1, Lq, " + std::to_string(max_cache) +
            ") mask; keys cut to attention_mask.shape[1] == 1");
+      if (!four_d_within_cap(batch, *c.mask, c.query_length, max_cache)) {
+        l.unpad_mask_shape = {c.batch, 1, c.query_length, max_cache};
+        l.gather_rows_k = c.batch;
+        l.failure = unbuilt_four_d_failure(*c.mask, c.query_length, max_cache, c.batch);
+        note(unbuilt_note(batch, *c.mask, c.query_length, max_cache));
+        return l;
+      }
+      l.call.mask = four_d_from(*c.mask, c.query_length, max_cache);
       return l;
     case Gemma2Era::v4_44_1:
       l.call.mask = c.mask->last_columns_dim1(W);

@@ -240,6 +240,8 @@ VarlenArgs replay_with(const Batch& batch, const RuleSetInfo& rules) {
   replay::Call call = replay::call_from_batch(batch, fa);
   std::vector<std::string> pre_steps;
   std::optional<ReplayFailure> model_failure;
+  std::vector<int64_t> unbuilt_mask_shape;
+  int64_t unbuilt_gather_rows = 0;
   if (rules.library == "transformers") {
     std::optional<replay::LayerCall> layer = replay::gemma2_layer_call(batch, call, e.gemma2);
     if (!layer) layer = replay::qwen2vl_call(batch, call, e.qwen2vl);
@@ -247,11 +249,18 @@ VarlenArgs replay_with(const Batch& batch, const RuleSetInfo& rules) {
       call = layer->call;
       pre_steps = layer->steps;
       model_failure = layer->failure;
+      unbuilt_mask_shape = layer->unpad_mask_shape;
+      unbuilt_gather_rows = layer->gather_rows_k;
     }
   }
   if (model_failure) {
     a.path = call.mask ? VarlenPath::mask : VarlenPath::dense;
     a.failure = model_failure;
+    if (!unbuilt_mask_shape.empty()) {  // the unpad of a mask too large to build
+      a.path = VarlenPath::mask;
+      a.unpad_mask_shape = unbuilt_mask_shape;
+      a.gather_rows_k = unbuilt_gather_rows;
+    }
   } else if (rules.library != "transformers" && !call.mask) {
     a = replay::dense_call(call);
     a.steps.push_back(rules.library + " unpads only with an attention mask; the batch has none");
@@ -270,8 +279,13 @@ Conversion convert(const Batch& batch, const ConvertOptions& options) {
   if (!batch.batch) return c;
   std::optional<Version> release = options.transformers ? options.transformers : batch.environment.transformers;
   ResolvedRules resolved = resolve_transformers(release);
-  Batch effective = batch;
-  if (options.flash_attn) effective.environment.flash_attn = options.flash_attn;
+  // a copy only to override the flash-attn release (the batch may hold 2^26 elements)
+  std::optional<Batch> overridden;
+  if (options.flash_attn) {
+    overridden = batch;
+    overridden->environment.flash_attn = options.flash_attn;
+  }
+  const Batch& effective = overridden ? *overridden : batch;
   VarlenArgs a = replay_with(effective, *resolved.rules);
   a.requested = resolved.requested;
   if (!resolved.exact && resolved.known) a.nearest_release = resolved.known->release;

@@ -66,6 +66,10 @@ struct LayerCall {
   Call call;
   std::optional<ReplayFailure> failure;  // the model fails before the conversion
   std::vector<std::string> steps;
+  // a mask the release unpads but the replay did not build (past the element cap): its shape
+  // and the key rows the gather reads, for the failure's report
+  std::vector<int64_t> unpad_mask_shape;
+  int64_t gather_rows_k = 0;
 };
 // nullopt: the batch is not a Gemma-2 model-level description (no cache, no window, no 2-D mask)
 std::optional<LayerCall> gemma2_layer_call(const Batch& batch, const Call& c, Gemma2Era era);

@@ -357,6 +357,33 @@ void plan_rotary(ExecPlan& p, const Batch& batch, const VarlenArgs& a, const std
 // ---------------------------------------------------------------------------------------
 // reference: the intended sequences mapped into the source and final frames.
 
+// For each intended sequence, the first cu_seqlens_q segment b with cu[b] <= start < cu[b + 1]
+// (-1: none). cu_seqlens need not be monotonic here, so instead of a search per sequence (which
+// made 10^5 sequences quadratic) the starts are sorted once and each segment, in order, takes
+// the starts not yet placed that fall inside it: a union-find skips the placed ones.
+std::vector<int64_t> first_segment_of_starts(const std::vector<IntendedSequence>& seqs, const std::vector<int64_t>& cu) {
+  const size_t n = seqs.size();
+  std::vector<int64_t> out(n, -1);
+  std::vector<std::pair<int64_t, size_t>> starts(n);
+  for (size_t i = 0; i < n; ++i) starts[i] = {seqs[i].start, i};
+  std::sort(starts.begin(), starts.end());
+  std::vector<size_t> next(n + 1);  // next[k]: the first unplaced start at or after k (path-halved)
+  for (size_t k = 0; k <= n; ++k) next[k] = k;
+  auto find = [&](size_t k) {
+    while (next[k] != k) k = next[k] = next[next[k]];
+    return k;
+  };
+  for (size_t b = 0; b + 1 < cu.size(); ++b) {
+    if (cu[b + 1] <= cu[b]) continue;
+    auto lo = std::lower_bound(starts.begin(), starts.end(), std::make_pair(cu[b], size_t{0}));
+    for (size_t k = find(static_cast<size_t>(lo - starts.begin())); k < n && starts[k].first < cu[b + 1]; k = find(k)) {
+      out[starts[k].second] = static_cast<int64_t>(b);
+      next[k] = k + 1;
+    }
+  }
+  return out;
+}
+
 void plan_reference(ExecPlan& p, const Batch& batch, const VarlenArgs& a, int64_t B, int64_t Lq, int64_t Lk) {
   ReferencePlan& ref = p.reference;
   const auto& seqs = batch.intent.sequences;
@@ -386,6 +413,7 @@ void plan_reference(ExecPlan& p, const Batch& batch, const VarlenArgs& a, int64_
   const auto& cq = a.cu_seqlens_q.values;
   const auto& ck = a.cu_seqlens_k.values;
   const bool same_packing = cq == ck && a.total_q == a.total_k;
+  std::vector<int64_t> segment_of;  // filled on first use (q and k packed differently)
   for (size_t i = 0; i < seqs.size(); ++i) {
     const IntendedSequence& s = seqs[i];
     RefSequence r;
@@ -430,12 +458,8 @@ void plan_reference(ExecPlan& p, const Batch& batch, const VarlenArgs& a, int64_
       } else {
         // q and k packed differently (decoding, cross attention): the keys of the cu_seqlens_q
         // segment the sequence lies in, queries aligned with its last keys.
-        int64_t seg = -1;
-        for (size_t b = 0; b + 1 < cq.size(); ++b)
-          if (cq[b] <= s.start && s.start < cq[b + 1]) {
-            seg = static_cast<int64_t>(b);
-            break;
-          }
+        if (segment_of.empty()) segment_of = first_segment_of_starts(seqs, cq);
+        const int64_t seg = segment_of[i];
         if (seg < 0 || static_cast<size_t>(seg + 1) >= ck.size()) continue;
         const int64_t kb = ck[static_cast<size_t>(seg)], ke = ck[static_cast<size_t>(seg) + 1];
         if (ke <= kb) continue;

@@ -81,6 +81,15 @@ CASES = {
                            '"intent": {"sequences": [{"row": 0, "start": 3, "length": 9}]}}' % (F, M)).encode(),
                           "within the row width 4", {}),
     "binary-garbage": (bytes(range(256)) * 4, "expected valid JSON", {}),
+    # the limits at their edges (docs/limits.md): one object and nothing after it, a NUL byte
+    # included (nlohmann's lexer reads a NUL as the end of the input); a width past 2^40 beside a
+    # zero; B x max(Lq, Lk) equal to 2^40
+    "nul-after-object": (('{%s, %s, "batch": {"kv_length": 4}}' % (F, M)).encode() + b"\0garbage{{",
+                         "found a NUL byte (line 1, column", {}),
+    "npy-zero-wide": (mask_file("npy-zero-wide.npy").encode(), "dimensions of at most 1099511627776",
+                      {"npy-zero-wide.npy": npy("|b1", "(0, 4611686018427387904)", b"")}),
+    "batch-length-edge": (('{%s, %s, "batch": {"batch_size": 1048576, "kv_length": 1048576}}' % (F, M)).encode(),
+                          "expected batch_size x length below 1099511627776, found 1048576 x 1048576", {}),
     # the pass, the FLA / FA4 releases and the pinned prediction
     "pass-backward": (('{%s, "pass": "backward", %s, "batch": {"query_length": 4}}' % (F, M)).encode(),
                       '/pass: expected one of "forward", "training", found the string "backward"', {}),
