@@ -28,7 +28,7 @@ std::string version_text() {
   t += "build: " + b.build_type + ", " + b.compiler + "\n";
   t += "CUDA backend: " +
        (b.cuda ? "on (" + architectures_text(b.cuda_architectures) + "; wgmma sm_90a: " + (b.wgmma ? "on" : "off") + ")"
-               : std::string("off")) +
+               : "off (" + b.cuda_off_reason + ")") +
        "\n";
   t += "sanitizers: " + (b.sanitizers.empty() ? std::string("none") : b.sanitizers) + "\n";
   t += std::string("Python extension: ") + (b.python_extension ? "built" : "not built");
@@ -48,6 +48,7 @@ nlohmann::json build_info_json() {
   return {{"version", b.version},       {"commit", b.commit},
           {"build_type", b.build_type}, {"compiler", b.compiler},
           {"cuda", b.cuda},             {"cuda_architectures", archs},
+          {"cuda_off_reason", b.cuda ? "" : b.cuda_off_reason},
           {"wgmma", b.wgmma},           {"sanitizers", b.sanitizers},
           {"python_extension", b.python_extension}};
 }

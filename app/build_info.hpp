@@ -14,6 +14,7 @@ struct BuildInfo {
   std::string build_type;        // Release, RelWithDebInfo, ...
   std::string compiler;          // CMake's id and version: "GNU 12.2.0"
   bool cuda = false;             // the CUDA backend is built in
+  std::string cuda_off_reason;   // without it: why ("no CUDA compiler (nvcc) found", ...)
   std::string cuda_architectures;  // "80;90" (empty without CUDA)
   bool wgmma = false;            // the sm_90a (wgmma) kernels are built in
   std::string sanitizers;        // "address,undefined", or empty

@@ -154,7 +154,7 @@ Subcommand add_env(CLI::App& root, const Globals&) {
       std::cout << "GPU: none (" << c.value("why_absent", "no CUDA device") << "): the CPU backend runs every stage\n";
     }
 #else
-    std::cout << "CUDA backend: not built (no nvcc at build time)\n";
+    std::cout << "CUDA backend: not built (" << b.cuda_off_reason << ")\n";
     std::cout << (j["gpu_driver"].get<bool>() ? "GPU: a GPU driver is installed; this build has no CUDA backend to use it\n"
                                               : "GPU: none (no GPU driver)\n");
 #endif

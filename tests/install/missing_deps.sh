@@ -11,11 +11,12 @@ out=$(cmake -S "$root" -B "$work" -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON 
         -DATTN_DOCTOR_CUDA=OFF -DATTN_DOCTOR_PYTHON=OFF -DBUILD_TESTING=OFF 2>&1)
 rc=$?
 fail=0
+flat=$(tr '\n' ' ' <<<"$out" | tr -s ' ')  # CMake wraps a message's lines
 [[ $rc != 0 ]] || { echo "FAIL: configure succeeded without nlohmann_json and CLI11"; fail=1; }
 for want in "attn-doctor needs nlohmann-json3-dev libcli11-dev libspdlog-dev libfmt-dev" \
             "missing here: nlohmann-json3-dev libcli11-dev." \
             "Run scripts/bootstrap" "sudo apt-get install nlohmann-json3-dev libcli11-dev"; do
-  grep -qF -- "$want" <<<"$out" || { echo "FAIL: the message lacks: $want"; fail=1; }
+  grep -qF -- "$want" <<<"$flat" || { echo "FAIL: the message lacks: $want"; fail=1; }
 done
 ((fail)) && echo "$out" | tail -n 20
 rm -rf "$work"
