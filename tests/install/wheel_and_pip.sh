@@ -96,5 +96,21 @@ if ! diff -q "$work/src-before.txt" "$work/src-after.txt" >/dev/null; then
 else
   echo "PASS: pip install . wrote nothing into the source tree"
 fi
+# the switch reaches CMake both ways (-C cmake.define..., the ATTN_DOCTOR_CUDA variable): a value
+# CMake refuses fails the configure step at once, and pip shows the package's hint below it
+for how in config env; do
+  if [[ $how == config ]]; then
+    cmd=(env -u ATTN_DOCTOR_CUDA "$work/v2/bin/pip" wheel --no-deps -w "$work/bogus" -C cmake.define.ATTN_DOCTOR_CUDA=BOGUS "$work/src")
+  else
+    cmd=(env ATTN_DOCTOR_CUDA=BOGUS "$work/v2/bin/pip" wheel --no-deps -w "$work/bogus" "$work/src")
+  fi
+  set +e; out=$("${cmd[@]}" 2>&1); rc=$?; set -e
+  if [[ $rc != 0 ]] && grep -qF "ATTN_DOCTOR_CUDA must be AUTO, GPU, ON or OFF (got BOGUS)" <<<"$out" &&
+     grep -qF "run scripts/bootstrap from the attn-doctor repository" <<<"$out"; then
+    echo "PASS: ATTN_DOCTOR_CUDA through $how reaches CMake; a failed build names scripts/bootstrap"
+  else
+    echo "FAIL: ATTN_DOCTOR_CUDA=BOGUS through $how: exit $rc:"; tail -n 30 <<<"$out"; fail=1
+  fi
+done
 expect "pip install .: v2/bin/attn-doctor check" 1 "first violation: mask.rank" -- "$work/v2/bin/attn-doctor" check "$case_file" --backend none
 exit $fail
