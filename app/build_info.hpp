@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 namespace ad::cli {
 
@@ -23,7 +23,7 @@ struct BuildInfo {
 
 const BuildInfo& build_info();
 
-// `attn-doctor --version`: the version line, then the commit and the build options.
+// `attn-doctor --version`: the version line, then the commit and the build options (app/env.cpp).
 std::string version_text();
 nlohmann::json build_info_json();
 

@@ -56,6 +56,7 @@ version=$("$work/v/bin/python" -c 'import attn_doctor; print(attn_doctor.__versi
 expect "wheel: python -m attn_doctor --version" 0 "attn-doctor $version" -- "$work/v/bin/python" -m attn_doctor --version
 expect "wheel: --version names the build: Python extension built" 0 "Python extension: built" -- "$work/v/bin/attn-doctor" --version
 expect "wheel: --version names the build: CPU-only" 0 "CUDA backend: off" -- "$work/v/bin/attn-doctor" --version
+expect "wheel: --version: a copy without .git has no commit" 0 "commit: unknown" -- "$work/v/bin/attn-doctor" --version
 expect "wheel: env names the binary" 0 "binary: $work/v/bin/attn-doctor" -- "$work/v/bin/python" -m attn_doctor env
 expect "wheel: env says the extension loaded" 0 "extension attn_doctor._native: loaded" -- "$work/v/bin/python" -m attn_doctor env
 expect "wheel: attn_doctor.check()" 0 "mask.rank" -- "$work/v/bin/python" -c \
