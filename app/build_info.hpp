@@ -18,7 +18,7 @@ struct BuildInfo {
   std::string cuda_architectures;  // "80;90" (empty without CUDA)
   bool wgmma = false;            // the sm_90a (wgmma) kernels are built in
   std::string sanitizers;        // "address,undefined", or empty
-  bool python_extension = false; // this build also made attn_doctor._native
+  bool python_extension = false; // the build folder makes attn_doctor._native (nanobind found)
 };
 
 const BuildInfo& build_info();

@@ -137,7 +137,7 @@ Subcommand add_env(CLI::App& root, const Globals&) {
     std::cout << "binary: " << j["binary"].get<std::string>() << "\n";
     std::cout << "commit: " << b.commit << "\n";
     std::cout << "build: " << b.build_type << ", sanitizers: " << (b.sanitizers.empty() ? "none" : b.sanitizers)
-              << ", Python extension: " << (b.python_extension ? "built" : "not built") << "\n";
+              << ", Python extension: " << (b.python_extension ? "on" : "off") << "\n";
     std::cout << "CPU backend: " << j["cpu_threads"].get<unsigned>() << " threads\n";
 #ifdef ATTN_DOCTOR_WITH_CUDA
     std::cout << "CUDA backend: built for sm_" << replace_all(ATTN_DOCTOR_CUDA_ARCHS, ",", ", sm_")
@@ -200,7 +200,7 @@ std::string version_text() {
                : "off (" + b.cuda_off_reason + ")") +
        "\n";
   t += "sanitizers: " + (b.sanitizers.empty() ? std::string("none") : b.sanitizers) + "\n";
-  t += std::string("Python extension: ") + (b.python_extension ? "built" : "not built");
+  t += std::string("Python extension: ") + (b.python_extension ? "on" : "off");
   return t;
 }
 

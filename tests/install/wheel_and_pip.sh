@@ -54,7 +54,7 @@ expect "wheel: v/bin/attn-doctor check" 1 "first violation: mask.rank" -- "$work
 expect "wheel: v/bin/python -m attn_doctor check" 1 "first violation: mask.rank" -- "$work/v/bin/python" -m attn_doctor check "$case_file" --backend none
 version=$("$work/v/bin/python" -c 'import attn_doctor; print(attn_doctor.__version__)')
 expect "wheel: python -m attn_doctor --version" 0 "attn-doctor $version" -- "$work/v/bin/python" -m attn_doctor --version
-expect "wheel: --version names the build: Python extension built" 0 "Python extension: built" -- "$work/v/bin/attn-doctor" --version
+expect "wheel: --version names the build: Python extension on" 0 "Python extension: on" -- "$work/v/bin/attn-doctor" --version
 expect "wheel: --version names the build: CPU-only" 0 "CUDA backend: off" -- "$work/v/bin/attn-doctor" --version
 expect "wheel: --version: a copy without .git has no commit" 0 "commit: unknown" -- "$work/v/bin/attn-doctor" --version
 expect "wheel: env names the binary" 0 "binary: $work/v/bin/attn-doctor" -- "$work/v/bin/python" -m attn_doctor env
