@@ -1,6 +1,10 @@
 // `attn-doctor check FILE|DIR...`: the whole pipeline on each batch file, one report each.
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <memory>
 
@@ -53,6 +57,26 @@ std::string github_escape(const std::string& raw, bool property) {
   return out;
 }
 
+// `check -`: the batch on standard input, named <stdin> in messages and reports; relative
+// .npy paths are read from the working directory. Bounded as a file is (docs/limits.md).
+constexpr const char* kStdinName = "<stdin>";
+
+Batch load_stdin_batch() {
+  const LoadLimits limits;
+  if (isatty(STDIN_FILENO)) log::info("reading a batch from standard input (end it with Ctrl-D)");
+  std::string text;
+  char buffer[1 << 16];
+  while (size_t n = std::fread(buffer, 1, sizeof buffer, stdin)) {
+    text.append(buffer, n);
+    if (static_cast<int64_t>(text.size()) > limits.max_json_bytes)
+      throw InputError(kStdinName, "", "a batch of at most " + std::to_string(limits.max_json_bytes) + " bytes",
+                       "more than " + std::to_string(limits.max_json_bytes) + " bytes");
+  }
+  if (std::ferror(stdin)) throw InputError(kStdinName, "", "a batch on standard input", std::strerror(errno));
+  if (text.empty()) throw InputError(kStdinName, "", "a batch file (JSON) on standard input", "nothing (empty input)");
+  return parse_batch_text(text, kStdinName, limits);
+}
+
 }  // namespace
 
 // One annotation line: `::error file=F,title=T::message`.
@@ -66,7 +90,8 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
   auto args = std::make_shared<CheckArgs>();
   CLI::App* sub = root.add_subcommand("check", "check batch files: replay, static invariants, checked execution");
   sub->add_option("FILE", args->paths,
-                  "batch files (attn-doctor/batch@1 JSON) or folders of them (every *.json below): one report each")
+                  "batch files (attn-doctor/batch@1 JSON) or folders of them (every *.json below): one report each; "
+                  "- reads one batch from standard input")
       ->required();
   sub->add_option("--format", args->format,
                   "text, json (one document; JSON lines, one report per line, for several files or a folder), "
@@ -101,8 +126,10 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
 
     // folders: every *.json below them; a file as given (a missing one is the loader's error)
     std::vector<std::filesystem::path> files;
+    if (std::count(args->paths.begin(), args->paths.end(), "-") > 1)
+      throw CLI::ValidationError("FILE", "standard input (-) can be read once: give - at most once");
     for (const auto& p : args->paths) {
-      if (std::filesystem::is_directory(p)) {
+      if (p != "-" && std::filesystem::is_directory(p)) {
         auto found = collect_cases({p});
         files.insert(files.end(), found.begin(), found.end());
       } else {
@@ -111,7 +138,7 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
     }
     // one file as given: one report as before (pretty JSON); several (or a folder): JSON lines
     const bool several = files.size() > 1 || std::any_of(args->paths.begin(), args->paths.end(), [](const auto& p) {
-                           return std::filesystem::is_directory(p);
+                           return p != "-" && std::filesystem::is_directory(p);
                          });
     if (several && !args->html.empty())
       throw CLI::ValidationError("--html", "draws one batch: give one FILE with --html");
@@ -121,11 +148,12 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
     int worst = 0;
     bool first_output = true;
     for (const auto& path : files) {
-      const std::string file = path.string();
+      const bool from_stdin = path == "-";
+      const std::string file = from_stdin ? kStdinName : path.string();
       Report report;
       int code = 0;
       try {
-        Batch batch = load_batch_file(path);
+        Batch batch = from_stdin ? load_stdin_batch() : load_batch_file(path);
         log::debug("loaded " + file + " (" + batch.name + ")");
         Diagnosis diagnosis = diagnose(batch, options, file);
         if (html.wanted()) {

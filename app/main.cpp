@@ -9,6 +9,7 @@
 
 #include "batch/batch.hpp"
 #include "batch/json_node.hpp"
+#include "build_info.hpp"
 #include "cli.hpp"
 #include "doctor/doctor.hpp"
 #include "report/report.hpp"
@@ -45,7 +46,7 @@ int main(int argc, char** argv) {
                "transformers release performed, checks every invariant the kernels rely on, runs the\n"
                "kernels under bounds checks and reports which invariant breaks first.",
                "attn-doctor"};
-  app.set_version_flag("--version", std::string("attn-doctor ") + ad::kToolVersion);
+  app.set_version_flag("--version", ad::cli::version_text(), "print the version, the commit and the build options");
   app.require_subcommand(1, 1);
   app.footer("Run `attn-doctor COMMAND --help` for a command's options. Exit codes: 0 every error-severity\n"
              "invariant holds, 1 a violation, 2 invalid input or command line, 3 a stage could not run.");

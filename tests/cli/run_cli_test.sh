@@ -7,11 +7,12 @@
 #   stderr: <text that must appear> (repeatable)
 #   not-stdout: <text that must not appear>
 #   stdout-json: true               (stdout must be one valid JSON document)
+#   stdin: <file given on standard input, relative to the repository root; default /dev/null>
 # Lines starting with '#' are comments. Usage: run_cli_test.sh FILE.test /path/to/attn-doctor
 set -u
 test_file=$1
 binary=$2
-args="" expected_exit=0 json=false
+args="" expected_exit=0 json=false stdin=/dev/null
 declare -a want_out=() want_err=() not_out=() envs=()
 while IFS= read -r line || [[ -n $line ]]; do
   case $line in
@@ -20,6 +21,7 @@ while IFS= read -r line || [[ -n $line ]]; do
     env:*) envs+=("${line#env: }") ;;
     exit:*) expected_exit=${line#exit: } ;;
     stdout-json:*) json=true ;;
+    stdin:*) stdin=${line#stdin: } ;;
     stdout:*) want_out+=("${line#stdout: }") ;;
     stderr:*) want_err+=("${line#stderr: }") ;;
     not-stdout:*) not_out+=("${line#not-stdout: }") ;;
@@ -29,7 +31,7 @@ done < "$test_file"
 out=$(mktemp) err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
 eval "set -- $args"
-env "${envs[@]}" "$binary" "$@" >"$out" 2>"$err" </dev/null
+env "${envs[@]}" "$binary" "$@" >"$out" 2>"$err" <"$stdin"
 rc=$?
 fail=0
 if [[ $rc != "$expected_exit" ]]; then echo "exit code: expected $expected_exit, got $rc"; fail=1; fi

@@ -10,7 +10,7 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 bin=$prefix/bin/attn-doctor
 [[ -x $bin ]] || { echo "FAIL: no executable $bin after cmake --install"; exit 1; }
 want=$(sed -n 's/^project(attn_doctor VERSION \([0-9.]*\).*/\1/p' "$root/CMakeLists.txt")
-got=$("$bin" --version)
+got=$("$bin" --version | head -n 1)
 [[ $got == "attn-doctor $want" ]] || { echo "FAIL: --version printed '$got', expected 'attn-doctor $want'"; exit 1; }
 case_file=$root/repro_cases/gemma2-4.44.0-sliding-window-generate.json
 set +e
