@@ -5,6 +5,7 @@
 #include "check/check.hpp"
 #include "cli.hpp"
 #include "report/report.hpp"
+#include "util/text.hpp"
 
 namespace ad::cli {
 
@@ -42,7 +43,7 @@ Subcommand add_explain(CLI::App& root, const Globals&) {
   s.run = [args]() {
     const Invariant* inv = find_invariant(args->id);
     if (!inv) {
-      std::cerr << "attn-doctor: unknown invariant id \"" << args->id << "\"; did you mean \""
+      std::cerr << "attn-doctor: unknown invariant id \"" << escape_text(args->id) << "\"; did you mean \""
                 << closest_invariant_id(args->id) << "\"? (attn-doctor list invariants)\n";
       return 2;
     }

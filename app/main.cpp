@@ -14,6 +14,7 @@
 #include "doctor/doctor.hpp"
 #include "report/report.hpp"
 #include "util/log.hpp"
+#include "util/text.hpp"
 
 namespace {
 
@@ -21,19 +22,19 @@ int run_guarded(const std::function<int()>& run) {
   try {
     return run();
   } catch (const ad::InputError& e) {
-    std::fprintf(stderr, "attn-doctor: invalid input: %s\n", e.what());
+    std::fprintf(stderr, "attn-doctor: invalid input: %s\n", e.what());  // escaped where it was built
     return 2;
   } catch (const CLI::Error& e) {
-    std::fprintf(stderr, "attn-doctor: %s\n", e.what());
+    std::fprintf(stderr, "attn-doctor: %s\n", ad::escape_text(e.what()).c_str());
     return 2;
   } catch (const ad::CapabilityError& e) {
-    std::fprintf(stderr, "attn-doctor: cannot run: %s\n", e.what());
+    std::fprintf(stderr, "attn-doctor: cannot run: %s\n", ad::escape_text(e.what()).c_str());
     return 3;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "attn-doctor: cannot run: out of memory\n");
     return 3;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "attn-doctor: internal error: %s\n", e.what());
+    std::fprintf(stderr, "attn-doctor: internal error: %s\n", ad::escape_text(e.what()).c_str());
     return 3;
   }
 }
@@ -67,8 +68,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // CLI11 quotes the offending argument: escaped like every message that quotes user text
+    std::fprintf(stderr, "%s\nRun with --help for more information.\n", ad::escape_text(e.what()).c_str());
+    return 2;
   }
   ad::log::configure(globals.verbosity, globals.quiet);
   for (const auto& s : subcommands)
@@ -100,7 +103,7 @@ int ad::cli::usage_problem(CLI::App& app, int argc, char** argv) {
     size_t best = SIZE_MAX;
     for (const auto& n : names)
       if (size_t d = ad::edit_distance(word, n); d < best) best = d, closest = n;
-    std::fprintf(stderr, "attn-doctor: unknown command \"%s\"%s\n\n", word.c_str(),
+    std::fprintf(stderr, "attn-doctor: unknown command \"%s\"%s\n\n", ad::escape_text(word).c_str(),
                  best <= 3 ? ("; did you mean \"" + closest + "\"?").c_str() : "");
     std::fprintf(stderr, "%s", app.help().c_str());
     return 2;

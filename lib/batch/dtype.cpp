@@ -1,5 +1,6 @@
 // Element-type names: the batch format's spellings plus the torch/numpy aliases users paste.
 #include "batch/batch.hpp"
+#include "util/text.hpp"
 
 namespace ad {
 
@@ -74,9 +75,12 @@ std::string to_string(IntentSource s) {
   return "?";
 }
 
+// The message quotes the user's file name, keys and values: escaped (escape_text), so control
+// characters never reach the terminal and a NUL does not cut the message short. The accessors
+// keep the text as given.
 InputError::InputError(std::string file, std::string json_path, std::string expected, std::string found)
-    : std::runtime_error(file + ": " + (json_path.empty() ? std::string("/") : json_path) +
-                         ": expected " + expected + ", found " + found),
+    : std::runtime_error(escape_text(file) + ": " + (json_path.empty() ? std::string("/") : escape_text(json_path)) +
+                         ": expected " + escape_text(expected) + ", found " + escape_text(found)),
       file_(std::move(file)),
       json_path_(std::move(json_path)),
       expected_(std::move(expected)),

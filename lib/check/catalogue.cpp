@@ -124,20 +124,43 @@ const std::vector<Invariant>& table() {
        .upstream_message = "an illegal memory access was encountered",
        .check = checks::input_int32_range},
 
+      // 46: numbered after the first revision's 44, placed with the inputs the kernel takes
+      {.number = 46, .id = "input.softcap", .group = G::input, .stage = "input",
+       .severity_rule = "error",
+       .statement = "softcap is 0 (off) or at least the smallest normal float32 (1.1754944e-38)",
+       .when_broken = "silently no softcap (rounds to 0), or uniform attention (softmax_scale / softcap overflows)",
+       .explanation =
+           "flash-attn's C++ op takes softcap as a float32, and set_params_fprop applies it as tanh(s x softmax_scale "
+           "/ softcap) x softcap. A softcap below the smallest normal float32 either rounds to 0, and the kernel "
+           "runs without a cap (softcap > 0 is false), or makes softmax_scale / softcap overflow to inf: every score "
+           "becomes +-1 times a subnormal, so attention is uniform over the keys (NaN where a score is exactly 0). "
+           "Neither is what the model computes in fp64 or fp32 on the host. The rule is reasoned from the source, "
+           "not measured on a GPU.",
+       .fix = "Pass the model's real softcap (Gemma-2: 50.0 for attention logits), or 0 / None to turn it off.",
+       .references = {"Dao-AILab/flash-attention v2.6.3 csrc/flash_attn/flash_api.cpp (set_params_fprop: "
+                      "params.softcap = softmax_scale / softcap)",
+                      "Dao-AILab/flash-attention v2.6.3 csrc/flash_attn/src/softmax.h (apply_softcap)"},
+       .upstream_message = "",
+       .check = checks::input_softcap},
+
       // ---- static: conversion (mask / position ids -> varlen arguments) --------------------
       {.number = 6, .id = "mask.rank", .group = G::conversion, .stage = "conversion",
        .severity_rule = "error",
        .statement = "the mask reaching the unpad path is 2-D (B, S)",
        .when_broken = "4-D mask: indices enumerate mask entries, cu_seqlens gets rank 3 -> \"index out of bounds\" "
-                      "gather assert or \"cu_seqlens_q must have shape (batch_size + 1)\"",
+                      "gather assert or \"cu_seqlens_q must have shape (batch_size + 1)\"; 1-D mask: \"Padding "
+                      "length should be less than or equal to two times the input dimension\" before any kernel",
        .explanation =
-           "_get_unpad_data sums the mask over its last axis and flattens it. On a 4-D (B, 1, Q, K) mask (generate's "
+           "_get_unpad_data sums the mask over its last axis and flattens it. On a 1-D (S,) mask the lengths are a "
+           "0-d tensor: its cumsum stays 0-d and F.pad(cumsum, (1, 0)) raises a RuntimeError in every transformers "
+           "release (and in flash-attn's unpad_input), before cu_seqlens exists. On a 4-D (B, 1, Q, K) mask (generate's "
            "static-cache mask; Gemma-2 on transformers 4.44.0) lengths get shape (B, 1, Q), cu_seqlens (B, 1, Q + 1), "
            "and nonzero() enumerates mask entries rather than tokens (for an additive mask: the masked ones). The key "
            "gather in _upad_input faults with a device-side \"index out of bounds\" assert as soon as an index passes "
            "B x Lk; when none does, flash-attn rejects the rank-3 cu_seqlens.",
-       .fix = "Hand the flash-attention path the 2-D (B, S) padding mask, not the 4-D causal mask: upgrade to "
-              "transformers >= 4.44.1 for Gemma-2, or pass generate a 2-D mask (the reported workaround).",
+       .fix = "Hand the flash-attention path the 2-D (B, S) padding mask, not the 4-D causal mask (upgrade to "
+              "transformers >= 4.44.1 for Gemma-2, or pass generate a 2-D mask: the reported workaround) nor a 1-D "
+              "one (mask[None] for a single sequence).",
        .references = {"Dao-AILab/flash-attention#1156", "huggingface/transformers#32309",
                       "huggingface/transformers#32522", "Dao-AILab/flash-attention#742"},
        .upstream_message = "index out of bounds",
@@ -346,6 +369,26 @@ const std::vector<Invariant>& table() {
                       "huggingface/transformers#38007"},
        .upstream_message = "an illegal memory access was encountered",
        .check = checks::cu_seqlens_total},
+      // 45: numbered after the first revision's 44, placed where the kernel meets it (the values
+      // that reached the kernel); "first" follows this table's order, not the number
+      {.number = 45, .id = "seqused_k.range", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "every seqused_k[b] >= 0 (the number of keys sequence b uses)",
+       .when_broken = "no key attended: the sequence's output rows are zeros, with no error",
+       .explanation =
+           "seqused_k is the number of keys each sequence uses: FA2's BlockInfo takes actual_seqlen_k = seqused_k[b] "
+           "in place of cu_seqlens_k[b + 1] - cu_seqlens_k[b] and reads keys from cu_seqlens_k[b] on. Nothing checks "
+           "its values: a negative count leaves the key-block loop empty, and the forward writes zeros (and an "
+           "infinite LSE) for every query of the sequence. A count past the segment (the next sequence's keys, or "
+           "rows past k and v) is observed by the dynamic stages (result.reference, attention.access), which see "
+           "which keys it reaches.",
+       .fix = "Pass seqused_k[b] = the number of valid keys of sequence b, between 0 and its segment's length in "
+              "cu_seqlens_k (or leave seqused_k out to use the whole segment).",
+       .references = {"Dao-AILab/flash-attention v2.6.3 csrc/flash_attn/src/block_info.h (actual_seqlen_k)",
+                      "Dao-AILab/flash-attention v2.6.3 csrc/flash_attn/src/flash_fwd_kernel.h (n_block_max <= "
+                      "n_block_min: zeros written)"},
+       .upstream_message = "",
+       .check = checks::seqused_k_range},
       {.number = 21, .id = "max_seqlen.type", .group = G::conversion, .stage = "conversion",
        .severity_rule = "error for a value <= 0 and where the kernel needs an int (FA4); warning for a 0-d tensor on "
                         "FA1/FA2/FA3 (accepted at the cost of a host sync)",
@@ -674,7 +717,7 @@ Violation make_violation(std::string_view id, Severity severity, std::string mes
   v.explanation = std::string(inv->explanation.empty() ? inv->when_broken : inv->explanation);
   v.fix = std::string(inv->fix);
   for (auto r : inv->references) v.references.emplace_back(r);
-  v.order = inv->number;
+  v.order = static_cast<int>(inv - table().data()) + 1;  // the table's order decides "first"
   return v;
 }
 

@@ -88,6 +88,24 @@ void mask_rank(Ctx& ctx) {
     return;
   }
   const IntTensor& t = m->tensor;
+  if (t.rank() == 1) {
+    // (S,): lengths = mask.sum(-1) is 0-d, cumsum keeps it 0-d, and F.pad(cumsum, (1, 0)) asks
+    // for one more dimension than it has: the release raises before any cu_seqlens or gather
+    // exists (the replay records where), so nothing reaches flash-attn.
+    const std::string pad_error =
+        "Padding length should be less than or equal to two times the input dimension but got padding length 2 and "
+        "input of dimension 0";
+    std::string upstream = replay_failure_message(ctx);
+    if (upstream.empty()) upstream = pad_error;
+    Violation& v = ctx.report(Severity::error,
+                              "the mask reaching the unpad path has shape " + shape_text(t.shape) +
+                                  " (rank 1), not (B, S): its lengths mask.sum(-1) are 0-d, so F.pad(cumsum(lengths), "
+                                  "(1, 0)) raises before cu_seqlens is built",
+                              {{"mask_shape", t.shape}, {"lengths_shape", std::vector<int64_t>{}}, {"cu_seqlens", "not built"}},
+                              upstream);
+    ctx.symptom(v, "pad_0d", "RuntimeError: " + upstream);
+    return;
+  }
   int64_t nonzero = 0, last = -1;
   for (int64_t i = 0; i < t.numel(); ++i)
     if (t.values[static_cast<size_t>(i)] != 0) {

@@ -80,6 +80,9 @@ void rotary_table(Ctx&);
 void rotary_positions(Ctx&);
 // checks_launch.cpp
 void launch_autotune_keys(Ctx&);
+// checks_kernel_values.cpp
+void seqused_k_range(Ctx&);
+void input_softcap(Ctx&);
 
 // ---- facts shared by several checks (facts.cpp) ------------------------------------------
 

@@ -11,6 +11,12 @@ VarlenArgs fa_unpad_input(const Call& c) {
   VarlenArgs a;
   UnpadData u = unpad_data(*c.mask);
   a.unpad_mask_shape = c.mask->shape;  // the mask the unpad helper received
+  if (u.pad_raises) {  // the same F.pad of the 0-d cumsum, inside unpad_input itself
+    a.path = VarlenPath::mask;
+    a.failure = pad_of_0d_failure("unpad_input");
+    a.steps.push_back("unpad_input on a rank-1 mask: its lengths are 0-d, so F.pad(cumsum(lengths), (1, 0)) raises");
+    return a;
+  }
   set_key_side(a, u, rows(c.batch, c.kv_length), {u.max_seqlen, false, DType::int64});
   set_queries_like_keys(a);  // one call unpads one tensor: the same arguments serve q and k
   const bool five = c.flash_attn >= version_literal("2.7.0");

@@ -12,6 +12,12 @@ VarlenArgs fla_attn(const Call& c) {
   VarlenArgs a;
   UnpadData u = unpad_data(*c.mask);
   a.unpad_mask_shape = c.mask->shape;  // the mask the unpad helper received
+  if (u.pad_raises) {  // prepare_cu_seqlens_from_mask pads the 0-d cumsum of a rank-1 mask's lengths
+    a.path = VarlenPath::mask;
+    a.failure = pad_of_0d_failure("unpad_input > get_unpad_data");
+    a.steps.push_back("get_unpad_data on a rank-1 mask: its lengths are 0-d, so F.pad(cumsum(lengths), (1, 0)) raises");
+    return a;
+  }
   set_key_side(a, u, rows(c.batch, c.kv_length), {u.max_seqlen, false, DType::int64});
   if (auto f = gather_failure(u.indices, a.gather_rows_k, GatherKind::torch_gather, "unpad_input > <genexpr> > forward")) {
     a.failure = f;

@@ -63,13 +63,18 @@ IntTensor int_tensor(std::vector<int64_t> values, DType dtype, std::vector<int64
 // int32 wraparound), indices = nonzero(mask.flatten()) (int64), cu_seqlens = pad(cumsum(lengths,
 // dim 0, int32), (1, 0)) — shape mask.shape[:-1] with the last dimension + 1, so a 4-D mask gives
 // (B, 1, Q + 1) — and max_seqlen = lengths.max().item() (host int).
+// A rank-1 mask (S,) sums to a 0-d tensor; cumsum keeps it 0-d and F.pad(x, (1, 0)) on it raises
+// (`pad_raises`): the helper returns nothing, and no cu_seqlens exists.
 struct UnpadData {
   IntTensor indices;
   IntTensor cu_seqlens;
   int64_t max_seqlen = 0;
   std::vector<int64_t> lengths;
+  bool pad_raises = false;
 };
 UnpadData unpad_data(const MaskTensor& mask);
+// The RuntimeError torch raises for F.pad(x, (1, 0)) on a 0-d x, raised inside `where`.
+ReplayFailure pad_of_0d_failure(const std::string& where);
 
 // How the gather of rows with unpad indices fails, by the helper that does it:
 //  - torch.gather (flash-attn's and FLA's index_first_axis): RuntimeError

@@ -95,6 +95,12 @@ UnpadData unpad_data(const MaskTensor& mask) {
   u.indices = int_tensor(std::move(index_values), DType::int64);
   // max over every length (a 0-d reduction), as a host int
   u.max_seqlen = u.lengths.empty() ? 0 : *std::max_element(u.lengths.begin(), u.lengths.end());
+  if (mask.rank() == 1) {
+    // lengths are 0-d: torch.cumsum(lengths, dim=0) stays 0-d and F.pad(.., (1, 0)) pads one
+    // dimension more than it has, which raises before the helper returns anything
+    u.pad_raises = true;
+    return u;
+  }
   // cumsum along dimension 0 of lengths (shape mask.shape[:-1]), int32, then a 0 in front of the
   // last dimension
   std::vector<int64_t> lshape(mask.shape.begin(), mask.shape.end() - 1);
@@ -130,6 +136,15 @@ std::optional<ReplayFailure> gather_failure(const IntTensor& indices, int64_t ro
                   "\"index out of bounds\"), then \"CUDA error: device-side assert triggered\"");
   }
   return std::nullopt;
+}
+
+ReplayFailure pad_of_0d_failure(const std::string& where) {
+  // torch's _pad_enum (aten/src/ATen/native/PadNd.cpp) checks pad.size() <= 2 * input.dim(),
+  // in this wording since the check names the sizes (older torch: "Padding length too large");
+  // the message measured with transformers 4.38.2 - 5.24.0 on the CPU
+  return raised(where, "RuntimeError",
+                "Padding length should be less than or equal to two times the input dimension but got padding "
+                "length 2 and input of dimension 0");
 }
 
 ReplayFailure raised(std::string where, std::string type, std::string message, std::string cuda_symptom) {

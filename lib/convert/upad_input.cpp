@@ -15,6 +15,13 @@ VarlenArgs upad_input(const Call& c, const UpadOptions& o) {
   VarlenArgs a;
   UnpadData k = unpad_data(mask);
   a.unpad_mask_shape = mask.shape;
+  if (k.pad_raises) {
+    // _get_unpad_data raises before returning: nothing of the key side exists
+    a.path = VarlenPath::mask;
+    a.failure = pad_of_0d_failure(o.unpack_where + " > _get_unpad_data");
+    a.steps.push_back("_get_unpad_data on a rank-1 mask: its lengths are 0-d, so F.pad(cumsum(lengths), (1, 0)) raises");
+    return a;
+  }
   int64_t kv_len = c.kv_length;
   if (o.truncate_keys_to_mask && kv_len > mask.dim(-1)) {
     kv_len = mask.dim(-1);

@@ -5,6 +5,7 @@
 
 #include "check/check.hpp"
 #include "exec/plan.hpp"
+#include "util/log.hpp"
 
 namespace ad {
 
@@ -37,8 +38,10 @@ nlohmann::json varlen_json(const VarlenArgs& a, bool full) {
   j["path"] = to_string(a.path);
   j["cu_seqlens_q"] = tensor_values(a.cu_seqlens_q, full);
   j["cu_seqlens_k"] = tensor_values(a.cu_seqlens_k, full);
-  j["max_seqlen_q"] = a.max_seqlen_q.value;
-  j["max_seqlen_k"] = a.max_seqlen_k.value;
+  // None passed (transformers' cu_seq_lens kwargs without max_length_q/k) is null, not 0
+  auto max_json = [](const MaxSeqlen& m) { return m.is_none ? nlohmann::json(nullptr) : nlohmann::json(m.value); };
+  j["max_seqlen_q"] = max_json(a.max_seqlen_q);
+  j["max_seqlen_k"] = max_json(a.max_seqlen_k);
   j["max_seqlen_is_tensor"] = a.max_seqlen_q.is_tensor || a.max_seqlen_k.is_tensor;  // either
   j["max_seqlen_q_is_tensor"] = a.max_seqlen_q.is_tensor;
   j["max_seqlen_k_is_tensor"] = a.max_seqlen_k.is_tensor;
@@ -172,8 +175,23 @@ void run_pipeline(Diagnosis& d, const Batch& batch, const CheckOptions& options,
   const ExecPlan& plan = *d.plan;
   const double plan_ms = ms_since(t0);
   for (const std::string& n : plan.notes) r.notes.push_back(n);
+  log::debug("plan: the dynamic stages need about " + std::to_string(plan.memory.bytes) + " bytes of host memory (budget " +
+             std::to_string(exec.memory_budget_bytes) + ")");
   guarded_stage(r, Stage::execute, t0, [&] {
-    ExecResult res = backend->run(plan, exec);
+    ExecResult res;
+    try {
+      res = backend->run(plan, exec);
+    } catch (const std::bad_alloc&) {
+      // The plan's estimate let the stages run, but the host could not give them the memory (a
+      // smaller machine, a ulimit, other processes): the batch is still legal and its static
+      // verdict stands, as for a batch over the budget.
+      res = ExecResult{};
+      res.backend = backend->name();
+      const std::string why = "the dynamic stages ran out of host memory (estimated " +
+                              std::to_string(plan.memory.bytes >> 20) + " MiB); the batch was checked statically only";
+      res.stages = skipped_stages(why, plan.backward.enabled);
+      res.notes.push_back(why);
+    }
     r.backend = res.backend;
     bool first = true;
     for (StageRecord& st : res.stages) {

@@ -70,6 +70,23 @@ const std::vector<SymptomRow>& table() {
       {"mask.rank", "cu_shape", "", "", "", false, O::raises, P::forward, M::attention,
        "RuntimeError: cu_seqlens_q must have shape (batch_size + 1)", "report Dao-AILab/flash-attention#742",
        "no gather index passes B x Lk: flash-attn rejects the rank-3 cu_seqlens"},
+      {"mask.rank", "pad_0d", "", "", "", false, O::raises, P::forward, M::conversion,
+       "RuntimeError: Padding length should be less than or equal to two times the input dimension but got padding "
+       "length 2 and input of dimension 0",
+       "model",
+       "a rank-1 mask: its lengths are 0-d and the unpad helper's F.pad(cumsum(lengths), (1, 0)) raises (torch "
+       "aten/src/ATen/native/PadNd.cpp _pad_enum) before flash-attn is called"},
+      // seqused_k.range and input.softcap (checks_kernel_values.cpp): values mha_varlen_fwd passes
+      // to the kernel unchecked
+      {"seqused_k.range", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; the sequences with a negative seqused_k attend to no key: their output rows are zeros", "model",
+       "block_info.h actual_seqlen_k = seqused_k[b] < 0: n_block_max <= 0, flash_fwd_kernel.h writes zeros"},
+      {"input.softcap", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; softmax_scale / softcap overflows to inf: uniform attention over the keys (NaN where a score is 0)",
+       "model", "a subnormal float32 softcap (flash_api.cpp set_params_fprop, softmax.h apply_softcap)"},
+      {"input.softcap", "flushed", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; softcap rounds to 0 as a float32 and the kernel runs without it", "model",
+       "a softcap below half the smallest float32 subnormal"},
       {"mask.binary", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
        "no error; cu_seqlens counts the segment ids' sum while the gather packs the non-zero tokens, so sequences "
        "are cut at the wrong rows",

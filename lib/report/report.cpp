@@ -429,7 +429,9 @@ std::string render_text(const Report& r, const RenderOptions& options) {
         out << " of shape " << v["shapes"][key].dump();
       out << " " << short_array(v[key]) << "\n";
     }
-    auto num = [&](const char* key) { return v.contains(key) ? v[key].dump() : std::string("-"); };
+    auto num = [&](const char* key) {
+      return !v.contains(key) ? std::string("-") : v[key].is_null() ? std::string("None") : v[key].dump();
+    };
     // each argument's type: the 5.4 - 5.13 decode path passes a host-int q beside a 0-d tensor k
     auto tensor_mark = [&](const char* key) { return v.value(key, false) ? " (0-d tensor)" : ""; };
     out << "  max_seqlen_q " << num("max_seqlen_q") << tensor_mark("max_seqlen_q_is_tensor") << "  max_seqlen_k "
