@@ -13,6 +13,7 @@
 #include "batch/npy.hpp"
 #include "check/check.hpp"
 #include "convert/convert.hpp"
+#include "exec/plan.hpp"
 #include "test_check_helpers.hpp"
 
 using namespace ad;
@@ -176,4 +177,29 @@ TEST_CASE("limits: a .npy dimension past 2^40 is refused, also beside a zero", "
   CHECK_THROWS_WITH(parse_npy(npy("(1099511627777, 0)"), "wide.npy", "/batch/attention_mask/file", limits),
                     Catch::Contains("dimension 0 of 1099511627777"));
   CHECK(parse_npy(npy("(0, 1099511627776)"), "edge.npy", "/batch/attention_mask/file", limits).numel() == 0);
+}
+
+TEST_CASE("limits: the row sample stays within the budget however many sequences the intent holds", "[limits][exec]") {
+  // 30,000 one-token intended sequences inside one 30,000-row kernel segment (an all-ones mask):
+  // keeping every sequence's first and last rows sampled every row, each against the whole
+  // segment (100,000 of them took over 100 s with --backend cpu)
+  const int n = 30000;
+  std::string mask, seqs;
+  for (int i = 0; i < n; ++i) {
+    mask += i ? ",1" : "1";
+    seqs += (i ? "," : "") + std::string(R"({"start": )") + std::to_string(i) + R"(, "length": 1})";
+  }
+  const Batch b = parse_batch_text(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 2, "head_dim": 64},
+      "batch": {"attention_mask": {"values": [[)" + mask + R"(]]}}, "intent": {"sequences": [)" + seqs + "]}}",
+                                   "intent-30k.json");
+  const Conversion c = convert(b);
+  ExecOptions o;
+  const ExecPlan p = make_exec_plan(b, c, o);
+  REQUIRE(p.sampled);
+  CHECK(p.reference.rows_total == n);
+  // the budget's share of the rows (about 2^31 / 57.6e9 x 30,000, so about 1,100) and the
+  // first and last rows of every stride-th sequence: far below every row
+  CHECK(p.reference.rows_sampled < n / 10);
+  CHECK(p.attention.rows_sampled < n / 10);
+  CHECK(p.reference.rows_sampled >= 2);
 }

@@ -1,7 +1,6 @@
 // Static: what the segments mean (ids 23-27): the single-query GQA path, the segments against
 // the intended sequences, the launch grid, and the unpad gather indices.
 #include <algorithm>
-#include <set>
 
 #include "contract/fa2_forward.hpp"
 #include "util/checked_math.hpp"
@@ -51,11 +50,16 @@ struct TokenMap {
 };
 
 // The maximal runs of consecutive flat tokens that packed rows [from, to) map to.
-std::vector<Span> runs_of(const TokenMap& map, int64_t from, int64_t to) {
-  std::vector<Span> runs;
+// (into `runs`, reused from segment to segment: a batch of millions of one-token segments
+// allocates nothing per segment)
+void runs_of(const TokenMap& map, int64_t from, int64_t to, std::vector<Span>& runs) {
+  runs.clear();
   to = std::min(to, map.limit());
-  if (from >= to) return runs;
-  if (!map.indices) return {{from, to - from}};
+  if (from >= to) return;
+  if (!map.indices) {
+    runs.push_back({from, to - from});
+    return;
+  }
   Span cur{map.at(from), 1};
   for (int64_t i = from + 1; i < to; ++i) {
     int64_t t = map.at(i);
@@ -67,7 +71,6 @@ std::vector<Span> runs_of(const TokenMap& map, int64_t from, int64_t to) {
     }
   }
   runs.push_back(cur);
-  return runs;
 }
 
 struct SegmentFindings {
@@ -100,22 +103,33 @@ SegmentFindings compare_segments(const IntTensor& cu, const TokenMap& map, const
       f.first_location = at;
     }
   };
+  std::vector<Span> runs;
+  std::vector<size_t> owners;  // the intended sequences a segment touches, sorted, once each
+  size_t cursor = 0;           // the last answer of the span search: segments mostly run forward
+  auto first_ending_after = [&](int64_t token) {
+    if (cursor > 0 && spans[cursor - 1].end() > token) return cursor = first_span_ending_after(spans, token);
+    for (int step = 0; cursor < spans.size() && spans[cursor].end() <= token; ++step, ++cursor)
+      if (step == 8) return cursor = first_span_ending_after(spans, token);
+    return cursor;
+  };
   for (size_t j = 0; j + 1 < cu.values.size(); ++j) {
     const int64_t from = cu.values[j], to = cu.values[j + 1];
     if (from == to) continue;  // empty segments compute nothing
-    const auto runs = runs_of(map, from, to);
+    runs_of(map, from, to, runs);
     if (runs.empty()) continue;  // rows past the unpad indices: indices.count reports them
-    std::set<size_t> owners;
+    owners.clear();
     int64_t inside = 0, total = 0;
     bool leading_padding = false;
     for (const Span& run : runs) {
       total += run.length;
-      for (size_t k = first_span_ending_after(spans, run.start); k < spans.size() && spans[k].start < run.end(); ++k) {
-        owners.insert(k);
+      for (size_t k = first_ending_after(run.start); k < spans.size() && spans[k].start < run.end(); ++k) {
+        if (owners.empty() || owners.back() != k) owners.push_back(k);
         inside += std::min(run.end(), spans[k].end()) - std::max(run.start, spans[k].start);
         if (run.start < spans[k].start && owners.size() == 1) leading_padding = true;
       }
     }
+    if (!std::is_sorted(owners.begin(), owners.end())) std::sort(owners.begin(), owners.end());
+    owners.erase(std::unique(owners.begin(), owners.end()), owners.end());
     if (owners.size() == 1 && runs.size() == 1 && inside == total && runs[0].start == spans[*owners.begin()].start &&
         runs[0].length == spans[*owners.begin()].length) {
       matched[*owners.begin()] = 1;
@@ -135,7 +149,7 @@ SegmentFindings compare_segments(const IntTensor& cu, const TokenMap& map, const
     } else if (owners.size() >= 2) {
       ++f.merged;
       const Span& a = spans[*owners.begin()];
-      const Span& b = spans[*std::next(owners.begin())];
+      const Span& b = spans[owners[1]];
       ev["sequences"] = {span_text(a, width), span_text(b, width)};
       ev["sequences_merged"] = owners.size();
       note(true, seg + " spans " + std::to_string(owners.size()) + " intended sequences (" + span_text(a, width) + " and " +

@@ -813,9 +813,26 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
             packed_of_final[static_cast<size_t>(t)] = static_cast<int64_t>(i);
         }
       }
-      for (const RefSequence& r : p.reference.sequences)
-        sample_range(p.reference.sample, r.q_final_first, r.q_count,
-                     std::max<int64_t>(2, static_cast<int64_t>(std::ceil(f * double(r.q_count)))));
+      // Each intended sequence's first and last rows while the budget's rows hold them; with
+      // more sequences than that (100,000 one-token sequences inside one kernel segment, whose
+      // every row costs the whole segment) only every `stride`-th sequence keeps its two rows,
+      // so the sample stays within the budget instead of growing to every row.
+      const auto& seqs = p.reference.sequences;
+      int64_t intended_rows = 0;
+      for (const RefSequence& r : seqs) intended_rows += std::max<int64_t>(r.q_count, 0);
+      const int64_t budget_rows = std::max<int64_t>(2, static_cast<int64_t>(std::ceil(f * double(intended_rows))));
+      const size_t stride = std::max<size_t>(1, static_cast<size_t>(checked::ceil_div(2 * static_cast<int64_t>(seqs.size()), budget_rows)));
+      int64_t seen = 0;  // rows of the sequences before this one: the sample spreads f of them evenly
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        const RefSequence& r = seqs[i];
+        const int64_t len = std::max<int64_t>(r.q_count, 0);
+        int64_t want = stride == 1 ? static_cast<int64_t>(std::ceil(f * double(len)))
+                                   : static_cast<int64_t>(std::floor(f * double(seen + len))) -
+                                         static_cast<int64_t>(std::floor(f * double(seen)));
+        seen += len;
+        if (i % stride == 0) want = std::max<int64_t>(2, want);
+        if (want > 0) sample_range(p.reference.sample, r.q_final_first, r.q_count, want);
+      }
       for (size_t fr = 0; fr < p.reference.sample.size(); ++fr) {
         if (!p.reference.sample[fr]) continue;
         const int64_t pk = p.pad.enabled ? packed_of_final[fr] : static_cast<int64_t>(fr);
@@ -828,7 +845,9 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
       p.notes.push_back("budget: attention and reference need about " + std::to_string(cost) +
                         " multiply-adds, over --budget " + std::to_string(options.budget) + "; checked a sample of " +
                         std::to_string(p.reference.rows_sampled) + " of " + std::to_string(p.reference.rows_total) +
-                        " intended query rows (each sequence's first and last rows included; --full checks all)");
+                        " intended query rows (" +
+                        (stride == 1 ? std::string("each sequence's") : "every " + std::to_string(stride) + "th sequence's") +
+                        " first and last rows included; --full checks all)");
     } else {
       p.attention.rows_sampled = total_q;
       p.reference.rows_sampled = p.reference.rows_total;
