@@ -246,6 +246,19 @@ std::optional<LayerCall> gemma2_layer_call(const Batch& batch, const Call& c, Ge
       return l;
     }
     case Gemma2Era::v4_52:
+      // the mask the release builds is held to the documented cap of a 4-D mask once built
+      // (docs/spec/batch-format.md): past it the batch is refused, not built (4.44.0's failure
+      // is found without building; 4.52's unpad of it is not modelled that way)
+      if (!four_d_within_cap(batch, *c.mask, c.query_length, max_cache - 1)) {
+        const auto entries = checked::product({c.mask->dim(0), c.query_length, max_cache - 1});
+        throw InputError(batch.file.string(), "/batch/query_length",
+                         "a generate call whose 4-D mask, which transformers " + std::string("4.52") +
+                             " builds for Gemma-2 as (B, 1, Lq, max_cache_len - 1), holds at most " +
+                             std::to_string(batch.max_array_elements) + " entries",
+                         std::to_string(c.mask->dim(0)) + " x " + std::to_string(c.query_length) + " x " +
+                             std::to_string(max_cache - 1) + " = " +
+                             (entries ? std::to_string(*entries) : std::string("more than 2^63")) + " entries");
+      }
       l.call.mask = four_d_from(*c.mask, c.query_length, max_cache - 1);
       l.call.position_ids.reset();
       note("a 4-D (B, 1, Lq, " + std::to_string(max_cache - 1) + ") mask reaches the conversion");

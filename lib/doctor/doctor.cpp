@@ -76,6 +76,8 @@ bool guarded_stage(Report& r, Stage stage, Clock::time_point t0, Fn&& fn) {
   try {
     fn();
     return true;
+  } catch (const InputError&) {
+    throw;  // a batch past the documented limits is bad input (exit 2), not a failed stage
   } catch (const std::bad_alloc&) {
     why = "out of memory";
   } catch (const std::exception& e) {

@@ -90,6 +90,14 @@ CASES = {
                       {"npy-zero-wide.npy": npy("|b1", "(0, 4611686018427387904)", b"")}),
     "batch-length-edge": (('{%s, %s, "batch": {"batch_size": 1048576, "kv_length": 1048576}}' % (F, M)).encode(),
                           "expected batch_size x length below 1099511627776, found 1048576 x 1048576", {}),
+    # Gemma-2's generate on transformers 4.52 builds a (B, 1, Lq, max_cache_len - 1) mask: past
+    # the cap of a 4-D mask once built the batch is refused before anything is built
+    "gemma2-4.52-four-d-past-cap": (
+        (b'{"format": "attn-doctor/batch@1", "environment": {"transformers": "4.52.0", "flash_attn": "2.6.3"}, '
+         b'"model": {"num_heads": 8, "num_kv_heads": 4, "head_dim": 256, "sliding_window": 4096, '
+         b'"architecture": "gemma2"}, "batch": {"attention_mask": {"values": [[0, 0, 1, 1], [1, 1, 1, 1]]}, '
+         b'"query_length": 1048576, "kv_length": 4, "cache": {"kind": "hybrid", "max_cache_len": 124}}}'),
+        "/batch/query_length: expected a generate call whose 4-D mask", {}),
     # the pass, the FLA / FA4 releases and the pinned prediction
     "pass-backward": (('{%s, "pass": "backward", %s, "batch": {"query_length": 4}}' % (F, M)).encode(),
                       '/pass: expected one of "forward", "training", found the string "backward"', {}),
