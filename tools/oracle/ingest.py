@@ -190,6 +190,22 @@ def table(records, firsts):
     return "\n".join(rows)
 
 
+def first_of(args, records):
+    """id -> the table's invariant column: the binary's first violation, else the case's expectation."""
+    batches = {cid: r["batch"] for cid, r in records.items() if r.get("batch")}
+    if args.binary:
+        return first_violations(args.binary, batches)
+    return {c: expected_first(b) for c, b in batches.items()}
+
+
+def docs_table(args):
+    """-> (the docs page, the text before the table's markers, the table, the text after)."""
+    docs = Path(args.docs)
+    head, _, rest = docs.read_text().partition(BEGIN)
+    body, _, tail = rest.partition(END)
+    return docs, head, body, tail
+
+
 def add_run(args, gdir, run, records, measured):
     """--add: RUN.json keeps the earlier run and lists this one; the table's rows of these cases
     are replaced or inserted in case order."""
@@ -198,12 +214,8 @@ def add_run(args, gdir, run, records, measured):
     entry["measured"] = sorted(measured)
     main_run.setdefault("added_runs", []).append(entry)
     (gdir / "RUN.json").write_text(json.dumps(main_run, indent=1) + "\n")
-    batches = {cid: r["batch"] for cid, r in records.items() if r.get("batch")}
-    firsts = first_violations(args.binary, batches) if args.binary else {c: expected_first(b) for c, b in batches.items()}
-    docs = Path(args.docs)
-    text = docs.read_text()
-    head, _, rest = text.partition(BEGIN)
-    body, _, tail = rest.partition(END)
+    firsts = first_of(args, records)
+    docs, head, body, tail = docs_table(args)
     lines = body.strip("\n").splitlines()
     new_rows = {line.split("`")[1]: line for line in table(records, firsts).splitlines()[2:]}
     summary, header, rows = lines[0], lines[2:4], {}
@@ -254,12 +266,8 @@ def main():
                             "reason": r.get("not_measured") or (r.get("harness_error") or {}).get("message", "")}
                            for cid, r in sorted(records.items()) if "call" not in r]
     (gdir / "RUN.json").write_text(json.dumps(run, indent=1) + "\n")
-    batches = {cid: r["batch"] for cid, r in records.items() if r.get("batch")}
-    firsts = first_violations(args.binary, batches) if args.binary else {c: expected_first(b) for c, b in batches.items()}
-    docs = Path(args.docs)
-    text = docs.read_text()
-    head, _, rest = text.partition(BEGIN)
-    _, _, tail = rest.partition(END)
+    firsts = first_of(args, records)
+    docs, head, _, tail = docs_table(args)
     gpu = ", ".join(run.get("gpu", [])) or "?"
     summary = (f"Measured {run.get('date', '?')} on {gpu}, CUDA {run.get('cuda')}, torch "
                f"{run.get('packages', {}).get('torch')}, triton {run.get('packages', {}).get('triton')}: "
