@@ -4,31 +4,16 @@
 // and warnings apart; `explain` wraps its paragraphs.
 #include <catch2/catch.hpp>
 
-#include <array>
-#include <cstdio>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "binary_run.hpp"
+
 namespace {
 
-struct Run {
-  int exit_code = -1;
-  std::string out;
-};
-
-Run run(const std::string& env, const std::string& args) {
-  std::string cmd = "env -u COLUMNS " + env + " NO_COLOR=1 " + std::string(ATTN_DOCTOR_BINARY) + " " + args + " 2>/dev/null";
-  Run r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using binary_run::Run;
+using binary_run::run;
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;

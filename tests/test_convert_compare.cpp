@@ -2,31 +2,16 @@
 // as a user would, through the binary.
 #include <catch2/catch.hpp>
 
-#include <array>
-#include <cstdio>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "binary_run.hpp"
+
 namespace {
 
-struct Run {
-  int exit_code = -1;
-  std::string out;
-};
-
-Run run(const std::string& args) {
-  std::string cmd = std::string(ATTN_DOCTOR_BINARY) + " " + args + " 2>/dev/null";
-  Run r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using binary_run::Run;
+Run run(const std::string& args) { return binary_run::run("", args); }
 
 std::string batch(const char* name) {
   return std::string(ATTN_DOCTOR_SOURCE_DIR) + "/tests/golden/batches/" + name;
