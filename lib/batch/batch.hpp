@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "batch/version.hpp"
-#include "predict/predict.hpp"
+#include "vocab/outcome.hpp"
+#include "vocab/version.hpp"
 
 namespace ad {
 

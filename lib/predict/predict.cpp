@@ -1,4 +1,5 @@
-// Outcome vocabulary, the combination rule, and the caching-allocator placement model.
+// The combination rule and the caching-allocator placement model (the outcome vocabulary:
+// vocab/outcome.cpp).
 #include "predict/predict.hpp"
 
 #include <algorithm>
@@ -7,9 +8,6 @@
 namespace ad {
 
 namespace {
-
-constexpr std::array<std::string_view, 7> kOutcomes = {"ok",           "raises",       "device_assert", "illegal_address",
-                                                       "out_of_bounds", "wrong_output", "wrong_gradient"};
 
 // Loud outcomes at one moment: a host raise comes before any launch, a device assert stops
 // the kernel that trips it, a fault is reported at the next synchronisation.
@@ -34,9 +32,6 @@ int silent_rank(Outcome o) {
 
 }  // namespace
 
-std::string to_string(Outcome o) { return std::string(kOutcomes[static_cast<size_t>(o)]); }
-std::string to_string(Pass p) { return p == Pass::forward ? "forward" : "backward"; }
-std::string to_string(CallPass p) { return p == CallPass::forward ? "forward" : "training"; }
 std::string to_string(Moment m) {
   switch (m) {
     case Moment::conversion: return "conversion";
@@ -48,27 +43,6 @@ std::string to_string(Moment m) {
   return "?";
 }
 
-std::span<const std::string_view> outcome_names() { return kOutcomes; }
-
-std::optional<Outcome> parse_outcome(std::string_view s) {
-  for (size_t i = 0; i < kOutcomes.size(); ++i)
-    if (kOutcomes[i] == s) return static_cast<Outcome>(i);
-  return std::nullopt;
-}
-
-std::optional<Pass> parse_pass(std::string_view s) {
-  if (s == "forward") return Pass::forward;
-  if (s == "backward") return Pass::backward;
-  return std::nullopt;
-}
-
-std::optional<CallPass> parse_call_pass(std::string_view s) {
-  if (s == "forward") return CallPass::forward;
-  if (s == "training") return CallPass::training;
-  return std::nullopt;
-}
-
-bool is_loud(Outcome o) { return loud_rank(o) < 3; }
 
 Prediction combine(std::span<const Finding> findings, CallPass pass) {
   const Finding* loud = nullptr;

@@ -14,25 +14,11 @@
 #include <string_view>
 #include <vector>
 
-#include "batch/version.hpp"
+#include "vocab/outcome.hpp"
+#include "vocab/version.hpp"
 
 namespace ad {
 
-// What the user sees. Loud: raises, device_assert, illegal_address. Silent: the rest.
-enum class Outcome { ok, raises, device_assert, illegal_address, out_of_bounds, wrong_output, wrong_gradient };
-// The pass in which an outcome happens.
-enum class Pass { forward, backward };
-// What the batch describes: inference (forward only) or a training step (forward, backward).
-enum class CallPass { forward, training };
-
-std::string to_string(Outcome o);
-std::string to_string(Pass p);
-std::string to_string(CallPass p);
-std::optional<Outcome> parse_outcome(std::string_view s);
-std::optional<Pass> parse_pass(std::string_view s);
-std::optional<CallPass> parse_call_pass(std::string_view s);
-std::span<const std::string_view> outcome_names();  // every class, in declaration order
-bool is_loud(Outcome o);
 
 // Where on the real stack a symptom happens, in the order things run: the conversion
 // (transformers' mask / position-ids code), the unpad gather, the rotary kernel, the attention

@@ -1,5 +1,5 @@
 // PEP 440 version parsing and ordering (the subset release strings use in practice).
-#include "batch/version.hpp"
+#include "vocab/version.hpp"
 
 #include <cctype>
 #include <stdexcept>
