@@ -211,7 +211,12 @@ void print_fitted(const std::vector<Row>& rows, size_t width) {
 
 void print_text(const std::string& file, const std::vector<Row>& rows, bool wide) {
   const size_t width = static_cast<size_t>(output_width());
-  std::cout << "compare " << file << ": " << rows.size() << " release" << (rows.size() == 1 ? "" : "s") << "\n";
+  const std::string count = ": " + std::to_string(rows.size()) + " release" + (rows.size() == 1 ? "" : "s");
+  // a path too long for the width keeps its tail, the file's name, behind "..."
+  std::string shown = file;
+  const size_t room = width > 8 + count.size() + 16 ? width - 8 - count.size() : 16;
+  if (!wide && shown.size() > room) shown = "..." + shown.substr(shown.size() - (room - 3));
+  std::cout << "compare " << shown << count << "\n";
   std::cout << headline(rows) << "\n";
   std::cout << "* = what reaches the kernel differs from the release above\n\n";
   if (wide) print_wide(rows);

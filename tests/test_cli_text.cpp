@@ -43,6 +43,15 @@ TEST_CASE("cli text: compare fits 100 columns off a terminal, COLUMNS when set, 
   // cut to fit, the kernel arguments on their own line
   CHECK(narrow.out.find("...") != std::string::npos);
   CHECK(narrow.out.find("cu_seqlens_q/k [0, 6, 10, 16, 25, 32]") != std::string::npos);
+  // however deep the checkout: a long path keeps its tail, the file's name
+  std::string deep = std::string(ATTN_DOCTOR_SOURCE_DIR);
+  for (int k = 0; k < 40; ++k) deep += "/.";
+  deep += "/repro_cases/hf-4.53.3-packing-b2-dense.json";
+  const Run deep_run = run("COLUMNS=80", "compare " + deep);
+  INFO(deep_run.out);
+  CHECK(longest(deep_run.out) <= 80);
+  CHECK(deep_run.out.rfind("compare ...", 0) == 0);
+  CHECK(deep_run.out.find("/hf-4.53.3-packing-b2-dense.json: 20 releases\n") != std::string::npos);
   const Run wide = run("COLUMNS=80", "compare " + kPacked + " --wide");
   INFO(wide.out);
   CHECK(longest(wide.out) > 100);
