@@ -13,7 +13,7 @@
 #include "html_file.hpp"
 #include "doctor/doctor.hpp"
 #include "html/html.hpp"
-#include "report/report.hpp"
+#include "render/render.hpp"
 #include "repro/repro.hpp"
 #include "util/log.hpp"
 #include "util/xml.hpp"
@@ -150,18 +150,17 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
     for (const auto& path : files) {
       const bool from_stdin = path == "-";
       const std::string file = from_stdin ? kStdinName : path.string();
-      Report report;
+      Diagnosis diagnosis;
       int code = 0;
       try {
         Batch batch = from_stdin ? load_stdin_batch() : load_batch_file(path);
         log::debug("loaded " + file + " (" + batch.name + ")");
-        Diagnosis diagnosis = diagnose(batch, options, file);
+        diagnosis = diagnose(batch, options, file);
         if (html.wanted()) {
           html.write(render_check_html(batch, diagnosis, HtmlOptions{.full = args->full}));
           log::info("wrote " + args->html);
         }
-        report = std::move(diagnosis.report);
-        code = exit_code_for(report, args->strict);
+        code = exit_code_for(diagnosis.report, args->strict);
       } catch (const InputError& e) {
         if (!several) throw;  // main: exit 2 with the message
         // the others are still checked; this one is reported where its report would be
@@ -174,8 +173,9 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
         continue;
       }
       worst = std::max(worst, code);
+      const Report& report = diagnosis.report;
       if (args->format == "json") {
-        print_json(to_json(report, render), several);
+        print_json(to_json(diagnosis, render), several);
       } else if (args->format == "github") {
         for (const Violation& v : report.violations)
           std::cout << github_annotation(v.severity == Severity::error ? "error" : "warning", file,
@@ -187,7 +187,7 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
                   << std::endl;
       } else {
         if (!first_output) std::cout << "\n";
-        std::cout << render_text(report, render);
+        std::cout << render_text(diagnosis, render);
       }
       first_output = false;
     }

@@ -14,7 +14,8 @@
 #include "convert/convert.hpp"
 #include "doctor/doctor.hpp"
 #include "html/html.hpp"
-#include "report/report.hpp"
+#include "render/render.hpp"
+#include "util/terminal.hpp"
 
 namespace ad::cli {
 namespace {

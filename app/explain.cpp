@@ -4,7 +4,7 @@
 
 #include "check/check.hpp"
 #include "cli.hpp"
-#include "report/report.hpp"
+#include "util/terminal.hpp"
 #include "util/text.hpp"
 
 namespace ad::cli {

@@ -10,7 +10,7 @@
 #include "check/flash_attn_rules.hpp"
 #include "convert/convert.hpp"
 #include "cli.hpp"
-#include "report/report.hpp"
+#include "util/terminal.hpp"
 
 namespace ad::cli {
 namespace {

@@ -12,7 +12,7 @@
 #include "build_info.hpp"
 #include "cli.hpp"
 #include "doctor/doctor.hpp"
-#include "report/report.hpp"
+#include "util/terminal.hpp"
 #include "util/log.hpp"
 #include "util/text.hpp"
 

@@ -7,7 +7,7 @@
 
 #include "batch/batch.hpp"
 #include "cli.hpp"
-#include "report/report.hpp"
+#include "render/render.hpp"
 #include "repro/repro.hpp"
 #include "util/subprocess.hpp"
 

@@ -26,7 +26,7 @@
 #include "check/check.hpp"
 #include "convert/convert.hpp"
 #include "doctor/doctor.hpp"
-#include "report/report.hpp"
+#include "render/render.hpp"
 #include "util/xml.hpp"
 
 namespace nb = nanobind;
@@ -73,16 +73,16 @@ std::tuple<int, std::string> run_check(const ad::Batch& batch, const std::string
   if (req.budget > 0) options.exec.budget = req.budget;
   options.exec.full = req.full;
   options.strict = req.strict;
-  ad::Report report;
+  ad::Diagnosis diagnosis;
   {
     nb::gil_scoped_release release;
-    report = ad::diagnose(batch, options, label).report;
+    diagnosis = ad::diagnose(batch, options, label);
   }
   ad::RenderOptions render{req.color && req.format == "text", req.full, false};
   std::string out = req.format == "text"
-                        ? ad::valid_utf8(ad::render_text(report, render))
-                        : ad::to_json(report, render).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  return {ad::exit_code_for(report, req.strict), out};
+                        ? ad::valid_utf8(ad::render_text(diagnosis, render))
+                        : ad::to_json(diagnosis, render).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return {ad::exit_code_for(diagnosis.report, req.strict), out};
 }
 
 CheckRequest request(std::string backend, std::string format, std::string transformers, std::string flash_attn,
@@ -131,12 +131,13 @@ GuardResult guard_check(const std::string& text, const std::string& origin, bool
     options.backend = ad::BackendChoice::none;
     options.strict = strict;
     nb::gil_scoped_release release;
-    ad::Report r = ad::diagnose(*batch, options, origin).report;
+    ad::Diagnosis d = ad::diagnose(*batch, options, origin);
+    ad::Report& r = d.report;
     if (metadata_only) {
       std::erase_if(r.violations, [](const ad::Violation& v) { return !needs_no_index_values(v); });
       r.notes.push_back("guard without device reads: the index tensors were not read; only the input invariants were checked");
     }
-    report = ad::to_json(r, ad::RenderOptions{}).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    report = ad::to_json(d, ad::RenderOptions{}).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   return std::make_tuple(errors, std::move(warnings), std::move(report));
 }

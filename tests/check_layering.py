@@ -16,11 +16,11 @@ FLOORS = {
     "util": 0, "vocab": 0, "contract": 0,
     "batch": 1,
     "predict": 2,
-    "report": 3,
-    "convert": 4,
-    "check": 5,
-    "exec": 6,
-    "doctor": 7,
+    "convert": 3,
+    "check": 4,
+    "exec": 5,
+    "doctor": 6,
+    "render": 7,
     "html": 8, "repro": 8,
 }
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_0-9]+)/', re.M)

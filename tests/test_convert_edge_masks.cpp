@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "render/render.hpp"
 #include "batch/batch.hpp"
 #include "convert/convert.hpp"
 #include "doctor/doctor.hpp"

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "render/render.hpp"
 #include "batch/batch.hpp"
 #include "convert/convert.hpp"
 #include "doctor/doctor.hpp"

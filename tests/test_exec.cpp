@@ -255,8 +255,8 @@ TEST_CASE("exec: sweep of generated valid batches passes result.reference", "[ex
     const StageRecord* res = r.stage(Stage::result);
     REQUIRE(res);
     REQUIRE(res->status == StageStatus::ok);
-    REQUIRE(res->data.value("rows_checked", 0) > 0);  // the reference really ran
-    checked_rows += res->data.value("rows_checked", 0);
+    REQUIRE(res->facts.rows_checked.value_or(0) > 0);  // the reference really ran
+    checked_rows += res->facts.rows_checked.value_or(0);
     swapped += r.plan.attention.swapped;
     rotary += r.plan.rotary.enabled;
     masked += r.plan.path == VarlenPath::mask;
@@ -342,7 +342,7 @@ TEST_CASE("exec: --seed reproduces a run and another seed changes the inputs", "
   Run a = run_case(b, cv, o), a2 = run_case(b, cv, o);
   o.seed = 12;
   Run bb = run_case(b, cv, o);
-  auto worst = [](const Run& r) { return r.stage(Stage::result)->data["worst_error"].dump(); };
+  auto worst = [](const Run& r) { return nlohmann::json(r.stage(Stage::result)->facts.worst_error.value_or(-1.0)).dump(); };
   CHECK(worst(a) == worst(a2));
   CHECK(worst(a) != worst(bb));
 }
@@ -359,7 +359,7 @@ TEST_CASE("exec: above the budget, a sample of rows per segment is checked and r
   REQUIRE(r.plan.sampled);
   REQUIRE(r.result.violations.empty());
   const StageRecord* res = r.stage(Stage::result);
-  const int64_t checked = res->data["rows_checked"], total = res->data["rows_total"];
+  const int64_t checked = res->facts.rows_checked.value_or(0), total = res->facts.rows_total.value_or(0);
   CHECK(total == 1510);
   CHECK(checked < total / 2);
   CHECK(checked >= 6);
@@ -371,7 +371,7 @@ TEST_CASE("exec: above the budget, a sample of rows per segment is checked and r
   // --full checks everything
   o.full = true;
   Run full = run_case(b, convert(b), o);
-  CHECK(full.stage(Stage::result)->data["rows_checked"] == 1510);
+  CHECK(full.stage(Stage::result)->facts.rows_checked == 1510);
 }
 
 TEST_CASE("exec: a batch over the memory bound is checked statically and dynamic stages say why", "[exec]") {
@@ -431,7 +431,7 @@ TEST_CASE("exec: diagnose returns the conversion, the plan and the report, typed
   CHECK(*d.transformers == version_literal("4.44.0"));
   REQUIRE(d.plan);
   CHECK(d.plan->path == d.conversion.effective()->path);
-  CHECK(d.report.varlen["path"] == to_string(d.plan->path));
+  CHECK(d.conversion.effective()->path == d.plan->path);
   REQUIRE(d.report.first_violation());
   CHECK(d.report.first_violation()->id == "mask.rank");
   // --backend none: no plan; a rule set asked for replaces the release the batch names
@@ -501,13 +501,15 @@ TEST_CASE("exec: the LSE layout follows the flash-attn release", "[exec]") {
 // end to end with the transformers replay (tests/golden/batches, the replay lane's inputs)
 
 namespace {
-Report check_file(const std::string& rel) {
+Diagnosis check_diagnosis(const std::string& rel) {
   Batch b = load_batch_file(std::string(ATTN_DOCTOR_SOURCE_DIR) + "/" + rel);
   CheckOptions o;
   o.backend = BackendChoice::cpu;
   o.exec.threads = 2;
-  return diagnose(b, o, rel).report;
+  return diagnose(b, o, rel);
 }
+Report check_file(const std::string& rel) { return check_diagnosis(rel).report; }
+VarlenPath path_of(const Diagnosis& d) { return d.conversion.effective()->path; }
 bool has(const Report& r, const std::string& id) {
   for (const auto& v : r.violations)
     if (v.id == id) return true;
@@ -523,9 +525,10 @@ const StageRecord* stage_of(const Report& r, Stage name) {
 TEST_CASE("exec: end to end, a 4-D mask reaching _upad_input overruns the key gather", "[exec]") {
   for (const char* f : {"tests/golden/batches/013-mask-4d-additive.json", "tests/golden/batches/014-mask-4d-boolean.json",
                         "tests/golden/batches/054-gemma2-4.44.0-fa-call.json"}) {
-    Report r = check_file(f);
+    const Diagnosis d = check_diagnosis(f);
+    const Report& r = d.report;
     INFO(f);
-    CHECK(r.varlen["path"] == "mask");
+    CHECK(path_of(d) == VarlenPath::mask);
     CHECK(has(r, "unpad.gather"));
     REQUIRE(stage_of(r, Stage::unpad));
     CHECK(stage_of(r, Stage::unpad)->status == StageStatus::violation);
@@ -541,12 +544,13 @@ TEST_CASE("exec: end to end, correct replayed calls pass and silent bugs show in
     Report r = check_file(f);
     INFO(f);
     CHECK(r.violations.empty());
-    CHECK(stage_of(r, Stage::result)->data.value("rows_checked", 0) > 0);
+    CHECK(stage_of(r, Stage::result)->facts.rows_checked.value_or(0) > 0);
   }
   // packed sequences reaching the dense kernel (B > 1 on a release that packs only B == 1):
   // silent cross-contamination, visible only against the intended sequences
-  Report r = check_file("tests/golden/batches/025-packed-b2.json");
-  CHECK(r.varlen["path"] == "dense");
+  const Diagnosis packed = check_diagnosis("tests/golden/batches/025-packed-b2.json");
+  Report r = packed.report;
+  CHECK(path_of(packed) == VarlenPath::dense);
   CHECK(has(r, "result.reference"));
   // an all-ones mask wins over packed position ids: one segment per row
   r = check_file("tests/golden/batches/042-ones-mask-and-packed.json");
@@ -607,7 +611,7 @@ TEST_CASE("exec: a phantom segment is answered within seconds, clipped to the te
       CHECK(seconds < 10.0);
       CHECK(r.ids.count("attention.access"));
       if (!v.keys_only) {
-        CHECK(r.stage(Stage::attention)->data.value("ctas_past_rows", 0) > 0);
+        CHECK(r.stage(Stage::attention)->facts.ctas_past_rows.value_or(0) > 0);
         const std::string segment = v.cu.empty() ? "segment 2" : "segment 0";
         bool noted = false;
         for (const auto& n : r.plan.notes) noted = noted || n.find(segment + " of cu_seqlens_q ends at row ") == 0;
@@ -634,12 +638,11 @@ TEST_CASE("exec: sweep of generated valid training batches passes the gradient r
     REQUIRE(bw);
     if (!r.plan.backward.skip_reason.empty()) continue;
     CHECK(bw->status == StageStatus::ok);
-    if (!bw->data.contains("reference")) continue;
+    if (!bw->facts.gradients) continue;
     ++judged;
     rotary += r.plan.rotary.enabled;
-    for (const auto& [tensor, v] : bw->data["reference"].items()) {
-      INFO(tensor);
-      CHECK(v["worst_error"].get<double>() <= r.plan.backward.tolerance);
+    for (const GradientCheckFact& g : *bw->facts.gradients) {
+      CHECK(g.worst_error <= r.plan.backward.tolerance);
     }
   }
   CHECK(judged > 80);

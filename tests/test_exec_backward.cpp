@@ -57,7 +57,7 @@ std::string batch(const std::string& model, const std::string& varlen, const std
 }
 double worst(const StageRecord* s) {
   double w = 0;
-  for (const auto& [k, v] : s->data["reference"].items()) w = std::max(w, v["worst_error"].get<double>());
+  for (const GradientCheckFact& g : *s->facts.gradients) w = std::max(w, g.worst_error);
   return w;
 }
 
@@ -73,9 +73,10 @@ TEST_CASE("backward: a healthy training batch is ok, gradients within the dtype'
     const StageRecord* s = stage_of(r, Stage::attention_backward);
     REQUIRE(s);
     CHECK(s->status == StageStatus::ok);
-    CHECK(s->data["reference"]["dq"]["rows_checked"].get<int64_t>() > 0);
-    CHECK(s->data["reference"]["dk"]["rows_checked"].get<int64_t>() > 0);
-    CHECK(worst(s) < s->data["tolerance"].get<double>());
+    REQUIRE(s->facts.gradients);
+    CHECK((*s->facts.gradients)[0].rows_checked > 0);  // dq
+    CHECK((*s->facts.gradients)[1].rows_checked > 0);  // dk
+    CHECK(worst(s) < s->facts.tolerance.value());
     CHECK(r.stages.back().name == Stage::attention_backward);
   }
 }
@@ -153,7 +154,7 @@ TEST_CASE("backward: softmax_d writes into another head's part are refused and n
     CHECK(ids(r).count("backward.reference") == 0);
     const StageRecord* s = stage_of(r, Stage::attention_backward);
     REQUIRE(s);
-    CHECK(worst(s) <= s->data["tolerance"].get<double>());
+    CHECK(worst(s) <= s->facts.tolerance.value());
   }
 }
 
@@ -181,7 +182,7 @@ TEST_CASE("backward: dq past the 32-bit dq_accum offset, before the fix and afte
     CHECK(v->evidence["rows"] == nlohmann::json::array({{1048576, 1299999}}));
     CHECK(v->evidence["segment"] == 1);
     CHECK(v->evidence["offset"].get<int64_t>() < 0);  // before dq_accum: another tensor's memory
-    CHECK(stage_of(r, Stage::attention_backward)->data["offsets_only"] == true);
+    CHECK(stage_of(r, Stage::attention_backward)->facts.offsets_only == true);
     REQUIRE(r.prediction);
     CHECK(r.prediction->symptom.outcome == Outcome::wrong_gradient);
   }
@@ -269,6 +270,6 @@ TEST_CASE("backward: \"deterministic\": true in the batch runs the split accumul
   const StageRecord* s = stage_of(r, Stage::attention_backward);
   REQUIRE(s);
   CHECK(s->status == StageStatus::ok);
-  CHECK(s->data["deterministic"] == true);
-  CHECK(s->data["grid_dq_dk_dv"][0] == 17);  // nsplits = ceil(132 / (2 x 4))
+  CHECK(s->facts.deterministic == true);
+  CHECK(s->facts.grid_dq_dk_dv.value()[0] == 17);  // nsplits = ceil(132 / (2 x 4))
 }

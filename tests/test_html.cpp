@@ -18,7 +18,7 @@
 #include "doctor/doctor.hpp"
 #include "html/html.hpp"
 #include "html/picture.hpp"
-#include "report/report.hpp"
+#include "render/render.hpp"
 #include "util/subprocess.hpp"
 
 using namespace ad;

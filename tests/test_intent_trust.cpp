@@ -4,17 +4,21 @@
 
 #include "check/check.hpp"
 #include "doctor/doctor.hpp"
+#include "render/render.hpp"
 
 using namespace ad;
 
 namespace {
 
-Report run(const std::string& json_or_file, BackendChoice backend, bool file = false) {
+Diagnosis run_diagnosis(const std::string& json_or_file, BackendChoice backend, bool file = false) {
   Batch b = file ? load_batch_file(std::string(ATTN_DOCTOR_SOURCE_DIR) + "/" + json_or_file)
                  : parse_batch_text(json_or_file, "test.json");
   CheckOptions o;
   o.backend = backend;
-  return diagnose(b, o, "test.json").report;
+  return diagnose(b, o, "test.json");
+}
+Report run(const std::string& json_or_file, BackendChoice backend, bool file = false) {
+  return run_diagnosis(json_or_file, backend, file).report;
 }
 
 const StageRecord* stage(const Report& r, Stage name) {
@@ -28,7 +32,8 @@ const StageRecord* stage(const Report& r, Stage name) {
 TEST_CASE("intent: a reference derived from the slice the release broke is untrusted", "[intent]") {
   // transformers#35032: right padding with a partial query; the derived intent places the
   // queries where mask[:, -Lq:] does, so the rows agree with it and prove nothing
-  Report r = run("repro_cases/hf-4.46.3-partial-query-right-padding.json", BackendChoice::cpu, true);
+  const Diagnosis d = run_diagnosis("repro_cases/hf-4.46.3-partial-query-right-padding.json", BackendChoice::cpu, true);
+  const Report& r = d.report;
   REQUIRE(r.intent);
   CHECK(r.intent->source == "mask");
   CHECK_FALSE(r.intent->trusted);
@@ -43,10 +48,10 @@ TEST_CASE("intent: a reference derived from the slice the release broke is untru
   CHECK(r.prediction->invariant == "mask.padding_side");
   CHECK(r.prediction->symptom.outcome == Outcome::wrong_output);
   CHECK(r.prediction->symptom.rows == std::vector<RowRange>{{4, 7}});
-  const nlohmann::json j = to_json(r, {});
+  const nlohmann::json j = to_json(d, {});
   CHECK(j["intent"]["trusted"] == false);
   CHECK(j["intent"]["source"] == "mask");
-  CHECK(render_text(r, {}).find("reference: untrusted:") != std::string::npos);
+  CHECK(render_text(d, {}).find("reference: untrusted:") != std::string::npos);
 }
 
 TEST_CASE("intent: the healthy twin's derived intent is trusted and the result stage ok", "[intent]") {

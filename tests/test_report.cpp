@@ -13,28 +13,36 @@
 #include "batch/batch.hpp"
 #include "check/check.hpp"
 #include "doctor/doctor.hpp"
-#include "report/report.hpp"
+#include "render/render.hpp"
+#include "util/terminal.hpp"
 
 using namespace ad;
 using nlohmann::json;
 
 namespace {
 
-Report sample_report() {
-  Report r;
+Diagnosis sample_report() {
+  Diagnosis d;
+  Report& r = d.report;
   r.version = "0.1.0";
   r.input = "repro_cases/x.json";
   r.name = "x";
-  r.rules = {{"transformers", "4.44.0"}, {"flash_attn", "2.6.3"}};
+  d.rules.transformers = "4.44.0";
+  d.rules.flash_attn = parse_version("2.6.3");
   r.backend = "cpu";
   r.add(make_violation("unpad.gather", Severity::error, "gather index 17 >= 8 in the key gather", {{"index", 17}, {"bound", 8}}));
   r.add(make_violation("mask.kv_length", Severity::error, "attention mask has 4096 columns but keys have 5000 rows",
                        {{"mask_width", 4096}, {"kv_length", 5000}}));
   r.add(make_violation("max_seqlen.type", Severity::warning, "max_seqlen_q is a 0-d tensor"));
-  r.varlen = {{"path", "mask"}, {"cu_seqlens_q", {0, 5, 9}}, {"cu_seqlens_k", {0, 5, 9}}, {"max_seqlen_q", 5},
-              {"max_seqlen_k", 5}, {"max_seqlen_is_tensor", false}, {"total_q", 9}, {"total_k", 9}};
-  r.stages.push_back({Stage::conversion, StageStatus::ok, 0.21, "", json::object()});
-  return r;
+  VarlenArgs a;
+  a.path = VarlenPath::mask;
+  a.cu_seqlens_q = IntTensor{{3}, {0, 5, 9}, DType::int32};
+  a.cu_seqlens_k = a.cu_seqlens_q;
+  a.max_seqlen_q.value = a.max_seqlen_k.value = 5;
+  a.total_q = a.total_k = 9;
+  d.conversion.replayed = a;
+  r.stages.push_back({Stage::conversion, StageStatus::ok, 0.21, ""});
+  return d;
 }
 
 // A symptom or prediction: outcome class, pass, message, basis, optional rows.
@@ -122,8 +130,8 @@ void require_schema(const json& j) {
 }  // namespace
 
 TEST_CASE("report JSON follows report-format.md", "[report]") {
-  Report r = sample_report();
-  json j = to_json(r, {});
+  const Diagnosis d = sample_report();
+  json j = to_json(d, {});
   require_schema(j);
   CHECK(j["status"] == "violation");
   CHECK(j["first_violation"]["id"] == "mask.kv_length");  // catalogue order, not insertion order
@@ -146,14 +154,15 @@ TEST_CASE("status and exit codes", "[report]") {
   CHECK(warn.status() == "violation");
   CHECK(exit_code_for(warn, false) == 0);
   CHECK(exit_code_for(warn, true) == 1);  // --strict
-  Report err = sample_report();
+  Report err = sample_report().report;
   CHECK(exit_code_for(err, false) == 1);
-  Report failed;
+  Diagnosis failed_d;
+  Report& failed = failed_d.report;
   failed.stage_error = true;
   failed.error_message = "device lost";
   CHECK(failed.status() == "error");
   CHECK(exit_code_for(failed, false) == 3);
-  json j = to_json(failed, {});
+  json j = to_json(failed_d, {});
   require_schema(j);
   CHECK(j["error"] == "device lost");
   CHECK(j["first_violation"].is_null());
@@ -186,7 +195,8 @@ TEST_CASE("text report names the first violation, its evidence, fix and verdict"
 }
 
 TEST_CASE("report: evidence is printed as text, nested values included, never as JSON", "[report]") {
-  Report r;
+  Diagnosis d;
+  Report& r = d.report;
   r.version = "0.1.0";
   json reach = json::array();
   reach.push_back({{"tensors", "q/out"}, {"rows", 387}, {"bytes_past", "53248"}, {"inside_segment", true}});
@@ -200,7 +210,7 @@ TEST_CASE("report: evidence is printed as text, nested values included, never as
                         {"indices", many},
                         {"raises", {{"type", "RuntimeError"}, {"message", "index 2 is out of bounds"}}},
                         {"upstream_message", "an illegal memory access was encountered"}}));
-  const std::string wrapped = render_text(r, {});
+  const std::string wrapped = render_text(d, {});
   INFO(wrapped);
   // the report wraps long lines: read it unwrapped
   const std::string text = std::regex_replace(wrapped, std::regex("\n +"), " ");
@@ -217,7 +227,7 @@ TEST_CASE("report: evidence is printed as text, nested values included, never as
   CHECK(text.find("shape: [2, 1, 25];") != std::string::npos);
   CHECK(text.find("upstream_message: an illegal memory access was encountered") != std::string::npos);
   // the JSON keeps the evidence as it was
-  CHECK(to_json(r, {})["first_violation"]["evidence"]["reach"] == reach);
+  CHECK(to_json(d, {})["first_violation"]["evidence"]["reach"] == reach);
 }
 
 TEST_CASE("report: wrap_text and output_width", "[report]") {
@@ -242,8 +252,9 @@ TEST_CASE("diagnose: explicit overrun with --backend none gives the JSON schema 
                              "cu-overrun.json");
   CheckOptions options;
   options.backend = BackendChoice::none;
-  Report r = diagnose(b, options, "cu-overrun.json").report;
-  json j = to_json(r, {});
+  const Diagnosis d = diagnose(b, options, "cu-overrun.json");
+  const Report& r = d.report;
+  json j = to_json(d, {});
   require_schema(j);
   CHECK(j["name"] == "cu-overrun");
   CHECK(j["backend"] == "none");
@@ -263,7 +274,7 @@ TEST_CASE("diagnose: explicit overrun with --backend none gives the JSON schema 
   CHECK(j["first_violation"]["symptom"]["outcome"] == "out_of_bounds");
   CHECK_FALSE(j["first_violation"]["symptom"].contains("invariant"));
   // the text report: right after the header, before the first violation
-  const std::string text = render_text(r, {});
+  const std::string text = render_text(d, {});
   const auto at = text.find("prediction: out_of_bounds (forward): no error;");
   REQUIRE(at != std::string::npos);
   CHECK(at < text.find("first violation:"));
@@ -271,7 +282,8 @@ TEST_CASE("diagnose: explicit overrun with --backend none gives the JSON schema 
 }
 
 TEST_CASE("report: a prediction with rows prints them on the next line", "[report]") {
-  Report r;
+  Diagnosis d;
+  Report& r = d.report;
   r.version = "0.1.0";
   Prediction p;
   p.symptom.outcome = Outcome::wrong_output;
@@ -280,10 +292,10 @@ TEST_CASE("report: a prediction with rows prints them on the next line", "[repor
   p.symptom.basis = "model";
   p.invariant = "max_seqlen.covers";
   r.prediction = p;
-  const std::string text = render_text(r, {});
+  const std::string text = render_text(d, {});
   CHECK(text.find("prediction: wrong_output (forward): no error; output rows 128-199 are never computed  [model]\n  rows: 128-199, 300\n") !=
         std::string::npos);
-  const json j = to_json(r, {});
+  const json j = to_json(d, {});
   CHECK(j["prediction"]["rows"] == json::parse("[[128, 199], [300, 300]]"));
   CHECK(j["prediction"]["invariant"] == "max_seqlen.covers");
 }

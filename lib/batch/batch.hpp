@@ -14,19 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "vocab/dtype.hpp"
 #include "vocab/outcome.hpp"
 #include "vocab/version.hpp"
 
 namespace ad {
-
-// Element types that appear in the batch format: model dtypes and the dtypes of index and
-// mask tensors (from `.npy` files or `tensors` overrides).
-enum class DType { boolean, int8, int16, int32, int64, uint8, fp16, bf16, fp32, fp64, fp8_e4m3 };
-
-std::string to_string(DType t);
-std::optional<DType> parse_dtype(std::string_view name);  // "bf16", "bfloat16", "int32", ...
-bool is_floating(DType t);
-int dtype_bytes(DType t);
 
 // A small dense integer tensor (masks, position ids, cu_seqlens, indices). Row-major.
 // Values are widened to int64 whatever the source dtype; `dtype` remembers the source.

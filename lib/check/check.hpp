@@ -12,7 +12,8 @@
 
 #include "batch/batch.hpp"
 #include "convert/convert.hpp"
-#include "report/report.hpp"
+#include "predict/predict.hpp"
+#include "vocab/violation.hpp"
 
 namespace ad {
 
@@ -69,6 +70,15 @@ SymptomContext symptom_context(const Batch& batch, const std::optional<Version>&
 // cannot vouch for the outcome, and is left out.
 Prediction predict_call(std::vector<Violation>& violations, const Batch& batch,
                         const std::optional<Version>& flash_attn_override = std::nullopt, bool trusted_reference = true);
+
+// What the result stage's reference is built from (report-format.md `intent`): the given or
+// derived intended sequences, and whether they can vouch for the output. An intent derived from
+// the very input the conversion broke reproduces the breakage and is not trusted.
+struct IntentTrust {
+  std::string source = "none";  // given | mask | position_ids | cu_seqlens_q | none
+  bool trusted = false;
+  std::string why;
+};
 
 // Where the reference's intended sequences come from and whether they can vouch for the output:
 // an intent derived from the input the conversion broke (the mask a partial-query slice read

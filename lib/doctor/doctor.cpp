@@ -27,44 +27,8 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-nlohmann::json tensor_values(const IntTensor& t, bool full) { return summarise_array(t.values, full); }
-
 }  // namespace
 
-// The report's `varlen` block (report-format.md), with this project's extensions: dtypes and
-// shapes of the index tensors, the rule set, and the kernel flags.
-nlohmann::json varlen_json(const VarlenArgs& a, bool full) {
-  nlohmann::json j;
-  j["path"] = to_string(a.path);
-  j["cu_seqlens_q"] = tensor_values(a.cu_seqlens_q, full);
-  j["cu_seqlens_k"] = tensor_values(a.cu_seqlens_k, full);
-  // None passed (transformers' cu_seq_lens kwargs without max_length_q/k) is null, not 0
-  auto max_json = [](const MaxSeqlen& m) { return m.is_none ? nlohmann::json(nullptr) : nlohmann::json(m.value); };
-  j["max_seqlen_q"] = max_json(a.max_seqlen_q);
-  j["max_seqlen_k"] = max_json(a.max_seqlen_k);
-  j["max_seqlen_is_tensor"] = a.max_seqlen_q.is_tensor || a.max_seqlen_k.is_tensor;  // either
-  j["max_seqlen_q_is_tensor"] = a.max_seqlen_q.is_tensor;
-  j["max_seqlen_k_is_tensor"] = a.max_seqlen_k.is_tensor;
-  j["total_q"] = a.total_q;
-  j["total_k"] = a.total_k;
-  if (a.indices_q) j["indices_q"] = tensor_values(*a.indices_q, full);
-  if (a.indices_k) j["indices_k"] = tensor_values(*a.indices_k, full);
-  if (a.seqused_k) j["seqused_k"] = summarise_array(*a.seqused_k, full);
-  j["dtypes"] = {{"cu_seqlens_q", to_string(a.cu_seqlens_q.dtype)}, {"cu_seqlens_k", to_string(a.cu_seqlens_k.dtype)}};
-  j["shapes"] = {{"cu_seqlens_q", a.cu_seqlens_q.shape}, {"cu_seqlens_k", a.cu_seqlens_k.shape}};
-  j["function"] = a.call.function;
-  j["causal"] = a.call.causal;
-  j["window_size"] = {a.call.window_left, a.call.window_right};
-  if (a.call.softcap) j["softcap"] = *a.call.softcap;
-  j["rule_set"] = a.rule_set;
-  if (!a.steps.empty()) j["steps"] = a.steps;
-  if (a.failure)
-    j["error"] = {{"where", a.failure->where},
-                  {"type", a.failure->type},
-                  {"message", a.failure->message},
-                  {"cuda_symptom", a.failure->cuda_symptom}};
-  return j;
-}
 
 namespace {
 
@@ -85,7 +49,7 @@ bool guarded_stage(Report& r, Stage stage, Clock::time_point t0, Fn&& fn) {
   }
   r.stage_error = true;
   r.error_message = std::string("stage ") + to_string(stage) + " failed: " + why;
-  r.stages.push_back(StageRecord{stage, StageStatus::error, ms_since(t0), r.error_message, nlohmann::json::object()});
+  r.stages.push_back(StageRecord{stage, StageStatus::error, ms_since(t0), r.error_message});
   return false;
 }
 
@@ -99,7 +63,6 @@ void run_pipeline(Diagnosis& d, const Batch& batch, const CheckOptions& options,
   r.version = kToolVersion;
   r.input = input_label;
   r.name = batch.name;
-  const bool full = options.exec.full;
   d.flash_attn = options.flash_attn ? options.flash_attn : batch.environment.flash_attn;
 
   // 1. conversion
@@ -119,26 +82,22 @@ void run_pipeline(Diagnosis& d, const Batch& batch, const CheckOptions& options,
     conversion.replayed = replay_with(effective, *options.rule_set);
   };
   if (!guarded_stage(r, Stage::conversion, t0, convert_batch)) return;
-  StageRecord conv_stage{Stage::conversion, StageStatus::ok, ms_since(t0), "", nlohmann::json::object()};
+  StageRecord conv_stage{Stage::conversion, StageStatus::ok, ms_since(t0), ""};
   if (conversion.replayed) {
     const VarlenArgs& rep = *conversion.replayed;
     d.rule_set = find_rule_set(rep.rule_set);
     if (!options.rule_set) d.transformers = options.transformers ? options.transformers : batch.environment.transformers;
-    r.rules["transformers"] = rep.requested.empty() ? rep.rule_set : rep.requested;
-    r.rules["rule_set"] = rep.rule_set;
-    if (!rep.nearest_release.empty()) r.rules["transformers_nearest"] = rep.nearest_release;
+    d.rules.transformers = rep.requested.empty() ? rep.rule_set : rep.requested;
+    d.rules.rule_set = rep.rule_set;
+    if (!rep.nearest_release.empty()) d.rules.transformers_nearest = rep.nearest_release;
     if (!rep.note.empty()) r.notes.push_back(rep.note);
     if (rep.failure) {
       conv_stage.status = StageStatus::violation;
       conv_stage.detail = rep.failure->where + ": " + rep.failure->type + ": " + rep.failure->message;
     }
   }
-  if (d.flash_attn) r.rules["flash_attn"] = d.flash_attn->text;
-  if (batch.environment.triton) r.rules["triton"] = batch.environment.triton->text;
-  if (const VarlenArgs* eff = conversion.effective()) {
-    r.varlen = varlen_json(*eff, full);
-    if (conversion.explicit_args && conversion.replayed) r.replayed = varlen_json(*conversion.replayed, full);
-  }
+  d.rules.flash_attn = d.flash_attn;
+  d.rules.triton = batch.environment.triton;
   r.stages.push_back(conv_stage);
 
   // 2. static checks
@@ -148,9 +107,8 @@ void run_pipeline(Diagnosis& d, const Batch& batch, const CheckOptions& options,
         found = run_static_checks(batch, conversion, CheckContext{options.strict, options.flash_attn});
       }))
     return;
-  StageRecord static_stage{Stage::static_checks, found.empty() ? StageStatus::ok : StageStatus::violation, ms_since(t0), "",
-                           nlohmann::json::object()};
-  static_stage.data["checked"] = catalogue().size();
+  StageRecord static_stage{Stage::static_checks, found.empty() ? StageStatus::ok : StageStatus::violation, ms_since(t0), ""};
+  static_stage.facts.checked = static_cast<int64_t>(catalogue().size());
   for (auto& v : found) r.add(std::move(v));
   r.intent = assess_intent(batch, r.violations);
   r.stages.push_back(static_stage);
@@ -212,8 +170,8 @@ void qualify_result_stage(Report& r) {
   if (!r.intent || r.intent->trusted) return;
   for (StageRecord& st : r.stages) {
     if (st.status == StageStatus::skipped || st.status == StageStatus::error) continue;
-    if (st.name != Stage::result && !(st.name == Stage::attention_backward && st.data.contains("reference"))) continue;
-    st.data["reference_trusted"] = false;
+    if (st.name != Stage::result && !(st.name == Stage::attention_backward && st.facts.gradients)) continue;
+    st.facts.reference_trusted = false;
     if (st.status == StageStatus::ok) st.status = StageStatus::unverified;
     st.detail += std::string(st.detail.empty() ? "" : "; ") + "the reference is untrusted: " + r.intent->why;
   }

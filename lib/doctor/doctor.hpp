@@ -9,8 +9,8 @@
 #include "batch/batch.hpp"
 #include "convert/convert.hpp"
 #include "exec/exec.hpp"
+#include "doctor/diagnosis.hpp"
 #include "exec/plan.hpp"
-#include "report/report.hpp"
 
 namespace ad {
 
@@ -35,21 +35,6 @@ class CapabilityError : public std::runtime_error {
 };
 
 extern const char* const kToolVersion;  // the project version, "0.1.0"
-
-// The report's `varlen` block (report-format.md) for one set of kernel arguments; long arrays
-// summarised unless `full`.
-nlohmann::json varlen_json(const VarlenArgs& args, bool full);
-
-// What one diagnosis produced, as typed values for the renderers to read.
-struct Diagnosis {
-  Conversion conversion;                  // the replay and/or the batch's `varlen` block (empty when
-                                          // the conversion stage failed)
-  const RuleSetInfo* rule_set = nullptr;  // the rule set replayed (nullptr: none)
-  std::optional<Version> transformers;    // the transformers release that chose it (none named: absent)
-  std::optional<Version> flash_attn;      // the flash-attn contract applied: --flash-attn, else the batch's
-  std::optional<ExecPlan> plan;           // what the backend ran (absent: --backend none, or no plan)
-  Report report;
-};
 
 Diagnosis diagnose(const Batch& batch, const CheckOptions& options, const std::string& input_label);
 

@@ -457,7 +457,7 @@ void run_backward(const Ctx& c, AttentionBackwardObservation& ob, int threads) {
     }
     double total = 0;
     for (double m : macs) total += m;
-    ob.facts["backward_macs"] = total;
+    ob.facts.backward_macs = total;
   }
   // dk, dv: the expanded (total_k, H, D) copies summed over each group (at::sum_out in the dtype)
   const int64_t Hk = c.Hk, G = c.G;
@@ -503,7 +503,7 @@ AttentionBackwardObservation fa2_varlen_backward(const ExecPlan& plan, const flo
   ob.dq_misrouted = std::move(mr.rows);
   ob.misroute = mr.misroute;
   if (c.sampled) {
-    ob.facts["sampled"] = true;
+    ob.facts.sampled = true;
     ob.detail = "dq computed for the sampled rows only, dk and dv values not computed (budget); offsets, accesses and "
                 "coverage checked for every row";
   }

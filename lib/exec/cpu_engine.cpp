@@ -68,11 +68,14 @@ class CpuEngine final : public Engine {
     ob.access = r.access;
     ob.writes = std::move(r.writes);
     ob.computed = std::move(r.computed);
-    ob.facts = {{"tiles", r.tiles}, {"macs", r.macs}, {"empty_tiles", r.empty_tiles}, {"row_heads_without_keys", r.rows_no_keys}};
+    ob.facts.tiles = r.tiles;
+    ob.facts.macs = r.macs;
+    ob.facts.empty_tiles = r.empty_tiles;
+    ob.facts.row_heads_without_keys = r.rows_no_keys;
     if (!at.sample.empty()) {
       int64_t written = 0;
       for (uint32_t w : ob.writes) written += w > 0;
-      ob.facts["sampled"] = true;
+      ob.facts.sampled = true;
       ob.detail = "computed a sample of " + std::to_string(r.rows_computed) + " of " + std::to_string(written) +
                   " written rows (budget)";
     }

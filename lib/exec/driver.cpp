@@ -40,8 +40,8 @@ RotaryTable rotary_table(const ExecPlan& plan, int threads) {
 }
 
 // What only the engine knows, into the stage record (a later observation of the stage wins).
-void merge_facts(StageRecord& s, const nlohmann::json& facts, StageEngine engine) {
-  for (auto it = facts.begin(); it != facts.end(); ++it) s.data[it.key()] = it.value();
+void merge_facts(StageRecord& s, const EngineFacts& facts, StageEngine engine) {
+  s.facts.engine.merge(facts);
   if (engine != StageEngine::unspecified) s.engine = engine;
 }
 
@@ -72,7 +72,7 @@ void offsets_only(StageRecord& s, ExecResult& res, const ExecPlan& plan) {
   const cpu::MisrouteResult mr = cpu::backward_misroutes(plan);
   const AccessRecord* none[3] = {nullptr, nullptr, nullptr};
   observe::backward(s, res, plan, none, {}, mr.misroute, mr.rows);
-  s.data["offsets_only"] = true;
+  s.facts.offsets_only = true;
   s.detail = plan.skip_reason + "; the dq_accum offsets of every backward tile were checked without values (" +
              (mr.misroute.rows > 0 ? std::to_string(mr.misroute.rows) + " dq rows misplaced" : std::string("none misplaced")) +
              ")";
@@ -187,7 +187,7 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
           first = ob.out_of_range;
           first_tensor = tensor;
         }
-        s.data[std::string("rows_") + tensor] = g.dst_rows;
+        (o == Operand::q ? s.facts.rows_q : o == Operand::k ? s.facts.rows_k : s.facts.rows_v) = g.dst_rows;
         merge_facts(s, ob.facts, ob.engine);
       };
       if (plan.unpad.k.enabled) {
@@ -219,12 +219,15 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
       return res;
     } else {
       const RotaryObservation ob = engine.rotary(plan, rotary_table(plan, threads));
-      s.data = {{"contract", to_string(r.contract)}, {"dim", r.dim}, {"varlen", r.varlen}, {"table_rows", r.table_rows}};
+      s.facts.contract = to_string(r.contract);
+      s.facts.dim = r.dim;
+      s.facts.varlen = r.varlen;
+      s.facts.table_rows = r.table_rows;
       merge_facts(s, ob.facts, ob.engine);
       const int64_t unrotated = ob.q.past_table + ob.k.past_table, unvisited = ob.q.not_visited + ob.k.not_visited;
-      s.data["rotated"] = ob.q.rotated + ob.k.rotated;
-      s.data["past_table"] = unrotated;
-      s.data["rows_not_visited"] = unvisited;
+      s.facts.rotated = ob.q.rotated + ob.k.rotated;
+      s.facts.past_table = unrotated;
+      s.facts.rows_not_visited = unvisited;
       if (!r.note.empty()) s.detail = r.note;
       if (unrotated > 0 || unvisited > 0) {
         std::string d;
@@ -266,9 +269,9 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
       const observe::Coverage coverage = observe::coverage_of(ob.writes, at);
       int64_t rows_computed = 0;
       for (uint8_t c : computed) rows_computed += c;
-      s.data["rows_written"] = coverage.rows_written;
-      s.data["rows_computed"] = rows_computed;
-      if (at.past_rows.tiles > 0) s.data["ctas_past_rows"] = at.past_rows.tiles;
+      s.facts.rows_written = coverage.rows_written;
+      s.facts.rows_computed = rows_computed;
+      if (at.past_rows.tiles > 0) s.facts.ctas_past_rows = at.past_rows.tiles;
       s.detail = ob.detail;
       observe::attention(s, res, ob.access, coverage, total_q);
     }
@@ -288,7 +291,7 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
       ScatterObservation ob = engine.scatter(plan);
       source_of = std::move(ob.source_of);
       merge_facts(s, ob.facts, ob.engine);
-      s.data["rows_written"] = ob.rows_written;
+      s.facts.rows_written = ob.rows_written;
       observe::pad_scatter(s, res, ob.out_of_range);
     }
     s.ms = ms_since(t0);
@@ -330,7 +333,7 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
       const std::vector<float> dout = packed_dout(plan, threads);
       const auto tb = Clock::now();
       AttentionBackwardObservation ob = engine.attention_backward(plan, dout);
-      s.data["ms_kernels"] = ms_since(tb);
+      s.facts.ms_kernels = ms_since(tb);
       merge_facts(s, ob.facts, ob.engine);
       if (!ob.ran) {
         s.status = StageStatus::skipped;

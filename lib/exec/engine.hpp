@@ -20,6 +20,7 @@
 
 #include "contract/access_record.hpp"
 #include "exec/plan.hpp"
+#include "vocab/stage.hpp"
 
 namespace ad {
 
@@ -39,7 +40,7 @@ struct RotaryTable {
 
 struct GatherObservation {
   AccessRecord out_of_range;  // indices outside the source rows: not gathered
-  nlohmann::json facts = nlohmann::json::object();
+  EngineFacts facts;
   StageEngine engine = StageEngine::unspecified;
 };
 
@@ -54,7 +55,7 @@ struct RotaryCallObservation {
 };
 struct RotaryObservation {
   RotaryCallObservation q, k;
-  nlohmann::json facts = nlohmann::json::object();
+  EngineFacts facts;
   StageEngine engine = StageEngine::unspecified;
 };
 
@@ -63,7 +64,7 @@ struct AttentionObservation {
   std::vector<uint32_t> writes;  // per packed row of out: the segments (CTAs of head 0) that wrote it
   std::vector<uint8_t> computed; // per packed row: its value is known (computed or zero-filled)
   std::string detail;            // what the engine did differently (sampling)
-  nlohmann::json facts = nlohmann::json::object();
+  EngineFacts facts;
   StageEngine engine = StageEngine::unspecified;
 };
 
@@ -71,7 +72,7 @@ struct ScatterObservation {
   AccessRecord out_of_range;      // indices outside the padded rows: not scattered
   int64_t rows_written = 0;
   std::vector<int64_t> source_of; // final row -> packed row written there (-1: none)
-  nlohmann::json facts = nlohmann::json::object();
+  EngineFacts facts;
   StageEngine engine = StageEngine::unspecified;
 };
 
@@ -106,7 +107,7 @@ struct AttentionBackwardObservation {
   // poison (NaN) that stands for torch.empty's contents.
   std::vector<float> dq, dk, dv;
   std::string detail;                   // what the engine did differently (sampling)
-  nlohmann::json facts = nlohmann::json::object();
+  EngineFacts facts;
   StageEngine engine = StageEngine::unspecified;
 };
 

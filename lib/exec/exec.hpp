@@ -13,7 +13,8 @@
 
 #include "batch/batch.hpp"
 #include "convert/convert.hpp"
-#include "report/report.hpp"
+#include "vocab/stage.hpp"
+#include "vocab/violation.hpp"
 
 namespace ad {
 

@@ -60,7 +60,7 @@ Violation raised_violation(const HostRaise& r, int64_t rows) {
 }  // namespace
 
 StageRecord& Stages::add(Stage name) {
-  res.stages.push_back(StageRecord{name, StageStatus::ok, 0.0, "", nlohmann::json::object()});
+  res.stages.push_back(StageRecord{name, StageStatus::ok, 0.0, ""});
   return res.stages.back();
 }
 
@@ -68,13 +68,13 @@ void Stages::not_reached_after(Stage last, const std::string& why) {
   size_t from = 0;
   while (from < count && kDynamicStages[from] != last) ++from;
   for (size_t i = from + 1; i < count; ++i)
-    res.stages.push_back(StageRecord{kDynamicStages[i], StageStatus::skipped, 0.0, "not reached: " + why, nlohmann::json::object()});
+    res.stages.push_back(StageRecord{kDynamicStages[i], StageStatus::skipped, 0.0, "not reached: " + why});
 }
 
 void host_raise(Stages& st, StageRecord& s, const HostRaise& r, const char* what, int64_t rows) {
   s.status = StageStatus::violation;
   s.detail = raise_text(r) + " (host check, before any launch)";
-  s.data["raises"] = raise_json(r);
+  s.facts.raises = RaisedFact{r.where, r.type, r.message};
   st.not_reached_after(s.name, std::string("the ") + what + " call raises");
   st.res.violations.push_back(raised_violation(r, rows));
 }
@@ -86,7 +86,7 @@ void conversion_raise(Stages& st, const HostRaise& r, int64_t rows) {
 
 void unpad_gather(StageRecord& s, ExecResult& res, const AccessRecord& rec, const std::string& first_tensor,
                   int64_t out_of_bounds_total) {
-  s.data["out_of_bounds"] = out_of_bounds_total;
+  s.facts.out_of_bounds = out_of_bounds_total;
   if (!rec.has_first()) return;
   const Access& first = rec.first;
   s.status = StageStatus::violation;
@@ -149,15 +149,15 @@ void rotary_access(StageRecord& s, ExecResult& res, const RotaryPlan& r, int64_t
 
 void attention_launch(StageRecord& s, const ExecPlan& plan) {
   const AttentionPlan& at = plan.attention;
-  s.data["function"] = plan.function;
-  s.data["grid"] = {at.grid_m, at.grid_b, at.grid_h};
-  s.data["block_m"] = at.flags.block_m;
-  s.data["block_n"] = at.flags.block_n;
-  s.data["causal"] = at.flags.causal;
-  s.data["local"] = at.flags.local;
-  if (at.flags.local) s.data["window_size"] = {at.flags.window_left, at.flags.window_right};
-  if (at.softcap > 0) s.data["softcap"] = at.softcap;
-  if (at.swapped) s.data["seqlenq_ngroups_swapped"] = true;
+  s.facts.function = plan.function;
+  s.facts.grid = std::array<int64_t, 3>{at.grid_m, at.grid_b, at.grid_h};
+  s.facts.block_m = at.flags.block_m;
+  s.facts.block_n = at.flags.block_n;
+  s.facts.causal = at.flags.causal;
+  s.facts.local = at.flags.local;
+  if (at.flags.local) s.facts.window_size = std::array<int64_t, 2>{at.flags.window_left, at.flags.window_right};
+  if (at.softcap > 0) s.facts.softcap = at.softcap;
+  if (at.swapped) s.facts.seqlenq_ngroups_swapped = true;
 }
 
 Coverage coverage_of(const std::vector<uint32_t>& writes, const AttentionPlan& at) {
@@ -315,17 +315,17 @@ void result(StageRecord& s, ExecResult& res, const ExecPlan& plan, const ResultI
   const ReferencePlan& ref = plan.reference;
   if (!ref.enabled) {
     s.detail = "reference skipped: " + ref.skip_reason;
-    s.data["reference"] = false;
+    s.facts.reference_skipped = true;
     return;
   }
   cpu::ReferenceResult rr = cpu::reference_compare(plan, in.q_src, in.k_src, in.v_src, in.out_final, checkable, in.threads);
-  s.data["rows_total"] = ref.rows_total;
-  s.data["rows_checked"] = rr.rows_checked;
-  s.data["rows_failed"] = rr.rows_failed;
-  s.data["tolerance"] = ref.tolerance;
-  s.data["worst_error"] = num_json(rr.worst_error);
-  s.data["macs"] = rr.macs;
-  if (!ref.sample.empty()) s.data["sampled"] = true;
+  s.facts.rows_total = ref.rows_total;
+  s.facts.rows_checked = rr.rows_checked;
+  s.facts.rows_failed = rr.rows_failed;
+  s.facts.tolerance = ref.tolerance;
+  s.facts.worst_error = rr.worst_error;
+  s.facts.reference_macs = rr.macs;
+  if (!ref.sample.empty()) s.facts.reference_sampled = true;
   s.detail = "checked " + std::to_string(rr.rows_checked) + " of " + std::to_string(ref.rows_total) + " intended query rows of the " +
              in.output_name + " against fp64 attention over the intended sequences (worst relative error " +
              num_text(rr.worst_error) + ", tolerance " + num_text(ref.tolerance) + ")";
@@ -395,20 +395,20 @@ const char* const kLaunchNames[3] = {"dot_do_o", "dq_dk_dv", "convert_dQ"};
 void backward_launch(StageRecord& s, const ExecPlan& plan) {
   const BackwardPlan& bw = plan.backward;
   const fa2::bwd::Normalized& k = bw.kernel;
-  s.data["function"] = "mha_varlen_bwd";
-  s.data["grid_dot_do_o"] = {k.grid_m, plan.attention.num_segments, plan.num_heads};
-  s.data["grid_dq_dk_dv"] = {k.grid_x, plan.attention.num_segments, plan.num_heads};
-  s.data["block_m"] = k.tile.block_m;
-  s.data["block_n"] = k.tile.block_n;
-  s.data["head_dim_rounded"] = k.tile.head_dim_rounded;
-  s.data["causal"] = k.flags.causal;
-  s.data["local"] = k.flags.local;
-  s.data["deterministic"] = k.deterministic;
+  s.facts.function = "mha_varlen_bwd";
+  s.facts.grid_dot_do_o = std::array<int64_t, 3>{k.grid_m, plan.attention.num_segments, plan.num_heads};
+  s.facts.grid_dq_dk_dv = std::array<int64_t, 3>{k.grid_x, plan.attention.num_segments, plan.num_heads};
+  s.facts.block_m = k.tile.block_m;
+  s.facts.block_n = k.tile.block_n;
+  s.facts.head_dim_rounded = k.tile.head_dim_rounded;
+  s.facts.causal = k.flags.causal;
+  s.facts.local = k.flags.local;
+  s.facts.deterministic = k.deterministic;
   const char* rule = bw.release.dq_offset == fa2::bwd::DqOffset::int32_sum     ? "int32 (start and tile terms)"
                      : bw.release.dq_offset == fa2::bwd::DqOffset::int32_start ? "int32 start term"
                                                                                : "int64";
-  s.data["dq_accum_offset"] = rule;
-  s.data["flash_attn"] = plan.flash_attn_release.text;
+  s.facts.dq_accum_offset = rule;
+  s.facts.flash_attn = plan.flash_attn_release.text;
 }
 
 BackwardCoverage backward_coverage(const std::vector<uint32_t>& dq_writes, const std::vector<uint32_t>& dkv_writes) {
@@ -425,7 +425,7 @@ void backward(StageRecord& s, ExecResult& res, const ExecPlan& plan, const Acces
   // backward.access: the first refused access of the first launch that refused one
   uint64_t refused = 0;
   for (int i = 0; i < 3; ++i) refused += launches[i] ? launches[i]->count : 0;
-  s.data["refused_accesses"] = refused;
+  s.facts.refused_accesses = refused;
   for (int i = 0; i < 3; ++i) {
     const AccessRecord* rec = launches[i];
     if (!rec || !rec->has_first()) continue;
@@ -472,8 +472,8 @@ void backward(StageRecord& s, ExecResult& res, const ExecPlan& plan, const Acces
     s.status = StageStatus::violation;
   }
   // backward.coverage
-  s.data["dq_rows_never_written"] = cov.dq_never;
-  s.data["dkv_rows_never_written"] = cov.dkv_never;
+  s.facts.dq_rows_never_written = cov.dq_never;
+  s.facts.dkv_rows_never_written = cov.dkv_never;
   if (cov.dq_never > 0 || cov.dkv_never > 0) {
     std::string msg;
     if (cov.dq_never > 0)
@@ -498,21 +498,21 @@ void backward(StageRecord& s, ExecResult& res, const ExecPlan& plan, const Acces
 void backward_reference(StageRecord& s, ExecResult& res, const ExecPlan& plan, const cpu::GradientResult checks[3]) {
   static const char* const kTensor[3] = {"dq", "dk", "dv"};
   const double tol = plan.backward.tolerance;
-  nlohmann::json per = nlohmann::json::object();
+  std::array<GradientCheckFact, 3> per{};
   const cpu::GradientResult* worst = nullptr;
   int worst_i = -1;
   int64_t checked = 0;
   for (int i = 0; i < 3; ++i) {
     const cpu::GradientResult& c = checks[i];
-    per[kTensor[i]] = {{"rows_checked", c.rows_checked}, {"rows_failed", c.rows_failed}, {"worst_error", num_json(c.worst_error)}};
+    per[static_cast<size_t>(i)] = GradientCheckFact{c.rows_checked, c.rows_failed, c.worst_error};
     checked += c.rows_checked;
     if (c.rows_failed > 0 && (!worst || c.worst_error > worst->worst_error)) {
       worst = &c;
       worst_i = i;
     }
   }
-  s.data["reference"] = per;
-  s.data["tolerance"] = tol;
+  s.facts.gradients = per;
+  s.facts.tolerance = tol;
   std::string summary = "gradients against fp64 gradients over the intended sequences (tolerance " + num_text(tol) + "):";
   for (int i = 0; i < 3; ++i)
     summary += std::string(i ? "," : "") + " " + kTensor[i] + " " + std::to_string(checks[i].rows_checked) +

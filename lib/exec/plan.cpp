@@ -20,7 +20,7 @@ namespace ad {
 std::vector<StageRecord> skipped_stages(const std::string& why, bool training) {
   std::vector<StageRecord> out;
   for (size_t i = 0; i < stage_count(training); ++i)
-    out.push_back(StageRecord{kDynamicStages[i], StageStatus::skipped, 0.0, why, nlohmann::json::object()});
+    out.push_back(StageRecord{kDynamicStages[i], StageStatus::skipped, 0.0, why});
   return out;
 }
 

@@ -959,7 +959,7 @@ std::string render_check_html(const Batch& batch, const Diagnosis& diagnosis, co
     // a rotary or launch description: no tokens, nothing to draw
     o << "<p class=\"first nowhere\">The batch file describes no tokens (no <code>batch</code> or <code>varlen</code> block), so "
          "there is no picture; the report below is the whole result.</p>\n";
-    o << "<h2>Report</h2>\n<pre class=\"report\">" << esc(render_text(report, RenderOptions{false, options.full, true}))
+    o << "<h2>Report</h2>\n<pre class=\"report\">" << esc(render_text(diagnosis, RenderOptions{false, options.full, true}))
       << "</pre>\n</body>\n</html>\n";
     return o.str();
   }
@@ -974,7 +974,7 @@ std::string render_check_html(const Batch& batch, const Diagnosis& diagnosis, co
   o << svg.render(nullptr);
   o << "</div>\n</figure>\n";
   o << legend(pic, false);
-  o << "<h2>Report</h2>\n<pre class=\"report\">" << esc(render_text(report, RenderOptions{false, options.full, true}))
+  o << "<h2>Report</h2>\n<pre class=\"report\">" << esc(render_text(diagnosis, RenderOptions{false, options.full, true}))
     << "</pre>\n";
   o << "<footer>attn-doctor " << esc(report.version) << " · one self-contained file: no script, nothing loaded.</footer>\n";
   o << "</body>\n</html>\n";

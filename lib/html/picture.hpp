@@ -23,7 +23,7 @@
 #include "batch/batch.hpp"
 #include "convert/convert.hpp"
 #include "html/html.hpp"
-#include "report/report.hpp"
+#include "render/render.hpp"
 
 namespace ad::html {
 

@@ -32,16 +32,6 @@ int silent_rank(Outcome o) {
 
 }  // namespace
 
-std::string to_string(Moment m) {
-  switch (m) {
-    case Moment::conversion: return "conversion";
-    case Moment::gather: return "gather";
-    case Moment::rotary: return "rotary";
-    case Moment::attention: return "attention";
-    case Moment::backward: return "backward";
-  }
-  return "?";
-}
 
 
 Prediction combine(std::span<const Finding> findings, CallPass pass) {

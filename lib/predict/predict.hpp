@@ -1,7 +1,6 @@
 // The prediction: what the real stack does with a call (docs/spec/report-format.md#prediction).
 //
-// Vocabulary (outcome classes, passes), the value types a violation and a report carry
-// (Symptom, Prediction), the one table of symptoms per invariant (symptoms.cpp: outcome,
+// The one table of symptoms per invariant (symptoms.cpp: outcome,
 // message and basis per id, per case a check selects, per release and pass) and the one
 // combination rule that turns the symptoms of a call's violations into the prediction for the
 // call as a whole. The oracle (tools/oracle) applies the same rule to what it measures.
@@ -15,37 +14,10 @@
 #include <vector>
 
 #include "vocab/outcome.hpp"
+#include "vocab/symptom.hpp"
 #include "vocab/version.hpp"
 
 namespace ad {
-
-
-// Where on the real stack a symptom happens, in the order things run: the conversion
-// (transformers' mask / position-ids code), the unpad gather, the rotary kernel, the attention
-// forward (host checks, then the kernel, then pad_input), the backward pass.
-enum class Moment { conversion, gather, rotary, attention, backward };
-std::string to_string(Moment m);
-
-struct RowRange {
-  int64_t first = 0, last = 0;  // inclusive
-  bool operator==(const RowRange&) const = default;
-};
-
-// What one violation alone does on the real stack.
-struct Symptom {
-  Outcome outcome = Outcome::ok;
-  Pass pass = Pass::forward;
-  Moment at = Moment::attention;  // orders loud outcomes; not part of the JSON
-  std::string message;            // what the user sees (exact where measured or cited)
-  std::vector<RowRange> rows;     // output rows (wrong_gradient: rows of the gradient named)
-  std::string basis;              // "golden <id>" | "report <owner/repo#N>" | "model"
-};
-
-// For the call as a whole: the chosen symptom and the invariant it belongs to ("" for ok).
-struct Prediction {
-  Symptom symptom;
-  std::string invariant;
-};
 
 // The releases and the pass a symptom may depend on. Absent releases: the newest behaviour
 // (a table row open towards newer releases applies), as the rule sets do.

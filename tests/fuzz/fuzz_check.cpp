@@ -7,7 +7,7 @@
 
 #include "batch/batch.hpp"
 #include "doctor/doctor.hpp"
-#include "report/report.hpp"
+#include "render/render.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ad::LoadLimits limits;

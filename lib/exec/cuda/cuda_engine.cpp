@@ -167,7 +167,7 @@ class CudaEngine final : public Engine {
     RotaryObservation ob;
     ob.engine = on_gpu ? StageEngine::cuda : StageEngine::cpu_twin;
     if (!on_gpu) {
-      ob.facts["why_cpu"] = "the CUDA rotary kernel covers the flash_attn contract in place on varlen input with the "
+      ob.facts.why_cpu = "the CUDA rotary kernel covers the flash_attn contract in place on varlen input with the "
                             "rotation inside the head; this call needs the CPU twin's semantics";
       // the CPU twin on host copies of the packed tensors, then back to the device
       const int64_t total_q = std::max<int64_t>(plan.attention.total_q, 0), total_k = std::max<int64_t>(plan.attention.total_k, 0);
@@ -297,7 +297,7 @@ class CudaEngine final : public Engine {
     // (at least one m block: a call whose every CTA lies past q launches one row of CTAs that return)
     p.launch_m_blocks = int32_t(std::clamp<int64_t>(at.past_rows.live_grid_m, 1, std::numeric_limits<int32_t>::max()));
     const std::string kernel = kern::varlen_fwd_kernel_name(p, checks);
-    ob.facts["kernel"] = kernel;
+    ob.facts.kernel = kernel;
     double ms = 0.0;
     ob.access = launch_recorded(
         kernel, checks,
@@ -307,7 +307,7 @@ class CudaEngine final : public Engine {
           kern::launch_varlen_fwd(p, checks);
         },
         &ms);
-    ob.facts["ms_kernel"] = ms;
+    ob.facts.ms_kernel = ms;
     const std::vector<uint32_t> counts = writes.download();
     ob.writes.assign(counts.begin(), counts.begin() + total_q);
     ob.computed.resize(size_t(total_q));
@@ -332,7 +332,7 @@ class CudaEngine final : public Engine {
       const std::vector<float> packed = out_.download();
       out_final_host_.resize(size_t(plan.rows_final * H * D));
       ScatterObservation twin = cpu::scatter_rows(plan.pad, packed.data(), total_q, out_final_host_.data(), H * D);
-      twin.facts = {{"why_cpu", "repeated scatter indices: pad_input keeps the last write, a GPU scatter races"}};
+      twin.facts.why_cpu = "repeated scatter indices: pad_input keeps the last write, a GPU scatter races";
       twin.engine = StageEngine::cpu_twin;
       scattered_on_host_ = true;
       return twin;
@@ -387,7 +387,7 @@ class CudaEngine final : public Engine {
       const std::vector<float> qh = q_->download(), kh = k_->download(), vh = v_->download(), oh = out_.download();
       ob = cpu::fa2_varlen_backward(plan, qh.data(), kh.data(), vh.data(), oh.data(), lse_.data(), dout.data(), threads_);
       ob.engine = StageEngine::cpu_twin;
-      ob.facts["why_cpu"] = "the CUDA backward kernels take bf16 / fp16 with head_dim 64 or 128 and FA2's tiles for "
+      ob.facts.why_cpu = "the CUDA backward kernels take bf16 / fp16 with head_dim 64 or 128 and FA2's tiles for "
                             "them; " + why;
       return ob;
     }
@@ -446,7 +446,7 @@ class CudaEngine final : public Engine {
     p.dkv_writes_size = total_k;
     const Checks checks = checks_for(Stage::attention_backward);
     const std::string kernel = kern::varlen_bwd_kernel_name(p, checks);
-    ob.facts["kernel"] = kernel;
+    ob.facts.kernel = kernel;
     double ms_total = 0.0;
     for (const kern::BwdStep step : kern::varlen_bwd_steps(p)) {
       // an empty grid launches nothing (no segment, or no key block), as the CPU twin walks it
@@ -480,7 +480,7 @@ class CudaEngine final : public Engine {
         case kern::BwdStep::group_sum: break;  // rows of the expanded tensors only: nothing to refuse
       }
     }
-    ob.facts["ms_kernel"] = ms_total;
+    ob.facts.ms_kernel = ms_total;
     ob.ran = true;
     ob.dq = dq.download();
     ob.dk = dk.download();
@@ -640,7 +640,7 @@ ExecResult CudaBackend::run(const ExecPlan& plan, const ExecOptions& options) {
   const RawOutcome raw = run_raw_child(*stage);
   for (auto& rec : res.stages)
     if (rec.name == *stage) {
-      rec.data["raw"] = {{"symptom", raw.symptom}, {"exit_code", raw.exit_code}, {"signal", raw.signal}};
+      rec.facts.raw = RawRunFact{raw.symptom, raw.exit_code, raw.signal};
       rec.detail += (rec.detail.empty() ? "" : "; ") + std::string("unchecked in a child process: ") + raw.symptom;
     }
   res.notes.push_back(std::string("--raw: the unchecked ") + to_string(*stage) + " kernel, run in a child process, gave: " +

@@ -1,72 +1,15 @@
-// Report model, exit codes, and the JSON and text renderings (report-format.md).
-#include "report/report.hpp"
-
-#include <sys/ioctl.h>
-#include <unistd.h>
+// The report's JSON and text forms, views of a Diagnosis (report-format.md).
+#include "render/render.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
+#include "util/terminal.hpp"
+
 namespace ad {
-
-std::string to_string(Severity s) { return s == Severity::error ? "error" : "warning"; }
-
-namespace {
-constexpr Stage kStages[] = {Stage::conversion, Stage::static_checks, Stage::plan, Stage::execute, Stage::unpad,
-                             Stage::rotary,     Stage::attention,     Stage::pad,  Stage::result, Stage::attention_backward};
-}  // namespace
-
-const char* to_string(Side s) { return s == Side::q ? "q" : "k"; }
-
-Location Location::row_tokens(int64_t row, int64_t begin, int64_t end) {
-  Location l;
-  l.row = row;
-  l.tokens = IndexRange{begin, std::max(end, begin + 1)};
-  return l;
-}
-
-Location Location::whole_row(int64_t row) {
-  Location l;
-  l.row = row;
-  return l;
-}
-
-Location Location::columns(int64_t begin, int64_t end) {
-  Location l;
-  l.tokens = IndexRange{begin, end};
-  return l;
-}
-
-Location Location::segment_of(Side side, int64_t segment) {
-  Location l;
-  l.side = side;
-  l.segment = segment;
-  return l;
-}
-
-namespace {
-IndexRange ordered(int64_t a, int64_t b) {
-  IndexRange r{std::min(a, b), std::max(a, b)};
-  if (r.end == r.begin) r.end = r.begin + 1;
-  return r;
-}
-}  // namespace
-
-Location Location::packed(Side side, int64_t a, int64_t b) {
-  Location l;
-  l.side = side;
-  l.packed_rows = ordered(a, b);
-  return l;
-}
-
-Location Location::indices(Side side, int64_t a, int64_t b) {
-  Location l;
-  l.side = side;
-  l.index = ordered(a, b);
-  return l;
-}
 
 nlohmann::json location_json(const Location& l) {
   nlohmann::json j = nlohmann::json::object();
@@ -80,70 +23,6 @@ nlohmann::json location_json(const Location& l) {
   return j;
 }
 
-const char* to_string(Stage s) {
-  switch (s) {
-    case Stage::conversion: return "conversion";
-    case Stage::static_checks: return "static";
-    case Stage::plan: return "plan";
-    case Stage::execute: return "execute";
-    case Stage::unpad: return "unpad";
-    case Stage::rotary: return "rotary";
-    case Stage::attention: return "attention";
-    case Stage::pad: return "pad";
-    case Stage::result: return "result";
-    case Stage::attention_backward: return "attention_backward";
-  }
-  return "?";
-}
-
-std::optional<Stage> stage_named(std::string_view name) {
-  for (Stage s : kStages)
-    if (name == to_string(s)) return s;
-  return std::nullopt;
-}
-
-const char* to_string(StageStatus s) {
-  switch (s) {
-    case StageStatus::ok: return "ok";
-    case StageStatus::violation: return "violation";
-    case StageStatus::skipped: return "skipped";
-    case StageStatus::error: return "error";
-    case StageStatus::unverified: return "unverified";
-  }
-  return "?";
-}
-
-const char* to_string(StageEngine e) {
-  switch (e) {
-    case StageEngine::unspecified: return "";
-    case StageEngine::cuda: return "cuda";
-    case StageEngine::cpu_twin: return "cpu-twin";
-  }
-  return "?";
-}
-
-void Report::add(Violation v) {
-  auto pos = std::upper_bound(violations.begin(), violations.end(), v,
-                              [](const Violation& a, const Violation& b) { return a.order < b.order; });
-  violations.insert(pos, std::move(v));
-}
-
-bool Report::has_error_severity(bool strict) const {
-  return std::any_of(violations.begin(), violations.end(),
-                     [&](const Violation& v) { return strict || v.severity == Severity::error; });
-}
-
-std::string Report::status() const {
-  if (stage_error) return "error";
-  return violations.empty() ? "ok" : "violation";
-}
-
-int exit_code_for(const Report& report, bool strict) {
-  if (report.has_error_severity(strict)) return 1;
-  if (report.stage_error) return 3;
-  return 0;
-}
-
 nlohmann::json summarise_array(const std::vector<int64_t>& values, bool full) {
   if (full || values.size() <= kSummariseAbove) return values;
   const size_t half = kSummariseAbove / 2;
@@ -152,44 +31,8 @@ nlohmann::json summarise_array(const std::vector<int64_t>& values, bool full) {
   return {{"summarised", true}, {"count", values.size()}, {"head", head}, {"tail", tail}};
 }
 
-bool stdout_wants_color() {
-  const char* no_color = std::getenv("NO_COLOR");
-  if (no_color && *no_color) return false;
-  // FORCE_COLOR (set and not "0"): colour off a terminal too, as CI logs that render ANSI ask
-  const char* force = std::getenv("FORCE_COLOR");
-  if (force && *force && std::string_view(force) != "0") return true;
-  return isatty(fileno(stdout)) != 0;
-}
 
-int output_width(int fallback) {
-  int width = fallback;
-  const char* columns = std::getenv("COLUMNS");
-  char* end = nullptr;
-  const long parsed = columns && *columns ? std::strtol(columns, &end, 10) : 0;
-  if (parsed > 0 && end && *end == '\0') {
-    width = parsed > 1000 ? 1000 : static_cast<int>(parsed);
-  } else if (isatty(fileno(stdout))) {
-    winsize ws{};
-    if (ioctl(fileno(stdout), TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) width = ws.ws_col;
-  }
-  return std::max(width, 40);
-}
 
-std::string wrap_text(const std::string& text, size_t width, const std::string& indent) {
-  std::istringstream words(text);
-  std::string word, line, out;
-  bool first = true;
-  while (words >> word) {
-    if (!line.empty() && line.size() + 1 + word.size() > width) {
-      out += (first ? "" : "\n" + indent) + line;
-      first = false;
-      line.clear();
-    }
-    line += (line.empty() ? "" : " ") + word;
-  }
-  if (!line.empty()) out += (first ? "" : "\n" + indent) + line;
-  return out;
-}
 
 nlohmann::json symptom_json(const Symptom& s) {
   nlohmann::json j = {{"outcome", to_string(s.outcome)}, {"pass", to_string(s.pass)}, {"message", s.message}};
@@ -207,19 +50,6 @@ nlohmann::json prediction_json(const Prediction& p) {
   return j;
 }
 
-std::string rows_text(const std::vector<RowRange>& rows, size_t max_ranges) {
-  std::string out;
-  for (size_t i = 0; i < rows.size() && i < max_ranges; ++i) {
-    if (i) out += ", ";
-    out += std::to_string(rows[i].first);
-    if (rows[i].last != rows[i].first) {
-      out += '-';
-      out += std::to_string(rows[i].last);
-    }
-  }
-  if (rows.size() > max_ranges) out += ", ... (" + std::to_string(rows.size()) + " ranges)";
-  return out;
-}
 
 std::string prediction_line(const Prediction& p) {
   return to_string(p.symptom.outcome) + " (" + to_string(p.symptom.pass) + "): " + p.symptom.message + "  [" +
@@ -333,46 +163,178 @@ std::string format_ms(double ms) {
 
 }  // namespace
 
-nlohmann::json to_json(const Report& r, const RenderOptions& options) {
+// The report's `varlen` block (report-format.md), with this project's extensions: dtypes and
+// shapes of the index tensors, the rule set, and the kernel flags.
+nlohmann::json varlen_json(const VarlenArgs& a, bool full) {
+  auto tensor_values = [&](const IntTensor& t) { return summarise_array(t.values, full); };
+  nlohmann::json j;
+  j["path"] = to_string(a.path);
+  j["cu_seqlens_q"] = tensor_values(a.cu_seqlens_q);
+  j["cu_seqlens_k"] = tensor_values(a.cu_seqlens_k);
+  // None passed (transformers' cu_seq_lens kwargs without max_length_q/k) is null, not 0
+  auto max_json = [](const MaxSeqlen& m) { return m.is_none ? nlohmann::json(nullptr) : nlohmann::json(m.value); };
+  j["max_seqlen_q"] = max_json(a.max_seqlen_q);
+  j["max_seqlen_k"] = max_json(a.max_seqlen_k);
+  j["max_seqlen_is_tensor"] = a.max_seqlen_q.is_tensor || a.max_seqlen_k.is_tensor;  // either
+  j["max_seqlen_q_is_tensor"] = a.max_seqlen_q.is_tensor;
+  j["max_seqlen_k_is_tensor"] = a.max_seqlen_k.is_tensor;
+  j["total_q"] = a.total_q;
+  j["total_k"] = a.total_k;
+  if (a.indices_q) j["indices_q"] = tensor_values(*a.indices_q);
+  if (a.indices_k) j["indices_k"] = tensor_values(*a.indices_k);
+  if (a.seqused_k) j["seqused_k"] = summarise_array(*a.seqused_k, full);
+  j["dtypes"] = {{"cu_seqlens_q", to_string(a.cu_seqlens_q.dtype)}, {"cu_seqlens_k", to_string(a.cu_seqlens_k.dtype)}};
+  j["shapes"] = {{"cu_seqlens_q", a.cu_seqlens_q.shape}, {"cu_seqlens_k", a.cu_seqlens_k.shape}};
+  j["function"] = a.call.function;
+  j["causal"] = a.call.causal;
+  j["window_size"] = {a.call.window_left, a.call.window_right};
+  if (a.call.softcap) j["softcap"] = *a.call.softcap;
+  j["rule_set"] = a.rule_set;
+  if (!a.steps.empty()) j["steps"] = a.steps;
+  if (a.failure)
+    j["error"] = {{"where", a.failure->where},
+                  {"type", a.failure->type},
+                  {"message", a.failure->message},
+                  {"cuda_symptom", a.failure->cuda_symptom}};
+  return j;
+}
+
+nlohmann::json rules_json(const RulesApplied& rules) {
+  nlohmann::json j = nlohmann::json::object();
+  if (rules.transformers) j["transformers"] = *rules.transformers;
+  if (rules.rule_set) j["rule_set"] = *rules.rule_set;
+  if (rules.transformers_nearest) j["transformers_nearest"] = *rules.transformers_nearest;
+  if (rules.flash_attn) j["flash_attn"] = rules.flash_attn->text;
+  if (rules.triton) j["triton"] = rules.triton->text;
+  return j;
+}
+
+namespace {
+
+// A number the report prints as a number when finite, else as text ("nan", "inf", "-inf").
+nlohmann::json finite_or_text(double v) {
+  if (std::isfinite(v)) return v;
+  if (std::isnan(v)) return "nan";
+  return v > 0 ? "inf" : "-inf";
+}
+
+// The stage's facts under their report keys (report-format.md#stages), each once.
+void put_facts(nlohmann::json& st, const StageFacts& f) {
+  auto put = [&](const char* key, const auto& value) {
+    if (value) st[key] = *value;
+  };
+  put("checked", f.checked);
+  if (f.raises) st["raises"] = {{"where", f.raises->where}, {"type", f.raises->type}, {"message", f.raises->message}};
+  const EngineFacts& e = f.engine;
+  put("kernel", e.kernel);
+  put("ms_kernel", e.ms_kernel);
+  put("why_cpu", e.why_cpu);
+  put("tiles", e.tiles);
+  put("empty_tiles", e.empty_tiles);
+  put("row_heads_without_keys", e.row_heads_without_keys);
+  put("macs", e.macs);
+  put("backward_macs", e.backward_macs);
+  put("sampled", e.sampled);
+  put("rows_q", f.rows_q);
+  put("rows_k", f.rows_k);
+  put("rows_v", f.rows_v);
+  put("out_of_bounds", f.out_of_bounds);
+  put("contract", f.contract);
+  put("dim", f.dim);
+  put("varlen", f.varlen);
+  put("table_rows", f.table_rows);
+  put("rotated", f.rotated);
+  put("past_table", f.past_table);
+  put("rows_not_visited", f.rows_not_visited);
+  put("function", f.function);
+  put("grid", f.grid);
+  put("grid_dot_do_o", f.grid_dot_do_o);
+  put("grid_dq_dk_dv", f.grid_dq_dk_dv);
+  put("block_m", f.block_m);
+  put("block_n", f.block_n);
+  put("head_dim_rounded", f.head_dim_rounded);
+  put("causal", f.causal);
+  put("local", f.local);
+  put("deterministic", f.deterministic);
+  put("window_size", f.window_size);
+  put("softcap", f.softcap);
+  put("seqlenq_ngroups_swapped", f.seqlenq_ngroups_swapped);
+  put("dq_accum_offset", f.dq_accum_offset);
+  put("flash_attn", f.flash_attn);
+  put("rows_written", f.rows_written);
+  put("rows_computed", f.rows_computed);
+  put("ctas_past_rows", f.ctas_past_rows);
+  if (f.reference_skipped) st["reference"] = false;
+  put("rows_total", f.rows_total);
+  put("rows_checked", f.rows_checked);
+  put("rows_failed", f.rows_failed);
+  put("tolerance", f.tolerance);
+  if (f.worst_error) st["worst_error"] = finite_or_text(*f.worst_error);
+  put("macs", f.reference_macs);
+  put("sampled", f.reference_sampled);
+  put("offsets_only", f.offsets_only);
+  put("ms_kernels", f.ms_kernels);
+  put("refused_accesses", f.refused_accesses);
+  put("dq_rows_never_written", f.dq_rows_never_written);
+  put("dkv_rows_never_written", f.dkv_rows_never_written);
+  if (f.gradients) {
+    static const char* const kTensor[3] = {"dq", "dk", "dv"};
+    nlohmann::json per = nlohmann::json::object();
+    for (int i = 0; i < 3; ++i) {
+      const GradientCheckFact& g = (*f.gradients)[static_cast<size_t>(i)];
+      per[kTensor[i]] = {{"rows_checked", g.rows_checked}, {"rows_failed", g.rows_failed}, {"worst_error", finite_or_text(g.worst_error)}};
+    }
+    st["reference"] = per;
+  }
+  if (f.raw) st["raw"] = {{"symptom", f.raw->symptom}, {"exit_code", f.raw->exit_code}, {"signal", f.raw->signal}};
+  put("reference_trusted", f.reference_trusted);
+}
+
+}  // namespace
+
+nlohmann::json stage_json(const StageRecord& s) {
+  nlohmann::json st = {{"name", to_string(s.name)}, {"status", to_string(s.status)}, {"ms", s.ms}};
+  if (!s.detail.empty()) st["detail"] = s.detail;
+  put_facts(st, s.facts);
+  if (s.engine != StageEngine::unspecified) st["engine"] = to_string(s.engine);
+  return st;
+}
+
+nlohmann::json to_json(const Diagnosis& d, const RenderOptions& options) {
+  const Report& r = d.report;
+  const VarlenArgs* effective = d.conversion.effective();
   nlohmann::json j;
   j["tool"] = r.tool;
   j["version"] = r.version;
   j["input"] = r.input;
   j["name"] = r.name;
   j["status"] = r.status();
-  j["rules"] = r.rules;
+  j["rules"] = rules_json(d.rules);
   j["backend"] = r.backend;
   if (r.prediction) j["prediction"] = prediction_json(*r.prediction);
   j["first_violation"] = r.violations.empty() ? nlohmann::json(nullptr) : violation_json(r.violations.front());
   j["violations"] = nlohmann::json::array();
   for (const auto& v : r.violations) j["violations"].push_back(violation_json(v));
-  j["varlen"] = r.varlen;
+  j["varlen"] = effective ? varlen_json(*effective, options.full) : nlohmann::json(nullptr);
   if (r.intent) j["intent"] = {{"source", r.intent->source}, {"trusted", r.intent->trusted}, {"why", r.intent->why}};
-  if (!r.replayed.is_null()) j["replayed"] = r.replayed;
+  if (d.conversion.explicit_args && d.conversion.replayed) j["replayed"] = varlen_json(*d.conversion.replayed, options.full);
   j["stages"] = nlohmann::json::array();
-  for (const auto& s : r.stages) {
-    nlohmann::json st = {{"name", to_string(s.name)}, {"status", to_string(s.status)}, {"ms", s.ms}};
-    if (!s.detail.empty()) st["detail"] = s.detail;
-    if (s.data.is_object())
-      for (auto it = s.data.begin(); it != s.data.end(); ++it) st[it.key()] = *it;
-    if (s.engine != StageEngine::unspecified) st["engine"] = to_string(s.engine);
-    j["stages"].push_back(st);
-  }
+  for (const auto& s : r.stages) j["stages"].push_back(stage_json(s));
   j["notes"] = r.notes;
   if (r.stage_error) j["error"] = r.error_message;
-  (void)options;
   return j;
 }
 
-std::string render_text(const Report& r, const RenderOptions& options) {
+std::string render_text(const Diagnosis& d, const RenderOptions& options) {
+  const Report& r = d.report;
   Palette c{options.color};
   std::ostringstream out;
   out << c.bold() << "attn-doctor " << r.version << c.reset() << "  " << r.input;
   if (!r.name.empty() && r.name != r.input) out << "  (" << r.name << ")";
   out << "\n";
-  std::string rules;
-  for (auto it = r.rules.begin(); it != r.rules.end(); ++it)
-    rules += (rules.empty() ? "" : ", ") + it.key() + " " + (it->is_string() ? it->get<std::string>() : it->dump());
+  std::string rules;  // in the JSON's key order
+  const nlohmann::json applied = rules_json(d.rules);
+  for (auto it = applied.begin(); it != applied.end(); ++it) rules += (rules.empty() ? "" : ", ") + it.key() + " " + it->get<std::string>();
   out << c.dim() << "rules: " << (rules.empty() ? "none" : rules) << "   backend: " << r.backend << c.reset() << "\n";
   for (const auto& n : r.notes) out << c.dim() << wrap("note: " + n, "  ").substr(2) << c.reset();
   if (r.prediction) {
@@ -418,31 +380,26 @@ std::string render_text(const Report& r, const RenderOptions& options) {
     out << c.green() << "every invariant holds" << c.reset() << "\n";
   }
 
-  if (r.varlen.is_object()) {
-    const auto& v = r.varlen;
-    out << "\nvarlen (path " << v.value("path", std::string("?")) << "):\n";
-    for (const char* key : {"cu_seqlens_q", "cu_seqlens_k"}) {
-      if (!v.contains(key)) continue;
+  if (const VarlenArgs* a = d.conversion.effective()) {
+    out << "\nvarlen (path " << to_string(a->path) << "):\n";
+    for (const auto& [key, cu] : {std::pair<const char*, const IntTensor*>{"cu_seqlens_q", &a->cu_seqlens_q},
+                                  std::pair<const char*, const IntTensor*>{"cu_seqlens_k", &a->cu_seqlens_k}}) {
       out << "  " << key;
       // a cu_seqlens that is not 1-D (a 4-D mask gives (B, 1, Q + 1)): say its shape
-      if (v.contains("shapes") && v["shapes"].contains(key) && v["shapes"][key].size() > 1)
-        out << " of shape " << v["shapes"][key].dump();
-      out << " " << short_array(v[key]) << "\n";
+      if (cu->shape.size() > 1) out << " of shape " << nlohmann::json(cu->shape).dump();
+      out << " " << short_array(summarise_array(cu->values, options.full)) << "\n";
     }
-    auto num = [&](const char* key) {
-      return !v.contains(key) ? std::string("-") : v[key].is_null() ? std::string("None") : v[key].dump();
-    };
+    // None passed (transformers' cu_seq_lens kwargs without max_length_q/k) reads None
+    auto max_text = [](const MaxSeqlen& m) { return m.is_none ? std::string("None") : std::to_string(m.value); };
     // each argument's type: the 5.4 - 5.13 decode path passes a host-int q beside a 0-d tensor k
-    auto tensor_mark = [&](const char* key) { return v.value(key, false) ? " (0-d tensor)" : ""; };
-    out << "  max_seqlen_q " << num("max_seqlen_q") << tensor_mark("max_seqlen_q_is_tensor") << "  max_seqlen_k "
-        << num("max_seqlen_k") << tensor_mark("max_seqlen_k_is_tensor");
-    out << "  total_q " << num("total_q") << "  total_k " << num("total_k") << "\n";
-    if (v.contains("error") && v["error"].is_object()) {
-      const auto& e = v["error"];
-      std::string text = "the release fails here: " + e.value("type", std::string()) + ": " + e.value("message", std::string()) +
-                         " (in " + e.value("where", std::string()) + ")";
-      std::string gpu = e.value("cuda_symptom", std::string());
-      if (!gpu.empty()) text += "; on a GPU: " + gpu;
+    auto tensor_mark = [](const MaxSeqlen& m) { return m.is_tensor ? " (0-d tensor)" : ""; };
+    out << "  max_seqlen_q " << max_text(a->max_seqlen_q) << tensor_mark(a->max_seqlen_q) << "  max_seqlen_k "
+        << max_text(a->max_seqlen_k) << tensor_mark(a->max_seqlen_k);
+    out << "  total_q " << a->total_q << "  total_k " << a->total_k << "\n";
+    if (a->failure) {
+      const ReplayFailure& e = *a->failure;
+      std::string text = "the release fails here: " + e.type + ": " + e.message + " (in " + e.where + ")";
+      if (!e.cuda_symptom.empty()) text += "; on a GPU: " + e.cuda_symptom;
       out << c.red() << wrap(text, "  ") << c.reset();
     }
   }

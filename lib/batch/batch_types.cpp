@@ -1,0 +1,29 @@
+// The batch model's small vocabulary (intent sources) and the loader's error type.
+#include "batch/batch.hpp"
+#include "util/text.hpp"
+
+namespace ad {
+
+std::string to_string(IntentSource s) {
+  switch (s) {
+    case IntentSource::given: return "given";
+    case IntentSource::mask: return "mask";
+    case IntentSource::position_ids: return "position_ids";
+    case IntentSource::cu_seqlens_q: return "cu_seqlens_q";
+    case IntentSource::none: return "none";
+  }
+  return "?";
+}
+
+// The message quotes the user's file name, keys and values: escaped (escape_text), so control
+// characters never reach the terminal and a NUL does not cut the message short. The accessors
+// keep the text as given.
+InputError::InputError(std::string file, std::string json_path, std::string expected, std::string found)
+    : std::runtime_error(escape_text(file) + ": " + (json_path.empty() ? std::string("/") : escape_text(json_path)) +
+                         ": expected " + escape_text(expected) + ", found " + escape_text(found)),
+      file_(std::move(file)),
+      json_path_(std::move(json_path)),
+      expected_(std::move(expected)),
+      found_(std::move(found)) {}
+
+}  // namespace ad
