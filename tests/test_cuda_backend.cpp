@@ -28,7 +28,7 @@ TEST_CASE("cuda sweep: CUDA and CPU backends agree (not built)", "[cuda][cuda-sw
 #include "exec/cuda/device.hpp"
 #include "convert/convert.hpp"
 #include "cuda_test_util.hpp"
-#include "exec/plan.hpp"
+#include "exec/plan/plan.hpp"
 #include "sweep.hpp"
 
 using namespace ad;

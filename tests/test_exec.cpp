@@ -11,8 +11,8 @@
 
 #include "check/check.hpp"
 #include "doctor/doctor.hpp"
-#include "exec/cpu_kernels.hpp"
-#include "exec/plan.hpp"
+#include "exec/cpu/cpu_kernels.hpp"
+#include "exec/plan/plan.hpp"
 #include "sweep.hpp"
 
 using namespace ad;

@@ -8,8 +8,8 @@
 
 #include "check/check.hpp"
 #include "doctor/doctor.hpp"
-#include "exec/cpu_kernels.hpp"
-#include "exec/plan.hpp"
+#include "exec/cpu/cpu_kernels.hpp"
+#include "exec/plan/plan.hpp"
 
 using namespace ad;
 

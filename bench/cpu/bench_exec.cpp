@@ -25,8 +25,8 @@
 #include "batch/npy.hpp"
 #include "check/check.hpp"
 #include "doctor/doctor.hpp"
-#include "exec/cpu_kernels.hpp"
-#include "exec/plan.hpp"
+#include "exec/cpu/cpu_kernels.hpp"
+#include "exec/plan/plan.hpp"
 
 using namespace ad;
 using Clock = std::chrono::steady_clock;

@@ -9,7 +9,7 @@
 #include "batch/batch.hpp"
 #include "convert/convert.hpp"
 #include "exec/exec.hpp"
-#include "exec/plan.hpp"
+#include "exec/plan/plan.hpp"
 #include "report/report.hpp"
 
 namespace ad {

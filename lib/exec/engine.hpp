@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "contract/access_record.hpp"
-#include "exec/plan.hpp"
+#include "exec/plan/plan.hpp"
 
 namespace ad {
 

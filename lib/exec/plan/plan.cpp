@@ -3,7 +3,7 @@
 // libraries check (and raise) on the host before launching, FA2's host-side adjustments of
 // the kernel flags, tile sizes, the intended sequences for the reference, the compute budget
 // (sampling) and the memory bound.
-#include "exec/plan.hpp"
+#include "exec/plan/plan.hpp"
 
 #include "check/check.hpp"
 #include "contract/rotary.hpp"

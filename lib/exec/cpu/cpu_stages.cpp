@@ -11,8 +11,8 @@
 #include <cstring>
 #include <limits>
 
-#include "exec/clip.hpp"
-#include "exec/cpu_kernels.hpp"
+#include "exec/cpu/rotary_walk.hpp"
+#include "exec/cpu/cpu_kernels.hpp"
 
 namespace ad::cpu {
 

@@ -9,7 +9,7 @@
 
 #include "exec/engine.hpp"
 #include "exec/exec.hpp"
-#include "exec/plan.hpp"
+#include "exec/plan/plan.hpp"
 
 namespace ad {
 

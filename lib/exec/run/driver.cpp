@@ -1,11 +1,11 @@
 // The stage driver (driver.hpp): one flow for every engine.
-#include "exec/driver.hpp"
+#include "exec/run/driver.hpp"
 
 #include <chrono>
 #include <cmath>
 
-#include "exec/cpu_kernels.hpp"
-#include "exec/observe.hpp"
+#include "exec/cpu/cpu_kernels.hpp"
+#include "exec/run/observe.hpp"
 
 namespace ad {
 namespace {

@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "contract/access_record.hpp"
-#include "exec/cpu_kernels.hpp"
+#include "exec/cpu/cpu_kernels.hpp"
 #include "exec/engine.hpp"
 #include "exec/exec.hpp"
-#include "exec/plan.hpp"
+#include "exec/plan/plan.hpp"
 
 namespace ad::observe {
 

@@ -28,7 +28,7 @@
 #include "contract/fa2_backward.hpp"
 #include "contract/fa2_forward.hpp"
 #include "contract/vocabulary.hpp"
-#include "exec/numeric.hpp"
+#include "exec/plan/numeric.hpp"
 
 namespace ad {
 

@@ -1,5 +1,5 @@
 // The attention CTAs wholly past the tensors, counted on the host (see clip.hpp).
-#include "exec/clip.hpp"
+#include "exec/cpu/rotary_walk.hpp"
 
 #include <algorithm>
 

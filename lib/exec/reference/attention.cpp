@@ -2,14 +2,14 @@
 // fp64, on the source inputs (before any gather), with the rotary the model means applied in
 // fp64 and rounded to the dtype like any real pipeline stores it. Nothing here shares code
 // with the kernel emulation: the reference knows sequences, not segments, tiles or indices.
-#include "exec/cpu_vector.hpp"  // first: the compilation settings of the vector loops
+#include "util/vector_loops.hpp"  // first: the compilation settings of the vector loops
 
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-#include "exec/cpu_kernels.hpp"
+#include "exec/cpu/cpu_kernels.hpp"
 
 namespace ad::cpu {
 namespace {

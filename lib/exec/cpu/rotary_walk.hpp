@@ -15,7 +15,7 @@
 
 #include "contract/access_record.hpp"
 #include "exec/engine.hpp"
-#include "exec/plan.hpp"
+#include "exec/plan/plan.hpp"
 
 namespace ad {
 

@@ -20,8 +20,8 @@
 #include <cmath>
 #include <limits>
 
-#include "exec/cpu_kernels.hpp"
-#include "exec/numeric.hpp"
+#include "exec/cpu/cpu_kernels.hpp"
+#include "exec/plan/numeric.hpp"
 
 namespace ad::cpu {
 namespace {

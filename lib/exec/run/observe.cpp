@@ -1,12 +1,12 @@
 // Observations -> stage records and violations, one implementation for every engine.
-#include "exec/observe.hpp"
+#include "exec/run/observe.hpp"
 
 #include <cmath>
 #include <cstdio>
 #include <limits>
 
 #include "check/check.hpp"
-#include "exec/cpu_kernels.hpp"
+#include "exec/cpu/cpu_kernels.hpp"
 
 namespace ad::observe {
 namespace {

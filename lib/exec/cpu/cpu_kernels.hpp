@@ -17,7 +17,7 @@
 #include "contract/access_record.hpp"
 #include "contract/rotary.hpp"
 #include "exec/engine.hpp"
-#include "exec/plan.hpp"
+#include "exec/plan/plan.hpp"
 
 namespace ad::cpu {
 
