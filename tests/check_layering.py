@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The include layering of lib/ (docs/layering.md): every `#include "FOLDER/..."` in a file of
-lib/FOLDER_A points to the same folder or to one on a lower floor. Exit 1 naming each include
-that climbs, or that names a folder the table does not place.
+lib/FOLDER_A points to the same folder or to one on a lower floor, and inside lib/exec/ every
+`#include "exec/ROOM/..."` points to the same room or one on a lower floor of exec's rooms.
+Exit 1 naming each include that climbs, or that names a folder or room the tables do not place.
 
     python3 tests/check_layering.py [--root DIR]
 """
@@ -23,26 +24,57 @@ FLOORS = {
     "doctor": 7,
     "html": 8, "repro": 8,
 }
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_0-9]+)/', re.M)
+# the rooms of lib/exec/ (a sub-folder, or one of the two headers at its root) in their order:
+# a room may include its own files and those of the rooms below it, never one above
+EXEC_ROOMS = {
+    "exec.hpp": 0,     # the face to the rest of lib/: ExecOptions, Backend, ExecResult
+    "plan": 1,         # the execution plan
+    "engine.hpp": 2,   # the engine interface and its observations
+    "reference": 3,    # the fp64 references, the dq_accum offsets
+    "run": 4,          # the stage driver, observation -> violation
+    "cpu": 5,          # the CPU twins, the CPU engine and backend
+    "cuda": 6,         # the CUDA backend's host side
+}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_0-9]+)/([^"]*)"', re.M)
+SOURCES = (".hpp", ".cpp", ".inc", ".cuh", ".h")
+
+
+def exec_room(rest):
+    """The room of a path inside lib/exec/ ("plan/plan.hpp" -> "plan", "engine.hpp" -> itself)."""
+    return rest.split("/", 1)[0]
 
 
 def climbs(root):
     found = []
     for path in sorted((root / "lib").rglob("*")):
-        if path.suffix not in (".hpp", ".cpp", ".inc", ".cuh", ".h"):
+        if path.suffix not in SOURCES:
             continue
-        folder = path.relative_to(root / "lib").parts[0]
+        rel = path.relative_to(root / "lib")
+        folder = rel.parts[0]
+        name = path.relative_to(root)
         if folder not in FLOORS:
-            found.append(f"{path.relative_to(root)}: lib/{folder}/ has no floor in tests/check_layering.py")
+            found.append(f"{name}: lib/{folder}/ has no floor in tests/check_layering.py")
             continue
-        for m in INCLUDE.finditer(path.read_text(errors="replace")):
-            dep = m.group(1)
-            line = path.read_text(errors="replace")[: m.start()].count("\n") + 1
+        room = exec_room("/".join(rel.parts[1:])) if folder == "exec" else None
+        if room is not None and room not in EXEC_ROOMS:
+            found.append(f"{name}: lib/exec/{room} has no room in tests/check_layering.py (EXEC_ROOMS)")
+            room = None
+        text = path.read_text(errors="replace")
+        for m in INCLUDE.finditer(text):
+            dep, rest = m.group(1), m.group(2)
+            line = text[: m.start()].count("\n") + 1
             if dep not in FLOORS:
-                found.append(f"{path.relative_to(root)}:{line}: includes {dep}/, which has no floor")
+                found.append(f"{name}:{line}: includes {dep}/, which has no floor")
             elif dep != folder and FLOORS[dep] >= FLOORS[folder]:
-                found.append(f"{path.relative_to(root)}:{line}: {folder}/ (floor {FLOORS[folder]}) includes "
+                found.append(f"{name}:{line}: {folder}/ (floor {FLOORS[folder]}) includes "
                              f"{dep}/ (floor {FLOORS[dep]}): an include may only point down")
+            elif dep == "exec" and folder == "exec" and room is not None:
+                to = exec_room(rest)
+                if to not in EXEC_ROOMS:
+                    found.append(f"{name}:{line}: includes exec/{rest}, whose room exec/{to} has no place in EXEC_ROOMS")
+                elif to != room and EXEC_ROOMS[to] >= EXEC_ROOMS[room]:
+                    found.append(f"{name}:{line}: exec/{room} (room {EXEC_ROOMS[room]}) includes exec/{to} "
+                                 f"(room {EXEC_ROOMS[to]}): inside exec/ an include may only point down")
     return found
 
 
@@ -56,7 +88,7 @@ def main():
     if found:
         print(f"check_layering: {len(found)} include(s) climb (docs/layering.md)")
         return 1
-    print("check_layering: every include of lib/ points down or stays in its folder")
+    print("check_layering: every include of lib/ points down or stays in its folder (and in lib/exec/, its room)")
     return 0
 
 

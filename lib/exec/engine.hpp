@@ -116,6 +116,14 @@ struct Output {
   const std::vector<float>* lse = nullptr;
 };
 
+// The rotary's adjoint on a packed gradient g (rows, heads, D) of q (`is_q`) or k, in place:
+// the forward's rotary call with conjugate=True (each pair rotated by the opposite angle), as
+// the real stack's autograd runs it before the gradients reach the source tensors. The stage
+// driver runs it on the host after every engine's backward: the CPU twin of the rotary kernel
+// (cpu/cpu_stages.cpp). An empty g is left as it is.
+void host_rotary_adjoint(const ExecPlan& plan, const RotaryTable& table, bool is_q, std::vector<float>& g, int64_t rows,
+                         int64_t heads, int threads);
+
 class Engine {
  public:
   virtual ~Engine() = default;

@@ -347,7 +347,7 @@ AttentionResult fa2_varlen_forward(const ExecPlan& plan, const float* q, const f
 
   // ---- CTAs -----------------------------------------------------------------------------
   // CTAs with a row inside q/out are computed; those wholly past the tensors are counted by
-  // attention_tiles_past_rows (exec/clip.hpp), not run.
+  // attention_tiles_past_rows (exec/plan/clip.cpp), not run.
   const Buffer q_buf = plan.rotary.enabled ? Buffer::q_rot : Buffer::q;
   const Buffer k_buf = plan.rotary.enabled ? Buffer::k_rot : Buffer::k;
   std::vector<Tile> tiles;

@@ -770,7 +770,7 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
       const int64_t lq = at.swapped ? 1 : fa2::wrap_sub(cq[static_cast<size_t>(b) + 1], cq[static_cast<size_t>(b)]);
       const int64_t lk = static_cast<size_t>(b + 1) < ck.size() ? fa2::wrap_sub(ck[static_cast<size_t>(b) + 1], ck[static_cast<size_t>(b)]) : 0;
       // the rows the stages compute: those the grid covers, inside q, against the keys inside k
-      // (the rest is counted or folded at once: clip.hpp, zero_blocks_step)
+      // (the rest is counted or folded at once: clip.cpp, zero_blocks_step)
       const int64_t q_inside = at.swapped ? lq : std::max<int64_t>(0, at.total_q - fa2::row_offset(cq[static_cast<size_t>(b)]));
       const int64_t rows = std::min({lq, std::max<int64_t>(at.grid_m, 0) * at.tile.block_m, q_inside});
       const int64_t k_inside = static_cast<size_t>(b + 1) < ck.size()

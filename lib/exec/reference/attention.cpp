@@ -9,9 +9,10 @@
 #include <cstring>
 #include <limits>
 
-#include "exec/cpu/cpu_kernels.hpp"
+#include "exec/reference/reference.hpp"
+#include "util/parallel.hpp"
 
-namespace ad::cpu {
+namespace ad::ref {
 namespace {
 
 typedef double vd8 __attribute__((vector_size(64)));
@@ -330,4 +331,4 @@ ReferenceResult reference_compare(const ExecPlan& plan, const float* q_src, cons
   return res;
 }
 
-}  // namespace ad::cpu
+}  // namespace ad::ref

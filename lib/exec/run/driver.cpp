@@ -4,8 +4,10 @@
 #include <chrono>
 #include <cmath>
 
-#include "exec/cpu/cpu_kernels.hpp"
+#include "exec/reference/misroute.hpp"
+#include "exec/reference/reference.hpp"
 #include "exec/run/observe.hpp"
+#include "util/parallel.hpp"
 
 namespace ad {
 namespace {
@@ -16,7 +18,7 @@ double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std
 void fill(std::vector<float>& t, uint64_t seed, num::InputTensor which, ElemType e, int threads) {
   const int64_t n = static_cast<int64_t>(t.size());
   const int64_t chunk = 1 << 16;
-  cpu::parallel_for(threads, (n + chunk - 1) / chunk, 1, [&](int64_t c, int) {
+  parallel_for(threads, (n + chunk - 1) / chunk, 1, [&](int64_t c, int) {
     const int64_t end = std::min(n, (c + 1) * chunk);
     for (int64_t i = c * chunk; i < end; ++i) t[static_cast<size_t>(i)] = num::input_value(seed, which, static_cast<uint64_t>(i), e);
   });
@@ -30,7 +32,7 @@ RotaryTable rotary_table(const ExecPlan& plan, int threads) {
   const int64_t half = r.half;
   t.cos.resize(static_cast<size_t>(r.table_rows * half));
   t.sin.resize(t.cos.size());
-  cpu::parallel_for(threads, r.table_rows, 256, [&](int64_t pos, int) {
+  parallel_for(threads, r.table_rows, 256, [&](int64_t pos, int) {
     for (int64_t i = 0; i < half; ++i) {
       t.cos[static_cast<size_t>(pos * half + i)] = num::rotary_cos(pos, i, r.dim, r.base, plan.elem);
       t.sin[static_cast<size_t>(pos * half + i)] = num::rotary_sin(pos, i, r.dim, r.base, plan.elem);
@@ -55,7 +57,7 @@ std::vector<float> packed_dout(const ExecPlan& plan, int threads) {
   const auto value = [&](int64_t final_row, int64_t e) {
     return num::input_value(plan.seed, num::InputTensor::dout, static_cast<uint64_t>(final_row * row + e), plan.elem);
   };
-  cpu::parallel_for(threads, total_q, 256, [&](int64_t i, int) {
+  parallel_for(threads, total_q, 256, [&](int64_t i, int) {
     int64_t src = i;
     if (plan.pad.enabled) src = static_cast<size_t>(i) < plan.pad.indices.size() ? plan.pad.indices[static_cast<size_t>(i)] : -1;
     const bool inside = src >= 0 && src < std::max<int64_t>(plan.rows_final, 0);
@@ -69,7 +71,7 @@ std::vector<float> packed_dout(const ExecPlan& plan, int threads) {
 void offsets_only(StageRecord& s, ExecResult& res, const ExecPlan& plan) {
   const auto t0 = Clock::now();
   observe::backward_launch(s, plan);
-  const cpu::MisrouteResult mr = cpu::backward_misroutes(plan);
+  const ref::MisrouteResult mr = ref::backward_misroutes(plan);
   const AccessRecord* none[3] = {nullptr, nullptr, nullptr};
   observe::backward(s, res, plan, none, {}, mr.misroute, mr.rows);
   s.data["offsets_only"] = true;
@@ -87,14 +89,8 @@ void offsets_only(StageRecord& s, ExecResult& res, const ExecPlan& plan) {
 void rotary_adjoint(const ExecPlan& plan, AttentionBackwardObservation& ob, int threads) {
   if (!plan.rotary.enabled) return;
   const RotaryTable table = rotary_table(plan, threads);
-  auto back = [&](std::vector<float>& g, bool is_q, int64_t rows, int64_t heads) {
-    if (g.empty()) return;
-    std::vector<float> y = cpu::rotary_output(plan, g.data(), rows, heads);
-    cpu::rotary_apply(plan, is_q, g.data(), y.data(), rows, heads, table.cos.data(), table.sin.data(), threads, true);
-    g = std::move(y);
-  };
-  back(ob.dq, true, std::max<int64_t>(plan.attention.total_q, 0), plan.num_heads);
-  back(ob.dk, false, std::max<int64_t>(plan.attention.total_k, 0), plan.num_kv_heads);
+  host_rotary_adjoint(plan, table, true, ob.dq, std::max<int64_t>(plan.attention.total_q, 0), plan.num_heads, threads);
+  host_rotary_adjoint(plan, table, false, ob.dk, std::max<int64_t>(plan.attention.total_k, 0), plan.num_kv_heads, threads);
 }
 
 // dq, dk, dv as the caller's autograd returns them to the source tensors (the rotary's
@@ -129,10 +125,10 @@ void backward_gradients(StageRecord& s, ExecResult& res, const ExecPlan& plan, c
             values ? nullptr : &plan.attention.sample);
   if (!ob.dk.empty()) scatter(plan.unpad.k, total_k, plan.rows_k_src, Hk * D, &ob.dk, &ob.dv, dk, &dv, dkv_known, nullptr);
   if (!values) std::fill(dkv_known.begin(), dkv_known.end(), 0);
-  const cpu::GradientInputs gi{in.q_src.data(), in.k_src.data(), in.v_src.data(), dq.data(), dk.data(), dv.data(),
+  const ref::GradientInputs gi{in.q_src.data(), in.k_src.data(), in.v_src.data(), dq.data(), dk.data(), dv.data(),
                                &dq_known, &dkv_known};
-  cpu::GradientResult out[3];
-  cpu::gradient_reference(plan, gi, out, threads);
+  ref::GradientResult out[3];
+  ref::gradient_reference(plan, gi, out, threads);
   observe::backward_reference(s, res, plan, out);
 }
 
@@ -337,7 +333,7 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
         s.detail = "not run: " + ob.not_run;
       } else {
         if (ob.dq_misrouted.empty()) {  // an engine that leaves the offsets to the host
-          cpu::MisrouteResult mr = cpu::backward_misroutes(plan);
+          ref::MisrouteResult mr = ref::backward_misroutes(plan);
           ob.dq_misrouted = std::move(mr.rows);
           ob.misroute = mr.misroute;
         }
