@@ -5,10 +5,12 @@ lib/FOLDER_A points to the same folder or to one on a lower floor, and inside li
 Exit 1 naming each include that climbs, or that names a folder or room the tables do not place.
 
     python3 tests/check_layering.py [--root DIR]
+    python3 tests/check_layering.py --self-test   # the check fails on each kind of climb
 """
 import argparse
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 # floor of each folder: lib/'s folders and kernels/contract (the execution contract the kernels
@@ -78,10 +80,40 @@ def climbs(root):
     return found
 
 
+def self_test():
+    """A small tree with one include of each kind: the climbing ones, and only those, are found."""
+    files = {
+        "lib/check/ok.cpp": '#include "report/report.hpp"\n',               # down a floor
+        "lib/report/up.cpp": '#include "check/check.hpp"\n',                # climbs a floor
+        "lib/exec/run/ok.cpp": '#include "exec/reference/reference.hpp"\n#include "exec/engine.hpp"\n',
+        "lib/exec/run/up.cpp": '#include "exec/cpu/cpu_kernels.hpp"\n',     # climbs a room
+        "lib/exec/plan/up.hpp": '#include "exec/engine.hpp"\n',             # climbs to a root header
+        "lib/exec/engine.hpp": '#include "exec/plan/plan.hpp"\n',
+        "lib/exec/misc/x.cpp": '#include "exec/exec.hpp"\n',                # a room with no place
+    }
+    with tempfile.TemporaryDirectory() as d:
+        for rel, text in files.items():
+            (Path(d) / rel).parent.mkdir(parents=True, exist_ok=True)
+            (Path(d) / rel).write_text(text)
+        found = climbs(Path(d))
+    expect = ["lib/exec/misc/x.cpp:", "lib/exec/plan/up.hpp:1:", "lib/exec/run/up.cpp:1:", "lib/report/up.cpp:1:"]
+    got = sorted(f.split(" ", 1)[0] for f in found)
+    for f in found:
+        print(f)
+    if got != expect:
+        print(f"check_layering --self-test: expected climbs at {expect}, found {got}")
+        return 1
+    print("check_layering --self-test: each climbing include found, nothing else")
+    return 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--root", default=str(Path(__file__).resolve().parent.parent))
+    ap.add_argument("--self-test", action="store_true")
     args = ap.parse_args()
+    if args.self_test:
+        return self_test()
     found = climbs(Path(args.root))
     for f in found:
         print(f)

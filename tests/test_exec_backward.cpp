@@ -1,4 +1,4 @@
-// The training step on the CPU: FA2's varlen backward (lib/exec/cpu_backward.cpp, the contract
+// The training step on the CPU: FA2's varlen backward (lib/exec/cpu/cpu_backward.cpp, the contract
 // in kernels/contract/fa2_backward.hpp) run after the forward stages, its gradients against
 // the fp64 gradient reference, and what only the backward breaks. Tag [exec][backward].
 #include <catch2/catch.hpp>

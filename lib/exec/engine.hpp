@@ -1,7 +1,7 @@
 // An engine executes the kernel stages of one call and says what it observed; the stage
-// driver (driver.hpp) runs an ExecPlan through an engine, in the real program's order, and
-// turns the observations into stage records and violations (observe.hpp), the same for
-// every engine. Two engines: the checked CPU twins (cpu_engine.cpp) and the checked CUDA
+// driver (run/driver.hpp) runs an ExecPlan through an engine, in the real program's order, and
+// turns the observations into stage records and violations (run/observe.hpp), the same for
+// every engine. Two engines: the checked CPU twins (cpu/cpu_engine.cpp) and the checked CUDA
 // kernels (cuda/cuda_engine.cpp). Internal to lib/exec.
 //
 // An engine holds the call's tensors between stages (source -> packed -> rotated -> output
@@ -26,7 +26,7 @@ namespace ad {
 // The tensors an unpad gather packs (k and v share indices_k).
 enum class Operand : uint8_t { q, k, v };
 
-// The call's inputs in the source frame: seeded values in the batch's dtype (numeric.hpp),
+// The call's inputs in the source frame: seeded values in the batch's dtype (plan/numeric.hpp),
 // filled once by the driver; the reference reads them too.
 struct Inputs {
   std::vector<float> q_src, k_src, v_src;

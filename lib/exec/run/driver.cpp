@@ -24,7 +24,7 @@ void fill(std::vector<float>& t, uint64_t seed, num::InputTensor which, ElemType
   });
 }
 
-// The cos/sin table flash_attn's and FLA's RotaryEmbedding pass (numeric.hpp).
+// The cos/sin table flash_attn's and FLA's RotaryEmbedding pass (plan/numeric.hpp).
 RotaryTable rotary_table(const ExecPlan& plan, int threads) {
   const RotaryPlan& r = plan.rotary;
   RotaryTable t;
@@ -257,7 +257,7 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
     if (at.zero_fill) {
       s.detail = "max_seqlen_k <= 0: the host zero-fills the output and sets the LSE to +inf (no launch)";
     } else {
-      // the CTAs wholly past q/out: counted on the host, for every engine (clip.hpp)
+      // the CTAs wholly past q/out: counted on the host, for every engine (plan/clip.cpp)
       ob.access.merge(at.past_rows.access);
       const observe::Coverage coverage = observe::coverage_of(ob.writes, at);
       int64_t rows_computed = 0;
