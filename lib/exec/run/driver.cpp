@@ -132,6 +132,213 @@ void backward_gradients(StageRecord& s, ExecResult& res, const ExecPlan& plan, c
   observe::backward_reference(s, res, plan, out);
 }
 
+// One run of the stages after the inputs are loaded: what every stage step reads, and what one
+// stage hands the next.
+struct Run {
+  const ExecPlan& plan;
+  Engine& engine;
+  ExecResult& res;
+  observe::Stages& st;
+  const Inputs& in;
+  int threads = 1;
+  int64_t total_q = 0;
+  std::vector<uint8_t> written, computed;  // attention -> result: packed rows written, computed
+  std::vector<int64_t> source_of;          // pad -> result: the packed row of each final row
+};
+
+// unpad: the gathers in _upad_input's order (k, v, then q), or nothing to gather.
+void unpad_stage(Run& run) {
+  const ExecPlan& plan = run.plan;
+  Engine& engine = run.engine;
+  ExecResult& res = run.res;
+  const auto t0 = Clock::now();
+  StageRecord& s = run.st.add(Stage::unpad);
+  if (!plan.unpad.q.enabled && !plan.unpad.k.enabled) {
+    s.status = StageStatus::skipped;
+    s.detail = "nothing to gather on the " + to_string(plan.path) + " path: the kernel receives the packed tensors as given";
+  } else {
+    AccessRecord first;
+    std::string first_tensor;
+    int64_t out_of_range = 0;
+    auto gather = [&](Operand o, const GatherPlan& g, const char* tensor) {
+      const GatherObservation ob = engine.gather(plan, o);
+      out_of_range += static_cast<int64_t>(ob.out_of_range.count);
+      if (ob.out_of_range.has_first() && !first.has_first()) {
+        first = ob.out_of_range;
+        first_tensor = tensor;
+      }
+      s.data[std::string("rows_") + tensor] = g.dst_rows;
+      merge_facts(s, ob.facts, ob.engine);
+    };
+    if (plan.unpad.k.enabled) {
+      gather(Operand::k, plan.unpad.k, "k");
+      gather(Operand::v, plan.unpad.k, "v");
+    }
+    if (plan.unpad.q.enabled) gather(Operand::q, plan.unpad.q, "q");
+    observe::unpad_gather(s, res, first, first_tensor, out_of_range);
+  }
+  s.ms = ms_since(t0);
+}
+
+// rotary: the rotary call on the packed q, then k; false when the host raises (the run ends).
+bool rotary_stage(Run& run) {
+  const ExecPlan& plan = run.plan;
+  observe::Stages& st = run.st;
+  const int64_t total_q = run.total_q;
+  const auto t0 = Clock::now();
+  StageRecord& s = st.add(Stage::rotary);
+  const RotaryPlan& r = plan.rotary;
+  if (!r.enabled) {
+    s.status = StageStatus::skipped;
+    s.detail = "no rotary embedding in this batch";
+  } else if (r.raises) {
+    s.ms = ms_since(t0);
+    observe::host_raise(st, s, *r.raises, "rotary", total_q);
+    return false;
+  } else {
+    const RotaryObservation ob = run.engine.rotary(plan, rotary_table(plan, run.threads));
+    s.data = {{"contract", to_string(r.contract)}, {"dim", r.dim}, {"varlen", r.varlen}, {"table_rows", r.table_rows}};
+    merge_facts(s, ob.facts, ob.engine);
+    const int64_t unrotated = ob.q.past_table + ob.k.past_table, unvisited = ob.q.not_visited + ob.k.not_visited;
+    s.data["rotated"] = ob.q.rotated + ob.k.rotated;
+    s.data["past_table"] = unrotated;
+    s.data["rows_not_visited"] = unvisited;
+    if (!r.note.empty()) s.detail = r.note;
+    if (unrotated > 0 || unvisited > 0) {
+      std::string d;
+      if (unrotated > 0)
+        d += std::to_string(unrotated) + " (row, head) pairs at positions past the " + std::to_string(r.table_rows) +
+             "-row table left " + (r.contract == RotaryContract::fla ? "unwritten" : "unrotated");
+      if (unvisited > 0)
+        d += std::string(d.empty() ? "" : "; ") + std::to_string(unvisited) + " rows past max_seqlen's programs never rotated";
+      s.detail = s.detail.empty() ? d : s.detail + "; " + d;
+    }
+    observe::rotary_access(s, run.res, r, plan.head_dim, {ob.q.outside_tensor, ob.q.table, ob.q.outside_head},
+                           {ob.k.outside_tensor, ob.k.table, ob.k.outside_head});
+  }
+  s.ms = ms_since(t0);
+  return true;
+}
+
+// attention: the varlen forward, or the host's zero fill; false when the host raises.
+bool attention_stage(Run& run) {
+  const ExecPlan& plan = run.plan;
+  const AttentionPlan& at = plan.attention;
+  observe::Stages& st = run.st;
+  const int64_t total_q = run.total_q;
+  std::vector<uint8_t>& written = run.written;
+  std::vector<uint8_t>& computed = run.computed;
+  const auto t0 = Clock::now();
+  StageRecord& s = st.add(Stage::attention);
+  observe::attention_launch(s, plan);
+  if (at.raises) {
+    s.ms = ms_since(t0);
+    observe::host_raise(st, s, *at.raises, "attention", total_q);
+    return false;
+  }
+  AttentionObservation ob = run.engine.attention(plan);
+  merge_facts(s, ob.facts, ob.engine);
+  computed = std::move(ob.computed);
+  written.resize(ob.writes.size());
+  for (size_t i = 0; i < written.size(); ++i) written[i] = ob.writes[i] > 0;
+  if (at.zero_fill) {
+    s.detail = "max_seqlen_k <= 0: the host zero-fills the output and sets the LSE to +inf (no launch)";
+  } else {
+    // the CTAs wholly past q/out: counted on the host, for every engine (plan/clip.cpp)
+    ob.access.merge(at.past_rows.access);
+    const observe::Coverage coverage = observe::coverage_of(ob.writes, at);
+    int64_t rows_computed = 0;
+    for (uint8_t c : computed) rows_computed += c;
+    s.data["rows_written"] = coverage.rows_written;
+    s.data["rows_computed"] = rows_computed;
+    if (at.past_rows.tiles > 0) s.data["ctas_past_rows"] = at.past_rows.tiles;
+    s.detail = ob.detail;
+    observe::attention(s, run.res, ob.access, coverage, total_q);
+  }
+  s.ms = ms_since(t0);
+  return true;
+}
+
+// pad: pad_input's scatter into the caller's frame, or nothing on a packed path.
+void pad_stage(Run& run) {
+  const ExecPlan& plan = run.plan;
+  const auto t0 = Clock::now();
+  StageRecord& s = run.st.add(Stage::pad);
+  if (!plan.pad.enabled) {
+    s.status = StageStatus::skipped;
+    s.detail = "no scatter on the " + to_string(plan.path) + " path: the caller receives the packed output";
+  } else {
+    ScatterObservation ob = run.engine.scatter(plan);
+    run.source_of = std::move(ob.source_of);
+    merge_facts(s, ob.facts, ob.engine);
+    s.data["rows_written"] = ob.rows_written;
+    observe::pad_scatter(s, run.res, ob.out_of_range);
+  }
+  s.ms = ms_since(t0);
+}
+
+// result (on the host, against fp64 attention over the intended sequences).
+void result_stage(Run& run) {
+  const ExecPlan& plan = run.plan;
+  const Inputs& in = run.in;
+  const auto t0 = Clock::now();
+  StageRecord& s = run.st.add(Stage::result);
+  const Output out = run.engine.output(plan);
+  observe::ResultInputs ri;
+  ri.out_final = out.out_final;
+  ri.source_of = &run.source_of;
+  ri.written = &run.written;
+  ri.computed = &run.computed;
+  ri.lse = out.lse;
+  ri.q_src = in.q_src.data();
+  ri.k_src = in.k_src.data();
+  ri.v_src = in.v_src.data();
+  ri.total_q = run.total_q;
+  ri.threads = run.threads;
+  ri.output_name = run.engine.output_name();
+  observe::result(s, run.res, plan, ri);
+  s.ms = ms_since(t0);
+}
+
+// attention_backward (training): the seeded dO through pad's adjoint, the backward, the
+// dq_accum offsets, the rotary's adjoint and the gradient reference.
+void backward_stage(Run& run) {
+  const ExecPlan& plan = run.plan;
+  ExecResult& res = run.res;
+  const int threads = run.threads;
+  const auto t0 = Clock::now();
+  StageRecord& s = run.st.add(Stage::attention_backward);
+  const BackwardPlan& bw = plan.backward;
+  if (!bw.skip_reason.empty()) {
+    s.status = StageStatus::skipped;
+    s.detail = bw.skip_reason;
+  } else {
+    observe::backward_launch(s, plan);
+    const std::vector<float> dout = packed_dout(plan, threads);
+    const auto tb = Clock::now();
+    AttentionBackwardObservation ob = run.engine.attention_backward(plan, dout);
+    s.data["ms_kernels"] = ms_since(tb);
+    merge_facts(s, ob.facts, ob.engine);
+    if (!ob.ran) {
+      s.status = StageStatus::skipped;
+      s.detail = "not run: " + ob.not_run;
+    } else {
+      if (ob.dq_misrouted.empty()) {  // an engine that leaves the offsets to the host
+        ref::MisrouteResult mr = ref::backward_misroutes(plan);
+        ob.dq_misrouted = std::move(mr.rows);
+        ob.misroute = mr.misroute;
+      }
+      s.detail = ob.detail;
+      const AccessRecord* launches[3] = {&ob.dot_do_o, &ob.dq_dk_dv, &ob.convert_dq};
+      observe::backward(s, res, plan, launches, observe::backward_coverage(ob.dq_writes, ob.dkv_writes), ob.misroute,
+                        ob.dq_misrouted);
+      rotary_adjoint(plan, ob, threads);
+      backward_gradients(s, res, plan, run.in, ob, threads);
+    }
+  }
+  s.ms = ms_since(t0);
+}
+
 }  // namespace
 
 Inputs seeded_inputs(const ExecPlan& plan, int threads) {
@@ -158,195 +365,25 @@ ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& optio
   res.stages.reserve(std::size(kDynamicStages));  // the StageRecord references below stay valid
   observe::Stages st{res, stage_count(plan.backward.enabled)};
   const int threads = std::max(1, plan.threads);
-  const AttentionPlan& at = plan.attention;
-  const int64_t total_q = std::max<int64_t>(at.total_q, 0);
   auto stop_after = [&](Stage s) { return options.stop_after && *options.stop_after == s; };
 
   const Inputs in = seeded_inputs(plan, threads);
   engine.load(plan, in);
+  Run run{plan, engine, res, st, in, threads, std::max<int64_t>(plan.attention.total_q, 0)};
 
-  // ---- unpad ----------------------------------------------------------------------------
-  {
-    const auto t0 = Clock::now();
-    StageRecord& s = st.add(Stage::unpad);
-    if (!plan.unpad.q.enabled && !plan.unpad.k.enabled) {
-      s.status = StageStatus::skipped;
-      s.detail = "nothing to gather on the " + to_string(plan.path) + " path: the kernel receives the packed tensors as given";
-    } else {
-      AccessRecord first;
-      std::string first_tensor;
-      int64_t out_of_range = 0;
-      auto gather = [&](Operand o, const GatherPlan& g, const char* tensor) {
-        const GatherObservation ob = engine.gather(plan, o);
-        out_of_range += static_cast<int64_t>(ob.out_of_range.count);
-        if (ob.out_of_range.has_first() && !first.has_first()) {
-          first = ob.out_of_range;
-          first_tensor = tensor;
-        }
-        s.data[std::string("rows_") + tensor] = g.dst_rows;
-        merge_facts(s, ob.facts, ob.engine);
-      };
-      if (plan.unpad.k.enabled) {
-        gather(Operand::k, plan.unpad.k, "k");
-        gather(Operand::v, plan.unpad.k, "v");
-      }
-      if (plan.unpad.q.enabled) gather(Operand::q, plan.unpad.q, "q");
-      observe::unpad_gather(s, res, first, first_tensor, out_of_range);
-    }
-    s.ms = ms_since(t0);
-  }
+  unpad_stage(run);
   if (stop_after(Stage::unpad)) return res;
   if (plan.conversion_failure) {
-    observe::conversion_raise(st, *plan.conversion_failure, total_q);
+    observe::conversion_raise(st, *plan.conversion_failure, run.total_q);
     return res;
   }
-
-  // ---- rotary ---------------------------------------------------------------------------
-  {
-    const auto t0 = Clock::now();
-    StageRecord& s = st.add(Stage::rotary);
-    const RotaryPlan& r = plan.rotary;
-    if (!r.enabled) {
-      s.status = StageStatus::skipped;
-      s.detail = "no rotary embedding in this batch";
-    } else if (r.raises) {
-      s.ms = ms_since(t0);
-      observe::host_raise(st, s, *r.raises, "rotary", total_q);
-      return res;
-    } else {
-      const RotaryObservation ob = engine.rotary(plan, rotary_table(plan, threads));
-      s.data = {{"contract", to_string(r.contract)}, {"dim", r.dim}, {"varlen", r.varlen}, {"table_rows", r.table_rows}};
-      merge_facts(s, ob.facts, ob.engine);
-      const int64_t unrotated = ob.q.past_table + ob.k.past_table, unvisited = ob.q.not_visited + ob.k.not_visited;
-      s.data["rotated"] = ob.q.rotated + ob.k.rotated;
-      s.data["past_table"] = unrotated;
-      s.data["rows_not_visited"] = unvisited;
-      if (!r.note.empty()) s.detail = r.note;
-      if (unrotated > 0 || unvisited > 0) {
-        std::string d;
-        if (unrotated > 0)
-          d += std::to_string(unrotated) + " (row, head) pairs at positions past the " + std::to_string(r.table_rows) +
-               "-row table left " + (r.contract == RotaryContract::fla ? "unwritten" : "unrotated");
-        if (unvisited > 0)
-          d += std::string(d.empty() ? "" : "; ") + std::to_string(unvisited) + " rows past max_seqlen's programs never rotated";
-        s.detail = s.detail.empty() ? d : s.detail + "; " + d;
-      }
-      observe::rotary_access(s, res, r, plan.head_dim, {ob.q.outside_tensor, ob.q.table, ob.q.outside_head},
-                             {ob.k.outside_tensor, ob.k.table, ob.k.outside_head});
-    }
-    s.ms = ms_since(t0);
-  }
-  if (stop_after(Stage::rotary)) return res;
-
-  // ---- attention ------------------------------------------------------------------------
-  std::vector<uint8_t> written, computed;
-  {
-    const auto t0 = Clock::now();
-    StageRecord& s = st.add(Stage::attention);
-    observe::attention_launch(s, plan);
-    if (at.raises) {
-      s.ms = ms_since(t0);
-      observe::host_raise(st, s, *at.raises, "attention", total_q);
-      return res;
-    }
-    AttentionObservation ob = engine.attention(plan);
-    merge_facts(s, ob.facts, ob.engine);
-    computed = std::move(ob.computed);
-    written.resize(ob.writes.size());
-    for (size_t i = 0; i < written.size(); ++i) written[i] = ob.writes[i] > 0;
-    if (at.zero_fill) {
-      s.detail = "max_seqlen_k <= 0: the host zero-fills the output and sets the LSE to +inf (no launch)";
-    } else {
-      // the CTAs wholly past q/out: counted on the host, for every engine (plan/clip.cpp)
-      ob.access.merge(at.past_rows.access);
-      const observe::Coverage coverage = observe::coverage_of(ob.writes, at);
-      int64_t rows_computed = 0;
-      for (uint8_t c : computed) rows_computed += c;
-      s.data["rows_written"] = coverage.rows_written;
-      s.data["rows_computed"] = rows_computed;
-      if (at.past_rows.tiles > 0) s.data["ctas_past_rows"] = at.past_rows.tiles;
-      s.detail = ob.detail;
-      observe::attention(s, res, ob.access, coverage, total_q);
-    }
-    s.ms = ms_since(t0);
-  }
-  if (stop_after(Stage::attention)) return res;
-
-  // ---- pad ------------------------------------------------------------------------------
-  std::vector<int64_t> source_of;
-  {
-    const auto t0 = Clock::now();
-    StageRecord& s = st.add(Stage::pad);
-    if (!plan.pad.enabled) {
-      s.status = StageStatus::skipped;
-      s.detail = "no scatter on the " + to_string(plan.path) + " path: the caller receives the packed output";
-    } else {
-      ScatterObservation ob = engine.scatter(plan);
-      source_of = std::move(ob.source_of);
-      merge_facts(s, ob.facts, ob.engine);
-      s.data["rows_written"] = ob.rows_written;
-      observe::pad_scatter(s, res, ob.out_of_range);
-    }
-    s.ms = ms_since(t0);
-  }
+  if (!rotary_stage(run) || stop_after(Stage::rotary)) return res;
+  if (!attention_stage(run) || stop_after(Stage::attention)) return res;
+  pad_stage(run);
   if (stop_after(Stage::pad)) return res;
-
-  // ---- result (on the host, against fp64 attention over the intended sequences) ------------
-  {
-    const auto t0 = Clock::now();
-    StageRecord& s = st.add(Stage::result);
-    const Output out = engine.output(plan);
-    observe::ResultInputs ri;
-    ri.out_final = out.out_final;
-    ri.source_of = &source_of;
-    ri.written = &written;
-    ri.computed = &computed;
-    ri.lse = out.lse;
-    ri.q_src = in.q_src.data();
-    ri.k_src = in.k_src.data();
-    ri.v_src = in.v_src.data();
-    ri.total_q = total_q;
-    ri.threads = threads;
-    ri.output_name = engine.output_name();
-    observe::result(s, res, plan, ri);
-    s.ms = ms_since(t0);
-  }
+  result_stage(run);
   if (stop_after(Stage::result) || !plan.backward.enabled) return res;
-
-  // ---- attention_backward (training): seeded dO through pad's adjoint, then the backward --
-  {
-    const auto t0 = Clock::now();
-    StageRecord& s = st.add(Stage::attention_backward);
-    const BackwardPlan& bw = plan.backward;
-    if (!bw.skip_reason.empty()) {
-      s.status = StageStatus::skipped;
-      s.detail = bw.skip_reason;
-    } else {
-      observe::backward_launch(s, plan);
-      const std::vector<float> dout = packed_dout(plan, threads);
-      const auto tb = Clock::now();
-      AttentionBackwardObservation ob = engine.attention_backward(plan, dout);
-      s.data["ms_kernels"] = ms_since(tb);
-      merge_facts(s, ob.facts, ob.engine);
-      if (!ob.ran) {
-        s.status = StageStatus::skipped;
-        s.detail = "not run: " + ob.not_run;
-      } else {
-        if (ob.dq_misrouted.empty()) {  // an engine that leaves the offsets to the host
-          ref::MisrouteResult mr = ref::backward_misroutes(plan);
-          ob.dq_misrouted = std::move(mr.rows);
-          ob.misroute = mr.misroute;
-        }
-        s.detail = ob.detail;
-        const AccessRecord* launches[3] = {&ob.dot_do_o, &ob.dq_dk_dv, &ob.convert_dq};
-        observe::backward(s, res, plan, launches, observe::backward_coverage(ob.dq_writes, ob.dkv_writes), ob.misroute,
-                          ob.dq_misrouted);
-        rotary_adjoint(plan, ob, threads);
-        backward_gradients(s, res, plan, in, ob, threads);
-      }
-    }
-    s.ms = ms_since(t0);
-  }
+  backward_stage(run);
   return res;
 }
 
