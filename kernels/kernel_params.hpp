@@ -127,7 +127,7 @@ struct RotaryParams {
   int32_t block_rows = 0;
   // Checked form: rows outside [0, rows) (a segment running past the tensor, or starting
   // before it) return at once when true; the caller counts their accesses on the host
-  // (exec/clip.hpp). The launch then covers `launch_rows` rows per segment when > 0 (rows
+  // (exec/cpu/rotary_walk.hpp). The launch then covers `launch_rows` rows per segment when > 0 (rows
   // past them are outside for every segment), the launch-order keys still those of the grid.
   bool skip_rows_outside = false;
   int64_t launch_rows = 0;
@@ -172,7 +172,7 @@ struct VarlenFwdParams {
   int32_t lse_max_seqlen_q = 0;      // padded layout: the per-segment stride
   // Checked form: CTAs whose rows all lie past q/out (fa2::tile_past_rows) return at once
   // when true; the caller counts their accesses on the host (the CUDA backend does, with
-  // exec/clip.hpp, as the CPU twin does), so a phantom segment costs no device time. The
+  // exec/plan/clip.cpp, as the CPU twin does), so a phantom segment costs no device time. The
   // launch then covers min(grid, launch_m_blocks) m blocks when launch_m_blocks > 0, the
   // launch-order keys still those of the full grid.
   bool skip_tiles_past_rows = false;

@@ -7,7 +7,7 @@
 //   The single-query GQA swap (max_seqlen_q == 1, H > Hk) runs (N, Hk) CTAs of H / Hk rows.
 //
 // Every decision below is a function of contract/fa2_forward.hpp, the definitions the CPU
-// twin (lib/exec/cpu_attention.cpp) runs: segments, rows, key blocks, masks, the LSE index.
+// twin (lib/exec/cpu/cpu_attention.cpp) runs: segments, rows, key blocks, masks, the LSE index.
 // What is reproduced from FA2 (csrc/flash_attn/src/flash_fwd_kernel.h compute_attn_1rowblock,
 // block_info.h, flash_api.cpp mha_varlen_fwd), because the diagnosis depends on it:
 //  - the grid comes from max_seqlen_q, so rows of a longer segment past the last tile are
@@ -23,7 +23,7 @@
 // The checked form compares every row it touches with its buffer's row count; a row outside
 // is recorded (attention.access) and neither read (zero-filled) nor written. A key tile wholly
 // past k/v is recorded at once; with skip_tiles_past_rows a CTA wholly past q/out returns at
-// once and the host counts its accesses (lib/exec/clip.hpp).
+// once and the host counts its accesses (lib/exec/plan/clip.cpp).
 //
 // Tensor-core kernel (head dim 64 and 128, bf16/fp16, block_m 128): TileShape<D, MT>. The
 // launcher's shape (kDefaultMT = 2) is FA2's warp layout: 4 warps of 32 query rows, Q re-read
@@ -113,7 +113,7 @@ __device__ __forceinline__ KeyRange key_range(const VarlenFwdParams& p, const Se
 // This CTA (m_block, b, h) = blockIdx, its segment and first row. `runs` is false when it
 // returns at once: FA2's per-tile exit (m_block * block_m >= len_q; a negative length computes
 // nothing), or, in the checked form with skip_tiles_past_rows, every row past q/out (the host
-// counts its accesses, exec/clip.hpp).
+// counts its accesses, exec/plan/clip.cpp).
 struct Cta {
   int m_block, b, h;
   Segment seg;

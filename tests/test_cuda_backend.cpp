@@ -28,7 +28,7 @@ TEST_CASE("cuda sweep: CUDA and CPU backends agree (not built)", "[cuda][cuda-sw
 #include "exec/cuda/device.hpp"
 #include "convert/convert.hpp"
 #include "cuda_test_util.hpp"
-#include "exec/plan.hpp"
+#include "exec/plan/plan.hpp"
 #include "sweep.hpp"
 
 using namespace ad;
@@ -146,7 +146,7 @@ TEST_CASE("cuda sweep: CUDA and CPU backends report the same violations on >= 20
 
 // The same sweep as training steps ("pass": "training"): the forward stages and then
 // attention_backward, whose CUDA kernels (kernels/varlen_attention_bwd*) and CPU twin
-// (lib/exec/cpu_backward.cpp) run one contract. Agreement: the same violation ids in the same
+// (lib/exec/cpu/cpu_backward.cpp) run one contract. Agreement: the same violation ids in the same
 // order and the same stage statuses; on valid batches the backward stage is ok on both and
 // the result within tolerance.
 TEST_CASE("cuda sweep: CUDA and CPU backends agree on the training sweep", "[cuda][cuda-sweep]") {

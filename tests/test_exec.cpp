@@ -11,8 +11,8 @@
 
 #include "check/check.hpp"
 #include "doctor/doctor.hpp"
-#include "exec/cpu_kernels.hpp"
-#include "exec/plan.hpp"
+#include "exec/cpu/cpu_kernels.hpp"
+#include "exec/plan/plan.hpp"
 #include "sweep.hpp"
 
 using namespace ad;
@@ -60,7 +60,7 @@ Batch batch_from(const nlohmann::json& j) { return parse_batch_text(j.dump(), "t
 // ---------------------------------------------------------------------------------------
 // numeric building blocks
 
-// IEEE binary16 rounding computed another way than lib/exec/numeric.hpp: in double, where
+// IEEE binary16 rounding computed another way than lib/exec/plan/numeric.hpp: in double, where
 // scaling by a power of two is exact, to the nearest multiple of the half-precision ulp at
 // |x|'s binade (11 significant bits; no finer than 2^-24, the subnormal step), ties to even
 // (nearbyint in the default rounding mode), overflow to infinity from 65520 (halfway between

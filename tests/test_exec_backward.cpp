@@ -1,4 +1,4 @@
-// The training step on the CPU: FA2's varlen backward (lib/exec/cpu_backward.cpp, the contract
+// The training step on the CPU: FA2's varlen backward (lib/exec/cpu/cpu_backward.cpp, the contract
 // in kernels/contract/fa2_backward.hpp) run after the forward stages, its gradients against
 // the fp64 gradient reference, and what only the backward breaks. Tag [exec][backward].
 #include <catch2/catch.hpp>
@@ -8,8 +8,9 @@
 
 #include "check/check.hpp"
 #include "doctor/doctor.hpp"
-#include "exec/cpu_kernels.hpp"
-#include "exec/plan.hpp"
+#include "exec/cpu/cpu_kernels.hpp"
+#include "exec/plan/plan.hpp"
+#include "exec/reference/misroute.hpp"
 
 using namespace ad;
 
@@ -198,12 +199,12 @@ TEST_CASE("backward: before 2.8.0 one long segment wraps through the tile term (
                                    R"({"cu_seqlens_q": [0, 1100000], "max_seqlen_q": 1100000})", "2.7.4"),
                              "t.json");
   ExecPlan p = make_exec_plan(b, convert(b), o);
-  cpu::MisrouteResult m = cpu::backward_misroutes(p);
+  ref::MisrouteResult m = ref::backward_misroutes(p);
   REQUIRE(m.misroute.rows > 0);
   CHECK(m.misroute.segment == 0);
   // 2.8.0 computes the tile term in 64 bits: the segment starts at 0, nothing wraps
   b.environment.flash_attn = parse_version("2.8.0");
-  CHECK(cpu::backward_misroutes(make_exec_plan(b, convert(b), o)).misroute.rows == 0);
+  CHECK(ref::backward_misroutes(make_exec_plan(b, convert(b), o)).misroute.rows == 0);
 }
 
 TEST_CASE("backward: deterministic mode (split dq_accum) gives the same gradients", "[exec][backward]") {

@@ -9,7 +9,7 @@
 
 #include "batch/batch.hpp"
 #include "convert/convert.hpp"
-#include "exec/plan.hpp"
+#include "exec/plan/plan.hpp"
 #include "util/subprocess.hpp"
 
 namespace {

@@ -13,7 +13,7 @@
 #include "batch/npy.hpp"
 #include "check/check.hpp"
 #include "convert/convert.hpp"
-#include "exec/plan.hpp"
+#include "exec/plan/plan.hpp"
 #include "test_check_helpers.hpp"
 
 using namespace ad;

@@ -25,8 +25,9 @@
 #include "batch/npy.hpp"
 #include "check/check.hpp"
 #include "doctor/doctor.hpp"
-#include "exec/cpu_kernels.hpp"
-#include "exec/plan.hpp"
+#include "exec/cpu/cpu_kernels.hpp"
+#include "exec/plan/plan.hpp"
+#include "exec/reference/reference.hpp"
 
 using namespace ad;
 using Clock = std::chrono::steady_clock;
@@ -153,7 +154,7 @@ nlohmann::json kernel_case(int64_t H, int64_t Hk, int64_t D) {
     const double t0 = thread_cpu_seconds();
     const cpu::AttentionResult a = cpu::fa2_varlen_forward(p, q.data(), k.data(), v.data(), out.data(), lse.data(), 1);
     const double t1 = thread_cpu_seconds();
-    cpu::ReferenceResult r = cpu::reference_compare(p, q.data(), k.data(), v.data(), out.data(), checkable, 1);
+    ref::ReferenceResult r = ref::reference_compare(p, q.data(), k.data(), v.data(), out.data(), checkable, 1);
     const double t2 = thread_cpu_seconds();
     best_a = std::min(best_a, t1 - t0);
     best_r = std::min(best_r, t2 - t1);

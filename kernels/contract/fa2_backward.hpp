@@ -1,6 +1,6 @@
 // FA2's varlen backward as the checked kernels reproduce it: one small function per decision
 // the real kernels (and mha_varlen_bwd on the host) make. The CPU twin
-// (lib/exec/cpu_backward.cpp), the static check of 32-bit offsets (lib/check/checks_input.cpp)
+// (lib/exec/cpu/cpu_backward.cpp), the static check of 32-bit offsets (lib/check/checks_input.cpp)
 // and the CUDA backward kernels call these definitions, so they agree by construction.
 //
 // Sources (read, not copied), Dao-AILab/flash-attention, v2.8.3 unless said otherwise; the

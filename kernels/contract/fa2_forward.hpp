@@ -1,6 +1,6 @@
 // FA2's varlen forward as the checked kernels reproduce it: one small function per decision
-// the real kernel (and its host code) makes. The CPU twin (lib/exec/cpu_attention.cpp), the
-// plan (lib/exec/plan.cpp) and the CUDA kernels (kernels/varlen_attention*, sm90a/) call
+// the real kernel (and its host code) makes. The CPU twin (lib/exec/cpu/cpu_attention.cpp), the
+// plan (lib/exec/plan/plan.cpp) and the CUDA kernels (kernels/varlen_attention*, sm90a/) call
 // these definitions, so the backends agree by construction and a CPU test of a rule tests
 // what the kernels run.
 //

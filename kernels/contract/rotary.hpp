@@ -1,6 +1,6 @@
 // The rotary kernels' geometry as the checked stages reproduce it: rows per program, which
 // rows a grid visits, the program of a row in launch order, and how many element accesses
-// one (row, head) makes. The CPU twin (lib/exec/cpu_stages.cpp), the plan and the CUDA
+// one (row, head) makes. The CPU twin (lib/exec/cpu/cpu_stages.cpp), the plan and the CUDA
 // kernel (kernels/rotary.cu) call these definitions.
 //
 // Sources (read, not copied):

@@ -8,7 +8,7 @@ namespace ad {
 
 namespace {
 
-// The case of a dynamic observation, from its evidence (observe.cpp): the rotary kernel's first
+// The case of a dynamic observation, from its evidence (exec/run/observe.cpp): the rotary kernel's first
 // refused access says whether it read before the table, outside its head, or past the tensor.
 // attention.coverage: output rows that are only a tail of padding past cu_seqlens_q[-1] (read
 // as padding in a training step when the batch does not say, as cu_seqlens.total does) harm

@@ -10,7 +10,7 @@
 
 #include "check/check.hpp"
 #include "convert/convert.hpp"
-#include "exec/plan.hpp"
+#include "exec/plan/plan.hpp"
 #include "vocab/stage.hpp"
 #include "vocab/symptom.hpp"
 #include "vocab/version.hpp"

@@ -4,7 +4,7 @@
 #include <chrono>
 
 #include "check/check.hpp"
-#include "exec/plan.hpp"
+#include "exec/plan/plan.hpp"
 #include "util/log.hpp"
 
 namespace ad {

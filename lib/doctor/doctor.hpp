@@ -10,7 +10,7 @@
 #include "convert/convert.hpp"
 #include "exec/exec.hpp"
 #include "doctor/diagnosis.hpp"
-#include "exec/plan.hpp"
+#include "exec/plan/plan.hpp"
 
 namespace ad {
 

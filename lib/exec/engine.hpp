@@ -1,7 +1,7 @@
 // An engine executes the kernel stages of one call and says what it observed; the stage
-// driver (driver.hpp) runs an ExecPlan through an engine, in the real program's order, and
-// turns the observations into stage records and violations (observe.hpp), the same for
-// every engine. Two engines: the checked CPU twins (cpu_engine.cpp) and the checked CUDA
+// driver (run/driver.hpp) runs an ExecPlan through an engine, in the real program's order, and
+// turns the observations into stage records and violations (run/observe.hpp), the same for
+// every engine. Two engines: the checked CPU twins (cpu/cpu_engine.cpp) and the checked CUDA
 // kernels (cuda/cuda_engine.cpp). Internal to lib/exec.
 //
 // An engine holds the call's tensors between stages (source -> packed -> rotated -> output
@@ -19,7 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "contract/access_record.hpp"
-#include "exec/plan.hpp"
+#include "exec/plan/plan.hpp"
 #include "vocab/stage.hpp"
 
 namespace ad {
@@ -27,7 +27,7 @@ namespace ad {
 // The tensors an unpad gather packs (k and v share indices_k).
 enum class Operand : uint8_t { q, k, v };
 
-// The call's inputs in the source frame: seeded values in the batch's dtype (numeric.hpp),
+// The call's inputs in the source frame: seeded values in the batch's dtype (plan/numeric.hpp),
 // filled once by the driver; the reference reads them too.
 struct Inputs {
   std::vector<float> q_src, k_src, v_src;
@@ -116,6 +116,14 @@ struct Output {
   const float* out_final = nullptr;
   const std::vector<float>* lse = nullptr;
 };
+
+// The rotary's adjoint on a packed gradient g (rows, heads, D) of q (`is_q`) or k, in place:
+// the forward's rotary call with conjugate=True (each pair rotated by the opposite angle), as
+// the real stack's autograd runs it before the gradients reach the source tensors. The stage
+// driver runs it on the host after every engine's backward: the CPU twin of the rotary kernel
+// (cpu/cpu_stages.cpp). An empty g is left as it is.
+void host_rotary_adjoint(const ExecPlan& plan, const RotaryTable& table, bool is_q, std::vector<float>& g, int64_t rows,
+                         int64_t heads, int threads);
 
 class Engine {
  public:

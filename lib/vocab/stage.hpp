@@ -13,7 +13,7 @@
 namespace ad {
 
 // The stages of a run, in report order (report-format.md#stages; the names are fixed): the
-// pipeline's own steps, then the dynamic stages a backend runs (kDynamicStages, exec/plan.hpp).
+// pipeline's own steps, then the dynamic stages a backend runs (kDynamicStages, exec/plan/plan.hpp).
 // `plan` and `execute` appear only as the stage that failed (status error).
 enum class Stage : uint8_t { conversion, static_checks, plan, execute, unpad, rotary, attention, pad, result, attention_backward };
 const char* to_string(Stage s);                      // "conversion" "static" "plan" "execute" "unpad" ... "attention_backward"

@@ -37,10 +37,10 @@
 #include <optional>
 #include <limits>
 
-#include "exec/clip.hpp"
-#include "exec/cpu_kernels.hpp"
+#include "exec/cpu/rotary_walk.hpp"
+#include "exec/cpu/cpu_kernels.hpp"
 #include "exec/cuda/device.hpp"
-#include "exec/driver.hpp"
+#include "exec/run/driver.hpp"
 #include "exec/engine.hpp"
 #include "launch.hpp"
 #include "util/subprocess.hpp"

@@ -28,7 +28,7 @@
 #include "contract/fa2_backward.hpp"
 #include "contract/fa2_forward.hpp"
 #include "contract/vocabulary.hpp"
-#include "exec/numeric.hpp"
+#include "exec/plan/numeric.hpp"
 
 namespace ad {
 
@@ -88,7 +88,7 @@ struct RotaryPlan {
   std::string note;
 };
 
-// The attention CTAs that lie wholly past the q/out rows (exec/clip.hpp): not run by either
+// The attention CTAs that lie wholly past the q/out rows (plan/clip.cpp): not run by either
 // engine; their accesses, all out of bounds, counted on the host.
 struct TilesPastRows {
   AccessRecord access;   // first in launch order, and the count

@@ -1,12 +1,11 @@
 // Observations -> stage records and violations, one implementation for every engine.
-#include "exec/observe.hpp"
+#include "exec/run/observe.hpp"
 
 #include <cmath>
 #include <cstdio>
 #include <limits>
 
 #include "check/check.hpp"
-#include "exec/cpu_kernels.hpp"
 
 namespace ad::observe {
 namespace {
@@ -318,7 +317,7 @@ void result(StageRecord& s, ExecResult& res, const ExecPlan& plan, const ResultI
     s.facts.reference_skipped = true;
     return;
   }
-  cpu::ReferenceResult rr = cpu::reference_compare(plan, in.q_src, in.k_src, in.v_src, in.out_final, checkable, in.threads);
+  ref::ReferenceResult rr = ref::reference_compare(plan, in.q_src, in.k_src, in.v_src, in.out_final, checkable, in.threads);
   s.facts.rows_total = ref.rows_total;
   s.facts.rows_checked = rr.rows_checked;
   s.facts.rows_failed = rr.rows_failed;
@@ -495,15 +494,15 @@ void backward(StageRecord& s, ExecResult& res, const ExecPlan& plan, const Acces
   }
 }
 
-void backward_reference(StageRecord& s, ExecResult& res, const ExecPlan& plan, const cpu::GradientResult checks[3]) {
+void backward_reference(StageRecord& s, ExecResult& res, const ExecPlan& plan, const ref::GradientResult checks[3]) {
   static const char* const kTensor[3] = {"dq", "dk", "dv"};
   const double tol = plan.backward.tolerance;
   std::array<GradientCheckFact, 3> per{};
-  const cpu::GradientResult* worst = nullptr;
+  const ref::GradientResult* worst = nullptr;
   int worst_i = -1;
   int64_t checked = 0;
   for (int i = 0; i < 3; ++i) {
-    const cpu::GradientResult& c = checks[i];
+    const ref::GradientResult& c = checks[i];
     per[static_cast<size_t>(i)] = GradientCheckFact{c.rows_checked, c.rows_failed, c.worst_error};
     checked += c.rows_checked;
     if (c.rows_failed > 0 && (!worst || c.worst_error > worst->worst_error)) {

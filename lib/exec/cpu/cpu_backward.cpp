@@ -16,40 +16,18 @@
 // head CTAs run in launch order (overlapping segments: the last writer wins, as the forward's
 // twin resolves them). A wrapped offset could send a tile into another head's columns; it
 // needs a dq_accum of 2^31 elements, which the memory budget never lets the values run on,
-// and the offsets are analysed for every tile without values (backward_misroutes).
+// and the offsets are analysed for every tile without values (reference/misroute.cpp).
 #include <cmath>
 #include <limits>
 
-#include "exec/cpu_kernels.hpp"
-#include "exec/numeric.hpp"
+#include "exec/cpu/cpu_kernels.hpp"
+#include "exec/plan/numeric.hpp"
+#include "exec/reference/misroute.hpp"
 
 namespace ad::cpu {
 namespace {
 
 constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
-
-struct Seg {
-  int32_t cu_q;       // cu_seqlens_q[b] as read
-  int64_t start_q;    // uint32(cu_q[b])
-  int32_t len_q;
-  int64_t start_k;
-  int32_t len_k;      // cu_k[b + 1] - cu_k[b]: mha_varlen_bwd takes no seqused_k
-};
-Seg segment_of(const AttentionPlan& at, int64_t b) {
-  const auto& cq = at.cu_seqlens_q;
-  const auto& ck = at.cu_seqlens_k;
-  Seg s;
-  s.cu_q = cq[static_cast<size_t>(b)];
-  s.start_q = fa2::row_offset(s.cu_q);
-  s.len_q = fa2::wrap_sub(cq[static_cast<size_t>(b) + 1], cq[static_cast<size_t>(b)]);
-  s.start_k = fa2::row_offset(ck[static_cast<size_t>(b)]);
-  s.len_k = fa2::wrap_sub(ck[static_cast<size_t>(b) + 1], ck[static_cast<size_t>(b)]);
-  return s;
-}
-
-// The m blocks of a segment the three launches may touch: those of its rows (the dq_dk_dv
-// range never exceeds ceil(len_q / kBlockM)).
-int64_t m_blocks(int32_t len_q, int bm) { return len_q > 0 ? (int64_t(len_q) + bm - 1) / bm : 0; }
 
 template <ElemType P>
 float rnd(float x) {
@@ -82,84 +60,6 @@ inline void dot2(const float* __restrict a, const float* __restrict b, const flo
 
 }  // namespace
 
-// ---- the offsets alone: every tile of every launch, no values ------------------------------
-
-MisrouteResult backward_misroutes(const ExecPlan& plan) {
-  MisrouteResult res;
-  const BackwardPlan& bw = plan.backward;
-  const AttentionPlan& at = plan.attention;
-  const int64_t total_q = std::max<int64_t>(at.total_q, 0);
-  if (!bw.enabled || !bw.kernel.launches || at.cu_seqlens_q.size() < 2 || at.cu_seqlens_k.size() < 2) return res;
-  const fa2::bwd::DqAccumShape& a = bw.dq_accum;
-  const fa2::bwd::Normalized& kn = bw.kernel;
-  const int bm = kn.tile.block_m;
-  const fa2::bwd::DqOffset rule = bw.release.dq_offset;
-  const int64_t H = a.num_heads;
-  const int64_t N = std::min<int64_t>(at.num_segments, static_cast<int64_t>(at.cu_seqlens_q.size()) - 1);
-  res.rows.assign(static_cast<size_t>(total_q), 0);
-  // the dense kernel's backward (mha_bwd) lays dq_accum out per batch row, not from cu_seqlens:
-  // its offsets are not this contract's
-  if (rule == fa2::bwd::DqOffset::int64 || plan.function != "flash_attn_varlen_func") return res;
-  const int64_t limit = int64_t{1} << 31;
-  for (int64_t b = 0; b < N && b + 1 < static_cast<int64_t>(at.cu_seqlens_k.size()); ++b) {
-    const Seg s = segment_of(at, b);
-    const int64_t M = m_blocks(s.len_q, bm);
-    if (M == 0 || s.start_q >= total_q) continue;
-    // nothing can wrap while the largest intended offset of the segment stays below 2^31
-    const int64_t top_off = fa2::bwd::dq_accum_offset_intended(a, s.cu_q, b, H - 1, M - 1, bm, 0) + a.d_rounded;
-    if (top_off < limit) continue;
-    for (int64_t m = 0; m < M; ++m) {
-      const int64_t row0 = s.start_q + m * bm;
-      if (row0 >= total_q) break;
-      for (int64_t h = 0; h < H; ++h) {
-        const int64_t want = fa2::bwd::dq_accum_offset_intended(a, s.cu_q, b, h, m, bm, 0);
-        int64_t got = want;
-        // dot_do_o and convert_dQ (their grid: m < grid_m)
-        if (m < kn.grid_m) {
-          const int64_t t = fa2::bwd::dq_accum_offset(rule, fa2::bwd::DqKernel::per_tile, a, s.cu_q, b, h, m, m, bm, 0);
-          if (t != want) got = t;
-        }
-        // dq_dk_dv: stepped back from the top m block of each key block visiting m
-        if (got == want) {
-          if (!kn.flags.local) {
-            const fa2::bwd::KeyBlockRange r = fa2::bwd::key_block_range(0, s.len_q, std::max<int32_t>(s.len_k, 1), kn.flags);
-            const int64_t top = r.m_max - 1;
-            if (m <= top) {
-              const int64_t t = fa2::bwd::dq_accum_offset(rule, fa2::bwd::DqKernel::dq_dk_dv, a, s.cu_q, b, h, m, top, bm, 0);
-              if (t != want) got = t;
-            }
-          } else {
-            for (int64_t n = 0; n < kn.n_blocks && got == want; ++n) {
-              const fa2::bwd::KeyBlockRange r = fa2::bwd::key_block_range(n, s.len_q, s.len_k, kn.flags);
-              if (r.exits) break;
-              if (r.empty || m < r.m_min || m >= r.m_max) continue;
-              const int64_t t =
-                  fa2::bwd::dq_accum_offset(rule, fa2::bwd::DqKernel::dq_dk_dv, a, s.cu_q, b, h, m, r.m_max - 1, bm, 0);
-              if (t != want) got = t;
-            }
-          }
-        }
-        if (got == want) continue;
-        const int64_t r_end = std::min<int64_t>({s.start_q + std::min<int64_t>((m + 1) * bm, s.len_q), total_q});
-        for (int64_t r = row0; r < r_end; ++r) {
-          if (!res.rows[static_cast<size_t>(r)]) ++res.misroute.rows;
-          res.rows[static_cast<size_t>(r)] = 1;
-        }
-        if (res.misroute.first_row < 0 || row0 < res.misroute.first_row) {
-          res.misroute.first_row = row0;
-          res.misroute.segment = b;
-          res.misroute.head = h;
-          res.misroute.m_block = m;
-          res.misroute.intended = want;
-          res.misroute.offset = got;
-        }
-        break;  // the rows are counted; other heads add nothing
-      }
-    }
-  }
-  return res;
-}
-
 // ---- values ------------------------------------------------------------------------------
 
 namespace {
@@ -184,12 +84,12 @@ Access acc(Buffer buf, AccessKind kind, Unit unit, int64_t index, int64_t bound,
 
 // The CTAs of dot_do_o and convert_dQ for head h (their grid: (grid_m, N, H)) in launch
 // order, the m blocks at and past the segment's exit skipped:
-// f(segment b, its Seg, m block, its QTile, the CTA's program index).
+// f(segment b, its BackwardSegment, m block, its QTile, the CTA's program index).
 template <class F>
 void for_each_q_tile_cta(const Ctx& c, int64_t h, F&& f) {
   const fa2::bwd::Normalized& kn = c.bw.kernel;
   for (int64_t b = 0; b < c.N; ++b) {
-    const Seg s = segment_of(c.at, b);
+    const ref::BackwardSegment s = ref::backward_segment(c.at, b);
     for (int64_t m = 0; m < kn.grid_m; ++m) {
       const fa2::bwd::QTile t = fa2::bwd::q_tile(m, s.len_q, c.bm);
       if (t.exits) break;
@@ -203,7 +103,7 @@ void dot_do_o(const Ctx& c, int64_t h, std::vector<float>& softmax_d, std::vecto
   const fa2::bwd::Normalized& kn = c.bw.kernel;
   const fa2::bwd::DqAccumShape& a = c.bw.dq_accum;
   const int64_t sd_n = c.bw.softmax_d.elements(), acc_n = a.elements();
-  for_each_q_tile_cta(c, h, [&](int64_t b, const Seg& s, int64_t m, const fa2::bwd::QTile&, uint64_t program) {
+  for_each_q_tile_cta(c, h, [&](int64_t b, const ref::BackwardSegment& s, int64_t m, const fa2::bwd::QTile&, uint64_t program) {
     const int64_t off = fa2::bwd::dq_accum_offset(c.bw.release.dq_offset, fa2::bwd::DqKernel::per_tile, a, s.cu_q, b, h,
                                                   m, m, c.bm, 0);
     for (int64_t i = m * c.bm; i < (m + 1) * c.bm; ++i) {
@@ -264,7 +164,7 @@ void dq_dk_dv(const Ctx& c, int64_t h, const std::vector<float>& softmax_d, std:
   w.dv.resize(w.kb.size());
   w.dqrow.resize(static_cast<size_t>(D));
   for (int64_t b = 0; b < c.N; ++b) {
-    const Seg s = segment_of(c.at, b);
+    const ref::BackwardSegment s = ref::backward_segment(c.at, b);
     for (int64_t n = 0; n < kn.n_blocks; ++n) {
       const fa2::bwd::KeyBlockRange r = fa2::bwd::key_block_range(n, s.len_q, s.len_k, kn.flags);
       if (r.exits) break;
@@ -395,7 +295,7 @@ void convert_dq(const Ctx& c, int64_t h, const std::vector<float>& dq_accum, std
   const fa2::bwd::DqAccumShape& a = c.bw.dq_accum;
   const int64_t acc_n = a.elements();
   std::vector<float> row(static_cast<size_t>(c.D));
-  for_each_q_tile_cta(c, h, [&](int64_t b, const Seg& s, int64_t m, const fa2::bwd::QTile& t, uint64_t program) {
+  for_each_q_tile_cta(c, h, [&](int64_t b, const ref::BackwardSegment& s, int64_t m, const fa2::bwd::QTile& t, uint64_t program) {
     for (int64_t i = m * c.bm; i < (m + 1) * c.bm; ++i) {
       const int64_t r = s.start_q + i;
       std::fill(row.begin(), row.end(), 0.f);
@@ -499,7 +399,7 @@ AttentionBackwardObservation fa2_varlen_backward(const ExecPlan& plan, const flo
     case ElemType::fp16: run_backward<ElemType::fp16>(c, ob, threads); break;
     default: run_backward<ElemType::fp32>(c, ob, threads); break;
   }
-  MisrouteResult mr = backward_misroutes(plan);
+  ref::MisrouteResult mr = ref::backward_misroutes(plan);
   ob.dq_misrouted = std::move(mr.rows);
   ob.misroute = mr.misroute;
   if (c.sampled) {
@@ -508,196 +408,6 @@ AttentionBackwardObservation fa2_varlen_backward(const ExecPlan& plan, const flo
                 "coverage checked for every row";
   }
   return ob;
-}
-
-}  // namespace ad::cpu
-
-// ---- the fp64 gradient reference -----------------------------------------------------------
-
-namespace ad::cpu {
-namespace {
-
-// mag2: the squared norm of the sum of |terms| (the scale rounding acts on); den2 < 0: the
-// row is not compared
-struct RowErr : RowError {
-  double mag2 = 0;
-};
-
-}  // namespace
-
-void gradient_reference(const ExecPlan& plan, const GradientInputs& in, GradientResult out[3], int threads) {
-  const ReferencePlan& ref = plan.reference;
-  const int64_t H = plan.num_heads, Hk = plan.num_kv_heads, D = plan.head_dim, G = std::max<int64_t>(1, H / Hk);
-  const bool rot = ref.rotary && ref.rotary_dim >= 2;
-  const auto to_dtype = [&](double v) { return num::round_to(plan.elem, static_cast<float>(v)); };
-  const auto exact = [](double v) { return v; };
-  const bool sampled = !ref.sample.empty();
-  struct Pair {
-    int64_t si, g;
-  };
-  std::vector<Pair> pairs;
-  for (size_t si = 0; si < ref.sequences.size(); ++si)
-    for (int64_t g = 0; g < Hk; ++g) pairs.push_back({static_cast<int64_t>(si), g});
-  // per (pair): the errors of its dq rows (q_count x G), dk and dv rows (k_count)
-  struct PairErr {
-    std::vector<RowErr> dq, dk, dv;
-  };
-  std::vector<PairErr> errs(pairs.size());
-  parallel_for(std::max(1, threads), static_cast<int64_t>(pairs.size()), 1, [&](int64_t pi, int) {
-    const Pair pr = pairs[static_cast<size_t>(pi)];
-    const RefSequence& s = ref.sequences[static_cast<size_t>(pr.si)];
-    const int64_t n = s.k_count, nq = s.q_count;
-    if (n <= 0 || nq <= 0) return;
-    // the sequence's keys (rotated), values, and accumulators
-    std::vector<float> kr(static_cast<size_t>(n * D));
-    for (int64_t j = 0; j < n; ++j) {
-      std::vector<float> row(in.k_src + (s.k_src_first + j) * Hk * D, in.k_src + (s.k_src_first + j + 1) * Hk * D);
-      if (rot) rotate_row_fp64(row.data(), Hk, D, double(j), ref, 1.0, to_dtype);
-      std::copy_n(row.data() + pr.g * D, D, kr.data() + j * D);
-    }
-    std::vector<double> dk(static_cast<size_t>(n * D), 0.0), dv(dk.size(), 0.0), dk_abs(dk.size(), 0.0),
-        dv_abs(dk.size(), 0.0), p(static_cast<size_t>(n)), dp(static_cast<size_t>(n)), raw(static_cast<size_t>(n)),
-        o(static_cast<size_t>(D)), dq(static_cast<size_t>(D)), dq_abs(static_cast<size_t>(D));
-    PairErr& pe = errs[static_cast<size_t>(pi)];
-    pe.dq.resize(static_cast<size_t>(nq * G));
-    std::vector<float> qrow(static_cast<size_t>(H * D));
-    const bool do_kv = !sampled;
-    for (int64_t t = 0; t < nq; ++t) {
-      const int64_t fr = s.q_final_first + t;
-      const bool check_q = !sampled || ref.sample[static_cast<size_t>(fr)];
-      if (!check_q && !do_kv) continue;
-      std::copy_n(in.q_src + (s.q_src_first + t) * H * D, H * D, qrow.data());
-      const int64_t iq = s.q_key_first + t;
-      if (rot) rotate_row_fp64(qrow.data(), H, D, double(iq), ref, 1.0, to_dtype);
-      int64_t lo = 0, hi = n;
-      if (ref.causal) hi = std::min(hi, iq + 1);
-      if (ref.window_left >= 0) lo = std::max(lo, iq - ref.window_left);
-      if (ref.window_right >= 0 && !ref.causal) hi = std::min(hi, iq + ref.window_right + 1);
-      for (int64_t x = 0; x < G; ++x) {
-        const int64_t h = pr.g * G + x;
-        const float* q = qrow.data() + h * D;
-        double go[512];
-        for (int64_t e = 0; e < D; ++e)
-          go[e] = num::input_value(plan.seed, num::InputTensor::dout, static_cast<uint64_t>((fr * H + h) * D + e), plan.elem);
-        std::fill(dq.begin(), dq.end(), 0.0);
-        std::fill(dq_abs.begin(), dq_abs.end(), 0.0);
-        if (hi > lo) {
-          double mx = -std::numeric_limits<double>::infinity();
-          for (int64_t j = lo; j < hi; ++j) {
-            double a = 0, lanes[4] = {};
-            const float* kj = kr.data() + j * D;
-            int64_t e = 0;
-            for (; e + 4 <= D; e += 4)
-              for (int l = 0; l < 4; ++l) lanes[l] += double(q[e + l]) * double(kj[e + l]);
-            for (; e < D; ++e) a += double(q[e]) * double(kj[e]);
-            a += (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-            raw[static_cast<size_t>(j)] = a;
-            double sc = a * ref.softmax_scale;
-            if (ref.softcap > 0) sc = ref.softcap * std::tanh(sc / ref.softcap);
-            p[static_cast<size_t>(j)] = sc;
-            mx = std::max(mx, sc);
-          }
-          double sum = 0;
-          for (int64_t j = lo; j < hi; ++j) sum += (p[static_cast<size_t>(j)] = std::exp(p[static_cast<size_t>(j)] - mx));
-          std::fill(o.begin(), o.end(), 0.0);
-          for (int64_t j = lo; j < hi; ++j) {
-            p[static_cast<size_t>(j)] /= sum;
-            const float* vj = in.v_src + (s.k_src_first + j) * Hk * D + pr.g * D;
-            double d2 = 0;
-            for (int64_t e = 0; e < D; ++e) {
-              o[static_cast<size_t>(e)] += p[static_cast<size_t>(j)] * double(vj[e]);
-              d2 += go[e] * double(vj[e]);
-            }
-            dp[static_cast<size_t>(j)] = d2;
-          }
-          double Dt = 0, Dabs = 0;  // Dabs: the scale of D's rounding (the kernel reads O in the dtype)
-          for (int64_t e = 0; e < D; ++e) {
-            Dt += go[e] * o[static_cast<size_t>(e)];
-            Dabs += std::fabs(go[e] * o[static_cast<size_t>(e)]);
-          }
-          for (int64_t j = lo; j < hi; ++j) {
-            const double pj = p[static_cast<size_t>(j)];
-            const double dsc = fa2::bwd::dscore(raw[static_cast<size_t>(j)], ref.softmax_scale, ref.softcap);
-            const double ds = pj * (dp[static_cast<size_t>(j)] - Dt) * dsc;
-            // the scale of dS's rounding: dP - D cancels, its terms do not
-            const double ds_mag = pj * (std::fabs(dp[static_cast<size_t>(j)]) + Dabs) * std::fabs(dsc);
-            for (int64_t e = 0; e < D; ++e) {
-              const double kv = double(kr[static_cast<size_t>(j * D + e)]);
-              dq[static_cast<size_t>(e)] += ds * kv;
-              dq_abs[static_cast<size_t>(e)] += ds_mag * std::fabs(kv);
-              if (do_kv) {
-                dk[static_cast<size_t>(j * D + e)] += ds * double(q[e]);
-                dk_abs[static_cast<size_t>(j * D + e)] += ds_mag * std::fabs(double(q[e]));
-                dv[static_cast<size_t>(j * D + e)] += pj * go[e];
-                dv_abs[static_cast<size_t>(j * D + e)] += std::fabs(pj * go[e]);
-              }
-            }
-          }
-        }
-        // back through the rotary to the source row (the adjoint: the opposite angle)
-        if (rot) rotate_row_fp64(dq.data(), 1, D, double(iq), ref, -1.0, exact);
-        const int64_t src = s.q_src_first + t;
-        if (check_q && (*in.dq_known)[static_cast<size_t>(src)]) {
-          RowErr& re = pe.dq[static_cast<size_t>(t * G + x)];
-          const float* got = in.dq_src + (src * H + h) * D;
-          for (int64_t e = 0; e < D; ++e) {
-            re.add(got[e], dq[static_cast<size_t>(e)], e);
-            re.mag2 += dq_abs[static_cast<size_t>(e)] * dq_abs[static_cast<size_t>(e)];
-          }
-        } else {
-          pe.dq[static_cast<size_t>(t * G + x)].den2 = -1;  // not compared
-        }
-      }
-    }
-    if (!do_kv) return;
-    if (rot)
-      for (int64_t j = 0; j < n; ++j) rotate_row_fp64(dk.data() + j * D, 1, D, double(j), ref, -1.0, exact);
-    pe.dk.resize(static_cast<size_t>(n));
-    pe.dv.resize(static_cast<size_t>(n));
-    for (int64_t j = 0; j < n; ++j) {
-      const int64_t src = s.k_src_first + j;
-      if (!(*in.dkv_known)[static_cast<size_t>(src)]) {
-        pe.dk[static_cast<size_t>(j)].den2 = pe.dv[static_cast<size_t>(j)].den2 = -1;
-        continue;
-      }
-      for (int64_t e = 0; e < D; ++e) {
-        const size_t x = static_cast<size_t>(j * D + e);
-        pe.dk[static_cast<size_t>(j)].add(in.dk_src[(src * Hk + pr.g) * D + e], dk[x], e);
-        pe.dv[static_cast<size_t>(j)].add(in.dv_src[(src * Hk + pr.g) * D + e], dv[x], e);
-        pe.dk[static_cast<size_t>(j)].mag2 += dk_abs[x] * dk_abs[x];
-        pe.dv[static_cast<size_t>(j)].mag2 += dv_abs[x] * dv_abs[x];
-      }
-    }
-  });
-  // errors per (row, head): ||got - ref|| / ||sum of |terms| ||. A gradient row is a sum of
-  // terms that cancel (sum_j dS_j = 0 for each query row), and the dtype's rounding acts on the
-  // terms, so the error is measured against their magnitude; it equals ||ref|| where nothing
-  // cancels, and a row with no term must be exactly 0.
-  for (int tensor = 0; tensor < 3; ++tensor) {
-    GradientResult& r = out[tensor];
-    for (size_t pi = 0; pi < pairs.size(); ++pi) {
-      const RefSequence& s = ref.sequences[static_cast<size_t>(pairs[pi].si)];
-      const auto& v = tensor == 0 ? errs[pi].dq : tensor == 1 ? errs[pi].dk : errs[pi].dv;
-      for (size_t i = 0; i < v.size(); ++i) {
-        const RowErr& e = v[i];
-        if (e.den2 < 0) continue;
-        const int64_t row = tensor == 0 ? s.q_src_first + static_cast<int64_t>(i) / G : s.k_src_first + static_cast<int64_t>(i);
-        const int64_t head = tensor == 0 ? pairs[pi].g * G + static_cast<int64_t>(i) % G : pairs[pi].g;
-        const double err = e.relative(std::max(std::sqrt(e.den2), std::sqrt(e.mag2)));
-        ++r.rows_checked;
-        if (err > plan.backward.tolerance) ++r.rows_failed;
-        if (err > r.worst_error || r.worst_row < 0) {
-          r.worst_error = err;
-          r.worst_row = row;
-          r.worst_head = head;
-          r.worst_sequence = pairs[pi].si;
-          r.worst_dim = e.dim;
-          r.worst_value = e.value;
-          r.worst_expected = e.expected;
-        }
-      }
-    }
-  }
 }
 
 }  // namespace ad::cpu

@@ -1,4 +1,4 @@
-// How the vectorised CPU loops are compiled (cpu_attention.cpp, cpu_reference.cpp), included
+// How the vectorised CPU loops are compiled (exec/cpu/cpu_attention.cpp, exec/reference/attention.cpp), included
 // first in those files so the settings cover everything after it:
 //  - a * b + c contracted to FMA, as the GPU's MMA accumulates (GCC's optimize pragma; clang
 //    contracts within an expression by default and has no such pragma);

@@ -12,10 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "contract/access_record.hpp"
-#include "exec/cpu_kernels.hpp"
 #include "exec/engine.hpp"
 #include "exec/exec.hpp"
-#include "exec/plan.hpp"
+#include "exec/plan/plan.hpp"
+#include "exec/reference/reference.hpp"
 
 namespace ad::observe {
 
@@ -101,7 +101,7 @@ void backward(StageRecord& s, ExecResult& res, const ExecPlan& plan, const Acces
               const BackwardCoverage& coverage, const DqMisroute& misroute, const std::vector<uint8_t>& misrouted);
 
 // attention_backward: the gradients (dq, dk, dv) against fp64 gradients over the intended
-// sequences (cpu::gradient_reference); rows are source-frame rows.
-void backward_reference(StageRecord& s, ExecResult& res, const ExecPlan& plan, const cpu::GradientResult checks[3]);
+// sequences (ref::gradient_reference); rows are source-frame rows.
+void backward_reference(StageRecord& s, ExecResult& res, const ExecPlan& plan, const ref::GradientResult checks[3]);
 
 }  // namespace ad::observe

@@ -2,16 +2,17 @@
 // fp64, on the source inputs (before any gather), with the rotary the model means applied in
 // fp64 and rounded to the dtype like any real pipeline stores it. Nothing here shares code
 // with the kernel emulation: the reference knows sequences, not segments, tiles or indices.
-#include "exec/cpu_vector.hpp"  // first: the compilation settings of the vector loops
+#include "util/vector_loops.hpp"  // first: the compilation settings of the vector loops
 
 #include <atomic>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-#include "exec/cpu_kernels.hpp"
+#include "exec/reference/reference.hpp"
+#include "util/parallel.hpp"
 
-namespace ad::cpu {
+namespace ad::ref {
 namespace {
 
 typedef double vd8 __attribute__((vector_size(64)));
@@ -330,4 +331,4 @@ ReferenceResult reference_compare(const ExecPlan& plan, const float* q_src, cons
   return res;
 }
 
-}  // namespace ad::cpu
+}  // namespace ad::ref

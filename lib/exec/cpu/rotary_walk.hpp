@@ -1,9 +1,11 @@
-// What the checked stages do not run: the programs that lie wholly past the tensors, i.e.
-// the rest of a segment whose cu_seqlens run past q/out (a phantom segment, such as
-// cu_seqlens [0, 4, 7, 1000012] on 12 rows). Every access such a program makes is out of
-// bounds, so it is counted here, on the host, from the plan alone, the same for both
-// engines, instead of being refused one by one: the work of a checked stage stays bounded by
-// the tensors it was given.
+// What the checked rotary stage does not run: the rows a varlen rotary call's programs visit
+// wholly outside the tensor, i.e. the rest of a segment whose cu_seqlens run past it (a
+// phantom segment, such as cu_seqlens [0, 4, 7, 1000012] on 12 rows). Every access such a row
+// makes is out of bounds, so it is counted here, on the host, from the plan alone, instead of
+// being refused one by one: the work of a checked stage stays bounded by the tensors it was
+// given. The CPU twin of the rotary (cpu_stages.cpp) walks a call with it, and the CUDA engine
+// counts the rows its kernel does not launch for. The attention's CTAs past the tensors are
+// counted in the plan (plan/clip.cpp).
 #pragma once
 
 #include <cstdint>
@@ -15,12 +17,9 @@
 
 #include "contract/access_record.hpp"
 #include "exec/engine.hpp"
-#include "exec/plan.hpp"
+#include "exec/plan/plan.hpp"
 
 namespace ad {
-
-// The attention CTAs wholly past q/out are counted by attention_tiles_past_rows (declared in
-// plan.hpp, defined in clip.cpp), which make_exec_plan calls.
 
 // A varlen rotary call (flash_attn or fla) on x (rows, heads, D) as its kernel walks it: the
 // rows of each segment its programs visit, the program that holds each row (launch order),

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <limits>
 
-#include "exec/clip.hpp"
-#include "exec/cpu_kernels.hpp"
+#include "exec/cpu/rotary_walk.hpp"
+#include "exec/cpu/cpu_kernels.hpp"
 
 namespace ad::cpu {
 
@@ -274,3 +274,15 @@ RotaryCallObservation rotary_apply(const ExecPlan& plan, bool is_q, const float*
 }
 
 }  // namespace ad::cpu
+
+namespace ad {
+
+void host_rotary_adjoint(const ExecPlan& plan, const RotaryTable& table, bool is_q, std::vector<float>& g, int64_t rows,
+                         int64_t heads, int threads) {
+  if (g.empty()) return;
+  std::vector<float> y = cpu::rotary_output(plan, g.data(), rows, heads);
+  cpu::rotary_apply(plan, is_q, g.data(), y.data(), rows, heads, table.cos.data(), table.sin.data(), threads, true);
+  g = std::move(y);
+}
+
+}  // namespace ad

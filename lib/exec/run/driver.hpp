@@ -9,7 +9,7 @@
 
 #include "exec/engine.hpp"
 #include "exec/exec.hpp"
-#include "exec/plan.hpp"
+#include "exec/plan/plan.hpp"
 
 namespace ad {
 
@@ -20,7 +20,7 @@ struct DriveOptions {
 
 ExecResult drive(const ExecPlan& plan, Engine& engine, const DriveOptions& options = {});
 
-// The seeded inputs of a plan (numeric.hpp), filled on `threads` workers.
+// The seeded inputs of a plan (plan/numeric.hpp), filled on `threads` workers.
 Inputs seeded_inputs(const ExecPlan& plan, int threads);
 
 }  // namespace ad

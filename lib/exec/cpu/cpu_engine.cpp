@@ -3,8 +3,8 @@
 // dtype; every output is poisoned (NaN) before the stage that writes it.
 #include <limits>
 
-#include "exec/cpu_kernels.hpp"
-#include "exec/driver.hpp"
+#include "exec/cpu/cpu_kernels.hpp"
+#include "exec/run/driver.hpp"
 #include "exec/engine.hpp"
 
 namespace ad {

@@ -3,7 +3,7 @@
 // libraries check (and raise) on the host before launching, FA2's host-side adjustments of
 // the kernel flags, tile sizes, the intended sequences for the reference, the compute budget
 // (sampling) and the memory bound.
-#include "exec/plan.hpp"
+#include "exec/plan/plan.hpp"
 
 #include "check/check.hpp"
 #include "contract/rotary.hpp"
@@ -526,10 +526,11 @@ void sample_range(std::vector<uint8_t>& flags, int64_t first, int64_t count, int
   }
 }
 
-}  // namespace
+// ---------------------------------------------------------------------------------------
+// make_exec_plan's steps, in its order.
 
-ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const ExecOptions& options) {
-  ExecPlan p;
+// The model and the options: seed, budget, workers, dtype, heads, the kernel contract's release.
+void plan_model(ExecPlan& p, const Batch& batch, const ExecOptions& options) {
   p.seed = options.seed;
   p.budget = options.budget;
   const unsigned hw = std::thread::hardware_concurrency();
@@ -544,128 +545,176 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
     p.flash_attn_release = fa ? *fa : version_literal("2.6.3");
     if (!fa) p.notes.push_back("flash-attn release not given: the dynamic stages follow the 2.6.3 kernel contract");
   }
+}
 
-  const VarlenArgs* a = conversion.effective();
+// Whether there is a call the dynamic stages can run: a replayed or given varlen call, in a
+// floating dtype, with heads; false (and skip_reason) when not.
+bool plan_call(ExecPlan& p, const VarlenArgs* a) {
   if (!a) {
     p.skip_reason = "no call to execute: the batch has no varlen block and no conversion was replayed";
-    return p;
+    return false;
   }
   p.path = a->path;
   p.function = a->path == VarlenPath::dense ? "flash_attn_func" : "flash_attn_varlen_func";
   if (p.dtype == DType::fp8_e4m3) {
     p.skip_reason = "fp8 inputs are not emulated (an FA3-only dtype)";
-    return p;
+    return false;
   }
   if (!is_floating(p.dtype)) {
     p.skip_reason = "q/k/v dtype " + to_string(p.dtype) + " is not a floating dtype";
-    return p;
+    return false;
   }
   if (p.num_heads <= 0 || p.head_dim <= 0 || p.num_kv_heads <= 0) {
     p.skip_reason = "the model has no heads or no head dim";
-    return p;
+    return false;
   }
   if (p.dtype == DType::fp32 || p.dtype == DType::fp64)
     p.notes.push_back("flash-attn rejects " + to_string(p.dtype) + " inputs (input.dtype); executed as if it accepted them");
+  return true;
+}
 
+// The frames the tensors live in: the rows of the source tensors, the packed rows the kernel
+// receives and the final rows the caller gets, worked out from the path. `args` are the
+// arguments as the kernel receives them (the dense path is executed as varlen over the padded
+// rows); `sz` remembers an overflow for the memory step.
+struct Frames {
+  VarlenArgs args;
+  std::vector<int64_t> q_src_index, k_src_index;  // source row of each packed row (-1: none)
+  checked::Sizes sz;
+  bool have_batch = false;
+  int64_t B = 1, Lq = 0, Lk = 0;
+};
+
+// The mask path: _upad_input's gathers by the indices of the mask (q by the key indices when
+// Lq == Lk), and pad_input's scatter back into (B, Lq).
+void frames_mask(ExecPlan& p, const VarlenArgs* a, Frames& fr) {
+  VarlenArgs& args = fr.args;
+  checked::Sizes& sz = fr.sz;
+  const int64_t B = fr.B, Lq = fr.Lq, Lk = fr.Lk;
+  std::vector<int64_t>& q_src_index = fr.q_src_index;
+  std::vector<int64_t>& k_src_index = fr.k_src_index;
+  GatherPlan& gk = p.unpad.k;
+  GatherPlan& gq = p.unpad.q;
+  p.rows_k_src = a->gather_rows_k > 0 ? a->gather_rows_k : sz.mul(B, Lk);
+  p.rows_q_src = a->gather_rows_q > 0 ? a->gather_rows_q : sz.mul(B, Lq);
+  if (a->indices_k) {
+    gk.enabled = true;
+    gk.indices = a->indices_k->values;
+    gk.src_rows = p.rows_k_src;
+    gk.dst_rows = static_cast<int64_t>(gk.indices.size());
+  }
+  // Lq == Lk gathers q with the key indices; when the release fails in the key gather it
+  // never reaches the query gather
+  const IntTensor* iq = a->indices_q               ? &*a->indices_q
+                        : (Lq == Lk && a->indices_k && !a->failure) ? &*a->indices_k
+                                                                    : nullptr;
+  if (iq) {
+    gq.enabled = true;
+    gq.indices = iq->values;
+    gq.src_rows = p.rows_q_src;
+    gq.dst_rows = static_cast<int64_t>(gq.indices.size());
+  }
+  args.total_k = gk.enabled ? gk.dst_rows : p.rows_k_src;
+  args.total_q = gq.enabled ? gq.dst_rows : p.rows_q_src;
+  p.rows_final = sz.mul(B, Lq);
+  if (gq.enabled) {
+    p.pad.enabled = true;
+    p.pad.indices = gq.indices;
+    p.pad.dst_rows = p.rows_final;
+  }
+  q_src_index = gq.enabled ? gq.indices : std::vector<int64_t>();
+  k_src_index = gk.enabled ? gk.indices : std::vector<int64_t>();
+}
+
+// The position_ids, kwargs and dense paths: the packed tensors are views of the padded ones
+// (dense: one segment per row of the padded (B, L) tensors).
+void frames_padded(ExecPlan& p, const VarlenArgs* a, Frames& fr) {
+  VarlenArgs& args = fr.args;
+  checked::Sizes& sz = fr.sz;
+  const int64_t B = fr.B, Lq = fr.Lq, Lk = fr.Lk;
+  p.rows_q_src = sz.mul(B, Lq);
+  p.rows_k_src = sz.mul(B, Lk);
+  // the replay may say the kernel got fewer keys than the batch holds (a sliding-window
+  // cache cut to its last W keys)
+  if (a->path == VarlenPath::dense && a->total_k > 0) p.rows_k_src = a->total_k;
+  if (a->path == VarlenPath::dense && a->total_q > 0) p.rows_q_src = a->total_q;
+  const int64_t Lq_d = B > 0 ? p.rows_q_src / B : Lq, Lk_d = B > 0 ? p.rows_k_src / B : Lk;
+  if (a->path == VarlenPath::dense) {
+    std::vector<int64_t> cq, ck;
+    for (int64_t b = 0; b <= B; ++b) {
+      cq.push_back(b * Lq_d);
+      ck.push_back(b * Lk_d);
+    }
+    args.cu_seqlens_q = IntTensor{{B + 1}, cq, DType::int32};
+    args.cu_seqlens_k = IntTensor{{B + 1}, ck, DType::int32};
+    args.max_seqlen_q = {Lq_d, false, DType::int64};
+    args.max_seqlen_k = {Lk_d, false, DType::int64};
+    args.total_q = p.rows_q_src;
+    args.total_k = p.rows_k_src;
+    p.notes.push_back("dense path: flash_attn_func over the padded (B, L) tensors, executed as one segment per row");
+    if (a->total_k <= 0)
+      p.notes.push_back("the conversion does not say how many keys the dense call received: assumed kv_length = " +
+                        std::to_string(Lk) + " per row");
+  } else {
+    if (args.total_q <= 0) args.total_q = p.rows_q_src;
+    if (args.total_k <= 0) args.total_k = p.rows_k_src;
+    // the packed tensors are views of the padded ones
+    p.rows_q_src = args.total_q;
+    p.rows_k_src = args.total_k;
+  }
+  p.rows_final = args.total_q;
+}
+
+// An explicit varlen call: the packed tensors are the source and the final frame.
+void frames_explicit(ExecPlan& p, Frames& fr) {
+  VarlenArgs& args = fr.args;
+  p.rows_q_src = std::max<int64_t>(args.total_q, 0);
+  p.rows_k_src = std::max<int64_t>(args.total_k, 0);
+  args.total_q = p.rows_q_src;
+  args.total_k = p.rows_k_src;
+  p.rows_final = p.rows_q_src;
+}
+
+// The frames of the call's path; false (and skip_reason) when the path needs a batch block the
+// batch does not have. Packed rows not gathered are their own source rows.
+bool plan_frames(ExecPlan& p, const Batch& batch, const VarlenArgs* a, Frames& fr) {
   const bool have_batch = batch.batch.has_value();
   const int64_t B = have_batch ? batch.batch->batch_size : 1;
   const int64_t Lq = have_batch ? batch.batch->query_length : 0;
   const int64_t Lk = have_batch ? batch.batch->kv_length : 0;
+  fr.have_batch = have_batch;
+  fr.B = B;
+  fr.Lq = Lq;
+  fr.Lk = Lk;
   p.batch_size = have_batch ? B : 0;
   p.query_length = Lq;
   p.kv_length = Lk;
 
-  VarlenArgs args = *a;  // the dense path is executed as varlen over the padded rows
-  std::vector<int64_t> q_src_index, k_src_index;  // source row of each packed row (-1: none)
-  checked::Sizes sz;
+  fr.args = *a;  // the dense path is executed as varlen over the padded rows
   switch (a->path) {
-    case VarlenPath::mask: {
+    case VarlenPath::mask:
       if (!have_batch) {
         p.skip_reason = "mask path without a batch block";
-        return p;
+        return false;
       }
-      GatherPlan& gk = p.unpad.k;
-      GatherPlan& gq = p.unpad.q;
-      p.rows_k_src = a->gather_rows_k > 0 ? a->gather_rows_k : sz.mul(B, Lk);
-      p.rows_q_src = a->gather_rows_q > 0 ? a->gather_rows_q : sz.mul(B, Lq);
-      if (a->indices_k) {
-        gk.enabled = true;
-        gk.indices = a->indices_k->values;
-        gk.src_rows = p.rows_k_src;
-        gk.dst_rows = static_cast<int64_t>(gk.indices.size());
-      }
-      // Lq == Lk gathers q with the key indices; when the release fails in the key gather it
-      // never reaches the query gather
-      const IntTensor* iq = a->indices_q               ? &*a->indices_q
-                            : (Lq == Lk && a->indices_k && !a->failure) ? &*a->indices_k
-                                                                        : nullptr;
-      if (iq) {
-        gq.enabled = true;
-        gq.indices = iq->values;
-        gq.src_rows = p.rows_q_src;
-        gq.dst_rows = static_cast<int64_t>(gq.indices.size());
-      }
-      args.total_k = gk.enabled ? gk.dst_rows : p.rows_k_src;
-      args.total_q = gq.enabled ? gq.dst_rows : p.rows_q_src;
-      p.rows_final = sz.mul(B, Lq);
-      if (gq.enabled) {
-        p.pad.enabled = true;
-        p.pad.indices = gq.indices;
-        p.pad.dst_rows = p.rows_final;
-      }
-      q_src_index = gq.enabled ? gq.indices : std::vector<int64_t>();
-      k_src_index = gk.enabled ? gk.indices : std::vector<int64_t>();
+      frames_mask(p, a, fr);
       break;
-    }
     case VarlenPath::position_ids:
     case VarlenPath::kwargs:
-    case VarlenPath::dense: {
+    case VarlenPath::dense:
       if (!have_batch) {
         p.skip_reason = "no batch block to take the tensor shapes from";
-        return p;
+        return false;
       }
-      p.rows_q_src = sz.mul(B, Lq);
-      p.rows_k_src = sz.mul(B, Lk);
-      // the replay may say the kernel got fewer keys than the batch holds (a sliding-window
-      // cache cut to its last W keys)
-      if (a->path == VarlenPath::dense && a->total_k > 0) p.rows_k_src = a->total_k;
-      if (a->path == VarlenPath::dense && a->total_q > 0) p.rows_q_src = a->total_q;
-      const int64_t Lq_d = B > 0 ? p.rows_q_src / B : Lq, Lk_d = B > 0 ? p.rows_k_src / B : Lk;
-      if (a->path == VarlenPath::dense) {
-        std::vector<int64_t> cq, ck;
-        for (int64_t b = 0; b <= B; ++b) {
-          cq.push_back(b * Lq_d);
-          ck.push_back(b * Lk_d);
-        }
-        args.cu_seqlens_q = IntTensor{{B + 1}, cq, DType::int32};
-        args.cu_seqlens_k = IntTensor{{B + 1}, ck, DType::int32};
-        args.max_seqlen_q = {Lq_d, false, DType::int64};
-        args.max_seqlen_k = {Lk_d, false, DType::int64};
-        args.total_q = p.rows_q_src;
-        args.total_k = p.rows_k_src;
-        p.notes.push_back("dense path: flash_attn_func over the padded (B, L) tensors, executed as one segment per row");
-        if (a->total_k <= 0)
-          p.notes.push_back("the conversion does not say how many keys the dense call received: assumed kv_length = " +
-                            std::to_string(Lk) + " per row");
-      } else {
-        if (args.total_q <= 0) args.total_q = p.rows_q_src;
-        if (args.total_k <= 0) args.total_k = p.rows_k_src;
-        // the packed tensors are views of the padded ones
-        p.rows_q_src = args.total_q;
-        p.rows_k_src = args.total_k;
-      }
-      p.rows_final = args.total_q;
+      frames_padded(p, a, fr);
       break;
-    }
-    case VarlenPath::explicit_varlen: {
-      p.rows_q_src = std::max<int64_t>(args.total_q, 0);
-      p.rows_k_src = std::max<int64_t>(args.total_k, 0);
-      args.total_q = p.rows_q_src;
-      args.total_k = p.rows_k_src;
-      p.rows_final = p.rows_q_src;
+    case VarlenPath::explicit_varlen:
+      frames_explicit(p, fr);
       break;
-    }
   }
+  VarlenArgs& args = fr.args;
+  std::vector<int64_t>& q_src_index = fr.q_src_index;
+  std::vector<int64_t>& k_src_index = fr.k_src_index;
   if (q_src_index.empty() && !p.unpad.q.enabled) {
     q_src_index.resize(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(args.total_q, int64_t{1} << 31))));
     std::iota(q_src_index.begin(), q_src_index.end(), 0);
@@ -674,14 +723,17 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
     k_src_index.resize(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(args.total_k, int64_t{1} << 31))));
     std::iota(k_src_index.begin(), k_src_index.end(), 0);
   }
+  return true;
+}
 
-  if (a->failure) {
-    p.conversion_failure = raise(a->failure->where, a->failure->type, a->failure->message);
-    p.fails_at = Stage::unpad;
-  }
-
-  plan_attention(p, batch, args, a->path == VarlenPath::dense);
-  // the padded frame the kernel's tensors come from (the replay may have cut the keys)
+// The padded frame the kernel's tensors come from, (B, Lq) and (B, Lk): the replay may have cut
+// the keys (a sliding-window cache), which the reference then aligns with the last keys.
+struct PaddedFrame {
+  int64_t Lq, Lk;
+};
+PaddedFrame padded_frame(ExecPlan& p, const VarlenArgs* a, const Frames& fr) {
+  const bool have_batch = fr.have_batch;
+  const int64_t B = fr.B, Lq = fr.Lq, Lk = fr.Lk;
   int64_t Lq_f = Lq, Lk_f = Lk;
   if (have_batch && B > 0 && a->path != VarlenPath::explicit_varlen) {
     if (p.rows_q_src % B == 0) Lq_f = p.rows_q_src / B;
@@ -689,172 +741,226 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
     if (Lk_f != Lk) p.notes.push_back("the kernel receives " + std::to_string(Lk_f) + (Lk_f == 1 ? " key" : " keys") + " per row (the batch holds " +
                                       std::to_string(Lk) + "): the reference aligns the intent with the last keys");
   }
-  if (batch.rotary) plan_rotary(p, batch, args, q_src_index, k_src_index, Lq_f, Lk_f);
-  plan_reference(p, batch, args, B, Lq_f, Lk_f);
-  plan_backward(p, batch, args);
+  return {Lq_f, Lk_f};
+}
 
-  // ---- memory -------------------------------------------------------------------------
-  {
-    checked::Sizes m;
-    const int64_t H = p.num_heads, Hk = p.num_kv_heads, D = p.head_dim;
-    int64_t el = 0;
+// The longest intended sequence's keys: the reference's per-worker buffers hold them.
+int64_t longest_reference_keys(const ExecPlan& p) {
+  int64_t longest = 0;
+  for (const RefSequence& r : p.reference.sequences) longest = std::max(longest, r.k_count);
+  return longest;
+}
+
+// The fp32 elements of every buffer the dynamic stages allocate (the CPU backend's storage).
+int64_t buffer_elements(const ExecPlan& p, const VarlenArgs& args, checked::Sizes& m) {
+  const int64_t H = p.num_heads, Hk = p.num_kv_heads, D = p.head_dim;
+  int64_t el = 0;
+  el = m.add(el, m.mul(p.rows_q_src, H, D));
+  el = m.add(el, m.mul(2, m.mul(p.rows_k_src, Hk, D)));
+  if (p.unpad.q.enabled) el = m.add(el, m.mul(std::max<int64_t>(args.total_q, 0), H, D));
+  if (p.unpad.k.enabled) el = m.add(el, m.mul(2, m.mul(std::max<int64_t>(args.total_k, 0), Hk, D)));
+  if (p.rotary.enabled) {
+    el = m.add(el, m.mul(std::max<int64_t>(args.total_q, 0), H, D));
+    el = m.add(el, m.mul(std::max<int64_t>(args.total_k, 0), Hk, D));
+    el = m.add(el, m.mul(2, m.mul(std::max<int64_t>(p.rotary.table_rows, 0), p.rotary.half)));
+  }
+  el = m.add(el, m.mul(std::max<int64_t>(args.total_q, 0), H, D));
+  el = m.add(el, std::max<int64_t>(p.attention.lse_elements, 0));
+  if (p.pad.enabled) el = m.add(el, m.mul(p.rows_final, H, D));
+  const int64_t longest = longest_reference_keys(p);
+  if (p.reference.enabled) {
+    if (p.reference.rotary) {
+      el = m.add(el, m.mul(p.rows_q_src, H, D));
+      el = m.add(el, m.mul(p.rows_k_src, Hk, D));
+    }
+    el = m.add(el, m.mul(longest, D, p.threads));  // transposed keys per worker
+  }
+  if (p.backward.enabled) {
+    // dO, dq, dk/dv(_expanded), the fp32 accumulator and softmax_d, the source-frame gradients
+    const int64_t tq = std::max<int64_t>(args.total_q, 0), tk = std::max<int64_t>(args.total_k, 0);
+    el = m.add(el, m.mul(2, m.mul(tq, H, D)));
+    el = m.add(el, m.mul(2, m.mul(tk, H, D)));
+    el = m.add(el, m.mul(2, m.mul(tk, Hk, D)));
+    el = m.add(el, p.backward.dq_accum.elements());
+    el = m.add(el, p.backward.softmax_d.elements());
     el = m.add(el, m.mul(p.rows_q_src, H, D));
     el = m.add(el, m.mul(2, m.mul(p.rows_k_src, Hk, D)));
-    if (p.unpad.q.enabled) el = m.add(el, m.mul(std::max<int64_t>(args.total_q, 0), H, D));
-    if (p.unpad.k.enabled) el = m.add(el, m.mul(2, m.mul(std::max<int64_t>(args.total_k, 0), Hk, D)));
-    if (p.rotary.enabled) {
-      el = m.add(el, m.mul(std::max<int64_t>(args.total_q, 0), H, D));
-      el = m.add(el, m.mul(std::max<int64_t>(args.total_k, 0), Hk, D));
-      el = m.add(el, m.mul(2, m.mul(std::max<int64_t>(p.rotary.table_rows, 0), p.rotary.half)));
-    }
-    el = m.add(el, m.mul(std::max<int64_t>(args.total_q, 0), H, D));
-    el = m.add(el, std::max<int64_t>(p.attention.lse_elements, 0));
-    if (p.pad.enabled) el = m.add(el, m.mul(p.rows_final, H, D));
-    int64_t longest = 0;
-    for (const RefSequence& r : p.reference.sequences) longest = std::max(longest, r.k_count);
-    if (p.reference.enabled) {
-      if (p.reference.rotary) {
-        el = m.add(el, m.mul(p.rows_q_src, H, D));
-        el = m.add(el, m.mul(p.rows_k_src, Hk, D));
-      }
-      el = m.add(el, m.mul(longest, D, p.threads));  // transposed keys per worker
-    }
-    if (p.backward.enabled) {
-      // dO, dq, dk/dv(_expanded), the fp32 accumulator and softmax_d, the source-frame gradients
-      const int64_t tq = std::max<int64_t>(args.total_q, 0), tk = std::max<int64_t>(args.total_k, 0);
-      el = m.add(el, m.mul(2, m.mul(tq, H, D)));
-      el = m.add(el, m.mul(2, m.mul(tk, H, D)));
-      el = m.add(el, m.mul(2, m.mul(tk, Hk, D)));
-      el = m.add(el, p.backward.dq_accum.elements());
-      el = m.add(el, p.backward.softmax_d.elements());
-      el = m.add(el, m.mul(p.rows_q_src, H, D));
-      el = m.add(el, m.mul(2, m.mul(p.rows_k_src, Hk, D)));
-    }
-    int64_t bytes = m.mul(el, 4);
-    bytes = m.add(bytes, m.mul(std::max<int64_t>(args.total_q, 0), 10));       // coverage, samples
-    bytes = m.add(bytes, m.mul(std::max<int64_t>(p.rows_final, 0), 2));
-    bytes = m.add(bytes, m.mul(longest, 8 * 2, p.threads));                    // reference scores
-    bytes = m.add(bytes, m.mul(static_cast<int64_t>(q_src_index.size() + k_src_index.size()), 8));
-    // The plan's own index copies (gathers and the pad scatter), and the process around the
-    // buffers: the binary, the loaded batch and the static stages' results, each worker's stack.
-    // Measured peak RSS (/usr/bin/time -v, 2 workers) against this sum: 542 / 629 MB (64k packed
-    // tokens, H 8, D 64), 2150 / 2266 MB (256k), 4025 / 4175 MB (480k), 4159 / 4312 MB (496k:
-    // over 4 GiB, checked statically), 1351 / 1424 MB (a 4 x 32768 mask, H 8 / 2), 1857 / 1936 MB
-    // (50 segments of 1000, H 32 / 4, D 128), 1678 / 1987 MB (a 64k training step). Without these
-    // two terms the sum fell short of the real peak by up to 15 MB.
-    bytes = m.add(bytes, m.mul(static_cast<int64_t>(p.unpad.q.indices.size() + p.unpad.k.indices.size() +
-                                                    p.pad.indices.size()),
-                               8));
-    constexpr int64_t kProcessBaseline = int64_t{64} << 20, kThreadStack = int64_t{8} << 20;
-    bytes = m.add(bytes, m.add(kProcessBaseline, m.mul(p.threads, kThreadStack)));
-    p.memory.elements = el;
-    p.memory.bytes = bytes;
-    if (m.overflow || sz.overflow) {
-      p.skip_reason = "the tensors this call implies are too large to count (sizes overflow 64 bits)";
-      return p;
-    }
-    if (bytes > options.memory_budget_bytes) {
-      p.skip_reason = "the dynamic stages need about " + human_bytes(bytes) + " of host memory, over the budget of " +
-                      human_bytes(options.memory_budget_bytes) + "; the batch was checked statically only";
-      return p;
-    }
   }
+  return el;
+}
 
-  // ---- budget: sample rows when attention + reference exceed it ------------------------
-  {
-    const AttentionPlan& at = p.attention;
-    int64_t cost = 0;
-    const auto& cq = at.cu_seqlens_q;
-    const auto& ck = at.cu_seqlens_k;
-    for (int64_t b = 0; b < at.num_segments && static_cast<size_t>(b + 1) < cq.size(); ++b) {
-      const int64_t lq = at.swapped ? 1 : fa2::wrap_sub(cq[static_cast<size_t>(b) + 1], cq[static_cast<size_t>(b)]);
-      const int64_t lk = static_cast<size_t>(b + 1) < ck.size() ? fa2::wrap_sub(ck[static_cast<size_t>(b) + 1], ck[static_cast<size_t>(b)]) : 0;
-      // the rows the stages compute: those the grid covers, inside q, against the keys inside k
-      // (the rest is counted or folded at once: clip.hpp, zero_blocks_step)
-      const int64_t q_inside = at.swapped ? lq : std::max<int64_t>(0, at.total_q - fa2::row_offset(cq[static_cast<size_t>(b)]));
-      const int64_t rows = std::min({lq, std::max<int64_t>(at.grid_m, 0) * at.tile.block_m, q_inside});
-      const int64_t k_inside = static_cast<size_t>(b + 1) < ck.size()
-                                   ? std::max<int64_t>(0, at.total_k - fa2::row_offset(ck[static_cast<size_t>(b)]))
-                                   : 0;
-      cost = std::min<int64_t>(cost + attention_macs(rows, std::min(lk, k_inside), at.flags.causal,
-                                                     at.flags.local ? at.flags.window_left : -1,
-                                                     at.flags.window_right, p.num_heads, p.head_dim),
-                               int64_t{1} << 62);
-    }
-    for (const RefSequence& r : p.reference.sequences)
-      cost = std::min<int64_t>(cost + attention_macs(r.q_count, r.k_count, p.reference.causal, p.reference.window_left,
-                                                     p.reference.window_right, p.num_heads, p.head_dim),
-                               int64_t{1} << 62);
-    // a training step: the backward does about two and a half times the forward's work, its
-    // reference about twice the forward reference's
-    if (p.backward.enabled) cost = std::min<int64_t>(cost / 2 * 7, int64_t{1} << 62);
-    p.cost = cost;
-    const int64_t total_q = std::max<int64_t>(at.total_q, 0);
-    if (!options.full && cost > options.budget && options.budget > 0) {
-      p.sampled = true;
-      const double f = double(options.budget) / double(cost);
-      AttentionPlan& atm = p.attention;
-      atm.sample.assign(static_cast<size_t>(total_q), 0);
-      p.reference.sample.assign(static_cast<size_t>(std::max<int64_t>(p.rows_final, 0)), 0);
-      for (int64_t b = 0; b < atm.num_segments && static_cast<size_t>(b + 1) < cq.size(); ++b) {
-        int64_t first = atm.swapped ? b : fa2::row_offset(cq[static_cast<size_t>(b)]);
-        int64_t len = atm.swapped ? 1 : fa2::wrap_sub(cq[static_cast<size_t>(b) + 1], cq[static_cast<size_t>(b)]);
-        if (len <= 0 || first >= total_q) continue;
-        len = std::min(len, total_q - first);
-        sample_range(atm.sample, first, len, std::max<int64_t>(2, static_cast<int64_t>(std::ceil(f * double(len)))));
-      }
-      // the intended sequences' rows (and the packed rows meant to hold them)
-      std::vector<int64_t> packed_of_final;
-      if (p.pad.enabled) {
-        packed_of_final.assign(static_cast<size_t>(std::max<int64_t>(p.rows_final, 0)), -1);
-        for (size_t i = 0; i < p.pad.indices.size(); ++i) {
-          const int64_t t = p.pad.indices[i];
-          if (t >= 0 && t < p.rows_final && packed_of_final[static_cast<size_t>(t)] < 0)
-            packed_of_final[static_cast<size_t>(t)] = static_cast<int64_t>(i);
-        }
-      }
-      // Each intended sequence's first and last rows while the budget's rows hold them; with
-      // more sequences than that (100,000 one-token sequences inside one kernel segment, whose
-      // every row costs the whole segment) only every `stride`-th sequence keeps its two rows,
-      // so the sample stays within the budget instead of growing to every row.
-      const auto& seqs = p.reference.sequences;
-      int64_t intended_rows = 0;
-      for (const RefSequence& r : seqs) intended_rows += std::max<int64_t>(r.q_count, 0);
-      const int64_t budget_rows = std::max<int64_t>(2, static_cast<int64_t>(std::ceil(f * double(intended_rows))));
-      const size_t stride = std::max<size_t>(1, static_cast<size_t>(checked::ceil_div(2 * static_cast<int64_t>(seqs.size()), budget_rows)));
-      int64_t seen = 0;  // rows of the sequences before this one: the sample spreads f of them evenly
-      for (size_t i = 0; i < seqs.size(); ++i) {
-        const RefSequence& r = seqs[i];
-        const int64_t len = std::max<int64_t>(r.q_count, 0);
-        int64_t want = stride == 1 ? static_cast<int64_t>(std::ceil(f * double(len)))
-                                   : static_cast<int64_t>(std::floor(f * double(seen + len))) -
-                                         static_cast<int64_t>(std::floor(f * double(seen)));
-        seen += len;
-        if (i % stride == 0) want = std::max<int64_t>(2, want);
-        if (want > 0) sample_range(p.reference.sample, r.q_final_first, r.q_count, want);
-      }
-      for (size_t fr = 0; fr < p.reference.sample.size(); ++fr) {
-        if (!p.reference.sample[fr]) continue;
-        const int64_t pk = p.pad.enabled ? packed_of_final[fr] : static_cast<int64_t>(fr);
-        if (pk >= 0 && pk < total_q) atm.sample[static_cast<size_t>(pk)] = 1;
-      }
-      atm.rows_sampled = std::count(atm.sample.begin(), atm.sample.end(), uint8_t{1});
-      p.reference.rows_sampled = 0;
-      for (const RefSequence& r : p.reference.sequences)
-        for (int64_t i = 0; i < r.q_count; ++i) p.reference.rows_sampled += p.reference.sample[static_cast<size_t>(r.q_final_first + i)];
-      p.notes.push_back("budget: attention and reference need about " + std::to_string(cost) +
-                        " multiply-adds, over --budget " + std::to_string(options.budget) + "; checked a sample of " +
-                        std::to_string(p.reference.rows_sampled) + " of " + std::to_string(p.reference.rows_total) +
-                        " intended query rows (" +
-                        (stride == 1 ? std::string("each sequence's") : "every " + std::to_string(stride) + "th sequence's") +
-                        " first and last rows included; --full checks all)");
-    } else {
-      p.attention.rows_sampled = total_q;
-      p.reference.rows_sampled = p.reference.rows_total;
+// The host memory of the dynamic stages: the buffers, the masks and samples, the index copies,
+// and the process around them.
+int64_t host_bytes(const ExecPlan& p, const Frames& fr, int64_t el, checked::Sizes& m) {
+  const VarlenArgs& args = fr.args;
+  const std::vector<int64_t>& q_src_index = fr.q_src_index;
+  const std::vector<int64_t>& k_src_index = fr.k_src_index;
+  const int64_t longest = longest_reference_keys(p);
+  int64_t bytes = m.mul(el, 4);
+  bytes = m.add(bytes, m.mul(std::max<int64_t>(args.total_q, 0), 10));       // coverage, samples
+  bytes = m.add(bytes, m.mul(std::max<int64_t>(p.rows_final, 0), 2));
+  bytes = m.add(bytes, m.mul(longest, 8 * 2, p.threads));                    // reference scores
+  bytes = m.add(bytes, m.mul(static_cast<int64_t>(q_src_index.size() + k_src_index.size()), 8));
+  // The plan's own index copies (gathers and the pad scatter), and the process around the
+  // buffers: the binary, the loaded batch and the static stages' results, each worker's stack.
+  // Measured peak RSS (/usr/bin/time -v, 2 workers) against this sum: 542 / 629 MB (64k packed
+  // tokens, H 8, D 64), 2150 / 2266 MB (256k), 4025 / 4175 MB (480k), 4159 / 4312 MB (496k:
+  // over 4 GiB, checked statically), 1351 / 1424 MB (a 4 x 32768 mask, H 8 / 2), 1857 / 1936 MB
+  // (50 segments of 1000, H 32 / 4, D 128), 1678 / 1987 MB (a 64k training step). Without these
+  // two terms the sum fell short of the real peak by up to 15 MB.
+  bytes = m.add(bytes, m.mul(static_cast<int64_t>(p.unpad.q.indices.size() + p.unpad.k.indices.size() +
+                                                  p.pad.indices.size()),
+                             8));
+  constexpr int64_t kProcessBaseline = int64_t{64} << 20, kThreadStack = int64_t{8} << 20;
+  bytes = m.add(bytes, m.add(kProcessBaseline, m.mul(p.threads, kThreadStack)));
+  return bytes;
+}
+
+// memory: the dynamic stages run only within the memory budget; false (and skip_reason) when
+// the sizes overflow or need more.
+bool plan_memory(ExecPlan& p, const Frames& fr, const ExecOptions& options) {
+  checked::Sizes m;
+  const int64_t el = buffer_elements(p, fr.args, m);
+  const int64_t bytes = host_bytes(p, fr, el, m);
+  const checked::Sizes& sz = fr.sz;
+  p.memory.elements = el;
+  p.memory.bytes = bytes;
+  if (m.overflow || sz.overflow) {
+    p.skip_reason = "the tensors this call implies are too large to count (sizes overflow 64 bits)";
+    return false;
+  }
+  if (bytes > options.memory_budget_bytes) {
+    p.skip_reason = "the dynamic stages need about " + human_bytes(bytes) + " of host memory, over the budget of " +
+                    human_bytes(options.memory_budget_bytes) + "; the batch was checked statically only";
+    return false;
+  }
+  return true;
+}
+
+// The multiply-adds of attention and the reference (a training step's backward included): the
+// rows the stages compute, those the grid covers inside q, against the keys inside k.
+int64_t plan_cost(const ExecPlan& p) {
+  const AttentionPlan& at = p.attention;
+  int64_t cost = 0;
+  const auto& cq = at.cu_seqlens_q;
+  const auto& ck = at.cu_seqlens_k;
+  for (int64_t b = 0; b < at.num_segments && static_cast<size_t>(b + 1) < cq.size(); ++b) {
+    const int64_t lq = at.swapped ? 1 : fa2::wrap_sub(cq[static_cast<size_t>(b) + 1], cq[static_cast<size_t>(b)]);
+    const int64_t lk = static_cast<size_t>(b + 1) < ck.size() ? fa2::wrap_sub(ck[static_cast<size_t>(b) + 1], ck[static_cast<size_t>(b)]) : 0;
+    // the rows the stages compute: those the grid covers, inside q, against the keys inside k
+    // (the rest is counted or folded at once: clip.cpp, zero_blocks_step)
+    const int64_t q_inside = at.swapped ? lq : std::max<int64_t>(0, at.total_q - fa2::row_offset(cq[static_cast<size_t>(b)]));
+    const int64_t rows = std::min({lq, std::max<int64_t>(at.grid_m, 0) * at.tile.block_m, q_inside});
+    const int64_t k_inside = static_cast<size_t>(b + 1) < ck.size()
+                                 ? std::max<int64_t>(0, at.total_k - fa2::row_offset(ck[static_cast<size_t>(b)]))
+                                 : 0;
+    cost = std::min<int64_t>(cost + attention_macs(rows, std::min(lk, k_inside), at.flags.causal,
+                                                   at.flags.local ? at.flags.window_left : -1,
+                                                   at.flags.window_right, p.num_heads, p.head_dim),
+                             int64_t{1} << 62);
+  }
+  for (const RefSequence& r : p.reference.sequences)
+    cost = std::min<int64_t>(cost + attention_macs(r.q_count, r.k_count, p.reference.causal, p.reference.window_left,
+                                                   p.reference.window_right, p.num_heads, p.head_dim),
+                             int64_t{1} << 62);
+  // a training step: the backward does about two and a half times the forward's work, its
+  // reference about twice the forward reference's
+  if (p.backward.enabled) cost = std::min<int64_t>(cost / 2 * 7, int64_t{1} << 62);
+  return cost;
+}
+
+// A fraction f of each kernel segment's rows into the attention's sample (at least its first
+// and last rows).
+void sample_segments(AttentionPlan& atm, int64_t total_q, double f) {
+  const auto& cq = atm.cu_seqlens_q;
+  for (int64_t b = 0; b < atm.num_segments && static_cast<size_t>(b + 1) < cq.size(); ++b) {
+    int64_t first = atm.swapped ? b : fa2::row_offset(cq[static_cast<size_t>(b)]);
+    int64_t len = atm.swapped ? 1 : fa2::wrap_sub(cq[static_cast<size_t>(b) + 1], cq[static_cast<size_t>(b)]);
+    if (len <= 0 || first >= total_q) continue;
+    len = std::min(len, total_q - first);
+    sample_range(atm.sample, first, len, std::max<int64_t>(2, static_cast<int64_t>(std::ceil(f * double(len)))));
+  }
+}
+
+// The intended sequences' rows into the reference's sample; returns the stride of the
+// sequences that keep their first and last rows (1: every sequence).
+size_t sample_sequences(ExecPlan& p, double f) {
+  // Each intended sequence's first and last rows while the budget's rows hold them; with
+  // more sequences than that (100,000 one-token sequences inside one kernel segment, whose
+  // every row costs the whole segment) only every `stride`-th sequence keeps its two rows,
+  // so the sample stays within the budget instead of growing to every row.
+  const auto& seqs = p.reference.sequences;
+  int64_t intended_rows = 0;
+  for (const RefSequence& r : seqs) intended_rows += std::max<int64_t>(r.q_count, 0);
+  const int64_t budget_rows = std::max<int64_t>(2, static_cast<int64_t>(std::ceil(f * double(intended_rows))));
+  const size_t stride = std::max<size_t>(1, static_cast<size_t>(checked::ceil_div(2 * static_cast<int64_t>(seqs.size()), budget_rows)));
+  int64_t seen = 0;  // rows of the sequences before this one: the sample spreads f of them evenly
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const RefSequence& r = seqs[i];
+    const int64_t len = std::max<int64_t>(r.q_count, 0);
+    int64_t want = stride == 1 ? static_cast<int64_t>(std::ceil(f * double(len)))
+                               : static_cast<int64_t>(std::floor(f * double(seen + len))) -
+                                     static_cast<int64_t>(std::floor(f * double(seen)));
+    seen += len;
+    if (i % stride == 0) want = std::max<int64_t>(2, want);
+    if (want > 0) sample_range(p.reference.sample, r.q_final_first, r.q_count, want);
+  }
+  return stride;
+}
+
+// The packed rows meant to hold the reference's sampled rows join the attention's sample; then
+// both samples are counted.
+void sample_reference_rows_packed(ExecPlan& p, int64_t total_q) {
+  AttentionPlan& atm = p.attention;
+  // the packed row meant to hold each final row (the pad path)
+  std::vector<int64_t> packed_of_final;
+  if (p.pad.enabled) {
+    packed_of_final.assign(static_cast<size_t>(std::max<int64_t>(p.rows_final, 0)), -1);
+    for (size_t i = 0; i < p.pad.indices.size(); ++i) {
+      const int64_t t = p.pad.indices[i];
+      if (t >= 0 && t < p.rows_final && packed_of_final[static_cast<size_t>(t)] < 0)
+        packed_of_final[static_cast<size_t>(t)] = static_cast<int64_t>(i);
     }
   }
-  p.attention.past_rows = attention_tiles_past_rows(p);
-  if (std::string n = clipped_note(p); !n.empty()) p.notes.push_back(std::move(n));
+  for (size_t fr = 0; fr < p.reference.sample.size(); ++fr) {
+    if (!p.reference.sample[fr]) continue;
+    const int64_t pk = p.pad.enabled ? packed_of_final[fr] : static_cast<int64_t>(fr);
+    if (pk >= 0 && pk < total_q) atm.sample[static_cast<size_t>(pk)] = 1;
+  }
+  atm.rows_sampled = std::count(atm.sample.begin(), atm.sample.end(), uint8_t{1});
+  p.reference.rows_sampled = 0;
+  for (const RefSequence& r : p.reference.sequences)
+    for (int64_t i = 0; i < r.q_count; ++i) p.reference.rows_sampled += p.reference.sample[static_cast<size_t>(r.q_final_first + i)];
+}
+
+// budget: above --budget multiply-adds (and without --full) the attention and reference stages
+// compute a sample of rows.
+void plan_budget(ExecPlan& p, const ExecOptions& options) {
+  const int64_t cost = plan_cost(p);
+  p.cost = cost;
+  const int64_t total_q = std::max<int64_t>(p.attention.total_q, 0);
+  if (!options.full && cost > options.budget && options.budget > 0) {
+    p.sampled = true;
+    const double f = double(options.budget) / double(cost);
+    p.attention.sample.assign(static_cast<size_t>(total_q), 0);
+    p.reference.sample.assign(static_cast<size_t>(std::max<int64_t>(p.rows_final, 0)), 0);
+    sample_segments(p.attention, total_q, f);
+    const size_t stride = sample_sequences(p, f);
+    sample_reference_rows_packed(p, total_q);
+    p.notes.push_back("budget: attention and reference need about " + std::to_string(cost) +
+                      " multiply-adds, over --budget " + std::to_string(options.budget) + "; checked a sample of " +
+                      std::to_string(p.reference.rows_sampled) + " of " + std::to_string(p.reference.rows_total) +
+                      " intended query rows (" +
+                      (stride == 1 ? std::string("each sequence's") : "every " + std::to_string(stride) + "th sequence's") +
+                      " first and last rows included; --full checks all)");
+  } else {
+    p.attention.rows_sampled = total_q;
+    p.reference.rows_sampled = p.reference.rows_total;
+  }
+}
+
+// The backward of a phantom segment is not run (why: below).
+void skip_backward_past_phantom(ExecPlan& p) {
   // The backward walks every key block of a segment against every query tile of it: for a
   // segment running far past the tensors (cu_seqlens [0, 4, 7, 1000012] on 12 rows) that walk
   // is quadratic in rows that do not exist, all of them out of bounds, which the forward's
@@ -869,6 +975,33 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
                                "against each of its query tiles, all past the buffers, which the forward's records "
                                "already report";
   }
+}
+
+}  // namespace
+
+ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const ExecOptions& options) {
+  ExecPlan p;
+  plan_model(p, batch, options);
+  const VarlenArgs* a = conversion.effective();
+  if (!plan_call(p, a)) return p;
+  Frames fr;
+  if (!plan_frames(p, batch, a, fr)) return p;
+  if (a->failure) {
+    p.conversion_failure = raise(a->failure->where, a->failure->type, a->failure->message);
+    p.fails_at = Stage::unpad;
+  }
+
+  plan_attention(p, batch, fr.args, a->path == VarlenPath::dense);
+  const PaddedFrame padded = padded_frame(p, a, fr);
+  if (batch.rotary) plan_rotary(p, batch, fr.args, fr.q_src_index, fr.k_src_index, padded.Lq, padded.Lk);
+  plan_reference(p, batch, fr.args, fr.B, padded.Lq, padded.Lk);
+  plan_backward(p, batch, fr.args);
+
+  if (!plan_memory(p, fr, options)) return p;
+  plan_budget(p, options);
+  p.attention.past_rows = attention_tiles_past_rows(p);
+  if (std::string n = clipped_note(p); !n.empty()) p.notes.push_back(std::move(n));
+  skip_backward_past_phantom(p);
   return p;
 }
 

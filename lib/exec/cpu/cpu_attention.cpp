@@ -7,13 +7,13 @@
 // Work is split over CTAs (m_block, bidb, bidh). Rows written by several CTAs (overlapping
 // segments) are resolved before computing: the last CTA in launch order (largest bidb)
 // keeps the row, so the output is deterministic and threads never write the same row.
-#include "exec/cpu_vector.hpp"  // first: the compilation settings of the vector loops
+#include "util/vector_loops.hpp"  // first: the compilation settings of the vector loops
 
 #include <cmath>
 #include <cstring>
 #include <limits>
 
-#include "exec/cpu_kernels.hpp"
+#include "exec/cpu/cpu_kernels.hpp"
 
 namespace ad::cpu {
 namespace {
@@ -347,7 +347,7 @@ AttentionResult fa2_varlen_forward(const ExecPlan& plan, const float* q, const f
 
   // ---- CTAs -----------------------------------------------------------------------------
   // CTAs with a row inside q/out are computed; those wholly past the tensors are counted by
-  // attention_tiles_past_rows (exec/clip.hpp), not run.
+  // attention_tiles_past_rows (exec/plan/clip.cpp), not run.
   const Buffer q_buf = plan.rotary.enabled ? Buffer::q_rot : Buffer::q;
   const Buffer k_buf = plan.rotary.enabled ? Buffer::k_rot : Buffer::k;
   std::vector<Tile> tiles;
