@@ -3,9 +3,10 @@
 // Two entry points, both over the same lib/ the binary runs:
 //   check(...)        one batch (a file, or the text of one) -> (exit code, report text or JSON);
 //                     what attn_doctor.check() and the capture's diagnosis use.
-//   guard_check(...)  the in-process guard's per-call check: replay + static checks only, and
-//                     nothing built or returned for a call that holds every invariant (the
-//                     common case, kept cheap); the full report only for a call that breaks one.
+//   guard_check(...)  the in-process guard's per-call check: the same diagnosis with
+//                     --backend none (replay + static checks), nothing returned for a call that
+//                     holds every invariant (the common case); the report rendered only for a
+//                     call that breaks one.
 // The GIL is released while C++ runs. Invalid input raises InputError (a ValueError) with the
 // file, the JSON path, what was expected and what was found, as the binary's exit 2 does.
 // Paths are taken as the file system has them (str or bytes, os.fsencode: a name need not be
@@ -23,7 +24,6 @@
 #include <nanobind/stl/vector.h>
 
 #include "batch/batch.hpp"
-#include "check/check.hpp"
 #include "convert/convert.hpp"
 #include "doctor/doctor.hpp"
 #include "render/render.hpp"
@@ -93,53 +93,38 @@ CheckRequest request(std::string backend, std::string format, std::string transf
                       seed, budget, full, strict, color};
 }
 
-// A document the guard wrote without reading the call's index tensors (they live on the
-// device and reading them would synchronise) describes q/k/v's true sizes as one dense call:
-// only the invariants that need no index values are kept. input.int32_range is not among
-// them: it counts what reaches the kernel, which depends on the unpadding the values decide.
-bool needs_no_index_values(const ad::Violation& v) {
-  const ad::Invariant* inv = ad::find_invariant(v.id);
-  return inv && inv->group == ad::InvariantGroup::input && v.id != "input.int32_range";
-}
-
 // What the guard needs to know about one call. `warnings`: (id, message) of each warning;
 // `report`: the full JSON report, only when an error-severity invariant is violated.
 using GuardResult = std::optional<std::tuple<int, std::vector<std::tuple<std::string, std::string>>, std::optional<std::string>>>;
 
+// The verdict is `attn-doctor check --backend none`'s: the same diagnose() call decides it, and
+// its report is what the guard raises with. A document the guard wrote without reading the
+// call's index tensors (metadata_only: they live on the device and reading them would
+// synchronise) is diagnosed with CheckOptions::index_values_unread.
 GuardResult guard_check(const std::string& text, const std::string& origin, bool strict, bool metadata_only) {
-  std::vector<ad::Violation> found;
-  std::optional<ad::Batch> batch;
+  ad::CheckOptions options;
+  options.backend = ad::BackendChoice::none;
+  options.strict = strict;
+  options.index_values_unread = metadata_only;
+  ad::Diagnosis diagnosis;
   {
     nb::gil_scoped_release release;
-    batch.emplace(ad::parse_batch_text(text, origin));
-    ad::Conversion conversion = ad::convert(*batch, ad::ConvertOptions{});
-    found = ad::run_static_checks(*batch, conversion, ad::CheckContext{strict, std::nullopt});
+    diagnosis = ad::diagnose(ad::parse_batch_text(text, origin), options, origin);
   }
-  if (metadata_only) std::erase_if(found, [](const ad::Violation& v) { return !needs_no_index_values(v); });
-  if (found.empty()) return std::nullopt;
+  const ad::Report& report = diagnosis.report;
+  // a stage that could not run is the guard's own problem (logged, the call goes on), never a
+  // silent pass
+  if (report.stage_error) throw std::runtime_error(ad::valid_utf8(report.error_message));
+  if (report.violations.empty()) return std::nullopt;
   int errors = 0;
   std::vector<std::tuple<std::string, std::string>> warnings;
-  for (const ad::Violation& v : found) {
+  for (const ad::Violation& v : report.violations) {
     if (v.severity == ad::Severity::error || strict) ++errors;
     else warnings.emplace_back(v.id, ad::valid_utf8(v.message));
   }
-  std::optional<std::string> report;
-  if (errors > 0) {
-    // The rare path: the whole report (first violation, prediction, fix) from the same
-    // pipeline as `attn-doctor check --backend none`.
-    ad::CheckOptions options;
-    options.backend = ad::BackendChoice::none;
-    options.strict = strict;
-    nb::gil_scoped_release release;
-    ad::Diagnosis d = ad::diagnose(*batch, options, origin);
-    ad::Report& r = d.report;
-    if (metadata_only) {
-      std::erase_if(r.violations, [](const ad::Violation& v) { return !needs_no_index_values(v); });
-      r.notes.push_back("guard without device reads: the index tensors were not read; only the input invariants were checked");
-    }
-    report = ad::to_json(d, ad::RenderOptions{}).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  }
-  return std::make_tuple(errors, std::move(warnings), std::move(report));
+  std::optional<std::string> json;
+  if (errors > 0) json = ad::to_json(diagnosis, ad::RenderOptions{}).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  return std::make_tuple(errors, std::move(warnings), std::move(json));
 }
 
 }  // namespace

@@ -472,6 +472,25 @@ TEST_CASE("error: unknown model dtype", "[loader][errors]") {
                 "/model/dtype", "\"fp16\", \"bf16\"");
 }
 
+TEST_CASE("a top-level $schema string is read and ignored", "[loader]") {
+  // docs/spec/batch.schema.json, named so an editor validates the file as it is written
+  const std::string body = kModel + R"(, "varlen": {"cu_seqlens_q": [0, 3, 5]})";
+  Batch plain = parse(body);
+  Batch with = parse(R"("$schema": "../docs/spec/batch.schema.json", )" + body);
+  CHECK(with.name == plain.name);
+  CHECK(with.varlen->cu_seqlens_q.values == plain.varlen->cu_seqlens_q.values);
+  CHECK(with.intent.sequences.size() == 2);
+}
+
+TEST_CASE("error: a $schema that is not a string", "[loader][errors]") {
+  require_error(R"("$schema": 1, )" + kModel + R"(, "varlen": {"cu_seqlens_q": [0, 1]})", "/$schema", "expected a string");
+}
+
+TEST_CASE("error: $schema is a top-level key only", "[loader][errors]") {
+  require_error(R"("model": {"num_heads": 8, "head_dim": 64, "$schema": "x"}, "varlen": {"cu_seqlens_q": [0, 1]})",
+                "/model/$schema", "unknown key \"$schema\"");
+}
+
 TEST_CASE("error: unknown key in model", "[loader][errors]") {
   require_error(R"("model": {"num_heads": 8, "head_dim": 64, "num_kv_head": 2}, "varlen": {"cu_seqlens_q": [0, 1]})",
                 "/model/num_kv_head", "did you mean \"num_kv_heads\"?");

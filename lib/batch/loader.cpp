@@ -744,8 +744,11 @@ struct Loader {
 
   Batch batch(const Node& root) {
     root.expect_object({"format", "name", "description", "references", "pass", "environment", "model", "batch",
-                        "varlen", "tensors", "rotary", "launch", "intent", "expect"});
+                        "varlen", "tensors", "rotary", "launch", "intent", "expect", "$schema"});
     Batch b;
+    // the JSON Schema an editor validates the file against (docs/spec/batch.schema.json): a
+    // string, otherwise ignored
+    if (auto v = root.get("$schema")) v->as_string();
     auto format = root.at("format");
     if (format.as_string() != "attn-doctor/batch@1") format.fail("\"attn-doctor/batch@1\"");
     if (auto v = root.get("name")) b.name = v->as_string();

@@ -27,8 +27,13 @@ double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-}  // namespace
+// CheckOptions::index_values_unread: what can be judged without the index tensors' values.
+bool needs_no_index_values(const Violation& v) {
+  const Invariant* inv = find_invariant(v.id);
+  return inv && inv->group == InvariantGroup::input && v.id != "input.int32_range";
+}
 
+}  // namespace
 
 namespace {
 
@@ -107,11 +112,17 @@ void run_pipeline(Diagnosis& d, const Batch& batch, const CheckOptions& options,
         found = run_static_checks(batch, conversion, CheckContext{options.strict, options.flash_attn});
       }))
     return;
+  if (options.index_values_unread) std::erase_if(found, [](const Violation& v) { return !needs_no_index_values(v); });
   StageRecord static_stage{Stage::static_checks, found.empty() ? StageStatus::ok : StageStatus::violation, ms_since(t0), ""};
   static_stage.facts.checked = static_cast<int64_t>(catalogue().size());
   for (auto& v : found) r.add(std::move(v));
   r.intent = assess_intent(batch, r.violations);
   r.stages.push_back(static_stage);
+  if (options.index_values_unread) {
+    r.notes.push_back("guard without device reads: the index tensors were not read; only the input invariants were checked");
+    r.backend = "none";
+    return;
+  }
 
   // 3. dynamic stages: run after static violations too, so the report shows the symptom
   // next to its cause. auto = CUDA when a CUDA backend can run, else CPU; cuda without one

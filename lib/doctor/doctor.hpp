@@ -23,6 +23,12 @@ struct CheckOptions {
   BackendChoice backend = BackendChoice::automatic;
   ExecOptions exec;
   bool strict = false;
+  // The batch's index tensors (mask, position ids, cu_seqlens, a 0-d max_seqlen) hold no real
+  // values: the Python guard without device reads describes a call by q/k/v's sizes alone, as
+  // one dense call. Only the invariants that need no index values are kept (the input group,
+  // less input.int32_range, which counts what the unpadding lets through), the dynamic stages
+  // do not run (they would run on the stand-in values), and a note says so.
+  bool index_values_unread = false;
   // Replay exactly this rule set instead of the release the batch or --transformers names, and
   // leave the batch's `varlen` block aside (`compare`: one diagnosis per rule set).
   const RuleSetInfo* rule_set = nullptr;
