@@ -552,6 +552,7 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
   }
   p.path = a->path;
   p.function = a->path == VarlenPath::dense ? "flash_attn_func" : "flash_attn_varlen_func";
+  p.api = a->call.api;
   if (p.dtype == DType::fp8_e4m3) {
     p.skip_reason = "fp8 inputs are not emulated (an FA3-only dtype)";
     return p;
