@@ -29,6 +29,8 @@ using G = InvariantGroup;
 // `references` come from the public reports in docs/spec/references.md and from the upstream
 // source each check reproduces (cited in the check's own file). Dynamic invariants (33-39) are
 // observed by the execution backends; their entries here only name them.
+// The upstream messages of flash-attn's host checks are flash-attn 2's (vocab/host_checks.cpp);
+// a violation names its own release's (checks_input.cpp, checks_cu_seqlens.cpp).
 const std::vector<Invariant>& table() {
   static const std::vector<Invariant> t = {
       // ---- static: inputs ---------------------------------------------------------------
@@ -44,7 +46,7 @@ const std::vector<Invariant>& table() {
               "use FA3 on Hopper for fp8.",
        .references = {"Dao-AILab/flash-attention v2.6.3 csrc/flash_attn/flash_api.cpp (mha_varlen_fwd dtype checks)",
                       "Dao-AILab/flash-attention v2.8.3 hopper/flash_api.cpp (FA3: fp8_e4m3)"},
-       .upstream_message = "FlashAttention only support fp16 and bf16 data type",
+       .upstream_message = fa2_host_checks().message(HostCheck::q_dtype),
        .check = checks::input_dtype},
       {.number = 2, .id = "input.head_dim", .group = G::input, .stage = "input",
        .severity_rule = "error past the release's limit, or unaligned where the release rejects it (FA1, FA3, FA4); "
@@ -61,7 +63,7 @@ const std::vector<Invariant>& table() {
               "attention; upgrade from FA1 for head dims above 128.",
        .references = {"Dao-AILab/flash-attention v2.6.3 csrc/flash_attn/flash_api.cpp (pads head_size_og % 8 in C++)",
                       "Dao-AILab/flash-attention v2.7.0 flash_attn/flash_attn_interface.py (pads in Python)"},
-       .upstream_message = "FlashAttention forward only supports head dimension at most 256",
+       .upstream_message = fa2_host_checks().message(HostCheck::head_dim_max),
        .check = checks::input_head_dim},
       {.number = 3, .id = "input.gqa", .group = G::input, .stage = "input",
        .severity_rule = "error (the host check raises)",
@@ -76,7 +78,7 @@ const std::vector<Invariant>& table() {
               "num_heads heads or upgrade to FA2.",
        .references = {"Dao-AILab/flash-attention v2.0.0 csrc/flash_attn/flash_api.cpp (GQA check)",
                       "Dao-AILab/flash-attention v1.0.9 csrc/flash_attn/fmha_api.cpp (k/v take num_heads)"},
-       .upstream_message = "Number of heads in key/value must divide number of heads in query",
+       .upstream_message = fa2_host_checks().message(HostCheck::heads_divide),
        .check = checks::input_gqa},
       {.number = 4, .id = "input.feature", .group = G::input, .stage = "input",
        .severity_rule = "error when the call raises or its output changes (softcap missing, softcap with dropout, a "
@@ -306,7 +308,7 @@ const std::vector<Invariant>& table() {
        .fix = "Build cu_seqlens with dtype=torch.int32: torch.cumsum(lengths, 0, dtype=torch.int32), then pad a "
               "leading 0.",
        .references = {"QwenLM/Qwen2-VL vision tower (cu_seqlens built as int64)"},
-       .upstream_message = "cu_seqlens_q must have dtype int32",
+       .upstream_message = fa2_host_checks().message(HostCheck::cu_seqlens_q_dtype),
        .check = checks::cu_seqlens_dtype},
       {.number = 16, .id = "cu_seqlens.device", .group = G::conversion, .stage = "conversion",
        .severity_rule = "error",
@@ -318,7 +320,7 @@ const std::vector<Invariant>& table() {
            "wrong boundaries with peer access enabled.",
        .fix = "Move cu_seqlens to q.device once per batch.",
        .references = {"vllm-project/vllm#44180"},
-       .upstream_message = "cu_seqlens_q must be on CUDA",
+       .upstream_message = fa2_host_checks().message(HostCheck::cu_seqlens_q_device),
        .check = checks::cu_seqlens_device},
       {.number = 17, .id = "cu_seqlens.shape", .group = G::conversion, .stage = "conversion",
        .severity_rule = "error (the host check raises)",
@@ -331,7 +333,7 @@ const std::vector<Invariant>& table() {
        .fix = "Pass 1-D cu_seqlens_q/k with N + 1 entries each: a 2-D mask on the unpad path, position ids that "
               "contain the boundary value on the packed path.",
        .references = {"Dao-AILab/flash-attention#742", "huggingface/transformers#39814"},
-       .upstream_message = "cu_seqlens_q must have shape (batch_size + 1)",
+       .upstream_message = fa2_host_checks().message(HostCheck::cu_seqlens_q_shape),
        .check = checks::cu_seqlens_shape},
       {.number = 18, .id = "cu_seqlens.start", .group = G::conversion, .stage = "conversion",
        .severity_rule = "error",
