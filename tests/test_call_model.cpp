@@ -54,7 +54,7 @@ TEST_CASE("api: each front-end names the API it models", "[api]") {
   }
   const char* masked = R"({"format": "attn-doctor/batch@1", "environment": {"transformers": "4.46.3", "flash_attn": "2.6.3"},
       "model": {"num_heads": 8, "head_dim": 64},
-      "batch": {"batch_size": 2, "query_length": 4, "kv_length": 4, "attention_mask": [[1, 1, 1, 1], [0, 0, 1, 1]]}})";
+      "batch": {"attention_mask": {"values": [[1, 1, 1, 1], [0, 0, 1, 1]]}}})";
   SECTION("a transformers release on the mask route: the varlen function, q/k/v by position, the rest by keyword") {
     auto r = run(masked, Replay::convert());
     REQUIRE(r.conversion.replayed);
@@ -110,7 +110,8 @@ TEST_CASE("api: an invariant runs only for a call of an API it declares", "[api]
   }
   SECTION("flash-attn's host checks are not run for a call of another API; the conversion's are") {
     const char* json = R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 512},
-      "batch": {"batch_size": 2, "query_length": 4, "kv_length": 4, "attention_mask": [[1, 1, 1, 1, 1], [0, 0, 1, 1, 1]]}})";
+      "batch": {"attention_mask": {"values": [[1, 1, 1, 1, 1, 1, 1, 1], [0, 0, 0, 1, 1, 1, 1, 1]]},
+                "query_length": 1, "kv_length": 5}})";
     auto fa2 = run(json, Replay::convert());
     REQUIRE(fa2.has("input.head_dim"));
     REQUIRE(fa2.has("mask.kv_length"));
