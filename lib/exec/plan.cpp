@@ -122,6 +122,7 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
     const TensorOverride* o = batch.override_for(t);
     return o && o->device && o->device->rfind("cuda", 0) != 0;
   };
+  const FlashAttnRules& rules = *resolve_flash_attn(p.flash_attn_release).rules;
   auto failing = [&](HostCheck c) {
     switch (c) {
       case HostCheck::cu_seqlens_q_dtype: return a.cu_seqlens_q.dtype != DType::int32;
@@ -129,7 +130,7 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
       case HostCheck::cu_seqlens_q_device: return off_cuda("cu_seqlens_q");
       case HostCheck::cu_seqlens_k_device: return off_cuda("cu_seqlens_k");
       case HostCheck::batch_size_positive: return batch_size <= 0;
-      case HostCheck::head_dim_max: return p.head_dim > 256;
+      case HostCheck::head_dim_max: return p.head_dim > rules.max_head_dim;
       case HostCheck::heads_divide: return p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0;
       case HostCheck::kv_heads_equal: return p.num_kv_heads != p.num_heads;
       case HostCheck::cu_seqlens_q_shape: return a.cu_seqlens_q.rank() != 1;
@@ -157,7 +158,7 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
                                  "' is invalid for input of size " + std::to_string(at.total_q * p.num_heads * p.head_dim));
     }
   };
-  const HostCheckTable& host = resolve_flash_attn(p.flash_attn_release).rules->host_checks();
+  const HostCheckTable& host = rules.host_checks();
   for (const HostCheckEntry& e : host.entries) {
     if (!host.applies(e, dense)) continue;
     const bool before_conversion = e.check == HostCheck::q_dtype || e.check == HostCheck::k_dtype ||
