@@ -92,6 +92,18 @@ TEST_CASE("host checks: the first failing check in the family's order raises", "
   }
 }
 
+TEST_CASE("host checks: the plan applies the release family's limits and messages", "[host_checks][exec]") {
+  const char* json = R"({"format": "attn-doctor/batch@1", "environment": {"flash_attn": "%s"},
+      "model": {"num_heads": 4, "head_dim": 192}, "varlen": {"cu_seqlens_q": [0, 10], "max_seqlen_q": 10}})";
+  char buf[512];
+  std::snprintf(buf, sizeof buf, json, "1.0.9");  // FA1: head_size <= 128, one TORCH_CHECK with the alignment
+  ad::ExecPlan fa1 = plan_of(buf);
+  REQUIRE(fa1.attention.raises);
+  CHECK(fa1.attention.raises->message == "Expected (head_size % 8 == 0) && (head_size <= 128) to be true, but got false.");
+  std::snprintf(buf, sizeof buf, json, "2.6.3");
+  CHECK_FALSE(plan_of(buf).attention.raises);
+}
+
 TEST_CASE("host checks: the static checks quote their release family's messages", "[host_checks][check]") {
   auto upstream = [](const char* fa, const char* model, const char* tensors) {
     char buf[1024];
