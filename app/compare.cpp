@@ -84,7 +84,7 @@ std::string max_text(const MaxSeqlen& m) {
 // What the kernel receives, as one comparable string.
 std::string signature(const VarlenArgs& a) {
   std::ostringstream s;
-  s << to_string(a.path) << "|" << a.call.function << "|" << list(a.cu_seqlens_q) << "|" << list(a.cu_seqlens_k) << "|"
+  s << to_string(a.path) << "|" << a.call.function_name() << "|" << list(a.cu_seqlens_q) << "|" << list(a.cu_seqlens_k) << "|"
     << max_text(a.max_seqlen_q) << "|" << max_text(a.max_seqlen_k) << "|" << a.total_q << "|" << a.total_k << "|"
     << a.call.window_left << "," << a.call.window_right << "|" << a.call.softcap.value_or(0.0);
   if (a.failure) s << "|" << a.failure->type << ": " << a.failure->message;

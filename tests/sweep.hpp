@@ -123,7 +123,7 @@ inline Conversion conversion_for(const Case& c, const Batch& b) {
     VarlenArgs a;
     a.path = VarlenPath::dense;
     a.call = kernel_call_for(b.model);
-    a.call.function = "flash_attn_func";
+    a.call.api = ad::Api::flash_attn_2_dense;
     cv.replayed = a;
   }
   return cv;

@@ -128,7 +128,7 @@ inline ad::VarlenArgs dense_replay() {
   a.path = ad::VarlenPath::dense;
   a.library = "transformers";
   a.rule_set = "test-replay";
-  a.call.function = "flash_attn_func";
+  a.call.api = ad::Api::flash_attn_2_dense;
   return a;
 }
 

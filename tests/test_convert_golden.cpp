@@ -114,7 +114,7 @@ void compare_call(Diff& d, const json& c, const ad::VarlenArgs& a, bool compare_
                           ", the release does not");
   const json& r = c["result"];
   d.check(r["path"] == ad::to_string(a.path), "path " + show(r["path"]) + " vs " + ad::to_string(a.path));
-  d.check(r["function"] == a.call.function, "function " + show(r["function"]) + " vs " + a.call.function);
+  d.check(r["function"] == a.call.function_name(), "function " + show(r["function"]) + " vs " + a.call.function_name());
   if (r["function"] == "flash_attn_varlen_func") {
     compare_tensor(d, "cu_seqlens_q", r["cu_seqlens_q"], a.cu_seqlens_q);
     compare_tensor(d, "cu_seqlens_k", r["cu_seqlens_k"], a.cu_seqlens_k);

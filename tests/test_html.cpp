@@ -382,7 +382,7 @@ TEST_CASE("html: compare draws one band per release, differences marked", "[html
   VarlenArgs mask = mask_path_args(b);
   VarlenArgs dense;
   dense.path = VarlenPath::dense;
-  dense.call.function = "flash_attn_func";
+  dense.call.api = ad::Api::flash_attn_2_dense;
   VarlenArgs same = mask;
   Violation merged = placed(make_violation("cu_seqlens.segments", Severity::error, "merged"), Location::segment_of(Side::k, 0));
   auto band = [&](const char* rule_set, const VarlenArgs& args, const Violation* first) {

@@ -41,6 +41,10 @@ struct Invariant {
   std::vector<std::string_view> references;
   std::string_view upstream_message;  // the message users most likely saw, if any
   CheckFn check = nullptr;         // static invariants: the host check; dynamic: nullptr
+  // The APIs whose calls the invariant speaks for (vocab/api.hpp); the static runner skips it
+  // for a call of any other API. flash-attn's host checks and kernel contract: the flash-attn
+  // families the release table describes; the conversions' and rotary's: every API.
+  ApiSet apis = kFlashAttnApis;
 };
 
 std::span<const Invariant> catalogue();

@@ -1,7 +1,8 @@
 // Static: cu_seqlens and max_seqlen as they reach the kernel (ids 15-22). flash_attn's
 // mha_varlen_fwd (csrc/flash_attn/flash_api.cpp, 2.x) checks only the dtype (int32), the device
-// (CHECK_DEVICE: "must be on CUDA"), batch_size = cu_seqlens_q.numel() - 1 > 0 ("batch size must
-// be positive") and CHECK_SHAPE(cu_seqlens_q/k, batch_size + 1). The values are never checked:
+// (CHECK_DEVICE), batch_size = cu_seqlens_q.numel() - 1 > 0 and CHECK_SHAPE(cu_seqlens_q/k,
+// batch_size + 1); each family's messages are its host-check table's (vocab/host_checks.cpp).
+// The values are never checked:
 // each value invariant says what the kernel does with them instead (execution.md, the FA2
 // indexing contract).
 #include <algorithm>
@@ -36,13 +37,6 @@ bool shapes_ok(const VarlenArgs& a) {
   return is_vector(a.cu_seqlens_q) && is_vector(a.cu_seqlens_k) && a.cu_seqlens_q.numel() == a.cu_seqlens_k.numel();
 }
 
-std::string for_tensor(std::string_view message, bool q) {
-  std::string m(message);
-  if (!q)
-    if (auto at = m.find("cu_seqlens_q must"); at != std::string::npos) m.replace(at, 12, "cu_seqlens_k");
-  return m;
-}
-
 }  // namespace
 
 // 15 cu_seqlens.dtype: an int64 cu_seqlens (Qwen2-VL's vision tower built them with
@@ -55,7 +49,7 @@ void cu_seqlens_dtype(Ctx& ctx) {
     if (cu.dtype == DType::int32) continue;
     ctx.report(Severity::error, std::string(cu_name(q)) + " has dtype " + to_string(cu.dtype) + "; the kernel requires int32",
                {{"tensor", cu_name(q)}, {"dtype", to_string(cu.dtype)}, {"expected", "int32"}},
-               for_tensor(ctx.rules().cu_dtype_message, q));
+               ctx.rules().host_checks().message(q ? HostCheck::cu_seqlens_q_dtype : HostCheck::cu_seqlens_k_dtype));
     if (same_cu(*a)) break;
   }
 }
@@ -76,7 +70,8 @@ void cu_seqlens_device(Ctx& ctx) {
                std::string(cu_name(q)) + " is on " + d + " but q is on " + q_device +
                    (cpu ? ": the host check rejects it" : ": the kernel reads it across devices"),
                {{"tensor", cu_name(q)}, {"device", d}, {"q_device", q_device}},
-               cpu ? std::string(cu_name(q)) + " must be on CUDA" : "an illegal memory access was encountered");
+               cpu ? ctx.rules().host_checks().message(q ? HostCheck::cu_seqlens_q_device : HostCheck::cu_seqlens_k_device)
+                   : "an illegal memory access was encountered");
     if (!cpu) ctx.symptom(v, "other_gpu");
   }
 }
@@ -100,14 +95,18 @@ void cu_seqlens_shape(Ctx& ctx) {
                   "replay", r->failure->type + ": " + r->failure->message);
     return;
   }
-  const bool fa2 = ctx.rules().family == 2;
+  const HostCheckTable& host = ctx.rules().host_checks();
   for (bool q : {true, false}) {
     const IntTensor& cu = q ? a->cu_seqlens_q : a->cu_seqlens_k;
     if (is_vector(cu)) continue;
-    // FA2: batch_size = cu_seqlens_q.numel() - 1 must be > 0, then CHECK_SHAPE(cu, batch_size + 1)
-    std::string upstream;
-    if (fa2) upstream = q && cu.numel() < 2 ? "batch size must be positive"
-                                            : std::string(cu_name(q)) + " must have shape (batch_size + 1)";
+    // batch_size = cu_seqlens_q.numel() - 1: FA1 and FA2 check it is > 0 first; then the shape
+    // check (batch_size + 1) fails for a cu_seqlens_q not 1-D (FA3 and FA4 take a 1-D one with
+    // fewer than 2 entries) and for a cu_seqlens_k of another length.
+    std::string_view upstream;
+    if (q && cu.numel() < 2 && host.find(HostCheck::batch_size_positive))
+      upstream = host.message(HostCheck::batch_size_positive);
+    else if (!q || cu.rank() != 1)
+      upstream = host.message(q ? HostCheck::cu_seqlens_q_shape : HostCheck::cu_seqlens_k_shape);
     ctx.report(Severity::error,
                std::string(cu_name(q)) + " has shape " + shape_text(cu.shape) + " (" + std::to_string(cu.numel()) +
                    " entries); it must be 1-D with batch_size + 1 >= 2 entries",
@@ -119,14 +118,14 @@ void cu_seqlens_shape(Ctx& ctx) {
                "cu_seqlens_q has " + std::to_string(a->cu_seqlens_q.numel()) + " entries but cu_seqlens_k has " +
                    std::to_string(a->cu_seqlens_k.numel()) + "; both must be batch_size + 1",
                {{"entries_q", a->cu_seqlens_q.numel()}, {"entries_k", a->cu_seqlens_k.numel()}},
-               fa2 ? "cu_seqlens_k must have shape (batch_size + 1)" : "");
+               host.message(HostCheck::cu_seqlens_k_shape));
   if (a->seqused_k && is_vector(a->cu_seqlens_q) &&
       static_cast<int64_t>(a->seqused_k->size()) != a->cu_seqlens_q.numel() - 1)
     ctx.report(Severity::error,
                "seqused_k has " + std::to_string(a->seqused_k->size()) + " entries for " +
                    std::to_string(a->cu_seqlens_q.numel() - 1) + " sequences",
                {{"tensor", "seqused_k"}, {"entries", a->seqused_k->size()}, {"batch_size", a->cu_seqlens_q.numel() - 1}},
-               fa2 ? "seqused_k must have shape (batch_size)" : "");
+               host.message(HostCheck::seqused_k_shape));
 }
 
 // 18 cu_seqlens.start: the kernel takes row offsets from cu[b] as unsigned 32-bit: a negative

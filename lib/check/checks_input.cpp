@@ -35,8 +35,8 @@ int64_t longest_key_range(const Ctx& ctx) {
 
 }  // namespace
 
-// 1 input.dtype: flash_api.cpp checks q's dtype first ("only support fp16 and bf16"), then that k
-// and v match it ("query and key must have the same dtype"); FA3 adds fp8_e4m3, FA4 from
+// 1 input.dtype: flash_api.cpp checks q's dtype first, then that k and v match it (the family's
+// host-check table, vocab/host_checks.cpp, has each message); FA3 adds fp8_e4m3, FA4 from
 // 4.0.0b10 too.
 void input_dtype(Ctx& ctx) {
   const FlashAttnRules& r = ctx.rules();
@@ -47,15 +47,13 @@ void input_dtype(Ctx& ctx) {
     ctx.report(Severity::error,
                "q is " + to_string(q) + " but " + family_name(r) + " (flash_attn " + ctx.fa.label() + ") only runs " +
                    ev["supported"].get<std::string>(),
-               ev, r.dtype_message);
+               ev, r.host_checks().message(HostCheck::q_dtype));
     return;
   }
   if (k != q || v != q) {
-    const char* other = k != q ? "key" : "value";
     ctx.report(Severity::error,
                "q, k and v do not share one dtype (q " + to_string(q) + ", k " + to_string(k) + ", v " + to_string(v) + ")", ev,
-               r.family == 1 ? std::string("Expected k.dtype() == q_dtype to be true, but got false.")
-                             : "query and " + std::string(other) + " must have the same dtype");
+               r.host_checks().message(k != q ? HostCheck::k_dtype : HostCheck::v_dtype));
   }
 }
 
@@ -71,7 +69,7 @@ void input_head_dim(Ctx& ctx) {
     ctx.report(Severity::error,
                "head_dim " + std::to_string(D) + " is above the " + std::to_string(r.max_head_dim) + " that " + family_name(r) +
                    " (flash_attn " + ctx.fa.label() + ") supports",
-               ev, r.head_dim_message);
+               ev, r.host_checks().message(HostCheck::head_dim_max));
     return;
   }
   if (D % align == 0) return;
@@ -81,7 +79,7 @@ void input_head_dim(Ctx& ctx) {
     ctx.report(Severity::error,
                "head_dim " + std::to_string(D) + " is not a multiple of " + std::to_string(align) + "; " + family_name(r) +
                    " (flash_attn " + ctx.fa.label() + ") rejects it",
-               ev, r.alignment_message);
+               ev, r.host_checks().message(HostCheck::head_dim_aligned));
     return;
   }
   const char* where = r.alignment == HeadDimAlignment::padded_in_cpp ? "in C++ (mha_varlen_fwd, releases 2.0 - 2.6)"
@@ -93,8 +91,8 @@ void input_head_dim(Ctx& ctx) {
              ev);
 }
 
-// 3 input.gqa: "Number of heads in key/value must divide number of heads in query" (FA2, FA3),
-// "num_head must be divisible by num_head_kv" (FA4); FA1 takes k/v with num_heads heads only.
+// 3 input.gqa: num_heads a multiple of num_kv_heads (FA2, FA3, FA4: heads_divide in the
+// family's host-check table); FA1 takes k/v with num_heads heads only (kv_heads_equal).
 void input_gqa(Ctx& ctx) {
   const FlashAttnRules& r = ctx.rules();
   const int64_t H = ctx.batch.model.num_heads, Hk = ctx.batch.model.num_kv_heads;
@@ -103,16 +101,14 @@ void input_gqa(Ctx& ctx) {
     ctx.report(Severity::error,
                "num_kv_heads " + std::to_string(Hk) + " differs from num_heads " + std::to_string(H) +
                    "; FA1 has no multi-query / grouped-query attention",
-               ev, "k must have shape (total_k, num_heads, head_size)");
+               ev, r.host_checks().message(HostCheck::kv_heads_equal));
     return;
   }
   if (H % Hk != 0)
     ctx.report(Severity::error,
                "num_heads " + std::to_string(H) + " is not a multiple of num_kv_heads " + std::to_string(Hk) +
                    " (remainder " + std::to_string(H % Hk) + ")",
-               ev,
-               r.family == 4 ? "num_head must be divisible by num_head_kv"
-                             : "Number of heads in key/value must divide number of heads in query");
+               ev, r.host_checks().message(HostCheck::heads_divide));
 }
 
 // 4 input.feature: window_size exists from 2.3.0 (transformers checks the signature and
@@ -160,7 +156,7 @@ void input_feature(Ctx& ctx) {
                "softcap and dropout " + nlohmann::json(m.dropout).dump() + " together: flash_attn " + ctx.fa.label() +
                    " rejects the combination",
                {{"feature", "softcap+dropout"}, {"softcap", *m.softcap}, {"dropout", m.dropout}, {"flash_attn", ctx.fa.label()}},
-               "Softcapping does not support dropout for now");
+               r.host_checks().message(HostCheck::softcap_dropout));
   if (m.dropout > 0 && !r.dropout)
     ctx.report(Severity::warning,
                "dropout " + nlohmann::json(m.dropout).dump() + " requested but FA" + std::to_string(r.family) +

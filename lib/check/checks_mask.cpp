@@ -27,7 +27,17 @@ int64_t key_length(const Ctx& ctx) {
 // through _get_unpad_data: lengths get shape (B, 1, Q), cu_seqlens (B, 1, Q + 1), and indices
 // enumerate mask entries (for an additive mask: the masked ones). The key gather faults first
 // when an index passes B * Lk ("index out of bounds", flash-attention#1156); otherwise the kernel
-// rejects the shape ("cu_seqlens_q must have shape (batch_size + 1)", flash-attention#742).
+// rejects the shape (cu_seqlens_q_shape in the family's host-check table, flash-attention#742).
+namespace {
+// The shape check a multi-axis cu_seqlens (the same tensor for q and k) fails first: q's in FA2
+// and FA3, k's in FA4.
+const HostCheckEntry& cu_shape_check(const Ctx& ctx) {
+  const HostCheckEntry* e =
+      ctx.rules().host_checks().first_of({HostCheck::cu_seqlens_q_shape, HostCheck::cu_seqlens_k_shape});
+  return e ? *e : *fa2_host_checks().find(HostCheck::cu_seqlens_q_shape);
+}
+}  // namespace
+
 void mask_rank(Ctx& ctx) {
   const Mask* m = unpad_mask(ctx);
   if (!m) return;
@@ -60,9 +70,9 @@ void mask_rank(Ctx& ctx) {
     }
     const bool gather_faults = built ? r->gather_rows_k > 0 && largest >= r->gather_rows_k
                                      : r->failure && r->failure->message.find("out of bounds") != std::string::npos;
+    const HostCheckEntry& shape = cu_shape_check(ctx);
     std::string upstream = replay_failure_message(ctx);
-    if (upstream.empty())
-      upstream = gather_faults ? "index out of bounds" : "cu_seqlens_q must have shape (batch_size + 1)";
+    if (upstream.empty()) upstream = gather_faults ? "index out of bounds" : std::string(shape.message);
     std::optional<int64_t> entries = 1;
     for (int64_t d : mask_shape) entries = entries ? checked::mul(*entries, d) : std::nullopt;
     const std::string enumerated =
@@ -84,7 +94,7 @@ void mask_rank(Ctx& ctx) {
                    ") unpadded a mask of shape " + shape_text(mask_shape) + " (its cu_seqlens_k has shape " +
                    shape_text(cu_shape) + "), " + enumerated,
                evidence, upstream);
-    if (!gather_faults) ctx.symptom(v, "cu_shape", upstream.find("must have shape") != std::string::npos ? "RuntimeError: " + upstream : "");
+    if (!gather_faults) ctx.symptom(v, "cu_shape", upstream.find("must have shape") != std::string::npos ? std::string(shape.type) + ": " + upstream : "");
     return;
   }
   const IntTensor& t = m->tensor;
@@ -117,9 +127,9 @@ void mask_rank(Ctx& ctx) {
   std::vector<int64_t> cu_shape(t.shape.begin(), t.shape.end() - 1);
   if (!cu_shape.empty()) cu_shape.back() += 1;
   const bool gather_faults = gather_rows && last >= *gather_rows;
+  const HostCheckEntry& shape = cu_shape_check(ctx);
   std::string upstream = replay_failure_message(ctx);
-  if (upstream.empty())
-    upstream = gather_faults ? "index out of bounds" : "cu_seqlens_q must have shape (batch_size + 1)";
+  if (upstream.empty()) upstream = gather_faults ? "index out of bounds" : std::string(shape.message);
   std::string what = m->style == MaskStyle::additive ? "additive (nonzero() selects the masked entries)"
                      : m->style == MaskStyle::boolean ? "boolean" : "as written";
   std::string message = "the mask reaching the unpad path has shape " + shape_text(t.shape) + " (rank " +
@@ -133,7 +143,7 @@ void mask_rank(Ctx& ctx) {
                             {{"mask_shape", t.shape}, {"cu_seqlens_shape", cu_shape}, {"indices", nonzero},
                              {"largest_index", last}, {"key_rows", checked::to_text(gather_rows)}},
                             upstream);
-  if (!gather_faults) ctx.symptom(v, "cu_shape", upstream.find("must have shape") != std::string::npos ? "RuntimeError: " + upstream : "");
+  if (!gather_faults) ctx.symptom(v, "cu_shape", upstream.find("must have shape") != std::string::npos ? std::string(shape.type) + ": " + upstream : "");
 }
 
 // 7 mask.binary: segment-id masks ([1, 1, 2, 2, 0]) reach _get_unpad_data unchanged: sum()

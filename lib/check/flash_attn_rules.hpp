@@ -1,5 +1,6 @@
 // What each flash-attn release accepts: dtypes, head-dim limits, features, and the host-side
-// behaviours the static checks reproduce. One row per rule set (the first release where the
+// behaviours the static checks reproduce (their messages: the family's host-check table,
+// vocab/host_checks.hpp). One row per rule set (the first release where the
 // behaviour appears); a release maps to the nearest rule set at or below it. Every row was read
 // from the release's own source (csrc/flash_attn/flash_api.cpp, flash_attn/flash_attn_interface.py,
 // hopper/flash_api.cpp for FA3, flash_attn/cute/interface.py for FA4): `source` says where.
@@ -13,6 +14,7 @@
 #include <string_view>
 
 #include "batch/batch.hpp"
+#include "vocab/host_checks.hpp"
 
 namespace ad {
 
@@ -40,11 +42,10 @@ struct FlashAttnRules {
   bool max_seqlen_tensor_ok;     // a 0-d tensor max_seqlen works (host sync) rather than failing
   bool grid_batch_on_y;          // forward grid (m_blocks, batch, heads): batch <= 65535
   bool offsets_64bit;            // element offsets past 2^31 reported to work (FA #767)
-  std::string_view dtype_message;     // what the host check raises for an unsupported dtype
-  std::string_view head_dim_message;  // ... for a head dim past the limit
-  std::string_view alignment_message; // ... for a misaligned head dim (alignment == required)
-  std::string_view cu_dtype_message;  // ... for int64 cu_seqlens
+  std::string_view host_check_table;  // the family's host checks and messages (vocab/host_checks.hpp)
   std::string_view source;            // where the row was read
+
+  const HostCheckTable& host_checks() const { return ad::host_checks(host_check_table); }
 };
 
 std::span<const FlashAttnRules> flash_attn_rule_sets();

@@ -16,8 +16,13 @@ std::vector<Violation> run_static_checks(const Batch& batch, const Conversion& c
   if (reached && reached == replayed && replayed->failure) reached = nullptr;
   checks::Ctx ctx{batch, conversion, reached, replayed, context, resolve_flash_attn(fa_release), out};
   ctx.symptoms = symptom_context(batch, context.flash_attn);
+  // The API the call was made through: what reached the kernel, else the replay (a replay that
+  // failed before the kernel still names the API it was calling).
+  const VarlenArgs* call = conversion.effective();
+  const std::optional<Api> api = call ? std::optional<Api>(call->call.api) : std::nullopt;
   for (const Invariant& inv : catalogue()) {
     if (!inv.check) continue;
+    if (api && !inv.apis.contains(*api)) continue;
     ctx.current = &inv;
     inv.check(ctx);
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "batch/batch.hpp"
+#include "vocab/api.hpp"
 
 namespace ad {
 
@@ -34,14 +35,28 @@ struct ReplayFailure {
   std::string cuda_symptom;  // what the same failure looks like on a GPU
 };
 
-// The other arguments that reach the kernel.
+// Which API received the call, in which release, how the arguments were bound, and the flags
+// that reach the kernel. The arguments themselves are VarlenArgs' fields (docs/spec/
+// conversions.md, "The call").
 struct KernelCall {
-  std::string function = "flash_attn_varlen_func";  // or "flash_attn_func" (dense path)
+  Api api = Api::flash_attn_2_varlen;   // flash_attn_2.dense on the dense route
+  std::optional<Version> release;       // the API's release, when known
+  std::vector<BoundArgument> binding;   // how the front-end passed them (empty: not known)
   bool causal = true;
   int64_t window_left = -1, window_right = -1;      // FA2 window_size; -1 = unlimited
   std::optional<double> softcap;
   double dropout = 0.0;
+
+  // The callable's name the report shows (`varlen.function`): "flash_attn_varlen_func",
+  // "flash_attn_func".
+  std::string function_name() const { return std::string(ad::function_name(api)); }
 };
+
+// The flash-attn API of that family's release: 3.x -> FA3's interface, 4.x -> FA4's cute
+// interface, anything else (2.x, unknown) -> flash-attn 2; `dense` picks flash_attn_func.
+Api flash_attn_api(const std::optional<Version>& release, bool dense);
+// Sets the call's API to the family of `release` (keeping varlen or dense) and its release.
+void set_flash_attn_release(KernelCall& call, const std::optional<Version>& release);
 
 struct VarlenArgs {
   VarlenPath path = VarlenPath::dense;

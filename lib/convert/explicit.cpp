@@ -14,6 +14,18 @@ std::string to_string(VarlenPath p) {
   return "?";
 }
 
+Api flash_attn_api(const std::optional<Version>& release, bool dense) {
+  const long major = release && !release->release.empty() ? release->release.front() : 2;
+  if (major == 3) return dense ? Api::flash_attn_3_dense : Api::flash_attn_3_varlen;
+  if (major >= 4) return dense ? Api::flash_attn_4_dense : Api::flash_attn_4_varlen;
+  return dense ? Api::flash_attn_2_dense : Api::flash_attn_2_varlen;
+}
+
+void set_flash_attn_release(KernelCall& call, const std::optional<Version>& release) {
+  call.api = flash_attn_api(release, !is_varlen(call.api));
+  call.release = release;
+}
+
 // Kernel flags a correct call derives from the model: FA2's window_size is inclusive on
 // both sides, so a window of W tokens (the query itself included) is (W - 1, 0) when causal.
 KernelCall kernel_call_for(const Model& model) {
@@ -45,6 +57,8 @@ VarlenArgs explicit_varlen_args(const Batch& batch) {
   a.total_q = e.total_q_given ? e.total_q : (q && q->rows) ? *q->rows : e.total_q;
   a.total_k = e.total_k_given ? e.total_k : (k && k->rows) ? *k->rows : e.total_k;
   a.call = kernel_call_for(batch.model);
+  // the batch file says what was passed, not how: the binding stays unknown
+  set_flash_attn_release(a.call, batch.environment.flash_attn);
   a.steps.push_back("arguments taken as written in the batch file's varlen block");
   // A packed batch (one row of S tokens in the `batch` block) says how many rows q and k/v
   // have: cu_seqlens ending past them overruns the tensors (cu_seqlens.total), it does not

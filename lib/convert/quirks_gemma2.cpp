@@ -31,6 +31,7 @@
 #include <algorithm>
 
 #include "convert/rules.hpp"
+#include "vocab/host_checks.hpp"
 #include "util/checked_math.hpp"
 
 namespace ad::replay {
@@ -123,7 +124,8 @@ ReplayFailure unbuilt_four_d_failure(const MaskTensor& mask, int64_t Q, int64_t 
                       std::to_string(gather_rows),
                   "device-side assert in the gather (ScatterGatherKernel.cu / IndexKernel.cu: "
                   "\"index out of bounds\"), then \"CUDA error: device-side assert triggered\"");
-  return raised("flash_attn_varlen_func > mha_varlen_fwd", "RuntimeError", "cu_seqlens_q must have shape (batch_size + 1)",
+  const HostCheckEntry& shape = *fa2_host_checks().find(HostCheck::cu_seqlens_q_shape);
+  return raised("flash_attn_varlen_func > mha_varlen_fwd", std::string(shape.type), std::string(shape.message),
                 "the same RuntimeError (host side, before any kernel)");
 }
 

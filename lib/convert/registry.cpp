@@ -119,6 +119,18 @@ const std::vector<Entry>& table() {
   return entries;
 }
 
+// How transformers passes the arguments (modeling_flash_attention_utils.py
+// _flash_attention_forward from 4.43, the per-model _flash_attention_forward copies before):
+// q, k and v by position, the varlen arguments and `causal` by keyword; the optional flags
+// (window_size, softcap, dropout, deterministic) vary with the release and are left out.
+std::vector<BoundArgument> transformers_binding(Api api) {
+  std::vector<BoundArgument> b = {{"q", Bound::positional}, {"k", Bound::positional}, {"v", Bound::positional}};
+  if (is_varlen(api))
+    for (const char* name : {"cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k"}) b.push_back({name, Bound::keyword});
+  b.push_back({"causal", Bound::keyword});
+  return b;
+}
+
 const Entry& entry_for(const RuleSetInfo& info) {
   for (const auto& e : table())
     if (&e.info == &info || e.info.name == info.name) return e;
@@ -270,12 +282,17 @@ VarlenArgs replay_with(const Batch& batch, const RuleSetInfo& rules) {
   a.steps.insert(a.steps.begin(), pre_steps.begin(), pre_steps.end());
   a.library = rules.library;
   a.rule_set = rules.name;
+  set_flash_attn_release(a.call, fa);
+  if (rules.library == "transformers" && !a.failure) a.call.binding = transformers_binding(a.call.api);
   return a;
 }
 
 Conversion convert(const Batch& batch, const ConvertOptions& options) {
   Conversion c;
-  if (batch.varlen) c.explicit_args = explicit_varlen_args(batch);
+  if (batch.varlen) {
+    c.explicit_args = explicit_varlen_args(batch);
+    if (options.flash_attn) set_flash_attn_release(c.explicit_args->call, options.flash_attn);
+  }
   if (!batch.batch) return c;
   std::optional<Version> release = options.transformers ? options.transformers : batch.environment.transformers;
   ResolvedRules resolved = resolve_transformers(release);

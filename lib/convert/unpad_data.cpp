@@ -160,7 +160,7 @@ VarlenArgs dense_call(const Call& c) {
   (void)c;
   VarlenArgs a;
   a.path = VarlenPath::dense;
-  a.call.function = "flash_attn_func";
+  a.call.api = Api::flash_attn_2_dense;
   a.steps.push_back("no mask and no varlen route: flash_attn_func on the padded (B, L, H, D) tensors");
   return a;
 }

@@ -867,7 +867,7 @@ std::string lane_summary(const Picture& pic, int group) {
     o << "<p>" << (a.path == VarlenPath::explicit_varlen ? "Given arguments (the batch file's <code>varlen</code> block)"
                                                           : "Replayed <code>" + esc(a.rule_set) + "</code>" +
                                                                 (a.requested.empty() ? "" : " (transformers " + esc(a.requested) + ")"))
-      << ": " << esc(to_string(a.path)) << " path, <code>" << esc(a.call.function) << "</code>";
+      << ": " << esc(to_string(a.path)) << " path, <code>" << esc(a.call.function_name()) << "</code>";
     if (a.path != VarlenPath::dense)
       o << "; " << grouped(n) << " non-empty segment" << (n == 1 ? "" : "s") << " drawn: " << grouped(exact) << " exact, " << grouped(bad)
         << " wrong, " << grouped(warn) << " with padding";

@@ -85,7 +85,7 @@ struct Builder {
         lane.primary = src.primary;
         lane.label = "dense";
         lane.tensor = "dense rows";
-        lane.title = "dense kernel (" + a.call.function + "): each row attends as a whole (" + origin + ")";
+        lane.title = "dense kernel (" + a.call.function_name() + "): each row attends as a whole (" + origin + ")";
         lane.cu.shape = {B + 1};
         for (int64_t r = 0; r <= B; ++r) lane.cu.values.push_back(r * Lk);
         lane.view_width = Lk;

@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "predict/predict.hpp"
+#include "vocab/host_checks.hpp"
 
 namespace ad {
 
@@ -19,6 +20,10 @@ using O = Outcome;
 using P = Pass;
 using M = Moment;
 
+// What flash-attn 2's host check raises, as the user reads it ("RuntimeError: ..."): the
+// message is the host-check table's (vocab/host_checks.cpp).
+std::string_view fa2_raise(HostCheck c) { return fa2_host_checks().find(c)->raised(); }
+
 constexpr std::string_view kIllegal = "CUDA error: an illegal memory access was encountered";
 constexpr std::string_view kAssert = "CUDA error: device-side assert triggered";
 
@@ -27,16 +32,16 @@ const std::vector<SymptomRow>& table() {
   static const std::vector<SymptomRow> t = {
       // ---- inputs: flash-attn's host checks raise before any launch -------------------------
       {"input.dtype", "", "", "", "", false, O::raises, P::forward, M::attention,
-       "RuntimeError: FlashAttention only support fp16 and bf16 data type", "golden fa2-fp32-qkv",
+       fa2_raise(HostCheck::q_dtype), "golden fa2-fp32-qkv",
        "mha_varlen_fwd's dtype check (flash_api.cpp)"},
       {"input.head_dim", "", "", "", "", false, O::raises, P::forward, M::attention,
-       "RuntimeError: FlashAttention forward only supports head dimension at most 256", "golden fa2-head-dim-512",
+       fa2_raise(HostCheck::head_dim_max), "golden fa2-head-dim-512",
        "the release's head-dim check"},
       {"input.head_dim", "warning", "", "", "", false, O::ok, P::forward, M::attention,
        "no error; FA2 pads the head dim to a multiple of 8 (q, k, v and out copied on every call)", "model",
        "an unaligned head dim FA2 pads"},
       {"input.gqa", "", "", "", "", false, O::raises, P::forward, M::attention,
-       "RuntimeError: Number of heads in key/value must divide number of heads in query", "golden fa2-gqa-heads-not-divisible",
+       fa2_raise(HostCheck::heads_divide), "golden fa2-gqa-heads-not-divisible",
        "mha_varlen_fwd's head-count check"},
       {"input.feature", "", "", "", "", false, O::raises, P::forward, M::attention,
        "TypeError: flash_attn_varlen_func() got an unexpected keyword argument 'softcap'", "model",
@@ -68,7 +73,7 @@ const std::vector<SymptomRow>& table() {
       {"mask.rank", "", "", "", "", false, O::device_assert, P::forward, M::gather, kAssert,
        "report Dao-AILab/flash-attention#1156", "the key gather reads past B x Lk"},
       {"mask.rank", "cu_shape", "", "", "", false, O::raises, P::forward, M::attention,
-       "RuntimeError: cu_seqlens_q must have shape (batch_size + 1)", "report Dao-AILab/flash-attention#742",
+       fa2_raise(HostCheck::cu_seqlens_q_shape), "report Dao-AILab/flash-attention#742",
        "no gather index passes B x Lk: flash-attn rejects the rank-3 cu_seqlens"},
       {"mask.rank", "pad_0d", "", "", "", false, O::raises, P::forward, M::conversion,
        "RuntimeError: Padding length should be less than or equal to two times the input dimension but got padding "
@@ -107,13 +112,13 @@ const std::vector<SymptomRow>& table() {
        "no error; the release falls back to the dense kernel and attends across the packed sequences",
        "report huggingface/transformers#47170", "some but not all of the varlen kwargs"},
       {"cu_seqlens.dtype", "", "", "", "", false, O::raises, P::forward, M::attention,
-       "RuntimeError: cu_seqlens_q must have dtype int32", "golden oracle-cu-int64-causal", "mha_varlen_fwd's dtype check"},
+       fa2_raise(HostCheck::cu_seqlens_q_dtype), "golden oracle-cu-int64-causal", "mha_varlen_fwd's dtype check"},
       {"cu_seqlens.device", "", "", "", "", false, O::raises, P::forward, M::attention,
-       "RuntimeError: cu_seqlens_q must be on CUDA", "report vllm-project/vllm#44180", "cu_seqlens on the CPU"},
+       fa2_raise(HostCheck::cu_seqlens_q_device), "report vllm-project/vllm#44180", "cu_seqlens on the CPU"},
       {"cu_seqlens.device", "other_gpu", "", "", "", false, O::illegal_address, P::forward, M::attention, kIllegal,
        "model", "cu_seqlens on another GPU: CHECK_DEVICE passes, the kernel reads across devices"},
       {"cu_seqlens.shape", "", "", "", "", false, O::raises, P::forward, M::attention,
-       "RuntimeError: cu_seqlens_q must have shape (batch_size + 1)", "report Dao-AILab/flash-attention#742",
+       fa2_raise(HostCheck::cu_seqlens_q_shape), "report Dao-AILab/flash-attention#742",
        "mha_varlen_fwd's CHECK_SHAPE"},
       {"cu_seqlens.shape", "replay", "", "", "", false, O::raises, P::forward, M::conversion,
        "the release raises while building cu_seqlens", "report huggingface/transformers#39814",

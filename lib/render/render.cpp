@@ -185,7 +185,7 @@ nlohmann::json varlen_json(const VarlenArgs& a, bool full) {
   if (a.seqused_k) j["seqused_k"] = summarise_array(*a.seqused_k, full);
   j["dtypes"] = {{"cu_seqlens_q", to_string(a.cu_seqlens_q.dtype)}, {"cu_seqlens_k", to_string(a.cu_seqlens_k.dtype)}};
   j["shapes"] = {{"cu_seqlens_q", a.cu_seqlens_q.shape}, {"cu_seqlens_k", a.cu_seqlens_k.shape}};
-  j["function"] = a.call.function;
+  j["function"] = a.call.function_name();
   j["causal"] = a.call.causal;
   j["window_size"] = {a.call.window_left, a.call.window_right};
   if (a.call.softcap) j["softcap"] = *a.call.softcap;

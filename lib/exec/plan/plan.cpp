@@ -6,6 +6,7 @@
 #include "exec/plan/plan.hpp"
 
 #include "check/check.hpp"
+#include "check/flash_attn_rules.hpp"
 #include "contract/rotary.hpp"
 #include "util/checked_math.hpp"
 #include "util/text.hpp"
@@ -70,7 +71,8 @@ int64_t intent_width(const Batch& b) {
 }
 
 // ---------------------------------------------------------------------------------------
-// attention: mha_varlen_fwd's host side (flash_api.cpp v2.6.3), in its order.
+// attention: mha_varlen_fwd's host side (flash_api.cpp v2.6.3): the family's host checks in their
+// order, then FA2's adjustments of the kernel flags.
 
 void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool dense) {
   AttentionPlan& at = p.attention;
@@ -87,15 +89,6 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
     if (!at.raises) at.raises = raise(where, std::move(type), std::move(message));
   };
 
-  // dtype / device of cu_seqlens (TORCH_CHECK before anything else)
-  if (!dense) {
-    if (a.cu_seqlens_q.dtype != DType::int32) fail("RuntimeError", "cu_seqlens_q must have dtype int32");
-    else if (a.cu_seqlens_k.dtype != DType::int32) fail("RuntimeError", "cu_seqlens_k must have dtype int32");
-    for (const char* t : {"cu_seqlens_q", "cu_seqlens_k"}) {
-      const TensorOverride* o = batch.override_for(t);
-      if (o && o->device && o->device->rfind("cuda", 0) != 0) fail("RuntimeError", std::string(t) + " must be on CUDA");
-    }
-  }
   at.cu_seqlens_q = int32_view(a.cu_seqlens_q);
   at.cu_seqlens_k = int32_view(a.cu_seqlens_k);
   if (a.seqused_k) {
@@ -109,8 +102,6 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
   at.num_segments = std::max<int64_t>(batch_size, 0);
 
   int64_t max_q = a.max_seqlen_q.value, max_k = a.max_seqlen_k.value;
-  if (max_q > kInt32Max || max_q < -kInt32Max - 1 || max_k > kInt32Max || max_k < -kInt32Max - 1)
-    fail("TypeError", "mha_varlen_fwd(): incompatible function arguments (max_seqlen does not fit a C int)");
   const fa2::Normalized n = fa2::normalize({.max_seqlen_q = max_q,
                                             .max_seqlen_k = max_k,
                                             .num_heads = p.num_heads,
@@ -122,23 +113,62 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
                                             .dropout = dropout});
   at.swapped = n.swapped;
   at.ngroups = n.ngroups;
-  if (at.swapped && !at.raises) {
-    // seqlenq_ngroups_swapped: q (total_q, H, D) reshaped to (batch, Hk, ngroups, D)
-    if (at.total_q != batch_size || batch_size <= 0)
-      fail("RuntimeError", "shape '" + shape_text({batch_size, p.num_kv_heads, at.ngroups, p.head_dim}, ShapeStyle::torch_list) +
-                               "' is invalid for input of size " + std::to_string(at.total_q * p.num_heads * p.head_dim));
+
+  // The release family's host checks, in its order (vocab/host_checks.cpp): the first that
+  // fails raises. Not evaluated here: q/k/v dtypes (the stages run other dtypes as if accepted,
+  // and say so), softcap with dropout (dropout is not executed) and the head-dim alignment (FA2
+  // pads); input.dtype, input.feature and input.head_dim report them.
+  auto off_cuda = [&](const char* t) {
+    const TensorOverride* o = batch.override_for(t);
+    return o && o->device && o->device->rfind("cuda", 0) != 0;
+  };
+  const FlashAttnRules& rules = *resolve_flash_attn(p.flash_attn_release).rules;
+  auto failing = [&](HostCheck c) {
+    switch (c) {
+      case HostCheck::cu_seqlens_q_dtype: return a.cu_seqlens_q.dtype != DType::int32;
+      case HostCheck::cu_seqlens_k_dtype: return a.cu_seqlens_k.dtype != DType::int32;
+      case HostCheck::cu_seqlens_q_device: return off_cuda("cu_seqlens_q");
+      case HostCheck::cu_seqlens_k_device: return off_cuda("cu_seqlens_k");
+      case HostCheck::batch_size_positive: return batch_size <= 0;
+      case HostCheck::head_dim_max: return p.head_dim > rules.max_head_dim;
+      case HostCheck::heads_divide: return p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0;
+      case HostCheck::kv_heads_equal: return p.num_kv_heads != p.num_heads;
+      case HostCheck::cu_seqlens_q_shape: return a.cu_seqlens_q.rank() != 1;
+      case HostCheck::cu_seqlens_k_shape: return a.cu_seqlens_k.rank() != 1 || a.cu_seqlens_k.numel() != batch_size + 1;
+      case HostCheck::seqused_k_shape: return at.seqused_k && static_cast<int64_t>(at.seqused_k->size()) != batch_size;
+      case HostCheck::q_dtype:
+      case HostCheck::k_dtype:
+      case HostCheck::v_dtype:
+      case HostCheck::softcap_dropout:
+      case HostCheck::head_dim_aligned: return false;
+    }
+    return false;
+  };
+  // After the dtype and device checks: the arguments reach the C++ function (a max_seqlen past a
+  // C int fails pybind11's conversion) and mha_varlen_fwd reshapes q for the swapped path.
+  bool converted = false;
+  auto convert_arguments = [&] {
+    converted = true;
+    if (max_q > kInt32Max || max_q < -kInt32Max - 1 || max_k > kInt32Max || max_k < -kInt32Max - 1)
+      fail("TypeError", "mha_varlen_fwd(): incompatible function arguments (max_seqlen does not fit a C int)");
+    if (at.swapped && !at.raises) {
+      // seqlenq_ngroups_swapped: q (total_q, H, D) reshaped to (batch, Hk, ngroups, D)
+      if (at.total_q != batch_size || batch_size <= 0)
+        fail("RuntimeError", "shape '" + shape_text({batch_size, p.num_kv_heads, at.ngroups, p.head_dim}, ShapeStyle::torch_list) +
+                                 "' is invalid for input of size " + std::to_string(at.total_q * p.num_heads * p.head_dim));
+    }
+  };
+  const HostCheckTable& host = rules.host_checks();
+  for (const HostCheckEntry& e : host.entries) {
+    if (!host.applies(e, dense)) continue;
+    const bool before_conversion = e.check == HostCheck::q_dtype || e.check == HostCheck::k_dtype ||
+                                   e.check == HostCheck::v_dtype || e.check == HostCheck::cu_seqlens_q_dtype ||
+                                   e.check == HostCheck::cu_seqlens_k_dtype || e.check == HostCheck::cu_seqlens_q_device ||
+                                   e.check == HostCheck::cu_seqlens_k_device || e.check == HostCheck::softcap_dropout;
+    if (!converted && !before_conversion) convert_arguments();
+    if (failing(e.check)) fail(std::string(e.type), std::string(e.message));
   }
-  if (batch_size <= 0) fail("RuntimeError", "batch size must be positive");
-  if (p.head_dim > 256) fail("RuntimeError", "FlashAttention forward only supports head dimension at most 256");
-  if (p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0)
-    fail("RuntimeError", "Number of heads in key/value must divide number of heads in query");
-  if (!dense) {
-    if (a.cu_seqlens_q.rank() != 1) fail("RuntimeError", "cu_seqlens_q must have shape (batch_size + 1)");
-    else if (a.cu_seqlens_k.rank() != 1 || a.cu_seqlens_k.numel() != batch_size + 1)
-      fail("RuntimeError", "cu_seqlens_k must have shape (batch_size + 1)");
-    if (at.seqused_k && static_cast<int64_t>(at.seqused_k->size()) != batch_size)
-      fail("RuntimeError", "seqused_k must have shape (batch_size)");
-  }
+  if (!converted) convert_arguments();
   at.flags = {.causal = n.causal,
               .local = n.local,
               .window_left = static_cast<int32_t>(n.window_left),
@@ -556,6 +586,7 @@ bool plan_call(ExecPlan& p, const VarlenArgs* a) {
   }
   p.path = a->path;
   p.function = a->path == VarlenPath::dense ? "flash_attn_func" : "flash_attn_varlen_func";
+  p.api = a->call.api;
   if (p.dtype == DType::fp8_e4m3) {
     p.skip_reason = "fp8 inputs are not emulated (an FA3-only dtype)";
     return false;

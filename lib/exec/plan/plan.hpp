@@ -212,6 +212,7 @@ struct ExecPlan {
   std::string skip_reason;        // non-empty: no dynamic stage runs (stages "skipped")
   VarlenPath path = VarlenPath::dense;
   std::string function;           // "flash_attn_varlen_func" | "flash_attn_func"
+  Api api = Api::flash_attn_2_varlen;  // the API that received the call (KernelCall::api)
   Version flash_attn_release;     // rules applied, e.g. 2.6.3 (the default when unknown)
   DType dtype = DType::bf16;
   ElemType elem = ElemType::bf16;          // storage type of q/k/v/out

@@ -1,0 +1,216 @@
+// The host-check tables (vocab/host_checks.hpp). Each table was read from the tagged release in
+// Dao-AILab/flash-attention, in the order the function checks; `source` names release and file.
+// FA2's order (mha_varlen_fwd and mha_fwd) is the same from v2.0.0 through v2.8.3 for the checks
+// listed; softcap (and so its check) exists from v2.6.0.
+#include "vocab/host_checks.hpp"
+
+#include <array>
+#include <deque>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+
+namespace ad {
+
+namespace {
+
+using C = HostCheck;
+using S = HostScope;
+
+constexpr std::string_view kRuntime = "RuntimeError";
+constexpr std::string_view kAssertion = "AssertionError";
+
+// ---- FA1: v1.0.9 csrc/flash_attn/fmha_api.cpp mha_fwd (flash_attn_unpadded_func). TORCH_CHECK
+// without a message: torch says "Expected <condition> to be true, but got false."
+constexpr std::string_view kFa1 = "v1.0.9 csrc/flash_attn/fmha_api.cpp mha_fwd";
+constexpr std::string_view kFa1HeadDim = "Expected (head_size % 8 == 0) && (head_size <= 128) to be true, but got false.";
+constexpr HostCheckEntry kFa1Entries[] = {
+    {C::q_dtype, S::both, "q_dtype == torch::kFloat16 || ((is_sm8x || is_sm90) && q_dtype == torch::kBFloat16)", kRuntime,
+     "Expected q_dtype == torch::kFloat16 || ((is_sm8x || is_sm90) && q_dtype == torch::kBFloat16) to be true, but got false.",
+     kFa1},
+    {C::k_dtype, S::both, "k.dtype() == q_dtype", kRuntime, "Expected k.dtype() == q_dtype to be true, but got false.", kFa1},
+    {C::v_dtype, S::both, "v.dtype() == q_dtype", kRuntime, "Expected v.dtype() == q_dtype to be true, but got false.", kFa1},
+    {C::cu_seqlens_q_dtype, S::both, "cu_seqlens_q.dtype() == torch::kInt32", kRuntime,
+     "Expected cu_seqlens_q.dtype() == torch::kInt32 to be true, but got false.", kFa1},
+    {C::cu_seqlens_k_dtype, S::both, "cu_seqlens_k.dtype() == torch::kInt32", kRuntime,
+     "Expected cu_seqlens_k.dtype() == torch::kInt32 to be true, but got false.", kFa1},
+    {C::cu_seqlens_q_device, S::both, "cu_seqlens_q.is_cuda()", kRuntime,
+     "Expected cu_seqlens_q.is_cuda() to be true, but got false.", kFa1},
+    {C::cu_seqlens_k_device, S::both, "cu_seqlens_k.is_cuda()", kRuntime,
+     "Expected cu_seqlens_k.is_cuda() to be true, but got false.", kFa1},
+    {C::batch_size_positive, S::both, "batch_size > 0", kRuntime, "Expected batch_size > 0 to be true, but got false.", kFa1},
+    // one TORCH_CHECK for both conditions
+    {C::head_dim_aligned, S::both, "head_size % 8 == 0", kRuntime, kFa1HeadDim, kFa1},
+    {C::head_dim_max, S::both, "head_size <= 128", kRuntime, kFa1HeadDim, kFa1},
+    {C::kv_heads_equal, S::both, "CHECK_SHAPE(k, total_k, num_heads, head_size)", kRuntime,
+     "k must have shape (total_k, num_heads, head_size)", kFa1},
+    {C::cu_seqlens_q_shape, S::both, "CHECK_SHAPE(cu_seqlens_q, batch_size + 1)", kRuntime,
+     "cu_seqlens_q must have shape (batch_size + 1)", kFa1},
+    {C::cu_seqlens_k_shape, S::both, "CHECK_SHAPE(cu_seqlens_k, batch_size + 1)", kRuntime,
+     "cu_seqlens_k must have shape (batch_size + 1)", kFa1},
+};
+
+// ---- FA2: v2.6.3 csrc/flash_attn/flash_api.cpp, mha_varlen_fwd (flash_attn_varlen_func) and
+// mha_fwd (flash_attn_func). The two differ only in where softcap with dropout is refused.
+constexpr std::string_view kFa2Varlen = "v2.6.3 csrc/flash_attn/flash_api.cpp mha_varlen_fwd";
+constexpr std::string_view kFa2Both = "v2.6.3 csrc/flash_attn/flash_api.cpp mha_varlen_fwd, mha_fwd";
+constexpr std::string_view kFa2Dense = "v2.6.3 csrc/flash_attn/flash_api.cpp mha_fwd";
+constexpr std::string_view kSoftcapDropout = "Softcapping does not support dropout for now";
+constexpr HostCheckEntry kFa2Entries[] = {
+    {C::q_dtype, S::both, "q_dtype == torch::kFloat16 || q_dtype == torch::kBFloat16", kRuntime,
+     "FlashAttention only support fp16 and bf16 data type", kFa2Both},
+    {C::k_dtype, S::both, "k.dtype() == q_dtype", kRuntime, "query and key must have the same dtype", kFa2Both},
+    {C::v_dtype, S::both, "v.dtype() == q_dtype", kRuntime, "query and value must have the same dtype", kFa2Both},
+    {C::cu_seqlens_q_dtype, S::varlen, "cu_seqlens_q.dtype() == torch::kInt32", kRuntime,
+     "cu_seqlens_q must have dtype int32", kFa2Varlen},
+    {C::cu_seqlens_k_dtype, S::varlen, "cu_seqlens_k.dtype() == torch::kInt32", kRuntime,
+     "cu_seqlens_k must have dtype int32", kFa2Varlen},
+    {C::cu_seqlens_q_device, S::varlen, "CHECK_DEVICE(cu_seqlens_q)", kRuntime, "cu_seqlens_q must be on CUDA", kFa2Varlen},
+    {C::cu_seqlens_k_device, S::varlen, "CHECK_DEVICE(cu_seqlens_k)", kRuntime, "cu_seqlens_k must be on CUDA", kFa2Varlen},
+    {C::softcap_dropout, S::varlen, "softcap <= 0.f || p_dropout == 0.f", kRuntime, kSoftcapDropout, kFa2Varlen},
+    // mha_varlen_fwd reshapes q for seqlenq_ngroups_swapped here, before the checks below
+    {C::batch_size_positive, S::both, "batch_size > 0", kRuntime, "batch size must be positive", kFa2Both},
+    {C::head_dim_max, S::both, "head_size_og <= 256", kRuntime,
+     "FlashAttention forward only supports head dimension at most 256", kFa2Both},
+    {C::heads_divide, S::both, "num_heads % num_heads_k == 0", kRuntime,
+     "Number of heads in key/value must divide number of heads in query", kFa2Both},
+    {C::softcap_dropout, S::dense, "softcap <= 0.f || p_dropout == 0.f", kRuntime, kSoftcapDropout, kFa2Dense},
+    {C::cu_seqlens_q_shape, S::varlen, "CHECK_SHAPE(cu_seqlens_q, batch_size + 1)", kRuntime,
+     "cu_seqlens_q must have shape (batch_size + 1)", kFa2Varlen},
+    {C::cu_seqlens_k_shape, S::varlen, "CHECK_SHAPE(cu_seqlens_k, batch_size + 1)", kRuntime,
+     "cu_seqlens_k must have shape (batch_size + 1)", kFa2Varlen},
+    {C::seqused_k_shape, S::varlen, "CHECK_SHAPE(seqused_k, batch_size)", kRuntime, "seqused_k must have shape (batch_size)",
+     kFa2Varlen},
+};
+
+// ---- FA3: v2.8.3 hopper/flash_api.cpp mha_fwd (flash_attn_interface, varlen when cu_seqlens
+// are given). Device before dtype for each cu_seqlens; the head-dim alignment last.
+constexpr std::string_view kFa3 = "v2.8.3 hopper/flash_api.cpp mha_fwd";
+constexpr HostCheckEntry kFa3Entries[] = {
+    {C::q_dtype, S::both, "q_type == Half || q_type == BFloat16 || q_type == Float8_e4m3fn", kRuntime,
+     "FlashAttention only supports fp16, bf16, and fp8_e4m3 data type", kFa3},
+    {C::k_dtype, S::both, "k.scalar_type() == q_type", kRuntime, "query and key must have the same dtype", kFa3},
+    {C::v_dtype, S::both, "v.scalar_type() == q_type", kRuntime, "query and value must have the same dtype", kFa3},
+    {C::cu_seqlens_q_device, S::varlen, "CHECK_DEVICE(cu_seqlens_q)", kRuntime, "cu_seqlens_q must be on CUDA", kFa3},
+    {C::cu_seqlens_q_dtype, S::varlen, "cu_seqlens_q.dtype() == torch::kInt32", kRuntime,
+     "cu_seqlens_q must have dtype torch.int32", kFa3},
+    {C::cu_seqlens_k_device, S::varlen, "CHECK_DEVICE(cu_seqlens_k)", kRuntime, "cu_seqlens_k must be on CUDA", kFa3},
+    {C::cu_seqlens_k_dtype, S::varlen, "cu_seqlens_k.dtype() == torch::kInt32", kRuntime,
+     "cu_seqlens_k must have dtype torch.int32", kFa3},
+    {C::head_dim_max, S::both, "head_size <= max_headdim (256)", kRuntime,
+     "FlashAttention forward only supports head dimension at most 256", kFa3},
+    {C::heads_divide, S::both, "num_heads % num_heads_k == 0", kRuntime,
+     "Number of heads in key/value must divide number of heads in query", kFa3},
+    {C::cu_seqlens_q_shape, S::varlen, "CHECK_SHAPE(cu_seqlens_q, batch_size + 1)", kRuntime,
+     "cu_seqlens_q must have shape (batch_size + 1)", kFa3},
+    {C::cu_seqlens_k_shape, S::varlen, "CHECK_SHAPE(cu_seqlens_k, batch_size + 1)", kRuntime,
+     "cu_seqlens_k must have shape (batch_size + 1)", kFa3},
+    {C::seqused_k_shape, S::varlen, "CHECK_SHAPE(seqused_k, batch_size)", kRuntime, "seqused_k must have shape (batch_size)",
+     kFa3},
+    // alignment = 16 for fp8_e4m3, 8 otherwise; the message names it (the 16-bit case here)
+    {C::head_dim_aligned, S::both, "head_size % alignment == 0", kRuntime, "head_size should be a multiple of 8", kFa3},
+};
+
+// ---- FA4: flash_attn/cute/interface.py _flash_attn_fwd, Python asserts: shapes first, then
+// dtypes, devices, heads, head dim. One assert covers q/k/v dtypes, one all index dtypes, one
+// all devices.
+constexpr std::string_view kFa4 = "fa4-v4.0.0.beta0 flash_attn/cute/interface.py _flash_attn_fwd";
+constexpr std::string_view kFa4Fp8 = "fa4-v4.0.0.beta10 flash_attn/cute/interface.py _flash_attn_fwd";
+// beta10 validates the head dim in _validate_head_dims with a message naming the GPU arch; the
+// rule set keeps beta0's messages for it
+constexpr std::string_view kFa4Fp8HeadDim =
+    "fa4-v4.0.0.beta0 flash_attn/cute/interface.py _flash_attn_fwd (beta10: _validate_head_dims, per arch)";
+constexpr std::string_view kFa4SameDtype = "inputs must have the same dtype";
+constexpr std::string_view kFa4IndexDtype = "cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k must be int32";
+constexpr std::string_view kFa4Device = "inputs must be on CUDA device";
+
+constexpr std::string_view kFa4CuKShape = "cu_seqlens_k must have shape (batch_size + 1,)";
+constexpr std::string_view kFa4CuQShape = "cu_seqlens_q must have shape (batch_size + 1,)";
+constexpr std::string_view kFa4SequsedShape = "seqused_k must have shape (batch_size,)";
+constexpr std::string_view kFa4Heads = "num_head must be divisible by num_head_kv";
+constexpr std::string_view kFa4HeadDimMax = "head_dim must be less than or equal to 256";
+constexpr std::string_view kFa4HeadDimAligned = "head_dim must be divisible by 8";  // 16 // element_size: 8 for 16-bit
+
+constexpr HostCheckEntry kFa4Entries[] = {
+    {C::cu_seqlens_k_shape, S::varlen, "cu_seqlens_k.shape == (batch_size + 1,)", kAssertion, kFa4CuKShape, kFa4},
+    {C::cu_seqlens_q_shape, S::varlen, "cu_seqlens_q.shape == (batch_size + 1,)", kAssertion, kFa4CuQShape, kFa4},
+    {C::seqused_k_shape, S::varlen, "seqused_k.shape == (batch_size,)", kAssertion, kFa4SequsedShape, kFa4},
+    {C::q_dtype, S::both, "q.dtype in [torch.float16, torch.bfloat16]", kAssertion,
+     "inputs must be float16 or bfloat16", kFa4},
+    {C::k_dtype, S::both, "q.dtype == k.dtype == v.dtype", kAssertion, kFa4SameDtype, kFa4},
+    {C::v_dtype, S::both, "q.dtype == k.dtype == v.dtype", kAssertion, kFa4SameDtype, kFa4},
+    {C::cu_seqlens_q_dtype, S::varlen, "t.dtype == torch.int32", kAssertion, kFa4IndexDtype, kFa4},
+    {C::cu_seqlens_k_dtype, S::varlen, "t.dtype == torch.int32", kAssertion, kFa4IndexDtype, kFa4},
+    {C::cu_seqlens_q_device, S::varlen, "t.is_cuda", kAssertion, kFa4Device, kFa4},
+    {C::cu_seqlens_k_device, S::varlen, "t.is_cuda", kAssertion, kFa4Device, kFa4},
+    {C::heads_divide, S::both, "num_head % num_head_kv == 0", kAssertion, kFa4Heads, kFa4},
+    {C::head_dim_max, S::both, "head_dim <= 256", kAssertion, kFa4HeadDimMax, kFa4},
+    {C::head_dim_aligned, S::both, "head_dim % alignment == 0", kAssertion, kFa4HeadDimAligned, kFa4},
+};
+constexpr HostCheckEntry kFa4Fp8Entries[] = {
+    {C::cu_seqlens_k_shape, S::varlen, "cu_seqlens_k.shape == (batch_size + 1,)", kAssertion, kFa4CuKShape, kFa4Fp8},
+    {C::cu_seqlens_q_shape, S::varlen, "cu_seqlens_q.shape == (batch_size + 1,)", kAssertion, kFa4CuQShape, kFa4Fp8},
+    {C::seqused_k_shape, S::varlen, "seqused_k.shape == (batch_size,)", kAssertion, kFa4SequsedShape, kFa4Fp8},
+    {C::q_dtype, S::both, "q.dtype in [float16, bfloat16, float8_e4m3fn, float8_e5m2]", kAssertion,
+     "inputs must be float16, bfloat16, fp8 e4m3fn, or fp8 e5m2", kFa4Fp8},
+    {C::k_dtype, S::both, "q.dtype == k.dtype == v.dtype", kAssertion, kFa4SameDtype, kFa4Fp8},
+    {C::v_dtype, S::both, "q.dtype == k.dtype == v.dtype", kAssertion, kFa4SameDtype, kFa4Fp8},
+    {C::cu_seqlens_q_dtype, S::varlen, "t.dtype == torch.int32", kAssertion, kFa4IndexDtype, kFa4Fp8},
+    {C::cu_seqlens_k_dtype, S::varlen, "t.dtype == torch.int32", kAssertion, kFa4IndexDtype, kFa4Fp8},
+    {C::cu_seqlens_q_device, S::varlen, "t.is_cuda", kAssertion, kFa4Device, kFa4Fp8},
+    {C::cu_seqlens_k_device, S::varlen, "t.is_cuda", kAssertion, kFa4Device, kFa4Fp8},
+    {C::heads_divide, S::both, "num_head % num_head_kv == 0", kAssertion, kFa4Heads, kFa4Fp8},
+    {C::head_dim_max, S::both, "head_dim <= 256", kAssertion, kFa4HeadDimMax, kFa4Fp8HeadDim},
+    {C::head_dim_aligned, S::both, "head_dim % alignment == 0", kAssertion, kFa4HeadDimAligned, kFa4Fp8HeadDim},
+};
+
+const std::array<HostCheckTable, 5> kTables = {{
+    {"fa1", kFa1, kFa1Entries},
+    {"fa2", "v2.6.3 csrc/flash_attn/flash_api.cpp (same order v2.0.0 - v2.8.3)", kFa2Entries},
+    {"fa3", kFa3, kFa3Entries},
+    {"fa4", kFa4, kFa4Entries},
+    {"fa4-fp8", kFa4Fp8, kFa4Fp8Entries},
+}};
+
+}  // namespace
+
+std::string_view HostCheckEntry::raised() const {
+  // "type: message", kept for the program's lifetime (a deque never moves its elements)
+  static std::mutex mutex;
+  static std::deque<std::pair<const HostCheckEntry*, std::string>> texts;
+  std::lock_guard lock(mutex);
+  for (const auto& [entry, text] : texts)
+    if (entry == this) return text;
+  texts.emplace_back(this, std::string(type) + ": " + std::string(message));
+  return texts.back().second;
+}
+
+const HostCheckEntry* HostCheckTable::find(HostCheck c, HostScope scope) const {
+  for (const HostCheckEntry& e : entries)
+    if (e.check == c && (e.scope == HostScope::both || scope == HostScope::both || e.scope == scope)) return &e;
+  return nullptr;
+}
+
+const HostCheckEntry* HostCheckTable::first_of(std::initializer_list<HostCheck> failing, HostScope scope) const {
+  for (const HostCheckEntry& e : entries) {
+    if (!(e.scope == HostScope::both || scope == HostScope::both || e.scope == scope)) continue;
+    for (HostCheck c : failing)
+      if (e.check == c) return &e;
+  }
+  return nullptr;
+}
+
+std::string_view HostCheckTable::message(HostCheck c, HostScope scope) const {
+  const HostCheckEntry* e = find(c, scope);
+  return e ? e->message : std::string_view{};
+}
+
+const HostCheckTable& host_checks(std::string_view name) {
+  for (const HostCheckTable& t : kTables)
+    if (t.name == name) return t;
+  throw std::logic_error("no host-check table " + std::string(name));
+}
+
+std::span<const HostCheckTable> host_check_tables() { return kTables; }
+
+}  // namespace ad
