@@ -27,10 +27,10 @@ namespace attn {
 template <class T, bool Checked>
 __global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(const VarlenFwdParams p) {
   constexpr int kPerLane = 8;
-  const Cta cta = this_cta<Checked>(p, p.block_m);
-  if (!cta.runs) return;
-  const int m_block = cta.m_block, b = cta.b, h = cta.h, row0 = cta.row0;
-  const Segment seg = cta.seg;
+  const QueryTile tile = fwd_tile(p, p.block_m);
+  if (skips<Checked>(p, tile)) return;
+  const int m_block = tile.at.x, b = tile.at.y, h = tile.at.z, row0 = tile.row0;
+  const Segment seg = tile.seg;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int D = p.head_dim;
   const KeyPipelineParams kpipe = key_pipeline(p);
@@ -38,9 +38,8 @@ __global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(con
   const int h_kv = h / kpipe.group;
   const fa2::Flags flags = fa2_flags(p, 1);
   const int64_t kv_head = p.seqlenq_ngroups_swapped ? -1 : int64_t(h);
-  const float scale_nat = p.softcap > 0.f ? 1.f : p.softmax_scale;
-  const float scale_log2 = scale_nat * 1.4426950408889634f;
-  const float cap_in = p.softcap > 0.f ? p.softmax_scale / p.softcap : 0.f;
+  const SoftmaxScale sc = softmax_scale_of(p);  // softmax.cuh, as the tensor-core kernels
+  const float scale_nat = sc.nat, scale_log2 = sc.log2, cap_in = sc.cap_in;
   const T* q = static_cast<const T*>(p.q.data);
   const T* k = static_cast<const T*>(kpipe.src.data);
   const T* v = static_cast<const T*>(vpipe.src.data);
