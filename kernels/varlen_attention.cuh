@@ -491,58 +491,44 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
 }  // namespace ad::kern::attn
 
 // ---------------------------------------------------------------------------------------
-// launcher of the tensor-core kernel (instantiated once per element type, in its own .cu
-// file so that the two compile in parallel)
+// the tensor-core kernel's instantiations: varlen_attention_tc_{bf16,fp16}.cu name them (one
+// element type per file, so the two compile in parallel), varlen_attention.cu launches them
 
 #include "cuda_check.hpp"
+#include "launch.hpp"
 
 namespace ad::kern::attn {
 
-template <class T, int D, int MT, bool Checked>
-void launch_tc_one(const VarlenFwdParams& p, cudaStream_t stream) {
-  using Shape = TileShape<D, MT>;
-  const size_t smem = Shape::smem_elems() * sizeof(T);
-  auto kernel = &varlen_fwd_tc_kernel<T, D, MT, Checked>;
-  AD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const dim3 grid(unsigned(launch_grid_m(p)), p.batch, p.num_heads);
-  kernel<<<grid, Shape::kThreads, smem, stream>>>(p);
-}
-
-// Calls launch(D, Checked) (std::integral_constant / std::bool_constant) for the head dims
-// the tensor-core kernels are instantiated for, 64 and 128; `kernel` names them in the error.
-template <class Launch>
-void with_tensor_core_head_dim(const VarlenFwdParams& p, bool checked, const char* kernel, Launch&& launch) {
-  auto form = [&](auto d) { checked ? launch(d, std::true_type{}) : launch(d, std::false_type{}); };
-  if (p.head_dim == 64) {
-    form(std::integral_constant<int, 64>{});
-  } else if (p.head_dim == 128) {
-    form(std::integral_constant<int, 128>{});
-  } else {
-    throw cuda::LaunchConfigError(std::string(kernel) + ": head_dim " + std::to_string(p.head_dim) +
-                                  " has no instantiation (64, 128)");
-  }
+// pick(D, Checked) (std::integral_constant / std::bool_constant) for the head dims the
+// tensor-core kernels are instantiated for, 64 and 128; `kernel` names them in the error.
+template <class Pick>
+auto with_tensor_core_head_dim(int head_dim, bool checked, const char* kernel, Pick&& pick) {
+  auto form = [&](auto d) { return checked ? pick(d, std::true_type{}) : pick(d, std::false_type{}); };
+  if (head_dim == 64) return form(std::integral_constant<int, 64>{});
+  if (head_dim == 128) return form(std::integral_constant<int, 128>{});
+  throw cuda::LaunchConfigError(std::string(kernel) + ": head_dim " + std::to_string(head_dim) +
+                                " has no instantiation (64, 128)");
 }
 
 template <class T, int MT>
-void launch_tc_mt(const VarlenFwdParams& p, bool checked, cudaStream_t stream) {
-  with_tensor_core_head_dim(p, checked, "tensor-core varlen forward", [&](auto d, auto c) {
-    launch_tc_one<T, decltype(d)::value, MT, decltype(c)::value>(p, stream);
+detail::FwdKernel tc_kernel_mt(int head_dim, bool checked) {
+  return with_tensor_core_head_dim(head_dim, checked, "tensor-core varlen forward", [](auto d, auto c) {
+    using Shape = TileShape<decltype(d)::value, MT>;
+    return detail::FwdKernel{&varlen_fwd_tc_kernel<T, decltype(d)::value, MT, decltype(c)::value>, Shape::kThreads,
+                             int(Shape::smem_elems() * sizeof(T))};
   });
 }
 
 // alt_shape: the other warp layout (MT 1 <-> 2), compiled only with
 // ATTN_DOCTOR_TC_BOTH_SHAPES (benchmarks of the layout choice).
 template <class T>
-void launch_tc(const VarlenFwdParams& p, bool checked, bool alt_shape, cudaStream_t stream) {
+detail::FwdKernel tc_kernel(int head_dim, bool checked, bool alt_shape) {
 #ifdef ATTN_DOCTOR_TC_BOTH_SHAPES
-  if (alt_shape) {
-    launch_tc_mt<T, 3 - kDefaultMT>(p, checked, stream);
-    return;
-  }
+  if (alt_shape) return tc_kernel_mt<T, 3 - kDefaultMT>(head_dim, checked);
 #else
   if (alt_shape) throw cuda::LaunchConfigError("this build carries one tensor-core shape (ATTN_DOCTOR_TC_BOTH_SHAPES off)");
 #endif
-  launch_tc_mt<T, kDefaultMT>(p, checked, stream);
+  return tc_kernel_mt<T, kDefaultMT>(head_dim, checked);
 }
 
 }  // namespace ad::kern::attn

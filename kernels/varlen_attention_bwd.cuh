@@ -932,45 +932,32 @@ __global__ void __launch_bounds__(BwdShape<D, BM>::kThreads, BwdShape<D, BM>::kM
 }  // namespace ad::kern::bwd
 
 // ---------------------------------------------------------------------------------------
-// launcher of the key-block kernel (instantiated once per element type, in its own .cu file)
+// the key-block kernel's instantiations: varlen_attention_bwd_tc_{bf16,fp16}.cu name them (one
+// element type per file), varlen_attention_bwd.cu launches them
 
 #include "cuda_check.hpp"
+#include "launch.hpp"
 
 namespace ad::kern::bwd {
 
-template <class T, int D, int BM, bool Checked>
-void launch_bwd_one(const VarlenBwdParams& p, cudaStream_t stream) {
-  using Shape = BwdShape<D, BM>;
-  const size_t smem = Shape::smem_bytes(sizeof(T));
-  auto kernel = &varlen_bwd_kernel<T, D, BM, Checked>;
-  AD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const dim3 grid(unsigned(key_grid_x(p)), p.batch, p.num_heads);
-  kernel<<<grid, Shape::kThreads, smem, stream>>>(p);
-}
-
 template <class T, int D, int BM>
-void launch_bwd_form(const VarlenBwdParams& p, bool checked, cudaStream_t stream) {
-  checked ? launch_bwd_one<T, D, BM, true>(p, stream) : launch_bwd_one<T, D, BM, false>(p, stream);
+detail::BwdKernel bwd_kernel_shape(bool checked) {
+  using Shape = BwdShape<D, BM>;
+  return {checked ? &varlen_bwd_kernel<T, D, BM, true> : &varlen_bwd_kernel<T, D, BM, false>, Shape::kThreads,
+          int(Shape::smem_bytes(sizeof(T)))};
 }
 
 // block_m: the query rows per step (kernel_params.hpp VarlenBwdParams::block_m; 0 = the
 // default of the head dim, default_block_m).
 template <class T>
-void launch_bwd_main(const VarlenBwdParams& p, bool checked, cudaStream_t stream) {
-  const int bm = p.block_m > 0 ? p.block_m : default_block_m(p.head_dim);
-  if (p.head_dim == 64 && bm == 64) {
-    launch_bwd_form<T, 64, 64>(p, checked, stream);
-  } else if (p.head_dim == 64 && bm == 32) {
-    launch_bwd_form<T, 64, 32>(p, checked, stream);
-  } else if (p.head_dim == 128 && bm == 64) {
-    launch_bwd_form<T, 128, 64>(p, checked, stream);
-  } else if (p.head_dim == 128 && bm == 32) {
-    launch_bwd_form<T, 128, 32>(p, checked, stream);
-  } else {
-    throw cuda::LaunchConfigError("tensor-core varlen backward: head_dim " + std::to_string(p.head_dim) +
-                                  " block_m " + std::to_string(bm) +
-                                  " has no instantiation (d64 m64 and m32, d128 m64 and m32)");
-  }
+detail::BwdKernel bwd_kernel(int head_dim, int block_m, bool checked) {
+  const int bm = block_m > 0 ? block_m : default_block_m(head_dim);
+  if (head_dim == 64 && bm == 64) return bwd_kernel_shape<T, 64, 64>(checked);
+  if (head_dim == 64 && bm == 32) return bwd_kernel_shape<T, 64, 32>(checked);
+  if (head_dim == 128 && bm == 64) return bwd_kernel_shape<T, 128, 64>(checked);
+  if (head_dim == 128 && bm == 32) return bwd_kernel_shape<T, 128, 32>(checked);
+  throw cuda::LaunchConfigError("tensor-core varlen backward: head_dim " + std::to_string(head_dim) + " block_m " +
+                                std::to_string(bm) + " has no instantiation (d64 m64 and m32, d128 m64 and m32)");
 }
 
 }  // namespace ad::kern::bwd

@@ -362,42 +362,30 @@ __global__ void __launch_bounds__(BwdShape<D, default_block_m(D)>::kThreads, 1)
 }  // namespace ad::kern::bwd
 
 // ---------------------------------------------------------------------------------------
-// launcher (instantiated once per element type in kernels/sm90a/*.cu)
+// the instantiations: kernels/sm90a/varlen_attention_bwd_wgmma_{bf16,fp16}.cu name them (one
+// element type per file), kernels/varlen_attention_bwd.cu launches them
 
 #include "../cuda_check.hpp"
+#include "../launch.hpp"
 
 namespace ad::kern::bwd {
 
-template <class T, int D, bool Checked>
-void launch_bwd_wgmma_one(const VarlenBwdParams& p, cudaStream_t stream) {
-  const int smem = WgmmaBwdShape<D>::kSmemBytes;
-  auto kernel = &varlen_bwd_wgmma_kernel<T, D, Checked>;
-  AD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const dim3 grid(unsigned(key_grid_x(p)), p.batch, p.num_heads);
-  kernel<<<grid, WgmmaBwdShape<D>::kThreads, smem, stream>>>(p);
-  if constexpr (Checked) {
-    using Fallback = BwdShape<D, default_block_m(D)>;
-    const size_t fsmem = Fallback::smem_bytes(sizeof(T));
-    auto fallback = &varlen_bwd_fallback_kernel<T, D>;
-    AD_CUDA_CHECK(cudaFuncSetAttribute(fallback, cudaFuncAttributeMaxDynamicSharedMemorySize, int(fsmem)));
-    int dev = 0, sms = 0;
-    AD_CUDA_CHECK(cudaGetDevice(&dev));
-    AD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    const int64_t passes = (key_grid_x(p) * p.batch * p.num_heads + Fallback::kThreads - 1) / Fallback::kThreads;
-    const int64_t blocks = passes < 2 * int64_t(sms) ? passes : 2 * int64_t(sms);
-    fallback<<<unsigned(blocks), Fallback::kThreads, fsmem, stream>>>(p);
-  }
+template <class T, int D>
+detail::BwdWgmmaKernels bwd_wgmma_kernels_d(bool checked) {
+  using Fallback = BwdShape<D, default_block_m(D)>;
+  detail::BwdWgmmaKernels k;
+  k.main = {checked ? &varlen_bwd_wgmma_kernel<T, D, true> : &varlen_bwd_wgmma_kernel<T, D, false>,
+            WgmmaBwdShape<D>::kThreads, WgmmaBwdShape<D>::kSmemBytes};
+  if (checked) k.fallback = {&varlen_bwd_fallback_kernel<T, D>, Fallback::kThreads, int(Fallback::smem_bytes(sizeof(T)))};
+  return k;
 }
 
 template <class T>
-void launch_bwd_wgmma(const VarlenBwdParams& p, bool checked, cudaStream_t stream) {
-  if (p.head_dim == 64)
-    checked ? launch_bwd_wgmma_one<T, 64, true>(p, stream) : launch_bwd_wgmma_one<T, 64, false>(p, stream);
-  else if (p.head_dim == 128)
-    checked ? launch_bwd_wgmma_one<T, 128, true>(p, stream) : launch_bwd_wgmma_one<T, 128, false>(p, stream);
-  else
-    throw cuda::LaunchConfigError("wgmma varlen backward: head_dim " + std::to_string(p.head_dim) +
-                                  " has no instantiation (64, 128)");
+detail::BwdWgmmaKernels bwd_wgmma_kernels(int head_dim, bool checked) {
+  if (head_dim == 64) return bwd_wgmma_kernels_d<T, 64>(checked);
+  if (head_dim == 128) return bwd_wgmma_kernels_d<T, 128>(checked);
+  throw cuda::LaunchConfigError("wgmma varlen backward: head_dim " + std::to_string(head_dim) +
+                                " has no instantiation (64, 128)");
 }
 
 }  // namespace ad::kern::bwd

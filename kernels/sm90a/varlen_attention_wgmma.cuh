@@ -393,56 +393,32 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
 }  // namespace ad::kern::attn
 
 // ---------------------------------------------------------------------------------------
-// launcher (instantiated once per element type in kernels/sm90a/*.cu)
-
-#include "../cuda_check.hpp"
+// the instantiations: kernels/sm90a/varlen_attention_wgmma_{bf16,fp16}.cu name them (one
+// element type per file), kernels/varlen_attention.cu launches them
 
 namespace ad::kern::attn {
 
-template <class T, int D, class Cfg, bool Checked>
-void launch_wgmma_one(const VarlenFwdParams& p, cudaStream_t stream) {
-  using Shape = WgmmaShape<D, Cfg::kBlockN, Cfg::kMinBlocks, Cfg::kPSmem>;
-  auto kernel = &varlen_fwd_wgmma_kernel<T, D, Cfg::kBlockN, Cfg::kMinBlocks, Cfg::kPSmem, Checked>;
-  AD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes));
-  const dim3 grid(unsigned(launch_grid_m(p)), p.batch, p.num_heads);
-  kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(p);
-}
-
 template <class T, template <int> class Cfg>
-void launch_wgmma_cfg(const VarlenFwdParams& p, bool checked, cudaStream_t stream) {
-  with_tensor_core_head_dim(p, checked, "wgmma varlen forward", [&](auto d, auto c) {
+detail::FwdKernel wgmma_kernel_cfg(int head_dim, bool checked) {
+  return with_tensor_core_head_dim(head_dim, checked, "wgmma varlen forward", [](auto d, auto c) {
     constexpr int D = decltype(d)::value;
-    launch_wgmma_one<T, D, Cfg<D>, decltype(c)::value>(p, stream);
+    using C = Cfg<D>;
+    using Shape = WgmmaShape<D, C::kBlockN, C::kMinBlocks, C::kPSmem>;
+    return detail::FwdKernel{&varlen_fwd_wgmma_kernel<T, D, C::kBlockN, C::kMinBlocks, C::kPSmem, decltype(c)::value>,
+                             Shape::kThreads, Shape::kSmemBytes};
   });
 }
 
 // alt: the other tile shape (WgmmaAlt), compiled only with ATTN_DOCTOR_WGMMA_ALT (benchmarks of
 // the shape choice).
 template <class T>
-void launch_wgmma(const VarlenFwdParams& p, bool checked, bool alt, cudaStream_t stream) {
+detail::FwdKernel wgmma_kernel(int head_dim, bool checked, bool alt) {
 #ifdef ATTN_DOCTOR_WGMMA_ALT
-  if (alt) {
-    launch_wgmma_cfg<T, WgmmaAlt>(p, checked, stream);
-    return;
-  }
+  if (alt) return wgmma_kernel_cfg<T, WgmmaAlt>(head_dim, checked);
 #else
   if (alt) throw cuda::LaunchConfigError("this build carries one wgmma tile shape (ATTN_DOCTOR_WGMMA_ALT off)");
 #endif
-  launch_wgmma_cfg<T, WgmmaDefault>(p, checked, stream);
-}
-
-// Whether this process can run the kernels on the current device: the sm_90a image loads
-// only on compute capability 9.0.
-template <class T>
-bool wgmma_loadable() {
-  cudaFuncAttributes attr{};
-  using Cfg = WgmmaDefault<64>;
-  if (cudaFuncGetAttributes(&attr, &varlen_fwd_wgmma_kernel<T, 64, Cfg::kBlockN, Cfg::kMinBlocks, Cfg::kPSmem, true>) !=
-      cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return true;
+  return wgmma_kernel_cfg<T, WgmmaDefault>(head_dim, checked);
 }
 
 }  // namespace ad::kern::attn
