@@ -67,21 +67,28 @@ __device__ __forceinline__ void softcap_tile(S& s, const SoftmaxScale& sc) {
 }
 
 // Whether the key tile [n0, n0 + bn) hides a key from a row of the query tile [row0, row0 +
-// bm): it reaches outside the keys the CTA reads, [keys.key_begin, keys.key_end), or crosses
-// a row's causal / window bound (fa2::block_needs_mask). Only such tiles are masked.
+// bm): it reaches outside the keys the CTA reads, [key_lo, key_hi), or crosses a row's causal
+// / window bound (fa2::block_needs_mask). Only such tiles are masked.
+template <class Key>
 __device__ __forceinline__ bool tile_needs_mask(int n0, int bn, int row0, int bm, int32_t len_q, int32_t len_k,
-                                                const fa2::Flags& flags, const fa2::TileRange& keys) {
-  return n0 + bn > keys.key_end || n0 < keys.key_begin ||
-         fa2::block_needs_mask(n0, bn, row0, bm, len_q, len_k, flags);
+                                                const fa2::Flags& flags, Key key_lo, Key key_hi) {
+  return n0 + bn > key_hi || n0 < key_lo || fa2::block_needs_mask(n0, bn, row0, bm, len_q, len_k, flags);
 }
 
 // The mask of this thread's part of a warp's 16-row tile of S over keys [n0, n0 + 8 NB):
-// keys outside row r's fa2::key_limits (r = row_a for e < 2, row_a + 8 for e >= 2) get -inf.
-// The limits are taken relative to the thread's first column, so each element costs two
-// compares against a constant and a select.
-template <int NB, class S>
+// keys outside row r's fa2::key_limits (r = row_a for e < 2, row_a + 8 for e >= 2; the CTA
+// reads keys [key_lo, key_hi)) get -inf. The limits are taken relative to the thread's first
+// column, so each element costs two compares against a constant and a select. (The key range
+// comes as two integers, built into the contract's TileRange here, of the width the kernel
+// holds them in across its main loop: int in the wgmma kernel, where two 64-bit values live
+// in the loop cost it 2 % at d64; int64_t in the mma.sync kernel, where ptxas spills less
+// so.)
+template <int NB, class S, class Key>
 __device__ __forceinline__ void mask_tile(S& s, int n0, int row_a, int lane, int32_t len_q, int32_t len_k,
-                                          const fa2::Flags& flags, const fa2::TileRange& keys) {
+                                          const fa2::Flags& flags, Key key_lo, Key key_hi) {
+  fa2::TileRange keys{};
+  keys.key_begin = key_lo;
+  keys.key_end = key_hi;
   const int cb = n0 + 2 * (lane & 3);
   int lo_rel[2], hi_rel[2];
 #pragma unroll

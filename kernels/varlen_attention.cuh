@@ -354,9 +354,8 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
   const int h_kv = h / kpipe.group;
   const fa2::Flags flags = fa2_flags(p, BN);
   const KeyRange kr = key_range(p, seg, m_block, BN);
-  fa2::TileRange keys{};  // the keys this CTA reads: its key tiles, clipped to the segment
-  keys.key_begin = int64_t(kr.n_min) * BN;
-  keys.key_end = min(kr.n_max * BN, seg.len_k);
+  // the keys this CTA reads: its key tiles, clipped to the segment
+  const int64_t key_lo = int64_t(kr.n_min) * BN, key_hi = min(kr.n_max * BN, seg.len_k);
   bool q_rows_checked = false;  // checked form, tile reaching past q/out: row by row
   if constexpr (Checked) q_rows_checked = !query_tile_in_bounds(p, seg, b, h, row0);
   const SoftmaxScale sc = softmax_scale_of(p);
@@ -429,11 +428,12 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
 
       // Softcap, mask (only tiles that reach past the segment's keys or cross the window) and
       // the online softmax (softmax.cuh), then O rescaled.
-      const bool need_mask = tile_needs_mask(n * BN, BN, row0, kBlockM, seg.len_q, seg.len_k, flags, keys);
+      const bool need_mask = tile_needs_mask(n * BN, BN, row0, kBlockM, seg.len_q, seg.len_k, flags, key_lo, key_hi);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         softcap_tile<NB>(s[mt], sc);
-        if (need_mask) mask_tile<NB>(s[mt], n * BN, row_a + mt * 16, lane, seg.len_q, seg.len_k, flags, keys);
+        if (need_mask)
+          mask_tile<NB>(s[mt], n * BN, row_a + mt * 16, lane, seg.len_q, seg.len_k, flags, key_lo, key_hi);
         float corr[2];
         online_softmax<NB>(s[mt], m_i[mt], l_i[mt], corr, sc.log2);
         rescale_rows<DB>(o[mt], corr);

@@ -194,9 +194,6 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
   const KeyRange kr = key_range(p, seg, m_block, RB);
   const int key_lo = kr.n_min * RB;
   const int key_hi = min(kr.n_max * RB, seg.len_k);
-  fa2::TileRange keys{};  // the keys this CTA reads
-  keys.key_begin = key_lo;
-  keys.key_end = key_hi;
   bool q_rows_checked = false;  // checked form, tile reaching past q/out: row by row
   if constexpr (Checked) q_rows_checked = !query_tile_in_bounds(p, seg, b, h, row0);
   const SoftmaxScale sc = softmax_scale_of(p);
@@ -224,8 +221,8 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
     // must be rescaled by in corr.
     auto softmax = [&](int n0) {
       softcap_tile<NB>(s, sc);
-      if (tile_needs_mask(n0, BN, row0, kBlockM, seg.len_q, seg.len_k, flags, keys))
-        mask_tile<NB>(s, n0, row_a, lane, seg.len_q, seg.len_k, flags, keys);
+      if (tile_needs_mask(n0, BN, row0, kBlockM, seg.len_q, seg.len_k, flags, key_lo, key_hi))
+        mask_tile<NB>(s, n0, row_a, lane, seg.len_q, seg.len_k, flags, key_lo, key_hi);
       online_softmax<NB>(s, m_i, l_i, corr, sc.log2);
     };
     // P from exp(S - m): the A fragments of P·V in registers (two 8-column blocks form one
