@@ -80,9 +80,8 @@ __device__ __forceinline__ bool tile_needs_mask(int n0, int bn, int row0, int bm
 // reads keys [key_lo, key_hi)) get -inf. The limits are taken relative to the thread's first
 // column, so each element costs two compares against a constant and a select. (The key range
 // comes as two integers, built into the contract's TileRange here, of the width the kernel
-// holds them in across its main loop: int in the wgmma kernel, where two 64-bit values live
-// in the loop cost it 2 % at d64; int64_t in the mma.sync kernel, where ptxas spills less
-// so.)
+// holds them in across its main loop: int in the wgmma kernel, as it held them before this
+// helper existed; int64_t in the mma.sync kernel, where ptxas spills less so.)
 template <int NB, class S, class Key>
 __device__ __forceinline__ void mask_tile(S& s, int n0, int row_a, int lane, int32_t len_q, int32_t len_k,
                                           const fa2::Flags& flags, Key key_lo, Key key_hi) {
