@@ -136,23 +136,24 @@ struct RotaryParams {
 };
 
 // ---------------------------------------------------------------------------------------
-// varlen attention forward (FA2 contract, docs/spec/execution.md)
+// varlen attention: what the forward and the backward share
 
-struct VarlenFwdParams {
+// The call both passes are made of (FA2's mha_varlen_fwd / mha_varlen_bwd arguments): the
+// operands, cu_seqlens, the shape, the scales and masks, the forward's LSE layout, and the
+// record of the checked form. VarlenFwdParams and VarlenBwdParams extend it; `set_varlen_call`
+// (below) fills it, for the CUDA backend and for bench/gpu's C API alike.
+struct VarlenParamsBase {
   ElemType elem = ElemType::bf16;
   QueryOperand q;                    // (total_q, H, D)
   KeyOperand k;                      // (total_k, Hk, D)
   ValueOperand v;                    // (total_k, Hk, D)
-  OutputOperand out;                 // (total_q, H, D)
-  float* lse = nullptr;              // fp32, laid out as lse_layout says
-  int64_t lse_size = 0;
-  uint32_t* row_writes = nullptr;    // optional: writes per output row (head 0), coverage
-  int64_t row_writes_size = 0;
+  int64_t lse_size = 0;              // the LSE's elements (the forward writes it, the backward reads it)
+  fa2::LseLayout lse_layout = fa2::LseLayout::unpadded;  // (H, total_q) from flash-attn 2.6
+  int32_t lse_max_seqlen_q = 0;      // padded layout: the per-segment stride
   CuSeqlensQ cu_seqlens_q;
   CuSeqlensK cu_seqlens_k;
-  const int32_t* seqused_k = nullptr;  // optional, N entries
   int32_t batch = 0;                 // N = cu_seqlens_q.size - 1
-  int32_t num_heads = 0;             // H (Hk after the single-query swap)
+  int32_t num_heads = 0;             // H (the forward: Hk after the single-query swap)
   int32_t num_heads_k = 0;           // Hk
   int32_t head_dim = 0;
   int32_t max_seqlen_q = 0;
@@ -162,14 +163,59 @@ struct VarlenFwdParams {
   bool causal = false;
   int32_t window_left = -1;          // -1: unlimited
   int32_t window_right = -1;
+  bool normalized = false;           // fa2_normalize() / fa2_bwd_normalize() has been applied
+  AccessRecord* record = nullptr;    // checked form: the record of the launch running
+};
+
+// The shape and the masks of a call, as set_varlen_call takes them.
+struct VarlenShape {
+  int32_t batch = 0, num_heads = 0, num_heads_k = 0, head_dim = 0, max_seqlen_q = 0, max_seqlen_k = 0;
+};
+struct VarlenMasks {
+  float softmax_scale = 0.f, softcap = 0.f;
+  bool causal = false;
+  int32_t window_left = -1, window_right = -1;
+};
+
+// Fills the shared fields of a forward or backward call (the LSE's size and layout and the
+// record are the caller's): q (num_heads heads) and k, v (num_heads_k heads), their row counts
+// and the buffer names a refused access is recorded under (q_rot / k_rot after rotary).
+inline void set_varlen_call(VarlenParamsBase& p, ElemType elem, QueryOperand q, KeyOperand k, ValueOperand v,
+                            CuSeqlensQ cu_seqlens_q, CuSeqlensK cu_seqlens_k, const VarlenShape& shape,
+                            const VarlenMasks& masks) {
+  p.elem = elem;
+  p.q = q;
+  p.k = k;
+  p.v = v;
+  p.cu_seqlens_q = cu_seqlens_q;
+  p.cu_seqlens_k = cu_seqlens_k;
+  p.batch = shape.batch;
+  p.num_heads = shape.num_heads;
+  p.num_heads_k = shape.num_heads_k;
+  p.head_dim = shape.head_dim;
+  p.max_seqlen_q = shape.max_seqlen_q;
+  p.max_seqlen_k = shape.max_seqlen_k;
+  p.softmax_scale = masks.softmax_scale;
+  p.softcap = masks.softcap;
+  p.causal = masks.causal;
+  p.window_left = masks.window_left;
+  p.window_right = masks.window_right;
+}
+
+// ---------------------------------------------------------------------------------------
+// varlen attention forward (FA2 contract, docs/spec/execution.md)
+
+struct VarlenFwdParams : VarlenParamsBase {
+  OutputOperand out;                 // (total_q, H, D)
+  float* lse = nullptr;              // fp32, laid out as lse_layout says
+  uint32_t* row_writes = nullptr;    // optional: writes per output row (head 0), coverage
+  int64_t row_writes_size = 0;
+  const int32_t* seqused_k = nullptr;  // optional, N entries
   // FA2's max_seqlen_q == 1 && H > Hk path: q is read as (N, Hk, H / Hk, D) and each
   // segment b owns token b; `ngroups` = H / Hk query rows per kv head.
   bool seqlenq_ngroups_swapped = false;
   int32_t ngroups = 1;
-  bool normalized = false;           // fa2_normalize() has been applied
   int32_t block_m = 128;             // FA2's kBlockM for the head dim (grid.x = ceil(max_seqlen_q / block_m))
-  fa2::LseLayout lse_layout = fa2::LseLayout::unpadded;  // (H, total_q) from flash-attn 2.6
-  int32_t lse_max_seqlen_q = 0;      // padded layout: the per-segment stride
   // Checked form: CTAs whose rows all lie past q/out (fa2::tile_past_rows) return at once
   // when true; the caller counts their accesses on the host (the CUDA backend does, with
   // exec/plan/clip.cpp, as the CPU twin does), so a phantom segment costs no device time. The
@@ -177,7 +223,6 @@ struct VarlenFwdParams {
   // launch-order keys still those of the full grid.
   bool skip_tiles_past_rows = false;
   int32_t launch_m_blocks = 0;
-  AccessRecord* record = nullptr;
 };
 
 // The launch grid's m blocks and the m blocks of the launch-order keys (FA2's grid.x).
@@ -223,11 +268,7 @@ AD_HD ValuePipelineParams value_pipeline(const VarlenFwdParams& p) {
 // of its keys, dQ added into dq_accum in fp32), the dq conversion (dq = dq_accum * scale,
 // grid of query blocks); with H > Hk the per-query-head dK / dV ("expanded") are summed over
 // each group afterwards, as mha_varlen_bwd does.
-struct VarlenBwdParams {
-  ElemType elem = ElemType::bf16;
-  QueryOperand q;                        // (total_q, H, D)
-  KeyOperand k;                          // (total_k, Hk, D)
-  ValueOperand v;                        // (total_k, Hk, D)
+struct VarlenBwdParams : VarlenParamsBase {
   RowOperand<OutputRole, const void*> out;     // the forward's output (total_q, H, D)
   RowOperand<GradOutRole, const void*> dout;   // (total_q, H, D)
   RowOperand<GradQueryRole, void*> dq;         // (total_q, H, D)
@@ -238,26 +279,10 @@ struct VarlenBwdParams {
   void* dk_out = nullptr;                // (total_k, Hk, D) when H > Hk
   void* dv_out = nullptr;
   const float* lse = nullptr;            // the forward's LSE, laid out as lse_layout says
-  int64_t lse_size = 0;
-  fa2::LseLayout lse_layout = fa2::LseLayout::unpadded;
-  int32_t lse_max_seqlen_q = 0;          // padded layout: the per-segment stride
   float* softmax_d = nullptr;            // fp32 workspace, softmax_d_size elements
   int64_t softmax_d_size = 0;
   float* dq_accum = nullptr;             // fp32 workspace, dq_accum_size elements
   int64_t dq_accum_size = 0;
-  CuSeqlensQ cu_seqlens_q;
-  CuSeqlensK cu_seqlens_k;
-  int32_t batch = 0;
-  int32_t num_heads = 0;
-  int32_t num_heads_k = 0;
-  int32_t head_dim = 0;
-  int32_t max_seqlen_q = 0;
-  int32_t max_seqlen_k = 0;
-  float softmax_scale = 0.f;
-  float softcap = 0.f;
-  bool causal = false;
-  int32_t window_left = -1;
-  int32_t window_right = -1;
   bool deterministic = false;            // FA2's deterministic mode: nsplits dq_accum copies
   // The release whose rules the launches follow (dq_accum offsets, softmax_d layout, head
   // rounding) and the GPU generation whose tile / SM count they assume.
@@ -266,7 +291,6 @@ struct VarlenBwdParams {
   // Filled by fa2_bwd_normalize (launch.hpp) from the fields above unless `normalized`: the
   // call as mha_varlen_bwd leaves it (fa2::bwd::normalize: windows, FA2's tile, grids,
   // nsplits) and the workspaces' shapes (sized by q.rows and batch).
-  bool normalized = false;
   fa2::bwd::Normalized kernel;
   fa2::bwd::DqAccumShape dq_accum_shape;
   fa2::bwd::SoftmaxDShape softmax_d_shape;
@@ -275,7 +299,6 @@ struct VarlenBwdParams {
   int64_t dq_writes_size = 0;
   uint32_t* dkv_writes = nullptr;        // optional: writes per dk row (head 0), coverage
   int64_t dkv_writes_size = 0;
-  AccessRecord* record = nullptr;        // checked form: the record of the launch running
 };
 
 // A shared-memory tile filled by one pipeline.

@@ -94,23 +94,48 @@ const char* compiled_architectures();
 // cudaFuncGetAttributes of one kernel: the SASS and PTX versions the driver loaded.
 void probe_kernel_versions(int* binary_version, int* ptx_version);
 
-// ---- internal: per-type entry points of the tensor-core kernel --------------------------
+// ---- internal: the instantiated kernels ----------------------------------------------
+// Each kernel family's per-type files (kernels/varlen_attention_tc_{bf16,fp16}.cu,
+// kernels/varlen_attention_bwd_tc_{bf16,fp16}.cu, kernels/sm90a/*.cu: one element type per
+// file, so the instantiations compile in parallel) name the instantiation a call needs; the
+// launchers (kernels/varlen_attention.cu, kernels/varlen_attention_bwd.cu) launch it.
 namespace detail {
-void launch_varlen_fwd_tc_bf16(const VarlenFwdParams& p, bool checked, bool alt_shape, cudaStream_t stream);
-void launch_varlen_fwd_tc_fp16(const VarlenFwdParams& p, bool checked, bool alt_shape, cudaStream_t stream);
+template <class Params>
+struct KernelEntry {
+  void (*fn)(Params) = nullptr;  // the __global__ function (it takes the params by value)
+  int threads = 0;               // threads per CTA
+  int smem = 0;                  // dynamic shared memory per CTA, bytes
+};
+using FwdKernel = KernelEntry<VarlenFwdParams>;
+using BwdKernel = KernelEntry<VarlenBwdParams>;
+// Sets the kernel's dynamic shared-memory limit and launches it on `stream`; the launch's own
+// error is left to the caller's check (cudaGetLastError), as a <<<...>>> launch leaves it.
+void launch_kernel(const FwdKernel& k, dim3 grid, const VarlenFwdParams& p, cudaStream_t stream);
+void launch_kernel(const BwdKernel& k, dim3 grid, const VarlenBwdParams& p, cudaStream_t stream);
+
+// The mma.sync forward (head_dim 64, 128; alt_shape: its other warp layout, only in a build
+// with ATTN_DOCTOR_TC_BOTH_SHAPES). Throws LaunchConfigError for a shape it lacks.
+FwdKernel varlen_fwd_tc_bf16(int head_dim, bool checked, bool alt_shape);
+FwdKernel varlen_fwd_tc_fp16(int head_dim, bool checked, bool alt_shape);
 void launch_varlen_fwd_generic(const VarlenFwdParams& p, bool checked, cudaStream_t stream);
-// kernels/sm90a/ (present when the build carries sm_90a: ATTN_DOCTOR_WITH_WGMMA)
-void launch_varlen_fwd_wgmma_bf16(const VarlenFwdParams& p, bool checked, bool alt, cudaStream_t stream);
-void launch_varlen_fwd_wgmma_fp16(const VarlenFwdParams& p, bool checked, bool alt, cudaStream_t stream);
-bool varlen_fwd_wgmma_loadable();
-void launch_varlen_bwd_wgmma_bf16(const VarlenBwdParams& p, bool checked, cudaStream_t stream);
-void launch_varlen_bwd_wgmma_fp16(const VarlenBwdParams& p, bool checked, cudaStream_t stream);
+// kernels/sm90a/ (present when the build carries sm_90a: ATTN_DOCTOR_WITH_WGMMA): the wgmma
+// forward (alt: its other tile shape, ATTN_DOCTOR_WGMMA_ALT, bf16) and the wgmma backward's
+// key-block kernel with, in its checked form, the fallback kernel of the key blocks it leaves.
+FwdKernel varlen_fwd_wgmma_bf16(int head_dim, bool checked, bool alt);
+FwdKernel varlen_fwd_wgmma_fp16(int head_dim, bool checked, bool alt);
+struct BwdWgmmaKernels {
+  BwdKernel main;
+  BwdKernel fallback;  // checked form only (fn null otherwise)
+};
+BwdWgmmaKernels varlen_bwd_wgmma_bf16(int head_dim, bool checked);
+BwdWgmmaKernels varlen_bwd_wgmma_fp16(int head_dim, bool checked);
 // Whether the current device runs the sm_90a kernels (compute capability 9.0, a build with
 // sm_90a, the image loads); asked once per device.
 bool device_runs_wgmma();
-// the key-block kernel of the backward, per element type
-void launch_varlen_bwd_tc_bf16(const VarlenBwdParams& p, bool checked, cudaStream_t stream);
-void launch_varlen_bwd_tc_fp16(const VarlenBwdParams& p, bool checked, cudaStream_t stream);
+// The backward's mma.sync key-block kernel, block_m query rows per step (0: the head dim's
+// default).
+BwdKernel varlen_bwd_tc_bf16(int head_dim, int block_m, bool checked);
+BwdKernel varlen_bwd_tc_fp16(int head_dim, int block_m, bool checked);
 }  // namespace detail
 
 }  // namespace ad::kern

@@ -1,8 +1,9 @@
 // Varlen attention forward: the generic (any head dim, any element type) kernel, the fill
 // kernels the backend uses for poison, and the launcher that normalises the call the way
-// FA2's host code does and picks the kernel. The mma.sync tensor-core kernel is in
-// varlen_attention.cuh (instantiated in varlen_attention_tc_{bf16,fp16}.cu), the Hopper
-// (wgmma, sm_90a) kernel in sm90a/ (its own translation units and target architecture).
+// FA2's host code does, picks the kernel and launches it (every attention kernel's launch,
+// the backward's too, goes through detail::launch_kernel below). The mma.sync tensor-core
+// kernel is in varlen_attention.cuh (instantiated in varlen_attention_tc_{bf16,fp16}.cu), the
+// Hopper (wgmma, sm_90a) kernel in sm90a/ (its own translation units and target architecture).
 #include <cuda_runtime.h>
 
 #include <atomic>
@@ -27,10 +28,10 @@ namespace attn {
 template <class T, bool Checked>
 __global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(const VarlenFwdParams p) {
   constexpr int kPerLane = 8;
-  const Cta cta = this_cta<Checked>(p, p.block_m);
-  if (!cta.runs) return;
-  const int m_block = cta.m_block, b = cta.b, h = cta.h, row0 = cta.row0;
-  const Segment seg = cta.seg;
+  const QueryTile tile = fwd_tile(p, p.block_m);
+  if (skips<Checked>(p, tile)) return;
+  const int m_block = tile.at.x, b = tile.at.y, h = tile.at.z, row0 = tile.row0;
+  const Segment seg = tile.seg;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int D = p.head_dim;
   const KeyPipelineParams kpipe = key_pipeline(p);
@@ -38,9 +39,8 @@ __global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(con
   const int h_kv = h / kpipe.group;
   const fa2::Flags flags = fa2_flags(p, 1);
   const int64_t kv_head = p.seqlenq_ngroups_swapped ? -1 : int64_t(h);
-  const float scale_nat = p.softcap > 0.f ? 1.f : p.softmax_scale;
-  const float scale_log2 = scale_nat * 1.4426950408889634f;
-  const float cap_in = p.softcap > 0.f ? p.softmax_scale / p.softcap : 0.f;
+  const SoftmaxScale sc = softmax_scale_of(p);  // softmax.cuh, as the tensor-core kernels
+  const float scale_nat = sc.nat, scale_log2 = sc.log2, cap_in = sc.cap_in;
   const T* q = static_cast<const T*>(p.q.data);
   const T* k = static_cast<const T*>(kpipe.src.data);
   const T* v = static_cast<const T*>(vpipe.src.data);
@@ -185,7 +185,36 @@ void check_config(bool ok, const std::string& what) {
   if (!ok) throw cuda::LaunchConfigError("varlen attention forward: " + what);
 }
 
+template <class Params>
+void launch_entry(const detail::KernelEntry<Params>& k, dim3 grid, const Params& p, cudaStream_t stream) {
+  const void* fn = reinterpret_cast<const void*>(k.fn);
+  AD_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
+  void* args[] = {const_cast<Params*>(&p)};
+  (void)cudaLaunchKernel(fn, grid, dim3(unsigned(k.threads)), args, size_t(k.smem), stream);
+}
+
+#ifdef ATTN_DOCTOR_WITH_WGMMA
+// Whether this process can run the sm_90a kernels on the current device: their image loads
+// only on compute capability 9.0.
+bool wgmma_loadable() {
+  cudaFuncAttributes attr{};
+  if (cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(detail::varlen_fwd_wgmma_bf16(64, true, false).fn)) !=
+      cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return true;
+}
+#endif
+
 }  // namespace
+
+void detail::launch_kernel(const FwdKernel& k, dim3 grid, const VarlenFwdParams& p, cudaStream_t stream) {
+  launch_entry(k, grid, p, stream);
+}
+void detail::launch_kernel(const BwdKernel& k, dim3 grid, const VarlenBwdParams& p, cudaStream_t stream) {
+  launch_entry(k, grid, p, stream);
+}
 
 #define AD_STRINGIFY_(...) #__VA_ARGS__
 #define AD_STRINGIFY(...) AD_STRINGIFY_(__VA_ARGS__)
@@ -267,7 +296,7 @@ bool detail::device_runs_wgmma() {
                       cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) == cudaSuccess &&
                       major == 9 && minor == 0;
     cudaGetLastError();
-    k = cc90 && detail::varlen_fwd_wgmma_loadable() ? 2 : 1;
+    k = cc90 && wgmma_loadable() ? 2 : 1;
     known[dev].store(k, std::memory_order_relaxed);
   }
   return k == 2;
@@ -343,24 +372,25 @@ void launch_varlen_fwd(const VarlenFwdParams& p_in, Checks checks, cudaStream_t 
                "grid (" + std::to_string(grid_x) + ", " + std::to_string(p.batch) + ", " + std::to_string(p.num_heads) +
                    ") exceeds the 65535 limit of grid.y/grid.z: invalid argument");
   const Chosen k = choose_kernel(p, which);
+  const dim3 grid(unsigned(launch_grid_m(p)), p.batch, p.num_heads);
   if (k == Chosen::wgmma || k == Chosen::wgmma_alt) {
     check_config(varlen_fwd_has_tensor_core_path(p), "no wgmma kernel for " + std::string(to_string(p.elem)) +
                                                          " head_dim " + std::to_string(p.head_dim));
     check_config(detail::device_runs_wgmma(), "the wgmma kernel needs a compute capability 9.0 device and a build with "
                                       "sm_90a (ATTN_DOCTOR_WGMMA)");
 #ifdef ATTN_DOCTOR_WITH_WGMMA
-    if (p.elem == ElemType::bf16)
-      detail::launch_varlen_fwd_wgmma_bf16(p, checked, k == Chosen::wgmma_alt, stream);
-    else
-      detail::launch_varlen_fwd_wgmma_fp16(p, checked, k == Chosen::wgmma_alt, stream);
+    const bool alt = k == Chosen::wgmma_alt;
+    detail::launch_kernel(p.elem == ElemType::bf16 ? detail::varlen_fwd_wgmma_bf16(p.head_dim, checked, alt)
+                                                   : detail::varlen_fwd_wgmma_fp16(p.head_dim, checked, alt),
+                          grid, p, stream);
 #endif
   } else if (k == Chosen::mma_sync || k == Chosen::mma_sync_alt) {
     check_config(varlen_fwd_has_tensor_core_path(p), "no tensor-core kernel for " + std::string(to_string(p.elem)) +
                                                          " head_dim " + std::to_string(p.head_dim));
-    if (p.elem == ElemType::bf16)
-      detail::launch_varlen_fwd_tc_bf16(p, checked, k == Chosen::mma_sync_alt, stream);
-    else
-      detail::launch_varlen_fwd_tc_fp16(p, checked, k == Chosen::mma_sync_alt, stream);
+    const bool alt = k == Chosen::mma_sync_alt;
+    detail::launch_kernel(p.elem == ElemType::bf16 ? detail::varlen_fwd_tc_bf16(p.head_dim, checked, alt)
+                                                   : detail::varlen_fwd_tc_fp16(p.head_dim, checked, alt),
+                          grid, p, stream);
   } else {
     detail::launch_varlen_fwd_generic(p, checked, stream);
   }

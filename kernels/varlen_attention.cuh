@@ -48,6 +48,8 @@
 
 #include "device_common.cuh"
 #include "kernel_params.hpp"
+#include "segment.cuh"
+#include "softmax.cuh"
 
 namespace ad::kern::attn {
 
@@ -73,24 +75,9 @@ struct TileShape {
 inline constexpr int kDefaultMT = 2;
 
 // ---------------------------------------------------------------------------------------
-// segment and row addressing (shared by both kernels): the contract's definitions
-// (contract/fa2_forward.hpp), the ones the CPU twin runs, in the kernels' compact types.
-
-struct Segment {
-  uint32_t start_q;  // FA2: uint32_t(sum_s_q) * row_stride
-  int32_t len_q;
-  uint32_t start_k;
-  int32_t len_k;
-};
-
-__device__ __forceinline__ Segment segment_of(const VarlenFwdParams& p, int b) {
-  const fa2::Segment s =
-      fa2::segment(p.cu_seqlens_q.data, p.cu_seqlens_k.data, p.seqused_k, b, p.seqlenq_ngroups_swapped, p.ngroups);
-  return {static_cast<uint32_t>(s.start_q), s.len_q, static_cast<uint32_t>(s.start_k), s.len_k};
-}
-__device__ __forceinline__ fa2::Segment contract_segment(const Segment& s) {
-  return {int64_t(s.start_q), s.len_q, int64_t(s.start_k), s.len_k};
-}
+// row addressing (shared by both kernels): the contract's definitions
+// (contract/fa2_forward.hpp), the ones the CPU twin runs, in the kernels' compact types; the
+// segment and the CTA are segment.cuh's (one type each for every attention kernel).
 
 // Query row `lr` of tile head `h` in segment `b`: which row and head of q/out/lse it is.
 struct QueryRow {
@@ -110,39 +97,24 @@ __device__ __forceinline__ KeyRange key_range(const VarlenFwdParams& p, const Se
   return {int(k.n_min), int(k.n_max)};
 }
 
-// This CTA (m_block, b, h) = blockIdx, its segment and first row. `runs` is false when it
-// returns at once: FA2's per-tile exit (m_block * block_m >= len_q; a negative length computes
-// nothing), or, in the checked form with skip_tiles_past_rows, every row past q/out (the host
-// counts its accesses, exec/plan/clip.cpp).
-struct Cta {
-  int m_block, b, h;
-  Segment seg;
-  int row0;
-  bool runs;
-};
-template <bool Checked>
-__device__ __forceinline__ Cta this_cta(const VarlenFwdParams& p, int block_m) {
-  Cta c;
-  c.m_block = blockIdx.x, c.b = blockIdx.y, c.h = blockIdx.z;
-  c.seg = segment_of(p, c.b);
-  c.row0 = c.m_block * block_m;
-  c.runs = c.row0 < c.seg.len_q && !(Checked && p.skip_tiles_past_rows &&
-                                     fa2::tile_past_rows(contract_segment(c.seg), p.seqlenq_ngroups_swapped, c.row0, p.q.rows));
-  return c;
+// This CTA's query tile (m_block, b, h) = blockIdx (segment.cuh QueryTile). It returns at
+// once (`skips`) on FA2's per-tile exit (m_block * block_m >= len_q; a negative length
+// computes nothing), or, in the checked form with skip_tiles_past_rows, when every row lies
+// past q/out (the host counts its accesses, exec/plan/clip.cpp).
+__device__ __forceinline__ QueryTile fwd_tile(const VarlenFwdParams& p, int block_m) {
+  return query_tile(p, fa2_grid_m(p), block_m);
 }
-
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
+template <bool Checked>
+__device__ __forceinline__ bool skips(const VarlenFwdParams& p, const QueryTile& t) {
+  return t.exits() || (Checked && p.skip_tiles_past_rows &&
+                       fa2::tile_past_rows(contract_segment(t.seg), p.seqlenq_ngroups_swapped, t.row0, p.q.rows));
 }
 
 // Launch-order key of an access of this CTA (contract/launch_order.hpp): the CTA's place in
 // FA2's grid (heads outermost; the full grid's m blocks even when the launch is clipped),
 // then the access class and its row (q/out/LSE: row of the segment; k/v: key row).
 __device__ __forceinline__ uint64_t attn_key(const VarlenFwdParams& p, uint32_t cls, int64_t sub) {
-  return order::key(order::grid_linear(blockIdx.x, blockIdx.y, blockIdx.z, uint64_t(fa2_grid_m(p)), uint64_t(p.batch)),
-                    cls, sub);
+  return cta_key(this_cta(fa2_grid_m(p)), p.batch, cls, sub);
 }
 
 // Records a refused row access of this CTA (block = (m, b, h) = blockIdx).
@@ -167,6 +139,21 @@ __device__ __forceinline__ void write_lse(const VarlenFwdParams& p, const QueryR
     if (!fa2::row_in_q(int64_t(qr.row), p.q.rows)) return;  // computes nothing (the CPU twin's rule)
   }
   p.lse[idx] = lse;
+}
+
+// The epilogue's LSE of this thread's two rows of a warp's 16-row tile, row_a and row_a + 8
+// of the segment (rows past it are skipped); lane 0 of each quad writes.
+template <bool Checked>
+__device__ __forceinline__ void write_lse_rows(const VarlenFwdParams& p, const Segment& seg, int b, int h, int m_block,
+                                               int row_a, int lane, const float (&lse)[2]) {
+  if ((lane & 3) != 0) return;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int lr = row_a + half * 8;
+    if (lr >= seg.len_q) continue;
+    const QueryRow qr = query_row(p, seg, b, h, lr);
+    write_lse<Checked>(p, qr, b, h, lr, m_block, lse[half]);
+  }
 }
 
 // Coverage: counts the writes of an output row (head 0 only: a segment writes all heads).
@@ -356,10 +343,10 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
   auto k_tile = [&](int i) { return SmemTile<KeyRole, T>{sQ + kBlockM * D + i * BN * D}; };
   auto v_tile = [&](int i) { return SmemTile<ValueRole, T>{sQ + kBlockM * D + (2 + i) * BN * D}; };
 
-  const Cta cta = this_cta<Checked>(p, kBlockM);
-  if (!cta.runs) return;
-  const int m_block = cta.m_block, b = cta.b, h = cta.h, row0 = cta.row0;
-  const Segment seg = cta.seg;
+  const QueryTile tile = fwd_tile(p, kBlockM);
+  if (skips<Checked>(p, tile)) return;
+  const int m_block = tile.at.x, b = tile.at.y, h = tile.at.z, row0 = tile.row0;
+  const Segment seg = tile.seg;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const KeyPipelineParams kpipe = key_pipeline(p);
@@ -367,12 +354,11 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
   const int h_kv = h / kpipe.group;
   const fa2::Flags flags = fa2_flags(p, BN);
   const KeyRange kr = key_range(p, seg, m_block, BN);
+  // the keys this CTA reads: its key tiles, clipped to the segment
+  const int64_t key_lo = int64_t(kr.n_min) * BN, key_hi = min(kr.n_max * BN, seg.len_k);
   bool q_rows_checked = false;  // checked form, tile reaching past q/out: row by row
   if constexpr (Checked) q_rows_checked = !query_tile_in_bounds(p, seg, b, h, row0);
-
-  const float scale_nat = p.softcap > 0.f ? 1.f : p.softmax_scale;
-  const float scale_log2 = scale_nat * 1.4426950408889634f;
-  const float cap_in = p.softcap > 0.f ? p.softmax_scale / p.softcap : 0.f;
+  const SoftmaxScale sc = softmax_scale_of(p);
 
   float o[MT][DB][4];
 #pragma unroll
@@ -382,6 +368,7 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
   float m_i[MT][2], l_i[MT][2];
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) m_i[mt][0] = m_i[mt][1] = -INFINITY, l_i[mt][0] = l_i[mt][1] = 0.f;
+  const int row_a = row0 + warp * WR + (lane >> 2);  // m tile mt: rows row_a + 16 mt (+ 8)
 
   if (kr.n_max > kr.n_min) {
     // Q tile -> shared (rows past the segment zero-filled).
@@ -393,7 +380,6 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
 
     uint32_t qf[Shape::kQInRegisters ? KQ : 1][4];
     int buf = 0;
-    const int row_a = row0 + warp * WR + (lane >> 2);  // m tile mt: rows row_a + 16 mt (+ 8)
     for (int n = kr.n_max - 1; n >= kr.n_min; --n) {
       const bool has_next = n > kr.n_min;
       if (has_next) load_kv_tile<T, D, MT, Checked>(p, kpipe, k_tile(buf ^ 1), seg, b, h_kv, n - 1);
@@ -440,60 +426,18 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
         }
       }
 
-      if (p.softcap > 0.f) {
+      // Softcap, mask (only tiles that reach past the segment's keys or cross the window) and
+      // the online softmax (softmax.cuh), then O rescaled.
+      const bool need_mask = tile_needs_mask(n * BN, BN, row0, kBlockM, seg.len_q, seg.len_k, flags, key_lo, key_hi);
 #pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int i = 0; i < NB; ++i)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) s[mt][i][e] = p.softcap * tanhf(s[mt][i][e] * cap_in);
+      for (int mt = 0; mt < MT; ++mt) {
+        softcap_tile<NB>(s[mt], sc);
+        if (need_mask)
+          mask_tile<NB>(s[mt], n * BN, row_a + mt * 16, lane, seg.len_q, seg.len_k, flags, key_lo, key_hi);
+        float corr[2];
+        online_softmax<NB>(s[mt], m_i[mt], l_i[mt], corr, sc.log2);
+        rescale_rows<DB>(o[mt], corr);
       }
-
-      // Masking (fa2::row_keys per row): only tiles that reach past the segment's keys or
-      // cross the window.
-      if (fa2::block_needs_mask(int64_t(n) * BN, BN, row0, kBlockM, seg.len_q, seg.len_k, flags)) {
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-          for (int half = 0; half < 2; ++half) {
-            const fa2::KeyLimits kl = fa2::row_keys(row_a + mt * 16 + half * 8, seg.len_q, seg.len_k, flags);
-#pragma unroll
-            for (int i = 0; i < NB; ++i)
-#pragma unroll
-              for (int e = 2 * half; e < 2 * half + 2; ++e) {
-                const int64_t col = int64_t(n) * BN + i * 8 + 2 * (lane & 3) + (e & 1);
-                if (col < kl.lo || col >= kl.hi) s[mt][i][e] = -INFINITY;
-              }
-          }
-      }
-
-      // Online softmax (each row spread over the 4 lanes of a quad).
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          float mx = m_i[mt][half];
-#pragma unroll
-          for (int i = 0; i < NB; ++i) mx = fmaxf(mx, fmaxf(s[mt][i][2 * half], s[mt][i][2 * half + 1]));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-          mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-          const float m_scaled = (mx == -INFINITY ? 0.f : mx) * scale_log2;
-          const float corr = fast_exp2(m_i[mt][half] * scale_log2 - m_scaled);
-          m_i[mt][half] = mx;
-          float rs = 0.f;
-#pragma unroll
-          for (int i = 0; i < NB; ++i) {
-            s[mt][i][2 * half] = fast_exp2(fmaf(s[mt][i][2 * half], scale_log2, -m_scaled));
-            s[mt][i][2 * half + 1] = fast_exp2(fmaf(s[mt][i][2 * half + 1], scale_log2, -m_scaled));
-            rs += s[mt][i][2 * half] + s[mt][i][2 * half + 1];
-          }
-          l_i[mt][half] = l_i[mt][half] * corr + rs;
-#pragma unroll
-          for (int i = 0; i < DB; ++i) {
-            o[mt][i][2 * half] *= corr;
-            o[mt][i][2 * half + 1] *= corr;
-          }
-        }
 
       if (has_next) load_kv_tile<T, D, MT, Checked>(p, vpipe, v_tile(buf ^ 1), seg, b, h_kv, n - 1);
       cp_async_commit();
@@ -528,108 +472,63 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
     }
   }
 
-  // Epilogue: normalise, stage the warp's rows in shared memory (its own Q rows: no other
-  // warp reads them), store 16-byte chunks, then the LSE. An empty key range ends here with
-  // O = 0 and LSE = +inf (FA2: row_sum == 0).
+  // Epilogue (softmax.cuh finish_rows): normalise, stage the warp's rows in shared memory (its
+  // own Q rows: no other warp reads them), store 16-byte chunks, then the LSE. An empty key
+  // range ends here with O = 0 and LSE = +inf (FA2: row_sum == 0).
   float lse[MT][2];
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      float l = l_i[mt][half];
-      l += __shfl_xor_sync(0xffffffffu, l, 1);
-      l += __shfl_xor_sync(0xffffffffu, l, 2);
-      const bool empty = l == 0.f || l != l;
-      const float inv = empty ? 1.f : 1.f / l;
-      lse[mt][half] = empty ? INFINITY : m_i[mt][half] * scale_nat + logf(l);
-#pragma unroll
-      for (int i = 0; i < DB; ++i) {
-        o[mt][i][2 * half] *= inv;
-        o[mt][i][2 * half + 1] *= inv;
-      }
-    }
+  for (int mt = 0; mt < MT; ++mt) finish_rows<DB>(o[mt], m_i[mt], l_i[mt], sc.nat, lse[mt]);
   if constexpr (!Shape::kQInRegisters) __syncwarp();  // this warp's last Q reads are done
   T* sO = sQ;
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-    for (int i = 0; i < DB; ++i)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int r = warp * WR + mt * 16 + (lane >> 2) + half * 8;
-        const int c = i * 8 + 2 * (lane & 3);
-        *reinterpret_cast<uint32_t*>(sO + swz<D>(r, c)) = Elem<T>::pack(o[mt][i][2 * half], o[mt][i][2 * half + 1]);
-      }
+  for (int mt = 0; mt < MT; ++mt) stage_rows<T, DB, RowSwizzle<D>>(sO, o[mt], warp * WR + mt * 16, lane);
   __syncwarp();
   store_out_rows<T, D, WR, Checked, RowSwizzle<D>>(p, sO, seg, b, h, m_block, row0, warp, lane, q_rows_checked);
-  if ((lane & 3) == 0) {
 #pragma unroll
-    for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const int lr = row0 + warp * WR + mt * 16 + (lane >> 2) + half * 8;
-        if (lr >= seg.len_q) continue;
-        const QueryRow qr = query_row(p, seg, b, h, lr);
-        write_lse<Checked>(p, qr, b, h, lr, m_block, lse[mt][half]);
-      }
-  }
+  for (int mt = 0; mt < MT; ++mt) write_lse_rows<Checked>(p, seg, b, h, m_block, row_a + mt * 16, lane, lse[mt]);
 }
 
 }  // namespace ad::kern::attn
 
 // ---------------------------------------------------------------------------------------
-// launcher of the tensor-core kernel (instantiated once per element type, in its own .cu
-// file so that the two compile in parallel)
+// the tensor-core kernel's instantiations: varlen_attention_tc_{bf16,fp16}.cu name them (one
+// element type per file, so the two compile in parallel), varlen_attention.cu launches them
 
 #include "cuda_check.hpp"
+#include "launch.hpp"
 
 namespace ad::kern::attn {
 
-template <class T, int D, int MT, bool Checked>
-void launch_tc_one(const VarlenFwdParams& p, cudaStream_t stream) {
-  using Shape = TileShape<D, MT>;
-  const size_t smem = Shape::smem_elems() * sizeof(T);
-  auto kernel = &varlen_fwd_tc_kernel<T, D, MT, Checked>;
-  AD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const dim3 grid(unsigned(launch_grid_m(p)), p.batch, p.num_heads);
-  kernel<<<grid, Shape::kThreads, smem, stream>>>(p);
-}
-
-// Calls launch(D, Checked) (std::integral_constant / std::bool_constant) for the head dims
-// the tensor-core kernels are instantiated for, 64 and 128; `kernel` names them in the error.
-template <class Launch>
-void with_tensor_core_head_dim(const VarlenFwdParams& p, bool checked, const char* kernel, Launch&& launch) {
-  auto form = [&](auto d) { checked ? launch(d, std::true_type{}) : launch(d, std::false_type{}); };
-  if (p.head_dim == 64) {
-    form(std::integral_constant<int, 64>{});
-  } else if (p.head_dim == 128) {
-    form(std::integral_constant<int, 128>{});
-  } else {
-    throw cuda::LaunchConfigError(std::string(kernel) + ": head_dim " + std::to_string(p.head_dim) +
-                                  " has no instantiation (64, 128)");
-  }
+// pick(D, Checked) (std::integral_constant / std::bool_constant) for the head dims the
+// tensor-core kernels are instantiated for, 64 and 128; `kernel` names them in the error.
+template <class Pick>
+auto with_tensor_core_head_dim(int head_dim, bool checked, const char* kernel, Pick&& pick) {
+  auto form = [&](auto d) { return checked ? pick(d, std::true_type{}) : pick(d, std::false_type{}); };
+  if (head_dim == 64) return form(std::integral_constant<int, 64>{});
+  if (head_dim == 128) return form(std::integral_constant<int, 128>{});
+  throw cuda::LaunchConfigError(std::string(kernel) + ": head_dim " + std::to_string(head_dim) +
+                                " has no instantiation (64, 128)");
 }
 
 template <class T, int MT>
-void launch_tc_mt(const VarlenFwdParams& p, bool checked, cudaStream_t stream) {
-  with_tensor_core_head_dim(p, checked, "tensor-core varlen forward", [&](auto d, auto c) {
-    launch_tc_one<T, decltype(d)::value, MT, decltype(c)::value>(p, stream);
+detail::FwdKernel tc_kernel_mt(int head_dim, bool checked) {
+  return with_tensor_core_head_dim(head_dim, checked, "tensor-core varlen forward", [](auto d, auto c) {
+    using Shape = TileShape<decltype(d)::value, MT>;
+    return detail::FwdKernel{&varlen_fwd_tc_kernel<T, decltype(d)::value, MT, decltype(c)::value>, Shape::kThreads,
+                             int(Shape::smem_elems() * sizeof(T))};
   });
 }
 
 // alt_shape: the other warp layout (MT 1 <-> 2), compiled only with
 // ATTN_DOCTOR_TC_BOTH_SHAPES (benchmarks of the layout choice).
 template <class T>
-void launch_tc(const VarlenFwdParams& p, bool checked, bool alt_shape, cudaStream_t stream) {
+detail::FwdKernel tc_kernel(int head_dim, bool checked, bool alt_shape) {
 #ifdef ATTN_DOCTOR_TC_BOTH_SHAPES
-  if (alt_shape) {
-    launch_tc_mt<T, 3 - kDefaultMT>(p, checked, stream);
-    return;
-  }
+  if (alt_shape) return tc_kernel_mt<T, 3 - kDefaultMT>(head_dim, checked);
 #else
   if (alt_shape) throw cuda::LaunchConfigError("this build carries one tensor-core shape (ATTN_DOCTOR_TC_BOTH_SHAPES off)");
 #endif
-  launch_tc_mt<T, kDefaultMT>(p, checked, stream);
+  return tc_kernel_mt<T, kDefaultMT>(head_dim, checked);
 }
 
 }  // namespace ad::kern::attn

@@ -167,19 +167,28 @@ void launch_varlen_bwd_step(const VarlenBwdParams& p_in, BwdStep step, Checks ch
   if (step == BwdStep::key_blocks) {
     check_config(p.kernel.n_blocks > 0, "empty launch grid (" + std::to_string(p.kernel.n_blocks) +
                                             " key blocks): invalid configuration argument");
+    const dim3 grid(unsigned(bwd::key_grid_x(p)), p.batch, p.num_heads);
 #ifdef ATTN_DOCTOR_WITH_WGMMA
     if (uses_wgmma(p)) {
-      if (p.elem == ElemType::bf16)
-        detail::launch_varlen_bwd_wgmma_bf16(p, checked, stream);
-      else
-        detail::launch_varlen_bwd_wgmma_fp16(p, checked, stream);
+      const detail::BwdWgmmaKernels k = p.elem == ElemType::bf16 ? detail::varlen_bwd_wgmma_bf16(p.head_dim, checked)
+                                                                 : detail::varlen_bwd_wgmma_fp16(p.head_dim, checked);
+      detail::launch_kernel(k.main, grid, p, stream);
+      if (checked) {
+        // the key blocks the wgmma kernel left (those that can reach past a buffer): a
+        // persistent grid of at most two CTAs per SM, each taking the grid's CTAs a block at a time
+        int dev = 0, sms = 0;
+        AD_CUDA_CHECK(cudaGetDevice(&dev));
+        AD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+        const int64_t ctas = bwd::key_grid_x(p) * p.batch * p.num_heads;
+        const int64_t passes = (ctas + k.fallback.threads - 1) / k.fallback.threads;
+        detail::launch_kernel(k.fallback, dim3(unsigned(std::min<int64_t>(passes, 2 * int64_t(sms)))), p, stream);
+      }
       return;
     }
 #endif
-    if (p.elem == ElemType::bf16)
-      detail::launch_varlen_bwd_tc_bf16(p, checked, stream);
-    else
-      detail::launch_varlen_bwd_tc_fp16(p, checked, stream);
+    detail::launch_kernel(p.elem == ElemType::bf16 ? detail::varlen_bwd_tc_bf16(p.head_dim, p.block_m, checked)
+                                                   : detail::varlen_bwd_tc_fp16(p.head_dim, p.block_m, checked),
+                          grid, p, stream);
     return;
   }
   if (step != BwdStep::group_sum)

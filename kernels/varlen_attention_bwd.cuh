@@ -50,11 +50,9 @@
 
 namespace ad::kern::bwd {
 
-using attn::fast_exp2;
 using attn::swz;
 namespace oc = fa2::bwd::order_class;
 
-inline constexpr float kLog2e = 1.4426950408889634f;
 
 // 4-byte asynchronous global -> shared copy (cp.async.ca: sizes 4 and 8 go through L1).
 __device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src) {
@@ -121,41 +119,14 @@ AD_HD int64_t dq_accum_tile(const VarlenBwdParams& p, fa2::bwd::DqKernel kernel,
 // ---------------------------------------------------------------------------------------
 // shared device helpers
 
-struct Seg {
-  uint32_t start_q;
-  int32_t len_q;
-  uint32_t start_k;
-  int32_t len_k;
-};
-__device__ __forceinline__ Seg segment_of(const VarlenBwdParams& p, int b) {
-  const fa2::Segment s = fa2::segment(p.cu_seqlens_q.data, p.cu_seqlens_k.data, nullptr, b, false, 1);
-  return {static_cast<uint32_t>(s.start_q), s.len_q, static_cast<uint32_t>(s.start_k), s.len_k};
-}
-
-// A CTA's place in its launch grid (x: blocks along the sequence, y: segments, z: heads) and
-// the grid's x extent: what its records and launch-order keys name. A kernel's CTAs are their
-// blockIdx; the checked wgmma form's fallback kernel (sm90a/varlen_attention_bwd_wgmma.cuh)
-// runs key-block CTAs of FA2's grid by number.
-struct CtaPos {
-  int x, y, z;
-  int64_t grid_x;
-};
-__device__ __forceinline__ CtaPos this_cta_pos(int64_t grid_x) {
-  return {int(blockIdx.x), int(blockIdx.y), int(blockIdx.z), grid_x};
-}
-
-// Launch-order key of an access of this CTA: its place in its own grid (x = blocks along the
-// sequence, y = segments, z = heads), then the class and the row.
-__device__ __forceinline__ uint64_t bwd_key(const VarlenBwdParams& p, const CtaPos& at, uint32_t cls, int64_t sub) {
-  return order::key(order::grid_linear(uint64_t(at.x), uint64_t(at.y), uint64_t(at.z), uint64_t(at.grid_x), uint64_t(p.batch)),
-                    cls, sub);
-}
-__device__ __noinline__ inline void record_bwd(const VarlenBwdParams& p, CtaPos at, Buffer buffer, AccessKind kind,
+// The segment, the CTA (its place in its grid) and the launch-order key of its accesses are
+// segment.cuh's, the forward's too.
+__device__ __noinline__ inline void record_bwd(const VarlenBwdParams& p, Cta at, Buffer buffer, AccessKind kind,
                                                Unit unit, int64_t index, int64_t bound, int64_t row, int64_t head, int64_t tile,
                                                uint32_t cls, int64_t sub, uint64_t n = 1,
                                                Region region = Region::tensor) {
   record_violation(p.record, buffer, kind, unit, region, index, bound, at.x, at.y, at.z, at.y, row, head, tile,
-                   bwd_key(p, at, cls, sub), n);
+                   cta_key(at, p.batch, cls, sub), n);
 }
 
 // the grids: (grid_m, N, H) for the preprocess and the conversion, (grid_x, N, H) for the
@@ -177,15 +148,11 @@ __device__ __forceinline__ int swz_ds(int row, int col) {
 // The preprocess grid's CTA (dot_do_o and convert_dQ): query tile blockIdx.x of segment
 // blockIdx.y, head blockIdx.z; 128 threads, D / 8 per row (8 elements each, tpr a power of
 // two), the tile's rows in turn: this thread takes rows r_in, r_in + rows_per_pass, ...
-struct PreTile {
-  int m_block, b, h;
-  Seg seg;
-  int bm, row0, tpr, rows_per_pass, r_in, c;
+struct PreTile : QueryTile {
+  int bm, tpr, rows_per_pass, r_in, c;
   __device__ explicit PreTile(const VarlenBwdParams& p)
-      : m_block(int(blockIdx.x)), b(int(blockIdx.y)), h(int(blockIdx.z)), seg(segment_of(p, b)), bm(tile_m_of(p)),
-        row0(m_block * bm), tpr(p.head_dim / 8), rows_per_pass(kPreThreads / tpr), r_in(int(threadIdx.x) / tpr),
-        c((int(threadIdx.x) % tpr) * 8) {}
-  __device__ bool exits() const { return row0 >= seg.len_q; }
+      : QueryTile(query_tile(p, pre_grid_m(p), tile_m_of(p))), bm(tile_m_of(p)), tpr(p.head_dim / 8),
+        rows_per_pass(kPreThreads / tpr), r_in(int(threadIdx.x) / tpr), c((int(threadIdx.x) % tpr) * 8) {}
 };
 
 // ---------------------------------------------------------------------------------------
@@ -199,9 +166,9 @@ template <class T, bool Checked>
 __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(const VarlenBwdParams p) {
   const PreTile t(p);
   if (t.exits()) return;
-  const int m_block = t.m_block, b = t.b, h = t.h, bm = t.bm, row0 = t.row0, D = p.head_dim, tpr = t.tpr, c = t.c;
-  const Seg& seg = t.seg;
-  const CtaPos at = this_cta_pos(pre_grid_m(p));
+  const int m_block = t.at.x, b = t.at.y, h = t.at.z, bm = t.bm, row0 = t.row0, D = p.head_dim, tpr = t.tpr, c = t.c;
+  const Segment& seg = t.seg;
+  const Cta& at = t.at;
   const int32_t cu_q_b = p.cu_seqlens_q.data[b];
   const T* dout = static_cast<const T*>(p.dout.data);
   const T* out = static_cast<const T*>(p.out.data);
@@ -296,9 +263,9 @@ template <class T, bool Checked>
 __global__ void __launch_bounds__(kPreThreads) varlen_bwd_convert_dq_kernel(const VarlenBwdParams p) {
   const PreTile t(p);
   if (t.exits()) return;
-  const int m_block = t.m_block, b = t.b, h = t.h, bm = t.bm, row0 = t.row0, D = p.head_dim, c = t.c;
-  const Seg& seg = t.seg;
-  const CtaPos at = this_cta_pos(pre_grid_m(p));
+  const int m_block = t.at.x, b = t.at.y, h = t.at.z, bm = t.bm, row0 = t.row0, D = p.head_dim, c = t.c;
+  const Segment& seg = t.seg;
+  const Cta& at = t.at;
   const int32_t cu_q_b = p.cu_seqlens_q.data[b];
   const int64_t stride = dq_row_stride(p);
   const int splits = int(p.kernel.nsplits);
@@ -398,7 +365,7 @@ __global__ void varlen_bwd_group_sum_kernel(const VarlenBwdParams p) {
 // row past the buffer is recorded (class `cls`, sub = its segment row, head: the CTA's query
 // head, tile `tile_no`; `records` accesses, 0: counted with another operand's) and zero-filled.
 template <class T, int D, int R, int NT, bool Checked, class Layout = attn::RowSwizzle<D>>
-__device__ __forceinline__ void load_rows(const VarlenBwdParams& p, const CtaPos& at, const T* base, int32_t heads,
+__device__ __forceinline__ void load_rows(const VarlenBwdParams& p, const Cta& at, const T* base, int32_t heads,
                                           int64_t buf_rows, Buffer buffer, T* tile, uint32_t start, int first,
                                           int valid, int head, int tile_no, uint32_t cls, int64_t sub_bit,
                                           uint64_t records = 1) {
@@ -438,7 +405,7 @@ __device__ __forceinline__ void load_rows(const VarlenBwdParams& p, const CtaPos
 // reads no LSE, its q and dO are zeros). A refused read gives 0, as every refused read does.
 // The reads are cp.async, in the step's group with its Q and dO: no load stalls the warp.
 template <int BM, bool Checked>
-__device__ __forceinline__ void load_row_stats(const VarlenBwdParams& p, const CtaPos& at, const Seg& seg, int32_t cu_q_b,
+__device__ __forceinline__ void load_row_stats(const VarlenBwdParams& p, const Cta& at, const Segment& seg, int32_t cu_q_b,
                                                int tm, int m0, float* s_lse, float* s_ds) {
   const int tid = threadIdx.x, b = at.y, h = at.z;
   if (tid >= BM) return;
@@ -490,9 +457,9 @@ struct StepMath {
   int len_q, len_k;
   fa2::Flags flags;  // the call's masks, with this kernel's block sizes
 };
-__device__ __forceinline__ StepMath step_math(const VarlenBwdParams& p, const Seg& seg, fa2::Flags flags) {
-  return {(p.softcap > 0.f ? 1.f : p.softmax_scale) * kLog2e, p.softcap > 0.f ? p.softmax_scale / p.softcap : 0.f,
-          p.softcap, p.softcap * kLog2e, seg.len_q, seg.len_k, flags};
+__device__ __forceinline__ StepMath step_math(const VarlenBwdParams& p, const Segment& seg, fa2::Flags flags) {
+  const SoftmaxScale sc = softmax_scale_of(p);  // softmax.cuh: the forward's scales
+  return {sc.log2, sc.cap_in, sc.softcap, sc.softcap * kLog2e, seg.len_q, seg.len_k, flags};
 }
 
 // One element of Sᵀ / dPᵀ (key `key` of the segment, of a query row with LSE lse2 and
@@ -546,7 +513,7 @@ __device__ __forceinline__ fa2::KeyLimits row_keys_if(const StepMath& c, int row
 // performed.
 // dq_accum element of column 0 of segment row i of the CTA's head in its key block's walk
 // (DqKernel::dq_dk_dv: FA2's tile of the row, stepped back from m_top).
-__device__ __forceinline__ int64_t dq_accum_row(const VarlenBwdParams& p, const CtaPos& at, int32_t cu_q_b, int tm,
+__device__ __forceinline__ int64_t dq_accum_row(const VarlenBwdParams& p, const Cta& at, int32_t cu_q_b, int tm,
                                                 int64_t m_top,
                                                 int split, int i) {
   const int64_t m_c = i / tm;  // FA2's tile of the row
@@ -555,7 +522,7 @@ __device__ __forceinline__ int64_t dq_accum_row(const VarlenBwdParams& p, const 
 }
 
 template <int NB, bool Checked>
-__device__ __forceinline__ void add_dq(const VarlenBwdParams& p, const CtaPos& at, const Seg& seg, int32_t cu_q_b, int tm,
+__device__ __forceinline__ void add_dq(const VarlenBwdParams& p, const Cta& at, const Segment& seg, int32_t cu_q_b, int tm,
                                        int64_t m_top, int split, int i0, int d0, bool records,
                                        const float (&dq)[NB * 4]) {
 #pragma unroll
@@ -592,7 +559,7 @@ __device__ __forceinline__ void add_dq(const VarlenBwdParams& p, const CtaPos& a
 // read) into 16-byte row chunks. A key block no query block sees writes zeros (FA2 does the
 // same). Checked form: a row past dk / dv is recorded and not written.
 template <class T, int D, int NT, bool Checked>
-__device__ __forceinline__ void store_dk_dv(const VarlenBwdParams& p, const CtaPos& at, const Seg& seg, int n_block,
+__device__ __forceinline__ void store_dk_dv(const VarlenBwdParams& p, const Cta& at, const Segment& seg, int n_block,
                                             int n0, int key_valid, const float (&dk)[D / 2], const float (&dv)[D / 2],
                                             T* sK, T* sV) {
   constexpr int BN = kBwdBlockN, DB = D / 8, C = D / 8;
@@ -644,13 +611,13 @@ __device__ __forceinline__ void store_dk_dv(const VarlenBwdParams& p, const CtaP
 // What a CTA knows about key block n_block of its segment (at.y) and head (at.z) before it
 // walks the query steps (one definition for the mma.sync and the wgmma bodies).
 struct KeyBlockWalk {
-  Seg seg;
+  Segment seg;
   fa2::bwd::KeyBlockRange kb;  // FA2's range of query tiles and the block's keys
   int n0;                      // the block's first key in the segment
   int h_kv;                    // the K/V head of the CTA's query head
   int tm;                      // FA2's query tile
   int key_valid;               // keys at or past it are zero-filled, their gradients not written
-  CtaPos at;                   // the CTA (its records and launch-order keys)
+  Cta at;                   // the CTA (its records and launch-order keys)
   int64_t m_top;               // the tile FA2 sets its dq_accum pointer at (DqKernel::dq_dk_dv)
   int32_t cu_q_b;
   fa2::Flags flags;  // the masks (row_keys) of the call; block sizes: this kernel's steps
@@ -659,7 +626,7 @@ struct KeyBlockWalk {
     int64_t m_min, m_max;
   } steps;  // FA2's query tiles [m_min, m_max) walked as steps of bm rows; empty: zeros only
 };
-__device__ __forceinline__ KeyBlockWalk key_block_walk(const VarlenBwdParams& p, const CtaPos& at, int n_block,
+__device__ __forceinline__ KeyBlockWalk key_block_walk(const VarlenBwdParams& p, const Cta& at, int n_block,
                                                       int bm) {
   KeyBlockWalk w;
   const int b = at.y, h = at.z;
@@ -684,7 +651,7 @@ __device__ __forceinline__ KeyBlockWalk key_block_walk(const VarlenBwdParams& p,
 // Key block n_block of CTA `at` (segment at.y, head at.z); its dq goes into dq_accum copy
 // `split`.
 template <class T, int D, int BM, bool Checked>
-__device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, const CtaPos& cta, int n_block, int split,
+__device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, const Cta& cta, int n_block, int split,
                                                unsigned char* smem_raw) {
   using Shape = BwdShape<D, BM>;
   constexpr int BN = Shape::kBlockN, NT = Shape::kThreads;
@@ -707,10 +674,10 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, const C
   const int h = cta.z;
   const KeyBlockWalk w = key_block_walk(p, cta, n_block, BM);
   if (w.kb.exits) return;  // FA2: n_block * kBlockN >= actual_seqlen_k
-  const Seg& seg = w.seg;
+  const Segment& seg = w.seg;
   const int n0 = w.n0, h_kv = w.h_kv, tm = w.tm, key_valid = w.key_valid;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const CtaPos& at = w.at;
+  const Cta& at = w.at;
   const int64_t m_top = w.m_top;
   const int32_t cu_q_b = w.cu_q_b;
   const fa2::Flags& flags = w.flags;
@@ -905,9 +872,9 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, const C
 // in the tile (dq_dk_dv steps its dq_accum pointer back in 64 bits from m_max - 1), so the
 // ends of each range decide. The checked kernel then runs the unchecked body: the checks
 // cost a few comparisons per CTA on a healthy batch.
-__device__ __forceinline__ bool key_block_in_bounds(const VarlenBwdParams& p, const CtaPos& at, int n_block, int split) {
+__device__ __forceinline__ bool key_block_in_bounds(const VarlenBwdParams& p, const Cta& at, int n_block, int split) {
   const int b = at.y, h = at.z;
-  const Seg seg = segment_of(p, b);
+  const Segment seg = segment_of(p, b);
   const fa2::bwd::KeyBlockRange kb = fa2::bwd::key_block_range(n_block, seg.len_q, seg.len_k, p.kernel.flags);
   if (kb.exits) return true;
   const uint64_t k_end = uint64_t(seg.start_k) + uint64_t(kb.key_end);
@@ -940,7 +907,7 @@ __device__ __forceinline__ bool key_block_in_bounds(const VarlenBwdParams& p, co
 // or, deterministic, blocks x, x + nsplits, ... into dq_accum copy x (one CTA per copy, so its
 // atomics never race: the sum is in a fixed order).
 template <class F>
-__device__ __forceinline__ void for_each_key_block(const VarlenBwdParams& p, const CtaPos& at, F&& f) {
+__device__ __forceinline__ void for_each_key_block(const VarlenBwdParams& p, const Cta& at, F&& f) {
   const int end = p.kernel.deterministic ? int(p.kernel.n_blocks) : at.x + 1;
   const int split = int(fa2::bwd::split_of(at.x, p.kernel));
   for (int n = at.x; n < end; n += int(at.grid_x)) f(n, split);
@@ -952,7 +919,7 @@ template <class T, int D, int BM, bool Checked>
 __global__ void __launch_bounds__(BwdShape<D, BM>::kThreads, BwdShape<D, BM>::kMinBlocks)
     varlen_bwd_kernel(const VarlenBwdParams p) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const CtaPos at = this_cta_pos(key_grid_x(p));
+  const Cta at = this_cta(key_grid_x(p));
   for_each_key_block(p, at, [&](int n, int split) {
     if (n != at.x) __syncthreads();  // the previous block's epilogue reads are done
     if (Checked && !key_block_in_bounds(p, at, n, split))
@@ -965,45 +932,32 @@ __global__ void __launch_bounds__(BwdShape<D, BM>::kThreads, BwdShape<D, BM>::kM
 }  // namespace ad::kern::bwd
 
 // ---------------------------------------------------------------------------------------
-// launcher of the key-block kernel (instantiated once per element type, in its own .cu file)
+// the key-block kernel's instantiations: varlen_attention_bwd_tc_{bf16,fp16}.cu name them (one
+// element type per file), varlen_attention_bwd.cu launches them
 
 #include "cuda_check.hpp"
+#include "launch.hpp"
 
 namespace ad::kern::bwd {
 
-template <class T, int D, int BM, bool Checked>
-void launch_bwd_one(const VarlenBwdParams& p, cudaStream_t stream) {
-  using Shape = BwdShape<D, BM>;
-  const size_t smem = Shape::smem_bytes(sizeof(T));
-  auto kernel = &varlen_bwd_kernel<T, D, BM, Checked>;
-  AD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-  const dim3 grid(unsigned(key_grid_x(p)), p.batch, p.num_heads);
-  kernel<<<grid, Shape::kThreads, smem, stream>>>(p);
-}
-
 template <class T, int D, int BM>
-void launch_bwd_form(const VarlenBwdParams& p, bool checked, cudaStream_t stream) {
-  checked ? launch_bwd_one<T, D, BM, true>(p, stream) : launch_bwd_one<T, D, BM, false>(p, stream);
+detail::BwdKernel bwd_kernel_shape(bool checked) {
+  using Shape = BwdShape<D, BM>;
+  return {checked ? &varlen_bwd_kernel<T, D, BM, true> : &varlen_bwd_kernel<T, D, BM, false>, Shape::kThreads,
+          int(Shape::smem_bytes(sizeof(T)))};
 }
 
 // block_m: the query rows per step (kernel_params.hpp VarlenBwdParams::block_m; 0 = the
 // default of the head dim, default_block_m).
 template <class T>
-void launch_bwd_main(const VarlenBwdParams& p, bool checked, cudaStream_t stream) {
-  const int bm = p.block_m > 0 ? p.block_m : default_block_m(p.head_dim);
-  if (p.head_dim == 64 && bm == 64) {
-    launch_bwd_form<T, 64, 64>(p, checked, stream);
-  } else if (p.head_dim == 64 && bm == 32) {
-    launch_bwd_form<T, 64, 32>(p, checked, stream);
-  } else if (p.head_dim == 128 && bm == 64) {
-    launch_bwd_form<T, 128, 64>(p, checked, stream);
-  } else if (p.head_dim == 128 && bm == 32) {
-    launch_bwd_form<T, 128, 32>(p, checked, stream);
-  } else {
-    throw cuda::LaunchConfigError("tensor-core varlen backward: head_dim " + std::to_string(p.head_dim) +
-                                  " block_m " + std::to_string(bm) +
-                                  " has no instantiation (d64 m64 and m32, d128 m64 and m32)");
-  }
+detail::BwdKernel bwd_kernel(int head_dim, int block_m, bool checked) {
+  const int bm = block_m > 0 ? block_m : default_block_m(head_dim);
+  if (head_dim == 64 && bm == 64) return bwd_kernel_shape<T, 64, 64>(checked);
+  if (head_dim == 64 && bm == 32) return bwd_kernel_shape<T, 64, 32>(checked);
+  if (head_dim == 128 && bm == 64) return bwd_kernel_shape<T, 128, 64>(checked);
+  if (head_dim == 128 && bm == 32) return bwd_kernel_shape<T, 128, 32>(checked);
+  throw cuda::LaunchConfigError("tensor-core varlen backward: head_dim " + std::to_string(head_dim) + " block_m " +
+                                std::to_string(bm) + " has no instantiation (d64 m64 and m32, d128 m64 and m32)");
 }
 
 }  // namespace ad::kern::bwd

@@ -1,10 +1,11 @@
-// The tensor-core varlen backward's key-block kernel for bf16 (varlen_attention_bwd.cuh); one
-// element type per file so the instantiations compile in parallel.
+// The tensor-core varlen backward's key-block kernels for bf16 (varlen_attention_bwd.cuh; their
+// launcher in varlen_attention_bwd.cu); one element type per file so the instantiations
+// compile in parallel.
 #include "varlen_attention_bwd.cuh"
 #include "launch.hpp"
 
 namespace ad::kern::detail {
-void launch_varlen_bwd_tc_bf16(const VarlenBwdParams& p, bool checked, cudaStream_t stream) {
-  bwd::launch_bwd_main<__nv_bfloat16>(p, checked, stream);
+BwdKernel varlen_bwd_tc_bf16(int head_dim, int block_m, bool checked) {
+  return bwd::bwd_kernel<__nv_bfloat16>(head_dim, block_m, checked);
 }
 }  // namespace ad::kern::detail

@@ -1,10 +1,11 @@
-// The tensor-core varlen backward's key-block kernel for fp16 (varlen_attention_bwd.cuh); one
-// element type per file so the instantiations compile in parallel.
+// The tensor-core varlen backward's key-block kernels for fp16 (varlen_attention_bwd.cuh; their
+// launcher in varlen_attention_bwd.cu); one element type per file so the instantiations
+// compile in parallel.
 #include "varlen_attention_bwd.cuh"
 #include "launch.hpp"
 
 namespace ad::kern::detail {
-void launch_varlen_bwd_tc_fp16(const VarlenBwdParams& p, bool checked, cudaStream_t stream) {
-  bwd::launch_bwd_main<__half>(p, checked, stream);
+BwdKernel varlen_bwd_tc_fp16(int head_dim, int block_m, bool checked) {
+  return bwd::bwd_kernel<__half>(head_dim, block_m, checked);
 }
 }  // namespace ad::kern::detail

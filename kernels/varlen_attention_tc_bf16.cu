@@ -1,10 +1,11 @@
-// The tensor-core varlen forward for bf16 (kernel and launcher in varlen_attention.cuh);
-// one element type per file so the instantiations compile in parallel.
+// The tensor-core varlen forward's instantiations for bf16 (the kernel in varlen_attention.cuh,
+// its launcher in varlen_attention.cu); one element type per file so the instantiations
+// compile in parallel.
 #include "varlen_attention.cuh"
 #include "launch.hpp"
 
 namespace ad::kern::detail {
-void launch_varlen_fwd_tc_bf16(const VarlenFwdParams& p, bool checked, bool alt_shape, cudaStream_t stream) {
-  attn::launch_tc<__nv_bfloat16>(p, checked, alt_shape, stream);
+FwdKernel varlen_fwd_tc_bf16(int head_dim, bool checked, bool alt_shape) {
+  return attn::tc_kernel<__nv_bfloat16>(head_dim, checked, alt_shape);
 }
 }  // namespace ad::kern::detail

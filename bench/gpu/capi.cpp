@@ -30,34 +30,18 @@ int guarded(F&& f) {
   }
 }
 
-// The fields the forward and the backward params share (kern::VarlenFwdParams,
-// kern::VarlenBwdParams), from the arguments both entry points take: the operands, the LSE
-// (rows_q x heads), cu_seqlens (batch + 1 entries), the shape and the masks.
-template <class Params, class Out, class Lse>
-void set_attention(Params& p, int elem, const void* q, const void* k, const void* v, Out* out, Lse* lse, int64_t rows_q,
+// The fields the forward and the backward params share (kern::set_varlen_call, as the CUDA
+// backend fills them), from the arguments both entry points take: the operands, cu_seqlens
+// (batch + 1 entries), the shape and the masks; the LSE holds rows_q x heads elements.
+void set_attention(kern::VarlenParamsBase& p, int elem, const void* q, const void* k, const void* v, int64_t rows_q,
                    int64_t rows_k, const int32_t* cu_q, const int32_t* cu_k, int32_t batch, int32_t heads,
                    int32_t heads_k, int32_t head_dim, int32_t max_seqlen_q, int32_t max_seqlen_k, float scale, int causal,
                    int32_t window_left, int32_t window_right, float softcap) {
-  p.elem = static_cast<ElemType>(elem);
-  p.q = {q, rows_q, heads};
-  p.k = {k, rows_k, heads_k};
-  p.v = {v, rows_k, heads_k};
-  p.out = {out, rows_q, heads};
-  p.lse = lse;
+  kern::set_varlen_call(p, static_cast<ElemType>(elem), {q, rows_q, heads}, {k, rows_k, heads_k}, {v, rows_k, heads_k},
+                        {cu_q, int64_t(batch) + 1}, {cu_k, int64_t(batch) + 1},
+                        {batch, heads, heads_k, head_dim, max_seqlen_q, max_seqlen_k},
+                        {scale, softcap, causal != 0, window_left, window_right});
   p.lse_size = rows_q * heads;
-  p.cu_seqlens_q = {cu_q, int64_t(batch) + 1};
-  p.cu_seqlens_k = {cu_k, int64_t(batch) + 1};
-  p.batch = batch;
-  p.num_heads = heads;
-  p.num_heads_k = heads_k;
-  p.head_dim = head_dim;
-  p.max_seqlen_q = max_seqlen_q;
-  p.max_seqlen_k = max_seqlen_k;
-  p.softmax_scale = scale;
-  p.causal = causal != 0;
-  p.window_left = window_left;
-  p.window_right = window_right;
-  p.softcap = softcap;
 }
 }  // namespace
 
@@ -118,8 +102,10 @@ int ad_varlen_fwd(int elem, const void* q, int64_t rows_q, void* out, float* lse
                   void* record, void* stream) {
   return guarded([&] {
     kern::VarlenFwdParams p;
-    set_attention(p, elem, q, k, v, out, lse, rows_q, rows_k, cu_q, cu_k, batch, heads, heads_k, head_dim, max_seqlen_q,
+    set_attention(p, elem, q, k, v, rows_q, rows_k, cu_q, cu_k, batch, heads, heads_k, head_dim, max_seqlen_q,
                   max_seqlen_k, scale, causal, window_left, window_right, softcap);
+    p.out = {out, rows_q, heads};
+    p.lse = lse;
     p.record = static_cast<AccessRecord*>(record);
     kern::launch_varlen_fwd(p, checked ? Checks::checked : Checks::unchecked,
                             static_cast<cudaStream_t>(stream), static_cast<kern::AttnKernel>(which));
@@ -152,8 +138,10 @@ int ad_varlen_bwd(int elem, const void* q, const void* k, const void* v, const v
                   int32_t window_right, float softcap, int checked, int32_t block_m, void* record, void* stream) {
   return guarded([&] {
     kern::VarlenBwdParams p;
-    set_attention(p, elem, q, k, v, out, lse, rows_q, rows_k, cu_q, cu_k, batch, heads, heads_k, head_dim, max_seqlen_q,
+    set_attention(p, elem, q, k, v, rows_q, rows_k, cu_q, cu_k, batch, heads, heads_k, head_dim, max_seqlen_q,
                   max_seqlen_k, scale, causal, window_left, window_right, softcap);
+    p.out = {out, rows_q, heads};
+    p.lse = lse;
     p.dout = {dout, rows_q, heads};
     p.dq = {dq, rows_q, heads};
     const bool gqa = heads != heads_k;

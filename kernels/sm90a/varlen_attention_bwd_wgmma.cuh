@@ -84,7 +84,7 @@ __device__ __forceinline__ int dq_chunk(int r, int c) {
 // shared memory, one 16-byte reduction per chunk (red.global.add.v4.f32, sm_90); rows past the
 // segment add zeros in FA2 and are skipped (add_dq's rule; unchecked: in-bounds blocks only).
 template <int N>
-__device__ __forceinline__ void add_dq_tile(const VarlenBwdParams& p, const CtaPos& at, const Seg& seg, int32_t cu_q_b, int tm,
+__device__ __forceinline__ void add_dq_tile(const VarlenBwdParams& p, const Cta& at, const Segment& seg, int32_t cu_q_b, int tm,
                                             int64_t m_top, int split, int m0, int col0, const float* tile) {
   constexpr int CPR = N / 4;  // chunks per row
   const int t = threadIdx.x & 127;
@@ -105,7 +105,7 @@ __device__ __forceinline__ void add_dq_tile(const VarlenBwdParams& p, const CtaP
 // Key block n_block (every access inside its buffer, or the unchecked form) of segment
 // blockIdx.y, head blockIdx.z; its dq goes into dq_accum copy `split`.
 template <class T, int D>
-__device__ __forceinline__ void wgmma_key_block(const VarlenBwdParams& p, const CtaPos& at, int n_block, int split,
+__device__ __forceinline__ void wgmma_key_block(const VarlenBwdParams& p, const Cta& at, int n_block, int split,
                                                 unsigned char* smem_raw) {
   using Shape = WgmmaBwdShape<D>;
   using LayoutKV = attn::Sw128Panels<D, kBwdBlockN>;
@@ -130,7 +130,7 @@ __device__ __forceinline__ void wgmma_key_block(const VarlenBwdParams& p, const 
   const int h = at.z;
   const KeyBlockWalk w = key_block_walk(p, at, n_block, BM);
   if (w.kb.exits) return;  // FA2: n_block * kBlockN >= actual_seqlen_k
-  const Seg& seg = w.seg;
+  const Segment& seg = w.seg;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   // the warpgroup, broadcast from lane 0: warp-uniform, so descriptors stay in uniform registers
   const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
@@ -302,7 +302,7 @@ template <class T, int D, bool Checked>
 __global__ void __launch_bounds__(WgmmaBwdShape<D>::kThreads, 1) varlen_bwd_wgmma_kernel(const VarlenBwdParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const CtaPos at = this_cta_pos(key_grid_x(p));
+  const Cta at = this_cta(key_grid_x(p));
   for_each_key_block(p, at, [&](int n, int split) {
     // the test broadcast from lane 0: ptxas must see the branch warp-uniform, or it serialises
     // every wgmma of the kernel (C7518, a dependence "in divergent path")
@@ -333,21 +333,21 @@ __global__ void __launch_bounds__(BwdShape<D, default_block_m(D)>::kThreads, 1)
   __shared__ int count;
   const int64_t gx = key_grid_x(p);
   const int64_t ctas = gx * p.batch * p.num_heads;
-  auto cta = [&](int64_t v) { return CtaPos{int(v % gx), int((v / gx) % p.batch), int(v / (gx * p.batch)), gx}; };
+  auto cta = [&](int64_t v) { return Cta{int(v % gx), int((v / gx) % p.batch), int(v / (gx * p.batch)), gx}; };
   bool ran = false;
   for (int64_t first = int64_t(blockIdx.x) * NT; first < ctas; first += int64_t(gridDim.x) * NT) {
     if (threadIdx.x == 0) count = 0;
     __syncthreads();
     const int64_t v = first + threadIdx.x;
     if (v < ctas) {
-      const CtaPos at = cta(v);
+      const Cta at = cta(v);
       bool inside = true;
       for_each_key_block(p, at, [&](int n, int split) { inside = inside && key_block_in_bounds(p, at, n, split); });
       if (!inside) found[atomicAdd(&count, 1)] = v;
     }
     __syncthreads();
     for (int j = 0; j < count; ++j) {
-      const CtaPos at = cta(found[j]);
+      const Cta at = cta(found[j]);
       for_each_key_block(p, at, [&](int n, int split) {
         if (key_block_in_bounds(p, at, n, split)) return;
         if (ran) __syncthreads();  // the previous block's epilogue reads are done
@@ -362,42 +362,30 @@ __global__ void __launch_bounds__(BwdShape<D, default_block_m(D)>::kThreads, 1)
 }  // namespace ad::kern::bwd
 
 // ---------------------------------------------------------------------------------------
-// launcher (instantiated once per element type in kernels/sm90a/*.cu)
+// the instantiations: kernels/sm90a/varlen_attention_bwd_wgmma_{bf16,fp16}.cu name them (one
+// element type per file), kernels/varlen_attention_bwd.cu launches them
 
 #include "../cuda_check.hpp"
+#include "../launch.hpp"
 
 namespace ad::kern::bwd {
 
-template <class T, int D, bool Checked>
-void launch_bwd_wgmma_one(const VarlenBwdParams& p, cudaStream_t stream) {
-  const int smem = WgmmaBwdShape<D>::kSmemBytes;
-  auto kernel = &varlen_bwd_wgmma_kernel<T, D, Checked>;
-  AD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const dim3 grid(unsigned(key_grid_x(p)), p.batch, p.num_heads);
-  kernel<<<grid, WgmmaBwdShape<D>::kThreads, smem, stream>>>(p);
-  if constexpr (Checked) {
-    using Fallback = BwdShape<D, default_block_m(D)>;
-    const size_t fsmem = Fallback::smem_bytes(sizeof(T));
-    auto fallback = &varlen_bwd_fallback_kernel<T, D>;
-    AD_CUDA_CHECK(cudaFuncSetAttribute(fallback, cudaFuncAttributeMaxDynamicSharedMemorySize, int(fsmem)));
-    int dev = 0, sms = 0;
-    AD_CUDA_CHECK(cudaGetDevice(&dev));
-    AD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    const int64_t passes = (key_grid_x(p) * p.batch * p.num_heads + Fallback::kThreads - 1) / Fallback::kThreads;
-    const int64_t blocks = passes < 2 * int64_t(sms) ? passes : 2 * int64_t(sms);
-    fallback<<<unsigned(blocks), Fallback::kThreads, fsmem, stream>>>(p);
-  }
+template <class T, int D>
+detail::BwdWgmmaKernels bwd_wgmma_kernels_d(bool checked) {
+  using Fallback = BwdShape<D, default_block_m(D)>;
+  detail::BwdWgmmaKernels k;
+  k.main = {checked ? &varlen_bwd_wgmma_kernel<T, D, true> : &varlen_bwd_wgmma_kernel<T, D, false>,
+            WgmmaBwdShape<D>::kThreads, WgmmaBwdShape<D>::kSmemBytes};
+  if (checked) k.fallback = {&varlen_bwd_fallback_kernel<T, D>, Fallback::kThreads, int(Fallback::smem_bytes(sizeof(T)))};
+  return k;
 }
 
 template <class T>
-void launch_bwd_wgmma(const VarlenBwdParams& p, bool checked, cudaStream_t stream) {
-  if (p.head_dim == 64)
-    checked ? launch_bwd_wgmma_one<T, 64, true>(p, stream) : launch_bwd_wgmma_one<T, 64, false>(p, stream);
-  else if (p.head_dim == 128)
-    checked ? launch_bwd_wgmma_one<T, 128, true>(p, stream) : launch_bwd_wgmma_one<T, 128, false>(p, stream);
-  else
-    throw cuda::LaunchConfigError("wgmma varlen backward: head_dim " + std::to_string(p.head_dim) +
-                                  " has no instantiation (64, 128)");
+detail::BwdWgmmaKernels bwd_wgmma_kernels(int head_dim, bool checked) {
+  if (head_dim == 64) return bwd_wgmma_kernels_d<T, 64>(checked);
+  if (head_dim == 128) return bwd_wgmma_kernels_d<T, 128>(checked);
+  throw cuda::LaunchConfigError("wgmma varlen backward: head_dim " + std::to_string(head_dim) +
+                                " has no instantiation (64, 128)");
 }
 
 }  // namespace ad::kern::bwd

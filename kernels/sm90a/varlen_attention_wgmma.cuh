@@ -117,16 +117,6 @@ __device__ __forceinline__ uint32_t mnmajor_lo(uint32_t tile_addr) {
 }
 __device__ __forceinline__ constexpr uint32_t mnmajor_step(int kc) { return uint32_t((kc * 16 * 128) >> 4); }
 
-// t[0] = op over t[0 .. 2W) as a tree (every index a compile-time constant: t stays in registers).
-template <int W, int N, class Op>
-__device__ __forceinline__ void tree_reduce(float (&t)[N], Op op) {
-  if constexpr (W > 0) {
-#pragma unroll
-    for (int i = 0; i < W; ++i) t[i] = op(t[i], t[i + W]);
-    tree_reduce<W / 2>(t, op);
-  }
-}
-
 // S (64 x BN, this warpgroup's rows) = Q · Kᵀ. The key tile only: a value tile does not convert.
 template <class T, int D, int BN>
 __device__ __forceinline__ void gemm_qk(float (&s)[BN / 2], uint32_t q_addr, int wg, SmemTile<KeyRole, T> k) {
@@ -184,10 +174,10 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
   };
   constexpr int S = Shape::kStages;
 
-  const Cta cta = this_cta<Checked>(p, kBlockM);
-  if (!cta.runs) return;
-  const int m_block = cta.m_block, b = cta.b, h = cta.h, row0 = cta.row0;
-  const Segment seg = cta.seg;
+  const QueryTile tile = fwd_tile(p, kBlockM);
+  if (skips<Checked>(p, tile)) return;
+  const int m_block = tile.at.x, b = tile.at.y, h = tile.at.z, row0 = tile.row0;
+  const Segment seg = tile.seg;
 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   // The warpgroup index, broadcast from lane 0 so the compiler sees a warp-uniform value and
@@ -206,10 +196,7 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
   const int key_hi = min(kr.n_max * RB, seg.len_k);
   bool q_rows_checked = false;  // checked form, tile reaching past q/out: row by row
   if constexpr (Checked) q_rows_checked = !query_tile_in_bounds(p, seg, b, h, row0);
-
-  const float scale_nat = p.softcap > 0.f ? 1.f : p.softmax_scale;
-  const float scale_log2 = scale_nat * 1.4426950408889634f;
-  const float cap_in = p.softcap > 0.f ? p.softmax_scale / p.softcap : 0.f;
+  const SoftmaxScale sc = softmax_scale_of(p);
 
   float o[D / 2];
 #pragma unroll
@@ -229,60 +216,14 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
     const uint32_t p_addr = smem_u32(sP);
     int pbuf = 0;  // i % 2: the P tile the softmax of tile i writes
 
-    // Softcap, mask and the online softmax of S_i (keys [n0, n0 + BN)); leaves exp(S - m) in
-    // s, the running max and (per-thread partial) sum updated, and the factor O must be
-    // rescaled by in corr. Each row is spread over the 4 lanes of a quad; the reductions over
-    // a thread's columns are trees (the warps are few, so latency, not issue, bounds them).
+    // Softcap, mask and the online softmax of S_i (keys [n0, n0 + BN); softmax.cuh): leaves
+    // exp(S - m) in s, the running max and (per-thread partial) sum updated, and the factor O
+    // must be rescaled by in corr.
     auto softmax = [&](int n0) {
-      if (p.softcap > 0.f) {
-#pragma unroll
-        for (int i = 0; i < NB * 4; ++i) s[i] = p.softcap * tanhf(s[i] * cap_in);
-      }
-      const bool need_mask = n0 + BN > key_hi || n0 < key_lo ||
-                             fa2::block_needs_mask(n0, BN, row0, kBlockM, seg.len_q, seg.len_k, flags);
-      if (need_mask) {
-        // fa2::key_limits as one interval per row, [lo, hi), relative to this thread's first
-        // column, so each element costs two compares against a constant and a select.
-        const int cb = n0 + 2 * (lane & 3);
-        fa2::TileRange keys{};
-        keys.key_begin = key_lo;
-        keys.key_end = key_hi;
-        int lo_rel[2], hi_rel[2];
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const fa2::KeyLimits kl = fa2::key_limits(row_a + half * 8, seg.len_q, seg.len_k, flags, keys);
-          lo_rel[half] = int(kl.lo - cb);
-          hi_rel[half] = int(kl.hi - cb);
-        }
-#pragma unroll
-        for (int i = 0; i < NB; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const int c = i * 8 + (e & 1);
-            if (c < lo_rel[e >> 1] || c >= hi_rel[e >> 1]) s[4 * i + e] = -INFINITY;
-          }
-      }
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        float t[NB];
-#pragma unroll
-        for (int i = 0; i < NB; ++i) t[i] = fmaxf(s[4 * i + 2 * half], s[4 * i + 2 * half + 1]);
-        tree_reduce<NB / 2>(t, [](float a, float b) { return fmaxf(a, b); });
-        float mx = fmaxf(m_i[half], t[0]);
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float m_scaled = (mx == -INFINITY ? 0.f : mx) * scale_log2;
-        corr[half] = fast_exp2(m_i[half] * scale_log2 - m_scaled);
-        m_i[half] = mx;
-#pragma unroll
-        for (int i = 0; i < NB; ++i) {
-          s[4 * i + 2 * half] = fast_exp2(fmaf(s[4 * i + 2 * half], scale_log2, -m_scaled));
-          s[4 * i + 2 * half + 1] = fast_exp2(fmaf(s[4 * i + 2 * half + 1], scale_log2, -m_scaled));
-          t[i] = s[4 * i + 2 * half] + s[4 * i + 2 * half + 1];
-        }
-        tree_reduce<NB / 2>(t, [](float a, float b) { return a + b; });
-        l_i[half] = l_i[half] * corr[half] + t[0];
-      }
+      softcap_tile<NB>(s, sc);
+      if (tile_needs_mask(n0, BN, row0, kBlockM, seg.len_q, seg.len_k, flags, key_lo, key_hi))
+        mask_tile<NB>(s, n0, row_a, lane, seg.len_q, seg.len_k, flags, key_lo, key_hi);
+      online_softmax<NB>(s, m_i, l_i, corr, sc.log2);
     };
     // P from exp(S - m): the A fragments of P·V in registers (two 8-column blocks form one
     // k16 step), or this warpgroup's P tile in shared memory (row = the accumulator's row,
@@ -318,15 +259,7 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
       else
         gemm_pv<T, D, BN>(o, pf, v_tile(vbuf));
     };
-    auto rescale_o = [&]() {
-#pragma unroll
-      for (int i = 0; i < DB; ++i) {
-        o[4 * i + 0] *= corr[0];
-        o[4 * i + 1] *= corr[0];
-        o[4 * i + 2] *= corr[1];
-        o[4 * i + 3] *= corr[1];
-      }
-    };
+    auto rescale_o = [&]() { rescale_rows<DB>(o, corr); };
 
     // The main loop, in two copies in the checked form: the key rows this CTA reads,
     // [key_lo, key_hi) of the segment, are contiguous, so one comparison per buffer decides
@@ -437,46 +370,18 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
       mainloop(std::false_type{});
   }
 
-  // Epilogue: normalise, stage the warp's 16 rows in its own Q rows (its warpgroup's wgmma
-  // reads of them completed at the last wait), store 16-byte chunks, then the LSE. An empty
-  // key range ends here with O = 0 and LSE = +inf (FA2: row_sum == 0).
+  // Epilogue (softmax.cuh finish_rows): normalise, stage the warp's 16 rows in its own Q rows
+  // (its warpgroup's wgmma reads of them completed at the last wait), store 16-byte chunks,
+  // then the LSE. An empty key range ends here with O = 0 and LSE = +inf (FA2: row_sum == 0).
   float lse[2];
-#pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    float l = l_i[half];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    const bool empty = l == 0.f || l != l;
-    const float inv = empty ? 1.f : 1.f / l;
-    lse[half] = empty ? INFINITY : m_i[half] * scale_nat + logf(l);
-#pragma unroll
-    for (int i = 0; i < DB; ++i) {
-      o[4 * i + 2 * half] *= inv;
-      o[4 * i + 2 * half + 1] *= inv;
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < DB; ++i)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = warp * 16 + (lane >> 2) + half * 8;
-      const int c = i * 8 + 2 * (lane & 3);
-      *reinterpret_cast<uint32_t*>(sQ + LayoutQ::offset(r, c)) = Elem<T>::pack(o[4 * i + 2 * half], o[4 * i + 2 * half + 1]);
-    }
+  finish_rows<DB>(o, m_i, l_i, sc.nat, lse);
+  stage_rows<T, DB, LayoutQ>(sQ, o, warp * 16, lane);
   __syncwarp();
   if (q_rows_checked)
     store_out_rows<T, D, 16, Checked, LayoutQ>(p, sQ, seg, b, h, m_block, row0, warp, lane, true);
   else
     store_out_rows<T, D, 16, Checked, LayoutQ>(p, sQ, seg, b, h, m_block, row0, warp, lane, false);
-  if ((lane & 3) == 0) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int lr = row_a + half * 8;
-      if (lr >= seg.len_q) continue;
-      const QueryRow qr = query_row(p, seg, b, h, lr);
-      write_lse<Checked>(p, qr, b, h, lr, m_block, lse[half]);
-    }
-  }
+  write_lse_rows<Checked>(p, seg, b, h, m_block, row_a, lane, lse);
 #else
   __trap();  // built for a target without wgmma: the launcher never selects it there
 #endif
@@ -485,56 +390,32 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
 }  // namespace ad::kern::attn
 
 // ---------------------------------------------------------------------------------------
-// launcher (instantiated once per element type in kernels/sm90a/*.cu)
-
-#include "../cuda_check.hpp"
+// the instantiations: kernels/sm90a/varlen_attention_wgmma_{bf16,fp16}.cu name them (one
+// element type per file), kernels/varlen_attention.cu launches them
 
 namespace ad::kern::attn {
 
-template <class T, int D, class Cfg, bool Checked>
-void launch_wgmma_one(const VarlenFwdParams& p, cudaStream_t stream) {
-  using Shape = WgmmaShape<D, Cfg::kBlockN, Cfg::kMinBlocks, Cfg::kPSmem>;
-  auto kernel = &varlen_fwd_wgmma_kernel<T, D, Cfg::kBlockN, Cfg::kMinBlocks, Cfg::kPSmem, Checked>;
-  AD_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Shape::kSmemBytes));
-  const dim3 grid(unsigned(launch_grid_m(p)), p.batch, p.num_heads);
-  kernel<<<grid, Shape::kThreads, Shape::kSmemBytes, stream>>>(p);
-}
-
 template <class T, template <int> class Cfg>
-void launch_wgmma_cfg(const VarlenFwdParams& p, bool checked, cudaStream_t stream) {
-  with_tensor_core_head_dim(p, checked, "wgmma varlen forward", [&](auto d, auto c) {
+detail::FwdKernel wgmma_kernel_cfg(int head_dim, bool checked) {
+  return with_tensor_core_head_dim(head_dim, checked, "wgmma varlen forward", [](auto d, auto c) {
     constexpr int D = decltype(d)::value;
-    launch_wgmma_one<T, D, Cfg<D>, decltype(c)::value>(p, stream);
+    using C = Cfg<D>;
+    using Shape = WgmmaShape<D, C::kBlockN, C::kMinBlocks, C::kPSmem>;
+    return detail::FwdKernel{&varlen_fwd_wgmma_kernel<T, D, C::kBlockN, C::kMinBlocks, C::kPSmem, decltype(c)::value>,
+                             Shape::kThreads, Shape::kSmemBytes};
   });
 }
 
 // alt: the other tile shape (WgmmaAlt), compiled only with ATTN_DOCTOR_WGMMA_ALT (benchmarks of
 // the shape choice).
 template <class T>
-void launch_wgmma(const VarlenFwdParams& p, bool checked, bool alt, cudaStream_t stream) {
+detail::FwdKernel wgmma_kernel(int head_dim, bool checked, bool alt) {
 #ifdef ATTN_DOCTOR_WGMMA_ALT
-  if (alt) {
-    launch_wgmma_cfg<T, WgmmaAlt>(p, checked, stream);
-    return;
-  }
+  if (alt) return wgmma_kernel_cfg<T, WgmmaAlt>(head_dim, checked);
 #else
   if (alt) throw cuda::LaunchConfigError("this build carries one wgmma tile shape (ATTN_DOCTOR_WGMMA_ALT off)");
 #endif
-  launch_wgmma_cfg<T, WgmmaDefault>(p, checked, stream);
-}
-
-// Whether this process can run the kernels on the current device: the sm_90a image loads
-// only on compute capability 9.0.
-template <class T>
-bool wgmma_loadable() {
-  cudaFuncAttributes attr{};
-  using Cfg = WgmmaDefault<64>;
-  if (cudaFuncGetAttributes(&attr, &varlen_fwd_wgmma_kernel<T, 64, Cfg::kBlockN, Cfg::kMinBlocks, Cfg::kPSmem, true>) !=
-      cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return true;
+  return wgmma_kernel_cfg<T, WgmmaDefault>(head_dim, checked);
 }
 
 }  // namespace ad::kern::attn

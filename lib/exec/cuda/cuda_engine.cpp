@@ -20,7 +20,7 @@
 // the CPU twin's order), found on the device (atomicMin); an idempotent kernel is then
 // relaunched in detail mode to collect that access's details, and the in-place rotary
 // kernel's is decoded from its key. What lies wholly past the tensors (a phantom segment) is
-// skipped by the kernels and counted on the host (exec/clip.hpp), as the CPU twin does.
+// skipped by the kernels and counted on the host (exec/plan/clip.cpp), as the CPU twin does.
 //
 // --raw: the parent re-executes this program (same arguments) with ATTN_DOCTOR_RAW_CHILD=
 // <stage> through util/subprocess, in its own process group under a time limit; the child
@@ -237,8 +237,8 @@ class CudaEngine final : public Engine {
 
   AttentionObservation attention(const ExecPlan& plan) override {
     const AttentionPlan& at = plan.attention;
-    const int64_t H = plan.num_heads, Hk = plan.num_kv_heads, D = plan.head_dim;
-    const int64_t total_q = std::max<int64_t>(at.total_q, 0), total_k = std::max<int64_t>(at.total_k, 0);
+    const int64_t H = plan.num_heads, D = plan.head_dim;
+    const int64_t total_q = std::max<int64_t>(at.total_q, 0);
     out_.allocate(total_q, H, D, elem_);
     out_.poison();
     dlse_.allocate(size_t(std::max<int64_t>(at.lse_elements, 0)));
@@ -263,36 +263,22 @@ class CudaEngine final : public Engine {
     writes.fill_bytes(0);
     const Checks checks = checks_for(Stage::attention);
     kern::VarlenFwdParams p;
-    p.elem = elem_;
-    p.q = {q_->get(), total_q, int32_t(H), plan.rotary.enabled ? Buffer::q_rot : Buffer::q};
-    p.k = {k_->get(), total_k, int32_t(Hk), plan.rotary.enabled ? Buffer::k_rot : Buffer::k};
-    p.v = {v_->get(), total_k, int32_t(Hk), Buffer::v};
+    // the plan holds the flags after mha_varlen_fwd's adjustments (fa2::normalize)
+    set_call(p, plan, dcu_q, dcu_k, int32_t(at.grid_h),
+             {at.softmax_scale, at.softcap, at.flags.causal, at.flags.local ? at.flags.window_left : -1,
+              at.flags.causal ? 0 : at.flags.local ? at.flags.window_right : -1});
     p.out = {out_.get(), total_q, int32_t(H), Buffer::out};
     p.lse = dlse.get();
     p.lse_size = int64_t(dlse.size());
     p.row_writes_size = total_q;
-    p.cu_seqlens_q = {dcu_q.get(), int64_t(at.cu_seqlens_q.size())};
-    p.cu_seqlens_k = {dcu_k.get(), int64_t(at.cu_seqlens_k.size())};
     p.seqused_k = at.seqused_k ? dused.get() : nullptr;
-    p.batch = int32_t(at.num_segments);
-    p.num_heads = int32_t(at.grid_h);
-    p.num_heads_k = int32_t(Hk);
-    p.head_dim = int32_t(D);
-    p.max_seqlen_q = at.max_seqlen_q;
-    p.max_seqlen_k = at.max_seqlen_k;
-    p.softmax_scale = at.softmax_scale;
-    p.softcap = at.softcap;
-    // the plan holds the flags after mha_varlen_fwd's adjustments (fa2::normalize)
-    p.causal = at.flags.causal;
-    p.window_left = at.flags.local ? at.flags.window_left : -1;
-    p.window_right = at.flags.causal ? 0 : at.flags.local ? at.flags.window_right : -1;
     p.seqlenq_ngroups_swapped = at.swapped;
     p.ngroups = int32_t(at.ngroups);
     p.normalized = true;
     p.block_m = at.flags.block_m;
     p.lse_layout = at.lse_shape().layout;
     p.lse_max_seqlen_q = at.max_seqlen_q;
-    // the CTAs wholly past q/out are counted on the host (exec/clip.hpp), not launched
+    // the CTAs wholly past q/out are counted on the host (exec/plan/clip.cpp), not launched
     p.skip_tiles_past_rows = checks == Checks::checked;
     // (at least one m block: a call whose every CTA lies past q launches one row of CTAs that return)
     p.launch_m_blocks = int32_t(std::clamp<int64_t>(at.past_rows.live_grid_m, 1, std::numeric_limits<int32_t>::max()));
@@ -361,13 +347,11 @@ class CudaEngine final : public Engine {
     AttentionBackwardObservation ob;
     ob.engine = StageEngine::cuda;
     kern::VarlenBwdParams p;
-    p.elem = elem_;
-    p.batch = int32_t(at.num_segments);
-    p.num_heads = int32_t(H);
-    p.num_heads_k = int32_t(Hk);
-    p.head_dim = int32_t(D);
-    p.softmax_scale = at.softmax_scale;
-    p.softcap = at.softcap;
+    cuda::DeviceBuffer<int32_t> dcu_q(at.cu_seqlens_q), dcu_k(at.cu_seqlens_k);
+    // the masks of the plan's backward normalisation (fa2::bwd::normalize)
+    set_call(p, plan, dcu_q, dcu_k, int32_t(H),
+             {at.softmax_scale, at.softcap, bw.kernel.flags.causal, bw.kernel.flags.window_left,
+              bw.kernel.flags.window_right});
     p.release = bw.release;
     p.arch = at.arch;
     p.deterministic = bw.deterministic;
@@ -376,9 +360,6 @@ class CudaEngine final : public Engine {
     p.kernel = bw.kernel;
     p.dq_accum_shape = bw.dq_accum;
     p.softmax_d_shape = bw.softmax_d;
-    p.causal = bw.kernel.flags.causal;
-    p.window_left = bw.kernel.flags.window_left;
-    p.window_right = bw.kernel.flags.window_right;
     p.lse_layout = at.lse_shape().layout;
     p.lse_max_seqlen_q = int32_t(at.lse_shape().max_seqlen_q);
     const std::string why = kern::varlen_bwd_unsupported(p);
@@ -419,14 +400,10 @@ class CudaEngine final : public Engine {
     kern::launch_fill_f32(softmax_d.get(), int64_t(softmax_d.size()), kPoison);
     // torch.empty, or torch.zeros when deterministic
     kern::launch_fill_f32(dq_accum.get(), int64_t(dq_accum.size()), bw.deterministic ? 0.f : kPoison);
-    cuda::DeviceBuffer<int32_t> dcu_q(at.cu_seqlens_q), dcu_k(at.cu_seqlens_k);
     cuda::DeviceBuffer<uint32_t> dq_writes{size_t(std::max<int64_t>(total_q, 1))}, dkv_writes{size_t(std::max<int64_t>(total_k, 1))};
     dq_writes.fill_bytes(0);
     dkv_writes.fill_bytes(0);
     AD_CUDA_CHECK(cudaDeviceSynchronize());
-    p.q = {q_->get(), total_q, int32_t(H), plan.rotary.enabled ? Buffer::q_rot : Buffer::q};
-    p.k = {k_->get(), total_k, int32_t(Hk), plan.rotary.enabled ? Buffer::k_rot : Buffer::k};
-    p.v = {v_->get(), total_k, int32_t(Hk), Buffer::v};
     p.out = {out_.get(), total_q, int32_t(H), Buffer::out};
     p.dout = {ddout.get(), total_q, int32_t(H)};
     p.dq = {dq.get(), total_q, int32_t(H)};
@@ -440,8 +417,6 @@ class CudaEngine final : public Engine {
     p.softmax_d_size = bw.softmax_d.elements();
     p.dq_accum = dq_accum.get();
     p.dq_accum_size = bw.dq_accum.elements();
-    p.cu_seqlens_q = {dcu_q.get(), int64_t(at.cu_seqlens_q.size())};
-    p.cu_seqlens_k = {dcu_k.get(), int64_t(at.cu_seqlens_k.size())};
     p.dq_writes_size = total_q;
     p.dkv_writes_size = total_k;
     const Checks checks = checks_for(Stage::attention_backward);
@@ -489,7 +464,7 @@ class CudaEngine final : public Engine {
     ob.dq_writes.assign(qw.begin(), qw.begin() + total_q);
     ob.dkv_writes.assign(kw.begin(), kw.begin() + total_k);
     // dq_misrouted stays empty: the driver computes the misplaced dq_accum tiles on the host
-    // from the contract (integer-only, cpu::backward_misroutes), the same for both engines
+    // from the contract (integer-only, ref::backward_misroutes), the same for both engines
     return ob;
   }
 
@@ -500,6 +475,23 @@ class CudaEngine final : public Engine {
   }
 
  private:
+  // The fields the forward and the backward share (kern::set_varlen_call, as bench/gpu's C
+  // API fills them): the operands the next stage reads (q_rot / k_rot after rotary), the
+  // device copies of cu_seqlens, the shape with `num_heads` query heads (the forward's grid
+  // heads: Hk after the single-query swap) and the masks.
+  void set_call(kern::VarlenParamsBase& p, const ExecPlan& plan, const cuda::DeviceBuffer<int32_t>& cu_q,
+                const cuda::DeviceBuffer<int32_t>& cu_k, int32_t num_heads, const kern::VarlenMasks& masks) const {
+    const AttentionPlan& at = plan.attention;
+    const int64_t total_q = std::max<int64_t>(at.total_q, 0), total_k = std::max<int64_t>(at.total_k, 0);
+    const int32_t H = int32_t(plan.num_heads), Hk = int32_t(plan.num_kv_heads);
+    const bool rotated = plan.rotary.enabled;
+    kern::set_varlen_call(
+        p, elem_, {q_->get(), total_q, H, rotated ? Buffer::q_rot : Buffer::q},
+        {k_->get(), total_k, Hk, rotated ? Buffer::k_rot : Buffer::k}, {v_->get(), total_k, Hk, Buffer::v},
+        {cu_q.get(), int64_t(at.cu_seqlens_q.size())}, {cu_k.get(), int64_t(at.cu_seqlens_k.size())},
+        {int32_t(at.num_segments), num_heads, Hk, int32_t(plan.head_dim), at.max_seqlen_q, at.max_seqlen_k}, masks);
+  }
+
   Checks checks_for(Stage s) const { return unchecked_ == s ? Checks::unchecked : Checks::checked; }
 
   // One checked launch, and, when it refused an access, a second one in detail mode that
