@@ -83,8 +83,8 @@ def climbs(root):
 def self_test():
     """A small tree with one include of each kind: the climbing ones, and only those, are found."""
     files = {
-        "lib/check/ok.cpp": '#include "report/report.hpp"\n',               # down a floor
-        "lib/report/up.cpp": '#include "check/check.hpp"\n',                # climbs a floor
+        "lib/render/ok.cpp": '#include "doctor/diagnosis.hpp"\n',          # down a floor
+        "lib/check/up.cpp": '#include "render/render.hpp"\n',               # climbs a floor
         "lib/exec/run/ok.cpp": '#include "exec/reference/reference.hpp"\n#include "exec/engine.hpp"\n',
         "lib/exec/run/up.cpp": '#include "exec/cpu/cpu_kernels.hpp"\n',     # climbs a room
         "lib/exec/plan/up.hpp": '#include "exec/engine.hpp"\n',             # climbs to a root header
@@ -96,7 +96,7 @@ def self_test():
             (Path(d) / rel).parent.mkdir(parents=True, exist_ok=True)
             (Path(d) / rel).write_text(text)
         found = climbs(Path(d))
-    expect = ["lib/exec/misc/x.cpp:", "lib/exec/plan/up.hpp:1:", "lib/exec/run/up.cpp:1:", "lib/report/up.cpp:1:"]
+    expect = ["lib/check/up.cpp:1:", "lib/exec/misc/x.cpp:", "lib/exec/plan/up.hpp:1:", "lib/exec/run/up.cpp:1:"]
     got = sorted(f.split(" ", 1)[0] for f in found)
     for f in found:
         print(f)

@@ -4,7 +4,7 @@
 #include "test_check_helpers.hpp"
 
 #include "check/flash_attn_rules.hpp"
-#include "exec/plan.hpp"
+#include "exec/plan/plan.hpp"
 #include "predict/predict.hpp"
 #include "vocab/host_checks.hpp"
 
