@@ -6,6 +6,8 @@
 // device it prints "SKIPPED: <reason>" (reported skipped by ctest).
 #include <catch2/catch.hpp>
 
+#include <cmath>
+
 #ifndef ATTN_DOCTOR_WITH_CUDA
 
 TEST_CASE("cuda sweep: CUDA and CPU backends agree (not built)", "[cuda][cuda-sweep]") {
@@ -49,8 +51,8 @@ RunSummary summarise(const ExecResult& r) {
   for (const auto& x : v) o.ids.push_back(x.id);
   for (const auto& s : r.stages) {
     o.stage_status[to_string(s.name)] = to_string(s.status);
-    if (s.name == Stage::result && s.data.contains("worst_error") && s.data["worst_error"].is_number())
-      o.worst_error = s.data["worst_error"].get<double>();
+    if (s.name == Stage::result && s.facts.worst_error && std::isfinite(*s.facts.worst_error))
+      o.worst_error = *s.facts.worst_error;
     o.describe += std::string("  ") + to_string(s.name) + ": " + to_string(s.status) + " " + s.detail.substr(0, 160) + "\n";
   }
   for (const auto& x : v) o.describe += "  " + x.id + ": " + x.message.substr(0, 200) + "\n";

@@ -53,10 +53,10 @@ double stage_ms(const ExecResult& r, Stage name) {
     if (s.name == name) return s.ms;
   return 0;
 }
-double stage_num(const ExecResult& r, Stage name, const std::string& key) {
+const StageFacts* stage_facts(const ExecResult& r, Stage name) {
   for (const auto& s : r.stages)
-    if (s.name == name && s.data.contains(key) && s.data[key].is_number()) return s.data[key].get<double>();
-  return 0;
+    if (s.name == name) return &s.facts;
+  return nullptr;
 }
 
 struct Shape {
@@ -96,8 +96,10 @@ nlohmann::json dynamic_case(const Shape& s, int threads, int repeats) {
     best_total = std::min(best_total, total);
     best_att = std::min(best_att, stage_ms(r, Stage::attention) / 1e3);
     best_ref = std::min(best_ref, stage_ms(r, Stage::result) / 1e3);
-    att_macs = stage_num(r, Stage::attention, "macs");
-    ref_macs = stage_num(r, Stage::result, "macs");
+    const StageFacts* attention = stage_facts(r, Stage::attention);
+    const StageFacts* result = stage_facts(r, Stage::result);
+    att_macs = attention ? attention->engine.macs.value_or(0) : 0;
+    ref_macs = result ? result->reference_macs.value_or(0) : 0;
     cpu = cpu_seconds() - c0;
   }
   const double rows = double(cu.back());
@@ -232,8 +234,8 @@ nlohmann::json static_case(const std::filesystem::path& dir, int64_t B, int64_t 
   double checked = 0, total = 0;
   for (const auto& s : rep.stages)
     if (s.name == Stage::result) {
-      checked = s.data.value("rows_checked", 0.0);
-      total = s.data.value("rows_total", 0.0);
+      checked = static_cast<double>(s.facts.rows_checked.value_or(0));
+      total = static_cast<double>(s.facts.rows_total.value_or(0));
     }
   std::printf("  budget: dynamic stages at the default --budget on the same batch: %.3f s, %g of %g rows checked, status %s\n", dyn,
               checked, total, rep.status().c_str());
