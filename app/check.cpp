@@ -30,6 +30,7 @@ struct CheckArgs {
   std::string html;
   uint64_t seed = 0;
   int64_t budget = 0;
+  int threads = 0;
   bool full = false, strict = false, raw = false;
 };
 
@@ -106,6 +107,10 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
   sub->add_option("--seed", args->seed, "seed of the random inputs of the dynamic stages")->capture_default_str();
   sub->add_option("--budget", args->budget,
                   "multiply-adds the attention and reference stages may spend before sampling rows (0: default)");
+  sub->add_option("--threads", args->threads,
+                  "host worker threads of the dynamic stages, 1 to 64 (default: one per core, at most 64); the "
+                  "memory estimate counts each worker's buffers")
+      ->check(CLI::Range(1, 64));
   sub->add_flag("--full", args->full, "print arrays in full and check every row regardless of the budget");
   sub->add_flag("--strict", args->strict, "treat warnings as failures (exit 1)");
   sub->add_flag("--raw", args->raw, "also run the unchecked form of the failing stage in a child process");
@@ -120,6 +125,7 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
     options.backend = *parse_backend_choice(args->backend);
     options.exec.seed = args->seed;
     if (args->budget > 0) options.exec.budget = args->budget;
+    options.exec.threads = args->threads;
     options.exec.full = args->full;
     options.exec.raw = args->raw;
     options.strict = args->strict;
