@@ -21,6 +21,12 @@ def write_distribution(site, name, version):
         fh.write(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
 
 
+# The stand-in site is all these tests' Pythons may see: -S leaves out site-packages (a real
+# torch or triton installed there would answer instead of the stand-ins' absence); PYTHONPATH
+# still counts.
+NO_SITE = "-S"
+
+
 class EnvTest(unittest.TestCase):
     def run_env(self, site, *args, binary=None):
         env = dict(os.environ)
@@ -30,7 +36,7 @@ class EnvTest(unittest.TestCase):
             env.pop("ATTN_DOCTOR_BINARY", None)
         else:
             env["ATTN_DOCTOR_BINARY"] = binary
-        return subprocess.run([sys.executable, "-m", "attn_doctor", "env", *args], cwd=site, env=env,
+        return subprocess.run([sys.executable, NO_SITE, "-m", "attn_doctor", "env", *args], cwd=site, env=env,
                               capture_output=True, text=True, timeout=120)
 
     def test_versions_from_metadata_without_importing(self):
@@ -43,7 +49,7 @@ class EnvTest(unittest.TestCase):
                     "print(json.dumps([info['libraries'], sorted(m for m in sys.modules "
                     "if m.split('.')[0] in ('torch', 'transformers', 'triton', 'fla'))]))")
             env = dict(os.environ, PYTHONPATH=os.pathsep.join([site, PYTHON_DIR]))
-            proc = subprocess.run([sys.executable, "-c", code], cwd=site, env=env, capture_output=True,
+            proc = subprocess.run([sys.executable, NO_SITE, "-c", code], cwd=site, env=env, capture_output=True,
                                   text=True, timeout=60)
             self.assertEqual(proc.returncode, 0, proc.stderr)
             libraries, imported = json.loads(proc.stdout)
