@@ -64,13 +64,19 @@ rc=$?
 # scripts/build (both commands build through it, into the same build/): a folder configured
 # with another ATTN_DOCTOR_CUDA is configured again with the one asked for (./scripts/test's
 # AUTO after command 1's GPU gets the CUDA backend where nvcc is), and not otherwise. cmake is
-# a stand-in that records its arguments.
+# a stand-in that records its arguments; dpkg-query one that lists every package, so that
+# scripts/bootstrap (tested by tests/install/bootstrap_tools.sh) has nothing to install
+# whatever this machine lacks or whether it reaches a network.
 mkdir -p "$work/bin" "$work/b2"
 cat >"$work/bin/cmake" <<'EOS'
 #!/usr/bin/env bash
 echo "cmake $*" >>"$CMAKE_CALLS"
 EOS
-chmod +x "$work/bin/cmake"
+cat >"$work/bin/dpkg-query" <<'EOS'
+#!/usr/bin/env bash
+printf 'install ok installed'
+EOS
+chmod +x "$work/bin/cmake" "$work/bin/dpkg-query"
 touch "$work/b2/build.ninja"
 echo "ATTN_DOCTOR_CUDA:STRING=GPU" >"$work/b2/CMakeCache.txt"
 export CMAKE_CALLS=$work/calls
