@@ -9,9 +9,12 @@ import unittest
 
 from .support import temp_dir
 
-PYTHON_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
+import attn_doctor  # noqa: E402
 from attn_doctor import _binary  # noqa: E402
+
+# Where the package under test lives (the source tree's python/, or the site-packages it was
+# installed into): the one folder besides the stand-in site that the tests' Pythons may see.
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(attn_doctor.__file__)))
 
 
 def write_distribution(site, name, version):
@@ -30,7 +33,7 @@ NO_SITE = "-S"
 class EnvTest(unittest.TestCase):
     def run_env(self, site, *args, binary=None):
         env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join([site, PYTHON_DIR])
+        env["PYTHONPATH"] = os.pathsep.join([site, PACKAGE_PARENT])
         env.pop("ATTN_DOCTOR_ENV_PYTHON", None)
         if binary is None:
             env.pop("ATTN_DOCTOR_BINARY", None)
@@ -48,7 +51,7 @@ class EnvTest(unittest.TestCase):
             code = ("import json, sys; from attn_doctor import _env; info = _env.collect(); "
                     "print(json.dumps([info['libraries'], sorted(m for m in sys.modules "
                     "if m.split('.')[0] in ('torch', 'transformers', 'triton', 'fla'))]))")
-            env = dict(os.environ, PYTHONPATH=os.pathsep.join([site, PYTHON_DIR]))
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join([site, PACKAGE_PARENT]))
             proc = subprocess.run([sys.executable, NO_SITE, "-c", code], cwd=site, env=env, capture_output=True,
                                   text=True, timeout=60)
             self.assertEqual(proc.returncode, 0, proc.stderr)
