@@ -21,10 +21,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     options.exec.budget = 1 << 16;                 // multiply-adds before rows are sampled
     options.exec.memory_budget_bytes = 16 << 20;   // larger batches: dynamic stages skipped
     options.exec.threads = 1;
-    ad::Report report = ad::diagnose(batch, options, "fuzz").report;
-    (void)ad::to_json(report, {}).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-    (void)ad::render_text(report, {});
-    if (report.stage_error) __builtin_trap();  // a stage that throws is a bug, not an input error
+    const ad::Diagnosis diagnosis = ad::diagnose(batch, options, "fuzz");
+    (void)ad::to_json(diagnosis, {}).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    (void)ad::render_text(diagnosis, {});
+    if (diagnosis.report.stage_error) __builtin_trap();  // a stage that throws is a bug, not an input error
   } catch (const ad::InputError&) {
   } catch (const ad::CapabilityError&) {
   }
