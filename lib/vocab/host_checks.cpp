@@ -147,22 +147,21 @@ constexpr HostCheckEntry kFa4Entries[] = {
     {C::head_dim_max, S::both, "head_dim <= 256", kAssertion, kFa4HeadDimMax, kFa4},
     {C::head_dim_aligned, S::both, "head_dim % alignment == 0", kAssertion, kFa4HeadDimAligned, kFa4},
 };
-constexpr HostCheckEntry kFa4Fp8Entries[] = {
-    {C::cu_seqlens_k_shape, S::varlen, "cu_seqlens_k.shape == (batch_size + 1,)", kAssertion, kFa4CuKShape, kFa4Fp8},
-    {C::cu_seqlens_q_shape, S::varlen, "cu_seqlens_q.shape == (batch_size + 1,)", kAssertion, kFa4CuQShape, kFa4Fp8},
-    {C::seqused_k_shape, S::varlen, "seqused_k.shape == (batch_size,)", kAssertion, kFa4SequsedShape, kFa4Fp8},
-    {C::q_dtype, S::both, "q.dtype in [float16, bfloat16, float8_e4m3fn, float8_e5m2]", kAssertion,
-     "inputs must be float16, bfloat16, fp8 e4m3fn, or fp8 e5m2", kFa4Fp8},
-    {C::k_dtype, S::both, "q.dtype == k.dtype == v.dtype", kAssertion, kFa4SameDtype, kFa4Fp8},
-    {C::v_dtype, S::both, "q.dtype == k.dtype == v.dtype", kAssertion, kFa4SameDtype, kFa4Fp8},
-    {C::cu_seqlens_q_dtype, S::varlen, "t.dtype == torch.int32", kAssertion, kFa4IndexDtype, kFa4Fp8},
-    {C::cu_seqlens_k_dtype, S::varlen, "t.dtype == torch.int32", kAssertion, kFa4IndexDtype, kFa4Fp8},
-    {C::cu_seqlens_q_device, S::varlen, "t.is_cuda", kAssertion, kFa4Device, kFa4Fp8},
-    {C::cu_seqlens_k_device, S::varlen, "t.is_cuda", kAssertion, kFa4Device, kFa4Fp8},
-    {C::heads_divide, S::both, "num_head % num_head_kv == 0", kAssertion, kFa4Heads, kFa4Fp8},
-    {C::head_dim_max, S::both, "head_dim <= 256", kAssertion, kFa4HeadDimMax, kFa4Fp8HeadDim},
-    {C::head_dim_aligned, S::both, "head_dim % alignment == 0", kAssertion, kFa4HeadDimAligned, kFa4Fp8HeadDim},
-};
+// beta10 adds fp8 inputs and names itself the source; the order and the other messages are
+// beta0's (its head-dim messages kept, kFa4Fp8HeadDim says why).
+constexpr auto kFa4Fp8Entries = [] {
+  std::array<HostCheckEntry, std::size(kFa4Entries)> e{};
+  for (size_t i = 0; i < e.size(); ++i) {
+    e[i] = kFa4Entries[i];
+    e[i].source = kFa4Fp8;
+    if (e[i].check == C::q_dtype) {
+      e[i].condition = "q.dtype in [float16, bfloat16, float8_e4m3fn, float8_e5m2]";
+      e[i].message = "inputs must be float16, bfloat16, fp8 e4m3fn, or fp8 e5m2";
+    }
+    if (e[i].check == C::head_dim_max || e[i].check == C::head_dim_aligned) e[i].source = kFa4Fp8HeadDim;
+  }
+  return e;
+}();
 
 const std::array<HostCheckTable, 5> kTables = {{
     {"fa1", kFa1, kFa1Entries},
