@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "util/numbers.hpp"
 #include "util/terminal.hpp"
 
 namespace ad {
@@ -211,13 +212,6 @@ nlohmann::json rules_json(const RulesApplied& rules) {
 
 namespace {
 
-// A number the report prints as a number when finite, else as text ("nan", "inf", "-inf").
-nlohmann::json finite_or_text(double v) {
-  if (std::isfinite(v)) return v;
-  if (std::isnan(v)) return "nan";
-  return v > 0 ? "inf" : "-inf";
-}
-
 // The stage's facts under their report keys (report-format.md#stages), each once.
 void put_facts(nlohmann::json& st, const StageFacts& f) {
   auto put = [&](const char* key, const auto& value) {
@@ -269,7 +263,7 @@ void put_facts(nlohmann::json& st, const StageFacts& f) {
   put("rows_checked", f.rows_checked);
   put("rows_failed", f.rows_failed);
   put("tolerance", f.tolerance);
-  if (f.worst_error) st["worst_error"] = finite_or_text(*f.worst_error);
+  if (f.worst_error) st["worst_error"] = number_json(*f.worst_error);
   put("macs", f.reference_macs);
   put("sampled", f.reference_sampled);
   put("offsets_only", f.offsets_only);
@@ -282,7 +276,7 @@ void put_facts(nlohmann::json& st, const StageFacts& f) {
     nlohmann::json per = nlohmann::json::object();
     for (int i = 0; i < 3; ++i) {
       const GradientCheckFact& g = (*f.gradients)[static_cast<size_t>(i)];
-      per[kTensor[i]] = {{"rows_checked", g.rows_checked}, {"rows_failed", g.rows_failed}, {"worst_error", finite_or_text(g.worst_error)}};
+      per[kTensor[i]] = {{"rows_checked", g.rows_checked}, {"rows_failed", g.rows_failed}, {"worst_error", number_json(g.worst_error)}};
     }
     st["reference"] = per;
   }

@@ -6,22 +6,10 @@
 #include <limits>
 
 #include "check/check.hpp"
+#include "util/numbers.hpp"
 
 namespace ad::observe {
 namespace {
-
-std::string num_text(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.4g", v);
-  return buf;
-}
-
-nlohmann::json num_json(double v) {
-  if (std::isfinite(v)) return v;
-  return num_text(v);
-}
 
 std::string raise_text(const HostRaise& r) { return r.where + " raises " + r.type + ": " + r.message; }
 nlohmann::json raise_json(const HostRaise& r) { return {{"where", r.where}, {"type", r.type}, {"message", r.message}}; }
@@ -296,13 +284,13 @@ void result(StageRecord& s, ExecResult& res, const ExecPlan& plan, const ResultI
       const int64_t src = plan.pad.enabled ? source_of[static_cast<size_t>(first_row)] : first_row;
       const bool never = src >= 0 && src < total_q && !written[static_cast<size_t>(src)];
       msg = "output row " + std::to_string(first_row) + " head " + std::to_string(first_head) + " column " +
-            std::to_string(first_dim) + " is " + num_text(first_val) +
+            std::to_string(first_dim) + " is " + number_text(first_val) +
             (never ? " (the attention kernel never wrote this row)" : "") + "; " + std::to_string(nonfinite) +
             " non-finite output elements";
-      ev = {{"row", first_row}, {"head", first_head}, {"dim", first_dim}, {"value", num_text(first_val)},
+      ev = {{"row", first_row}, {"head", first_head}, {"dim", first_dim}, {"value", number_text(first_val)},
             {"count", nonfinite}, {"never_written", never}};
     } else {
-      msg = "softmax_lse element " + std::to_string(lse_first) + " is " + num_text(lse[static_cast<size_t>(lse_first)]);
+      msg = "softmax_lse element " + std::to_string(lse_first) + " is " + number_text(lse[static_cast<size_t>(lse_first)]);
       ev = {{"lse_index", lse_first}};
     }
     if (lse_bad > 0) ev["lse_non_finite"] = lse_bad;
@@ -327,7 +315,7 @@ void result(StageRecord& s, ExecResult& res, const ExecPlan& plan, const ResultI
   if (!ref.sample.empty()) s.facts.reference_sampled = true;
   s.detail = "checked " + std::to_string(rr.rows_checked) + " of " + std::to_string(ref.rows_total) + " intended query rows of the " +
              in.output_name + " against fp64 attention over the intended sequences (worst relative error " +
-             num_text(rr.worst_error) + ", tolerance " + num_text(ref.tolerance) + ")";
+             number_text(rr.worst_error) + ", tolerance " + number_text(ref.tolerance) + ")";
   if (rr.rows_failed <= 0 || rr.worst_sequence < 0) return;
   const RefSequence& sq = ref.sequences[static_cast<size_t>(rr.worst_sequence)];
   std::string where = "output row " + std::to_string(rr.worst_row);
@@ -337,9 +325,9 @@ void result(StageRecord& s, ExecResult& res, const ExecPlan& plan, const ResultI
   nlohmann::json ev = {{"row", rr.worst_row},
                        {"head", rr.worst_head},
                        {"dim", rr.worst_dim},
-                       {"got", num_json(rr.worst_value)},
+                       {"got", number_json(rr.worst_value)},
                        {"expected", rr.worst_expected},
-                       {"error", num_json(rr.worst_error)},
+                       {"error", number_json(rr.worst_error)},
                        {"tolerance", ref.tolerance},
                        {"sequence", {{"index", sq.index}, {"row", sq.row}, {"start", sq.start}, {"length", sq.length}}},
                        {"rows_checked", rr.rows_checked},
@@ -347,8 +335,8 @@ void result(StageRecord& s, ExecResult& res, const ExecPlan& plan, const ResultI
   const std::string msg = where + " head " + std::to_string(rr.worst_head) + " differs from attention over intended sequence " +
                           std::to_string(sq.index) + " (row " + std::to_string(sq.row) + ", start " +
                           std::to_string(sq.start) + ", length " + std::to_string(sq.length) + "): relative error " +
-                          num_text(rr.worst_error) + " > " + num_text(ref.tolerance) + " (got " + num_text(rr.worst_value) +
-                          ", expected " + num_text(rr.worst_expected) + " at column " + std::to_string(rr.worst_dim) +
+                          number_text(rr.worst_error) + " > " + number_text(ref.tolerance) + " (got " + number_text(rr.worst_value) +
+                          ", expected " + number_text(rr.worst_expected) + " at column " + std::to_string(rr.worst_dim) +
                           "); " + std::to_string(rr.rows_failed) + " of " + std::to_string(rr.rows_checked) +
                           " checked rows fail";
   res.violations.push_back(make_violation("result.reference", Severity::error, msg, ev));
@@ -512,18 +500,18 @@ void backward_reference(StageRecord& s, ExecResult& res, const ExecPlan& plan, c
   }
   s.facts.gradients = per;
   s.facts.tolerance = tol;
-  std::string summary = "gradients against fp64 gradients over the intended sequences (tolerance " + num_text(tol) + "):";
+  std::string summary = "gradients against fp64 gradients over the intended sequences (tolerance " + number_text(tol) + "):";
   for (int i = 0; i < 3; ++i)
     summary += std::string(i ? "," : "") + " " + kTensor[i] + " " + std::to_string(checks[i].rows_checked) +
-               " (row, head) pairs, worst " + num_text(checks[i].worst_error);
+               " (row, head) pairs, worst " + number_text(checks[i].worst_error);
   s.detail = s.detail.empty() ? summary : s.detail + "; " + summary;
   if (!worst) return;
   int64_t failed = 0;
   for (int i = 0; i < 3; ++i) failed += checks[i].rows_failed;
   const ReferencePlan& ref = plan.reference;
   nlohmann::json ev = {{"tensor", kTensor[worst_i]},      {"row", worst->worst_row},     {"head", worst->worst_head},
-                       {"dim", worst->worst_dim},      {"got", num_json(worst->worst_value)},
-                       {"expected", worst->worst_expected}, {"error", num_json(worst->worst_error)},
+                       {"dim", worst->worst_dim},      {"got", number_json(worst->worst_value)},
+                       {"expected", worst->worst_expected}, {"error", number_json(worst->worst_error)},
                        {"tolerance", tol},             {"rows_failed", failed},       {"rows_checked", checked}};
   std::string seq;
   if (worst->worst_sequence >= 0 && static_cast<size_t>(worst->worst_sequence) < ref.sequences.size()) {
@@ -535,8 +523,8 @@ void backward_reference(StageRecord& s, ExecResult& res, const ExecPlan& plan, c
       "backward.reference", Severity::error,
       std::string(kTensor[worst_i]) + " row " + std::to_string(worst->worst_row) + seq + " head " +
           std::to_string(worst->worst_head) + " differs from the fp64 gradient: relative error " +
-          num_text(worst->worst_error) + " > " + num_text(tol) + " (got " + num_text(worst->worst_value) + ", expected " +
-          num_text(worst->worst_expected) + " at column " + std::to_string(worst->worst_dim) + "); " +
+          number_text(worst->worst_error) + " > " + number_text(tol) + " (got " + number_text(worst->worst_value) + ", expected " +
+          number_text(worst->worst_expected) + " at column " + std::to_string(worst->worst_dim) + "); " +
           std::to_string(failed) + " of " + std::to_string(checked) + " checked gradient (row, head) pairs fail",
       ev));
   s.status = StageStatus::violation;
