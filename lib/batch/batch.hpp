@@ -14,7 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "vocab/api.hpp"
 #include "vocab/dtype.hpp"
+#include "vocab/gpu_arch.hpp"
 #include "vocab/outcome.hpp"
 #include "vocab/version.hpp"
 
@@ -43,6 +45,7 @@ struct Environment {
   std::optional<Version> fla;           // flash-linear-attention (fla-core)
   std::optional<Version> flash_attn_4;  // the separately installed flash-attn 4 package (CuTe DSL)
   std::string device = "cuda:0";
+  std::optional<GpuArch> gpu_arch;      // the GPU the call ran on (FA4 and cuDNN pick kernels by it)
 };
 
 struct Model {
@@ -153,6 +156,13 @@ struct ExplicitVarlen {
   int64_t total_q = 0, total_k = 0;         // default cu[-1]
   bool total_q_given = false, total_k_given = false;
   std::filesystem::path cu_seqlens_file;    // when cu_seqlens_q came from a .npy
+  // Call-site facts (absent: not known, the API's defaults apply).
+  std::optional<Api> api;                   // the API that received the call
+  std::optional<std::vector<int64_t>> seqused_q;  // FA3 / FA4 / TE
+  std::optional<std::pair<int64_t, int64_t>> window_size;  // (left, right) as passed; -1 = unlimited
+  std::optional<Bound> binding;             // how the caller passed the arguments
+  std::optional<bool> pack_gqa;             // FA3 / FA4
+  std::optional<int64_t> num_splits;        // FA3 / FA4 / torch varlen_attn
 };
 
 struct TensorOverride {

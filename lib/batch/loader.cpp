@@ -368,7 +368,7 @@ struct Loader {
   // ---- sections -------------------------------------------------------------------------
 
   Environment environment(const Node& n) {
-    n.expect_object({"transformers", "flash_attn", "flash_attn_4", "fla", "triton", "torch", "device"});
+    n.expect_object({"transformers", "flash_attn", "flash_attn_4", "fla", "triton", "torch", "device", "gpu_arch"});
     Environment e;
     auto version = [&](const char* key) -> std::optional<Version> {
       auto v = n.get(key);
@@ -384,6 +384,10 @@ struct Loader {
     e.fla = version("fla");
     e.flash_attn_4 = version("flash_attn_4");
     if (auto d = n.get("device")) e.device = device(*d);
+    if (auto g = n.get("gpu_arch")) {
+      e.gpu_arch = parse_gpu_arch(g->as_string());
+      if (!e.gpu_arch) g->fail("a CUDA architecture such as \"sm_80\", \"sm_90a\", \"sm_100a\" or \"sm_120\"");
+    }
     return e;
   }
 
@@ -581,9 +585,30 @@ struct Loader {
     return t;
   }
 
+  // The call-site facts of the varlen block: which API, and the arguments FA2 does not have.
+  void call_site(const Node& n, ExplicitVarlen& v) {
+    if (auto a = n.get("api")) {
+      v.api = parse_api(a->as_string());
+      if (!v.api) {
+        std::string ids;
+        for (std::string_view id : api_names()) ids += (ids.empty() ? "" : ", ") + std::string(id);
+        a->fail("one of " + ids);
+      }
+    }
+    if (auto s = n.get("seqused_q")) v.seqused_q = s->as_int_array(-kMaxIndex, kMaxIndex, limits.max_array_elements);
+    if (auto w = n.get("window_size")) {
+      std::vector<int64_t> pair = w->as_int_array(-1, kMaxIndex, 2);
+      if (pair.size() != 2) w->fail("[left, right], two integers >= -1", std::to_string(pair.size()) + " values");
+      v.window_size = std::make_pair(pair[0], pair[1]);
+    }
+    if (auto b = n.get("binding")) v.binding = b->as_enum({"keyword", "positional"}) == "keyword" ? Bound::keyword : Bound::positional;
+    if (auto p = n.get("pack_gqa")) v.pack_gqa = p->as_bool();
+    if (auto s = n.get("num_splits")) v.num_splits = s->as_int(0, 1 << 20);
+  }
+
   ExplicitVarlen varlen(const Node& n) {
     n.expect_object({"cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "seqused_k", "total_q", "total_k",
-                     "cu_seqlens_file"});
+                     "cu_seqlens_file", "api", "seqused_q", "window_size", "binding", "pack_gqa", "num_splits"});
     ExplicitVarlen v;
     if (n.has("cu_seqlens_q") == n.has("cu_seqlens_file"))
       n.fail("exactly one of \"cu_seqlens_q\" and \"cu_seqlens_file\"",
@@ -615,6 +640,7 @@ struct Loader {
       v.max_seqlen_k = v.max_seqlen_q;
     }
     if (auto s = n.get("seqused_k")) v.seqused_k = s->as_int_array(-kMaxIndex, kMaxIndex, limits.max_array_elements);
+    call_site(n, v);
     auto last = [](const IntTensor& t) { return t.values.empty() ? int64_t{0} : std::max<int64_t>(0, t.values.back()); };
     if (auto t = n.get("total_q")) {
       v.total_q = t->as_int(0, kMaxIndex);

@@ -64,6 +64,7 @@ struct VarlenArgs {
   IntTensor cu_seqlens_k;
   MaxSeqlen max_seqlen_q, max_seqlen_k;
   std::optional<std::vector<int64_t>> seqused_k;
+  std::optional<std::vector<int64_t>> seqused_q;  // FA3 / FA4 / TE: query rows used per segment
   int64_t total_q = 0, total_k = 0;       // rows of the packed q and k/v the kernel receives
   std::optional<IntTensor> indices_q;     // mask path: unpad gather indices
   std::optional<IntTensor> indices_k;
@@ -107,6 +108,8 @@ KernelCall kernel_call_for(const Model& model);
 
 // The batch file's explicit `varlen` block as kernel arguments (path "explicit").
 VarlenArgs explicit_varlen_args(const Batch& batch);
+// The explicit block's API: `varlen.api` when given, else the family of the flash-attn release.
+void set_explicit_release(KernelCall& call, const ExplicitVarlen& e, const std::optional<Version>& flash_attn);
 
 // Replays the conversion for the batch (its `batch` block) with the release the options or
 // the environment name, and takes the explicit block as given.

@@ -40,6 +40,14 @@ KernelCall kernel_call_for(const Model& model) {
   return call;
 }
 
+void set_explicit_release(KernelCall& call, const ExplicitVarlen& e, const std::optional<Version>& flash_attn) {
+  set_flash_attn_release(call, flash_attn);
+  if (!e.api) return;
+  call.api = *e.api;
+  // the flash-attn release names this API's release only when the API is flash-attn's
+  if (flash_attn_family(call.api) == 0) call.release.reset();
+}
+
 VarlenArgs explicit_varlen_args(const Batch& batch) {
   const ExplicitVarlen& e = *batch.varlen;
   VarlenArgs a;
@@ -57,8 +65,10 @@ VarlenArgs explicit_varlen_args(const Batch& batch) {
   a.total_q = e.total_q_given ? e.total_q : (q && q->rows) ? *q->rows : e.total_q;
   a.total_k = e.total_k_given ? e.total_k : (k && k->rows) ? *k->rows : e.total_k;
   a.call = kernel_call_for(batch.model);
-  // the batch file says what was passed, not how: the binding stays unknown
-  set_flash_attn_release(a.call, batch.environment.flash_attn);
+  a.seqused_q = e.seqused_q;
+  // the batch file says what was passed; how, only where it records `binding`
+  set_explicit_release(a.call, e, batch.environment.flash_attn);
+  if (e.window_size) std::tie(a.call.window_left, a.call.window_right) = *e.window_size;
   a.steps.push_back("arguments taken as written in the batch file's varlen block");
   // A packed batch (one row of S tokens in the `batch` block) says how many rows q and k/v
   // have: cu_seqlens ending past them overruns the tensors (cu_seqlens.total), it does not

@@ -291,7 +291,7 @@ Conversion convert(const Batch& batch, const ConvertOptions& options) {
   Conversion c;
   if (batch.varlen) {
     c.explicit_args = explicit_varlen_args(batch);
-    if (options.flash_attn) set_flash_attn_release(c.explicit_args->call, options.flash_attn);
+    if (options.flash_attn) set_explicit_release(c.explicit_args->call, *batch.varlen, options.flash_attn);
   }
   if (!batch.batch) return c;
   std::optional<Version> release = options.transformers ? options.transformers : batch.environment.transformers;

@@ -184,9 +184,11 @@ nlohmann::json varlen_json(const VarlenArgs& a, bool full) {
   if (a.indices_q) j["indices_q"] = tensor_values(*a.indices_q);
   if (a.indices_k) j["indices_k"] = tensor_values(*a.indices_k);
   if (a.seqused_k) j["seqused_k"] = summarise_array(*a.seqused_k, full);
+  if (a.seqused_q) j["seqused_q"] = summarise_array(*a.seqused_q, full);
   j["dtypes"] = {{"cu_seqlens_q", to_string(a.cu_seqlens_q.dtype)}, {"cu_seqlens_k", to_string(a.cu_seqlens_k.dtype)}};
   j["shapes"] = {{"cu_seqlens_q", a.cu_seqlens_q.shape}, {"cu_seqlens_k", a.cu_seqlens_k.shape}};
   j["function"] = a.call.function_name();
+  j["api"] = to_string(a.call.api);
   j["causal"] = a.call.causal;
   j["window_size"] = {a.call.window_left, a.call.window_right};
   if (a.call.softcap) j["softcap"] = *a.call.softcap;
