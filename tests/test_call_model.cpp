@@ -4,6 +4,7 @@
 #include "test_check_helpers.hpp"
 
 #include "vocab/api.hpp"
+#include "vocab/gpu_arch.hpp"
 
 using namespace check_test;
 
@@ -39,6 +40,15 @@ TEST_CASE("api: ids, names and sets", "[api]") {
   }
 }
 
+TEST_CASE("api: GPU architectures parse as CUDA names them", "[api]") {
+  for (const char* name : {"sm_80", "sm_86", "sm_90a", "sm_100a", "sm_100f", "sm_120", "sm_121"})
+    CHECK(ad::to_string(*ad::parse_gpu_arch(name)) == name);
+  CHECK(ad::parse_gpu_arch("sm_100a")->major == 10);
+  CHECK(ad::parse_gpu_arch("sm_120")->minor == 0);
+  for (const char* name : {"", "sm_", "sm_9", "sm_0", "sm_09", "sm_1000", "sm_90b", "SM_90", "compute_90", "sm_9a0"})
+    CHECK_FALSE(ad::parse_gpu_arch(name).has_value());
+}
+
 TEST_CASE("api: each front-end names the API it models", "[api]") {
   SECTION("the explicit varlen block: flash-attn's varlen function of the environment's release, binding unknown") {
     auto r = run(R"({"format": "attn-doctor/batch@1", "environment": {"flash_attn": "2.6.3"},
@@ -51,6 +61,59 @@ TEST_CASE("api: each front-end names the API it models", "[api]") {
     auto fa3 = run(R"({"format": "attn-doctor/batch@1", "environment": {"flash_attn": "3.0.0b1"},
                        "model": {"num_heads": 8, "head_dim": 64}, "varlen": {"cu_seqlens_q": [0, 5, 9]}})");
     CHECK(fa3.conversion.explicit_args->call.api == ad::Api::flash_attn_3_varlen);
+  }
+  SECTION("the explicit varlen block's call-site facts: api, seqused_q, window_size, binding, gpu_arch") {
+    const char* text = R"({"format": "attn-doctor/batch@1",
+                     "environment": {"flash_attn": "2.8.3", "gpu_arch": "sm_90a"},
+                     "model": {"num_heads": 8, "head_dim": 64},
+                     "varlen": {"cu_seqlens_q": [0, 5, 9], "api": "torch.varlen_attn", "seqused_q": [4, 4],
+                                "window_size": [127, 3], "binding": "positional", "pack_gqa": true, "num_splits": 2}})";
+    auto r = run(text);
+    const ad::VarlenArgs& a = *r.conversion.explicit_args;
+    CHECK(a.call.api == ad::Api::torch_varlen_attn);
+    CHECK(a.call.function_name() == "varlen_attn");
+    CHECK_FALSE(a.call.release.has_value());  // flash_attn's release is not torch's
+    CHECK(a.call.window_left == 127);
+    CHECK(a.call.window_right == 3);
+    REQUIRE(a.seqused_q);
+    CHECK(*a.seqused_q == std::vector<int64_t>{4, 4});
+    ad::Batch b = ad::parse_batch_text(text, "test.json");
+    REQUIRE(b.environment.gpu_arch);
+    CHECK(ad::to_string(*b.environment.gpu_arch) == "sm_90a");
+    CHECK(b.environment.gpu_arch->compute_capability() == 90);
+    CHECK(b.varlen->binding == ad::Bound::positional);
+    CHECK(b.varlen->pack_gqa == true);
+    CHECK(b.varlen->num_splits == 2);
+    SECTION("--flash-attn keeps the API the file names") {
+      ad::Conversion c = ad::convert(b, {std::nullopt, ad::version_literal("3.0.0b1")});
+      CHECK(c.explicit_args->call.api == ad::Api::torch_varlen_attn);
+    }
+    SECTION("a flash-attn API takes the environment's release") {
+      ad::Batch fa3 = ad::parse_batch_text(R"({"format": "attn-doctor/batch@1", "environment": {"flash_attn": "3.0.0b1"},
+          "model": {"num_heads": 8, "head_dim": 64}, "varlen": {"cu_seqlens_q": [0, 5], "api": "flash_attn_3.varlen"}})", "t.json");
+      ad::Conversion c = ad::convert(fa3, {});
+      CHECK(c.explicit_args->call.api == ad::Api::flash_attn_3_varlen);
+      CHECK(c.explicit_args->call.release->text == "3.0.0b1");
+    }
+  }
+  SECTION("bad call-site facts are exit-2 errors naming the key") {
+    auto bad = [](const char* env, const char* varlen) {
+      std::string text = std::string(R"({"format": "attn-doctor/batch@1", "environment": )") + env +
+                         R"(, "model": {"num_heads": 8, "head_dim": 64}, "varlen": )" + varlen + "}";
+      try {
+        ad::parse_batch_text(text, "bad.json");
+      } catch (const ad::InputError& e) {
+        return std::string(e.what());
+      }
+      return std::string("accepted");
+    };
+    CHECK_THAT(bad(R"({"gpu_arch": "sm_9"})", R"({"cu_seqlens_q": [0, 5]})"), Catch::Contains("/environment/gpu_arch"));
+    CHECK_THAT(bad(R"({"gpu_arch": "hopper"})", R"({"cu_seqlens_q": [0, 5]})"), Catch::Contains("sm_90a"));
+    CHECK_THAT(bad("{}", R"({"cu_seqlens_q": [0, 5], "api": "flash_attn_varlen_func"})"),
+               Catch::Contains("torch.varlen_attn"));
+    CHECK_THAT(bad("{}", R"({"cu_seqlens_q": [0, 5], "window_size": [3]})"), Catch::Contains("/varlen/window_size"));
+    CHECK_THAT(bad("{}", R"({"cu_seqlens_q": [0, 5], "window_size": [-2, 0]})"), Catch::Contains("/varlen/window_size"));
+    CHECK_THAT(bad("{}", R"({"cu_seqlens_q": [0, 5], "binding": "by_name"})"), Catch::Contains("/varlen/binding"));
   }
   const char* masked = R"({"format": "attn-doctor/batch@1", "environment": {"transformers": "4.46.3", "flash_attn": "2.6.3"},
       "model": {"num_heads": 8, "head_dim": 64},
