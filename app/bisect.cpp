@@ -1,4 +1,4 @@
-// `attn-doctor bisect FILE [--axis transformers,flash-attn,fla] [--backend none|cpu]
+// `attn-doctor bisect FILE [--axis transformers,flash-attn,fla,triton] [--backend none|cpu]
 // [--format text|json]`: the whole diagnosis of one batch under every known release of each
 // release axis that decides it, the other environment keys held at the file's values, grouped
 // into ranges of consecutive releases with the same verdict (exit code and status), first
@@ -27,13 +27,14 @@ namespace ad::cli {
 namespace {
 namespace bisect_cmd {  // its own names: app/ is built as one unity source
 
-enum class Axis { transformers, flash_attn, fla };
+enum class Axis { transformers, flash_attn, fla, triton };
 
 std::string axis_name(Axis a) {
   switch (a) {
     case Axis::transformers: return "transformers";
     case Axis::flash_attn: return "flash-attn";
     case Axis::fla: return "fla";
+    case Axis::triton: return "triton";
   }
   return "?";
 }
@@ -44,6 +45,7 @@ std::string axis_key(Axis a) {
     case Axis::transformers: return "transformers";
     case Axis::flash_attn: return "flash_attn";
     case Axis::fla: return "fla";
+    case Axis::triton: return "triton";
   }
   return "?";
 }
@@ -52,6 +54,7 @@ std::optional<Version>& env_release(Environment& env, Axis a) {
   switch (a) {
     case Axis::transformers: return env.transformers;
     case Axis::flash_attn: return env.flash_attn;
+    case Axis::triton: return env.triton;
     case Axis::fla: break;
   }
   return env.fla;
@@ -119,7 +122,7 @@ std::vector<Version> releases_for(Axis axis, const Batch& batch, std::string& so
     const int family = resolve_flash_attn(batch.environment.flash_attn).rules->family;
     const Version oldest = version_literal(flash_attn_rule_sets().front().first);
     for (const PublishedReleases& list : published_release_lists()) {
-      if (list.package == "flash-linear-attention") continue;
+      if (!list.package.starts_with("flash-attn")) continue;
       bool used = false;
       for (const Version& v : release_versions(list))
         if (!(v < oldest) && resolve_flash_attn(v).rules->family == family) out.push_back(v), used = true;
@@ -127,7 +130,7 @@ std::vector<Version> releases_for(Axis axis, const Batch& batch, std::string& so
     }
     std::sort(out.begin(), out.end());
   } else {
-    const PublishedReleases& list = published_releases("flash-linear-attention");
+    const PublishedReleases& list = published_releases(axis == Axis::fla ? "flash-linear-attention" : "triton");
     out = release_versions(list);
     source = std::string(list.source);
   }
@@ -143,7 +146,8 @@ std::vector<Version> releases_for(Axis axis, const Batch& batch, std::string& so
 
 // The axes that decide this batch, from the file's own diagnosis: transformers where the
 // `batch` block is replayed, flash-attn for a call of a flash-attn API (or flash-attn's
-// rotary), FLA where the batch names an FLA release, calls FLA or uses its rotary.
+// rotary), FLA where the batch names an FLA release, calls FLA or uses its rotary, Triton for
+// a `launch` block (its autotuner's key lookup).
 std::vector<std::pair<Axis, std::string>> deciding_axes(const Batch& batch, const Diagnosis& own) {
   std::vector<std::pair<Axis, std::string>> out;
   if (batch.batch) out.push_back({Axis::transformers, "the batch block is replayed by transformers"});
@@ -157,6 +161,7 @@ std::vector<std::pair<Axis, std::string>> deciding_axes(const Batch& batch, cons
   else if (fla_rotary) out.push_back({Axis::fla, "the rotary is FLA's"});
   else if (call && (call->call.api == Api::fla_ops || call->call.api == Api::fla_layers))
     out.push_back({Axis::fla, "the call goes to FLA (" + to_string(call->call.api) + ")"});
+  if (batch.launch) out.push_back({Axis::triton, "the launch block's autotune keys are looked up by Triton"});
   return out;
 }
 
@@ -164,6 +169,7 @@ std::optional<Axis> parse_axis(const std::string& s) {
   if (s == "transformers") return Axis::transformers;
   if (s == "flash-attn" || s == "flash_attn") return Axis::flash_attn;
   if (s == "fla") return Axis::fla;
+  if (s == "triton") return Axis::triton;
   return std::nullopt;
 }
 
@@ -325,15 +331,17 @@ void print_axis(const AxisRun& run, size_t width) {
     for (const auto& row : cells) {
       std::string line = "  ";
       for (size_t c = 0; c < columns; ++c) line += c + 1 < columns ? row[c] + std::string(widths[c] - row[c].size() + 2, ' ') : row[c];
+      while (!line.empty() && line.back() == ' ') line.pop_back();
       lines.push_back(line);
     }
     return lines;
   };
-  std::vector<std::string> lines = lines_of(cells.front().size());
+  const bool rule_sets = std::any_of(run.points.begin(), run.points.end(), [](const Point& p) { return !p.rule_set.empty(); });
+  std::vector<std::string> lines = lines_of(cells.front().size() - (rule_sets ? 0 : 1));
   const auto too_wide = [&](const std::vector<std::string>& ls) {
     return std::any_of(ls.begin(), ls.end(), [&](const std::string& l) { return l.size() > width; });
   };
-  if (too_wide(lines)) lines = lines_of(cells.front().size() - 1);
+  if (rule_sets && too_wide(lines)) lines = lines_of(cells.front().size() - 1);
   for (const std::string& line : lines) std::cout << truncated(line, width) << "\n";
   if (run.ranges.size() == 1) {
     std::cout << "  no change across these releases\n";
@@ -365,10 +373,10 @@ Subcommand add_bisect(CLI::App& root, const Globals&) {
       "bisect", "diagnose one batch under every known release and show where the verdict, first violation or prediction changes");
   sub->add_option("FILE", args->file, "batch file")->required();
   sub->add_option("--axis", args->axes,
-                  "release axes to walk, comma-separated: transformers, flash-attn, fla (default: those that decide this "
+                  "release axes to walk, comma-separated: transformers, flash-attn, fla, triton (default: those that decide this "
                   "batch); the other releases stay the file's")
       ->delimiter(',')
-      ->check(CLI::IsMember({"transformers", "flash-attn", "flash_attn", "fla"}));
+      ->check(CLI::IsMember({"transformers", "flash-attn", "flash_attn", "fla", "triton"}));
   sub->add_option("--backend", args->backend, "none (static checks and prediction), cpu (also the checked CPU run of each release)")
       ->check(CLI::IsMember({"none", "cpu"}))
       ->capture_default_str();
@@ -426,7 +434,7 @@ Subcommand add_bisect(CLI::App& root, const Globals&) {
       if (shown.size() + 7 > width) shown = "..." + shown.substr(shown.size() - (width - 10));
       std::cout << "bisect " << shown << "\n";
       if (runs.empty())
-        std::cout << "no release axis decides this batch (no `batch` block, no flash-attn or FLA call): nothing to "
+        std::cout << "no release axis decides this batch (no `batch` block, no flash-attn or FLA call, no `launch` block): nothing to "
                      "bisect; --axis names one\n";
       for (size_t k = 0; k < runs.size(); ++k) {
         std::cout << "\n";

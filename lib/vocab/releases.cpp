@@ -40,6 +40,11 @@ constexpr std::string_view kFla[] = {
     "0.3.2", "0.4.0", "0.4.1", "0.4.2", "0.5.0", "0.5.1", "0.5.2", "0.6.0",
 };
 
+constexpr std::string_view kTriton[] = {
+    "2.0.0", "2.1.0", "2.2.0", "2.3.0", "2.3.1", "3.0.0", "3.1.0", "3.2.0", "3.3.0",
+    "3.3.1", "3.4.0", "3.5.0", "3.5.1", "3.6.0", "3.7.0", "3.7.1", "3.8.0", "3.9.0",
+};
+
 const PublishedReleases kLists[] = {
     {"flash-attn", "PyPI flash-attn, 1.0.0 - 2.8.3.post2 (0.2.x, before FA1's rule set, left out)", kFlashAttn},
     {"flash-attn-3", "not on PyPI: Dao-AILab/flash-attention hopper/ builds 3.0.0b1 (the FA3 rule set's release)",
@@ -47,6 +52,7 @@ const PublishedReleases kLists[] = {
     {"flash-attn-4", "PyPI flash-attn-4, 4.0.0b3 - 4.0.0b36", kFlashAttn4},
     {"flash-linear-attention", "PyPI flash-linear-attention, 0.1 - 0.6.0 (fla-core from 0.3.2 has the same releases)",
      kFla},
+    {"triton", "PyPI triton, 2.0.0 - 3.9.0 (as pip lists them for CPython 3.11 on Linux x86-64)", kTriton},
 };
 
 }  // namespace
