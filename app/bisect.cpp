@@ -71,6 +71,8 @@ struct Point {
   std::string first_severity, first_message;
   Prediction prediction;
   std::string stage_error;  // the message of a stage that could not run
+  std::string refused;      // this release refuses the batch (an input error the file's own release
+                            // does not raise, e.g. a 4-D mask only that release builds past the cap)
 
   // The fields that make a boundary; messages (which quote the release) do not.
   bool same_outcome(const Point& o) const {
@@ -78,8 +80,9 @@ struct Point {
            prediction.symptom.outcome == o.prediction.symptom.outcome &&
            prediction.symptom.pass == o.prediction.symptom.pass && prediction.symptom.at == o.prediction.symptom.at;
   }
-  // error (exit 1), warning (exit 0, warnings only), ok, stage_error (exit 3)
+  // error (exit 1), warning (exit 0, warnings only), ok, stage_error (exit 3), invalid (exit 2)
   std::string verdict() const {
+    if (!refused.empty()) return "invalid";
     if (!stage_error.empty()) return "stage_error";
     if (exit_code == 1) return "error";
     return status == "violation" ? "warning" : "ok";
@@ -87,6 +90,7 @@ struct Point {
   // "device_assert at gather"; the pass where the moment does not say it
   std::string prediction_text() const {
     const Symptom& s = prediction.symptom;
+    if (!refused.empty()) return "-";  // nothing ran
     if (s.outcome == Outcome::ok) return "ok";
     std::string text = to_string(s.outcome) + " at " + to_string(s.at);
     if (s.pass == Pass::backward && s.at != Moment::backward) text += " (backward)";
@@ -209,8 +213,16 @@ void run_axis(AxisRun& run, const Batch& batch, const CheckOptions& base, const 
         mine = std::make_unique<Batch>(batch);
       }
       env_release(mine->environment, run.axis) = releases[static_cast<size_t>(i)];
-      Diagnosis d = diagnose(*mine, base, file);
-      run.points[static_cast<size_t>(i)] = point_for(d, releases[static_cast<size_t>(i)], run.axis);
+      try {
+        Diagnosis d = diagnose(*mine, base, file);
+        run.points[static_cast<size_t>(i)] = point_for(d, releases[static_cast<size_t>(i)], run.axis);
+      } catch (const InputError& e) {
+        Point& p = run.points[static_cast<size_t>(i)];
+        p.release = releases[static_cast<size_t>(i)];
+        p.exit_code = 2;
+        p.status = "invalid";
+        p.refused = e.what();
+      }
     } catch (...) {
       failures[static_cast<size_t>(i)] = std::current_exception();  // rethrown below, in release order
     }
@@ -261,8 +273,9 @@ nlohmann::json point_json(const Point& p) {
                                                              {"message", p.first_message}};
   nlohmann::json pred = prediction_json(p.prediction);
   pred["at"] = to_string(p.prediction.symptom.at);
-  j["prediction"] = pred;
+  j["prediction"] = p.refused.empty() ? pred : nlohmann::json(nullptr);
   if (!p.stage_error.empty()) j["error"] = p.stage_error;
+  if (!p.refused.empty()) j["error"] = p.refused;
   return j;
 }
 
@@ -343,6 +356,12 @@ void print_axis(const AxisRun& run, size_t width) {
   };
   if (rule_sets && too_wide(lines)) lines = lines_of(cells.front().size() - 1);
   for (const std::string& line : lines) std::cout << truncated(line, width) << "\n";
+  for (const Range& r : run.ranges)
+    if (const Point& p = run.points[r.first]; !p.refused.empty()) {
+      const std::string head = "  " + range_text(run, r) + " refuse" + (r.first == r.last ? "s" : "") + " the batch: ";
+      std::cout << head << wrap_text(p.refused, width > head.size() + 16 ? width - head.size() : 16, std::string(head.size(), ' '))
+                << "\n";
+    }
   if (run.ranges.size() == 1) {
     std::cout << "  no change across these releases\n";
     return;
