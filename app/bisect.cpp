@@ -10,7 +10,6 @@
 #include <exception>
 #include <iostream>
 #include <memory>
-#include <mutex>
 #include <thread>
 
 #include "batch/batch.hpp"
@@ -195,7 +194,7 @@ Point point_for(const Diagnosis& d, const Version& release, Axis axis) {
   return p;
 }
 
-// Every release of the axis diagnosed, the others keys as the file has them. The releases are
+// Every release of the axis diagnosed, the other keys as the file has them. The releases are
 // spread over the cores (util/parallel.hpp); each worker diagnoses its own copy of the batch,
 // and the points land at their release's index, so the output order is the releases' order.
 void run_axis(AxisRun& run, const Batch& batch, const CheckOptions& base, const std::string& file, int threads) {
@@ -204,14 +203,10 @@ void run_axis(AxisRun& run, const Batch& batch, const CheckOptions& base, const 
   std::vector<std::exception_ptr> failures(releases.size());
   const int workers = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, static_cast<int64_t>(releases.size()))));
   std::vector<std::unique_ptr<Batch>> copies(static_cast<size_t>(workers));
-  std::mutex copy_mutex;
   parallel_for(workers, static_cast<int64_t>(releases.size()), 1, [&](int64_t i, int w) {
     try {
       std::unique_ptr<Batch>& mine = copies[static_cast<size_t>(w)];
-      if (!mine) {
-        std::lock_guard<std::mutex> lock(copy_mutex);
-        mine = std::make_unique<Batch>(batch);
-      }
+      if (!mine) mine = std::make_unique<Batch>(batch);  // the shared batch is only read
       env_release(mine->environment, run.axis) = releases[static_cast<size_t>(i)];
       try {
         Diagnosis d = diagnose(*mine, base, file);
@@ -389,7 +384,7 @@ Subcommand add_bisect(CLI::App& root, const Globals&) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = root.add_subcommand(
-      "bisect", "diagnose one batch under every known release and show where the verdict, first violation or prediction changes");
+      "bisect", "diagnose one batch under every known release: the ranges across which the diagnosis changes");
   sub->add_option("FILE", args->file, "batch file")->required();
   sub->add_option("--axis", args->axes,
                   "release axes to walk, comma-separated: transformers, flash-attn, fla, triton (default: those that decide this "
