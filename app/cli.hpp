@@ -34,6 +34,7 @@ struct Subcommand {
 
 Subcommand add_check(CLI::App& root, const Globals& globals);
 Subcommand add_compare(CLI::App& root, const Globals& globals);
+Subcommand add_bisect(CLI::App& root, const Globals& globals);
 Subcommand add_repro(CLI::App& root, const Globals& globals);
 Subcommand add_explain(CLI::App& root, const Globals& globals);
 Subcommand add_list(CLI::App& root, const Globals& globals);
