@@ -55,7 +55,7 @@ std::optional<ModelMaskCall> model_mask_call(const Batch& batch, const Call& c, 
       }
       break;
     case MaskPrep::bool_cast: {
-      p.where = "masking_utils.create_causal_mask (_preprocess_mask_arguments, flash_attention_mask)";
+      p.where = "masking_utils._preprocess_mask_arguments";
       p.cast_to_bool = true;
       // keep the last kv_length columns: mask[:, -kv_length:]
       const int64_t keep = c.kv_length > 0 && c.kv_length < W ? c.kv_length : W;
