@@ -12,6 +12,8 @@
 //            (`attention_mask.to(device=..., dtype=torch.bool)`), `flash_attention_mask` keeps
 //            its last kv_length columns and hands on None when every entry is True. Segment ids
 //            all become True: the packed sequences of a row merge into one (mask.cast_to_bool).
+//            From 5.13.0 an all-True mask narrower than the keys (a static cache) is kept; not
+//            replayed (docs/spec/conversions.md says so).
 //
 // When the batch gives no position ids, the model's own (`cache_position.unsqueeze(0)`, shape
 // (1, Lq)) reach the attention function in the releases whose conversion takes them.
