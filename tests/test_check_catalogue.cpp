@@ -94,7 +94,7 @@ TEST_CASE("catalogue: every static id has its check and the texts explain prints
 
 TEST_CASE("catalogue: violations carry the entry's order, explanation, fix and references", "[check]") {
   auto v = ad::make_violation("mask.kv_length", ad::Severity::error, "m");
-  CHECK(v.order == 9);  // table position (input.softcap sits before the mask ids)
+  CHECK(v.order == 10);  // table position (input.softcap sits before the mask ids, mask.cast_to_bool before it)
   CHECK(v.stage == "conversion");
   CHECK_THAT(v.explanation, Catch::Contains("index out of bounds"));
   CHECK(!v.fix.empty());
