@@ -73,6 +73,7 @@ CANNOT_EXPRESS = {
     "npy-truncated.json": "the .npy file's contents",
     "npy-zero-wide.json": "the .npy file's contents",
     "npy-float.json": "the .npy file's contents",
+    "mask-level-model-rank1.json": "a model-level mask is 2-D (the rank of nested values)",
     "npy-bad-header.json": "the .npy file's contents",
     "npy-fortran.json": "the .npy file's contents",
     "npy-version.json": "the .npy file's contents",

@@ -16,7 +16,8 @@ namespace {
 // invariants.md, in its order: the order decides "first" and must never change.
 const std::vector<std::string> kSpecIds = {
     "input.dtype", "input.head_dim", "input.gqa", "input.feature", "input.int32_range", "input.softcap",
-    "mask.rank", "mask.binary", "mask.kv_length", "mask.padding_side", "position_ids.rank",
+    "mask.rank", "mask.binary", "mask.cast_to_bool", "mask.kv_length", "mask.padding_side",
+    "position_ids.rank",
     "position_ids.origin", "position_ids.consecutive", "route.packed_to_dense", "route.partial_kwargs",
     "cu_seqlens.dtype", "cu_seqlens.device", "cu_seqlens.shape", "cu_seqlens.start", "cu_seqlens.monotonic",
     "cu_seqlens.total", "seqused_k.range", "max_seqlen.type", "max_seqlen.covers", "max_seqlen.single_query",
@@ -36,7 +37,8 @@ const std::vector<std::string> kNumbered = {
     "cu_seqlens.grid", "indices.range", "indices.count", "rotary.dim", "rotary.even", "rotary.layout",
     "rotary.table", "rotary.positions", "unpad.gather", "rotary.access", "attention.access", "attention.coverage",
     "pad.scatter", "result.finite", "result.reference", "launch.autotune_keys", "backward.access",
-    "backward.coverage", "backward.dq_offset", "backward.reference", "seqused_k.range", "input.softcap"};
+    "backward.coverage", "backward.dq_offset", "backward.reference", "seqused_k.range", "input.softcap",
+    "mask.cast_to_bool"};
 
 std::string read_text(const std::string& relative) {
   std::ifstream in(std::string(ATTN_DOCTOR_SOURCE_DIR) + "/" + relative);
@@ -92,7 +94,7 @@ TEST_CASE("catalogue: every static id has its check and the texts explain prints
 
 TEST_CASE("catalogue: violations carry the entry's order, explanation, fix and references", "[check]") {
   auto v = ad::make_violation("mask.kv_length", ad::Severity::error, "m");
-  CHECK(v.order == 9);  // table position (input.softcap sits before the mask ids)
+  CHECK(v.order == 10);  // table position (input.softcap sits before the mask ids, mask.cast_to_bool before it)
   CHECK(v.stage == "conversion");
   CHECK_THAT(v.explanation, Catch::Contains("index out of bounds"));
   CHECK(!v.fix.empty());

@@ -310,3 +310,52 @@ TEST_CASE("the replay reproduces which position ids Qwen2-VL hands to the conver
   INFO(compared << " scenarios compared\n" << report(mismatches));
   REQUIRE(mismatches.empty());
 }
+
+TEST_CASE("the replay reproduces a model-level mask's preparation (tiny Llama forward)", "[convert]") {
+  auto files = goldens("model-llama-");
+  REQUIRE(!files.empty());
+  std::vector<std::string> mismatches;
+  size_t compared = 0;
+  for (const auto& file : files) {
+    json g = read_json(file);
+    const std::string release = g["release"];
+    const ad::RuleSetInfo& rules = rules_for(release);
+    for (const json& s : g["scenarios"]) {
+      const std::string scenario = s["scenario"];
+      REQUIRE(s["outcome"]["status"] == "ok");
+      REQUIRE(!s["calls"].empty());
+      ad::Batch batch = batch_named(g["model_batches"][scenario]);
+      REQUIRE(batch.batch->attention_mask->model_level);
+      ad::VarlenArgs a = ad::replay_with(batch, rules);
+      Diff d;
+      d.where = release + " (" + rules.name + ") llama " + scenario;
+      const json& c = s["calls"][0];
+      // the mask the model handed to _flash_attention_forward
+      d.check(a.model_mask.has_value(), "no model-level mask preparation replayed");
+      if (a.model_mask) {
+        const auto& handed = a.model_mask->handed_on;
+        if (c["attention_mask"].is_null()) {
+          d.check(!handed, "golden: no mask reached the attention; replay hands on " +
+                               (handed ? show(handed->tensor.values) : ""));
+        } else if (!handed) {
+          d.check(false, "golden: a mask reached the attention; replay hands on none");
+        } else {
+          d.check(c["attention_mask"]["values"].get<std::vector<std::vector<int64_t>>>().size() ==
+                      static_cast<size_t>(handed->tensor.dim(0)),
+                  "mask rows");
+          std::vector<int64_t> flat;
+          for (const auto& row : c["attention_mask"]["values"])
+            for (const auto& v : row) flat.push_back(v.get<int64_t>());
+          d.check(flat == handed->tensor.values, "mask handed on " + show(flat) + " vs " + show(handed->tensor.values));
+          d.check((c["attention_mask"]["dtype"] == "bool") == a.model_mask->cast_to_bool,
+                  "mask dtype " + show(c["attention_mask"]["dtype"]));
+        }
+      }
+      compare_call(d, c, a, false);
+      mismatches.insert(mismatches.end(), d.lines.begin(), d.lines.end());
+      ++compared;
+    }
+  }
+  INFO(compared << " scenarios compared\n" << report(mismatches));
+  REQUIRE(mismatches.empty());
+}

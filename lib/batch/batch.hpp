@@ -86,6 +86,10 @@ struct Mask {
   std::optional<int> asserted_rank;      // "rank" key, checked by the loader
   std::string padding_side;              // lengths encoding: "left" | "right"
   std::filesystem::path file;            // file encoding: resolved path
+  // "level": "model": the mask given to the model's forward, before the release's mask
+  // preparation (docs/spec/conversions.md "The model's mask preparation"); false: the mask
+  // handed to the attention function
+  bool model_level = false;
 };
 
 enum class PositionEncoding { dense, file, from_mask, packed, arange };

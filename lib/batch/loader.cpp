@@ -146,7 +146,8 @@ struct Loader {
   // ---- mask -----------------------------------------------------------------------------
 
   Mask mask(const Node& n, bool allow_four_d) {
-    n.expect_object({"values", "lengths", "width", "padding_side", "file", "shape", "from", "style", "causal", "rank"});
+    n.expect_object({"values", "lengths", "width", "padding_side", "file", "shape", "from", "style", "causal", "rank",
+                     "level"});
     int encodings = n.has("values") + n.has("lengths") + n.has("file") + n.has("shape");
     if (encodings != 1)
       n.fail("exactly one mask encoding: \"values\", \"lengths\", \"file\" or \"shape\" (4-D)",
@@ -205,6 +206,14 @@ struct Loader {
         if (m.tensor.rank() != 4) st->fail("\"style\" only on a 4-D mask", "a mask of rank " + std::to_string(m.tensor.rank()));
         m.style = st->as_enum({"additive", "boolean"}) == "additive" ? MaskStyle::additive : MaskStyle::boolean;
       }
+    }
+    // docs/spec/batch-format.md: "level": "model" = the mask given to the model's forward (the
+    // replay runs the release's mask preparation first); a 2-D mask only
+    if (auto lv = n.get("level")) {
+      m.model_level = lv->as_enum({"attention", "model"}) == "model";
+      if (m.model_level && !allow_four_d) lv->fail("no \"level\" inside \"from\"", "\"model\"");
+      if (m.model_level && m.tensor.rank() != 2)
+        lv->fail("\"model\" only on a 2-D (B, S) mask", "a mask of rank " + std::to_string(m.tensor.rank()));
     }
     if (auto r = n.get("rank")) {
       int rank = static_cast<int>(r->as_int(2, 4));

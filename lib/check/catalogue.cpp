@@ -181,6 +181,33 @@ const std::vector<Invariant>& table() {
        .upstream_message = "",
        .check = checks::mask_binary,
        .apis = kAllApis},
+      {.number = 47, .id = "mask.cast_to_bool", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "segment ids in a mask given to the model survive the model's mask preparation",
+       .when_broken = "no error; the model casts the mask to bool (transformers >= 4.53) or drops it (<= 4.52, no 0 "
+                      "in it): the packed sequences of a row become one sequence",
+       .explanation =
+           "A packing collator that writes segment ids into the attention mask ([1, 1, 1, 2, 2, 3, 0], LlamaFactory's "
+           "neat_packing, OpenRLHF and multipack) hands the model a mask the attention never sees as written. From "
+           "transformers 4.53.0 the decoder models build their masks in masking_utils: _preprocess_mask_arguments "
+           "casts a 2-D mask to bool, so every segment id becomes True, and flash_attention_mask hands on the bool "
+           "mask (None when every entry is True). _upad_input then unpads each row as one sequence: the packed "
+           "sequences attend to each other, nothing raises, and a hook at the attention function sees a valid 0/1 "
+           "mask. Up to 4.52 LlamaModel._update_causal_mask hands the mask on unchanged when it holds a 0 (then "
+           "mask.binary: sum() and nonzero() disagree) and drops it when it holds none (the dense kernel runs over "
+           "the packed row). The projects that pack this way patch transformers' unpadding to read the segment ids "
+           "(LlamaFactory's neat_packing, OpenRLHF); without the patch the segment ids are lost.",
+       .fix = "Keep the mask 0/1 and give the boundaries as position ids that restart at 0 for every packed sequence "
+              "(DataCollatorWithFlattening, or the cu_seq_lens_q/k and max_length_q/k kwargs); or install the "
+              "packing project's unpad patch for the transformers release in use.",
+       .references = {"transformers 4.53.0 masking_utils.py (_preprocess_mask_arguments: attention_mask.to(dtype="
+                      "torch.bool); flash_attention_mask)",
+                      "transformers 4.52.4 models/llama/modeling_llama.py (LlamaModel._update_causal_mask)",
+                      "OpenRLHF/OpenRLHF#587", "hiyouga/LlamaFactory neat_packing (src/llamafactory/model/model_utils/"
+                      "packing.py)"},
+       .upstream_message = "",
+       .check = checks::mask_cast_to_bool,
+       .apis = kAllApis},
       {.number = 8, .id = "mask.kv_length", .group = G::conversion, .stage = "conversion",
        .severity_rule = "error",
        .statement = "mask width == key/value length",

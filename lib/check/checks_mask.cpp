@@ -175,6 +175,48 @@ void mask_binary(Ctx& ctx) {
   v.location = Location::row_tokens(first / width, first % width, first % width + 1);
 }
 
+// 47 mask.cast_to_bool: a model-level mask with segment ids (attention_mask.level "model") that
+// the release's mask preparation casts to bool (masking_utils, transformers >= 4.53) or drops
+// (LlamaModel._update_causal_mask <= 4.52, no 0 in the mask): the rows' packed sequences merge.
+// lib/convert/model_mask.cpp replays the preparation; a mask handed on unchanged is mask.binary's.
+void mask_cast_to_bool(Ctx& ctx) {
+  if (!ctx.replayed || !ctx.replayed->model_mask || !ctx.batch.batch || !ctx.batch.batch->attention_mask) return;
+  const ModelMaskPrep& p = *ctx.replayed->model_mask;
+  if (!p.had_segment_ids || !(p.cast_to_bool || p.dropped)) return;
+  // rows where two packed sequences meet (adjacent non-zero values that differ): those merge
+  const IntTensor& t = ctx.batch.batch->attention_mask->tensor;
+  const int64_t B = t.dim(0), W = t.dim(1);
+  int64_t rows = 0, first_row = -1, first_segments = 0;
+  for (int64_t r = 0; r < B; ++r) {
+    const int64_t* row = t.values.data() + r * W;
+    int64_t segments = 0, prev = 0;
+    for (int64_t c = 0; c < W; ++c) {
+      if (row[c] != 0 && row[c] != prev) ++segments;
+      prev = row[c];
+    }
+    if (segments < 2) continue;
+    ++rows;
+    if (first_row < 0) first_row = r, first_segments = segments;
+  }
+  if (rows == 0) return;  // one sequence per row: bool or not, the boundaries are the same
+  const std::string release = ctx.replayed->requested.empty() ? ctx.replayed->rule_set
+                                                              : "transformers " + ctx.replayed->requested;
+  std::string how = p.cast_to_bool ? "casts it to bool, so every segment id becomes True" +
+                                         std::string(p.dropped ? " and, every entry being True, hands on no mask"
+                                                               : "")
+                                   : "hands on no mask (it holds no 0)";
+  Violation& v = ctx.report(
+      Severity::error,
+      "the mask given to the model holds segment ids (" + std::to_string(p.first_segment_value) + " at row " +
+          std::to_string(p.first_segment_row) + ", column " + std::to_string(p.first_segment_column) + "); " + release +
+          "'s mask preparation (" + p.where + ") " + how + ": the " + std::to_string(first_segments) +
+          " packed sequences of row " + std::to_string(first_row) + " attend to each other as one" +
+          (rows > 1 ? " (" + std::to_string(rows) + " rows merge sequences)" : ""),
+      {{"prepared_by", p.where}, {"cast_to_bool", p.cast_to_bool}, {"dropped", p.dropped},
+       {"row", first_row}, {"segments", first_segments}, {"rows_merged", rows}});
+  v.location = Location::row_tokens(first_row, 0, W);
+}
+
 // 8 mask.kv_length: the gather reads row `r * W + c` of the (B * Lk)-row key view for mask
 // entry (r, c) of a width-W mask. W > Lk: indices pass B * Lk -> "index out of bounds" (the
 // Gemma-2 sliding-window crash, flash-attention#1156 / transformers#32309; FLA decoding, FLA

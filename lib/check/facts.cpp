@@ -45,7 +45,11 @@ std::optional<VarlenPath> kernel_path(const Ctx& ctx) {
 
 const Mask* unpad_mask(const Ctx& ctx) {
   if (!ctx.batch.batch || !ctx.batch.batch->attention_mask) return nullptr;
-  return conversion_path(ctx) == VarlenPath::mask ? &*ctx.batch.batch->attention_mask : nullptr;
+  if (conversion_path(ctx) != VarlenPath::mask) return nullptr;
+  // a model-level mask: what the model's mask preparation handed to the attention
+  if (ctx.replayed && ctx.replayed->model_mask)
+    return ctx.replayed->model_mask->handed_on ? &*ctx.replayed->model_mask->handed_on : nullptr;
+  return &*ctx.batch.batch->attention_mask;
 }
 
 const PositionIds* packing_position_ids(const Ctx& ctx) {

@@ -48,6 +48,7 @@ void input_int32_range(Ctx&);
 // checks_mask.cpp
 void mask_rank(Ctx&);
 void mask_binary(Ctx&);
+void mask_cast_to_bool(Ctx&);
 void mask_kv_length(Ctx&);
 void mask_padding_side(Ctx&);
 // checks_position_ids.cpp

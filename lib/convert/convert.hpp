@@ -58,6 +58,18 @@ Api flash_attn_api(const std::optional<Version>& release, bool dense);
 // Sets the call's API to the family of `release` (keeping varlen or dense) and its release.
 void set_flash_attn_release(KernelCall& call, const std::optional<Version>& release);
 
+// What the release's mask preparation made of a model-level mask (batch-format.md
+// `attention_mask.level: "model"`; docs/spec/conversions.md "The model's mask preparation").
+struct ModelMaskPrep {
+  std::string where;              // the release's function that prepared it
+  bool cast_to_bool = false;      // the values were cast to bool: segment ids all became 1
+  bool dropped = false;           // no mask reached the attention
+  std::string why_dropped;        // "no 0 in the mask" | "every entry attended after the cast"
+  bool had_segment_ids = false;   // the model-level mask held values other than 0 and 1
+  int64_t first_segment_row = -1, first_segment_column = -1, first_segment_value = 0;
+  std::optional<Mask> handed_on;  // the mask the attention received (nullopt: dropped)
+};
+
 struct VarlenArgs {
   VarlenPath path = VarlenPath::dense;
   IntTensor cu_seqlens_q;                 // dtype, shape and values as the release built them
@@ -75,6 +87,7 @@ struct VarlenArgs {
   KernelCall call;
   std::optional<ReplayFailure> failure;   // the release fails here; fields above hold what it
                                           // computed before failing
+  std::optional<ModelMaskPrep> model_mask;  // a model-level mask: the release's preparation of it
   // provenance
   std::string library;                    // "transformers" | "flash_attn" | "fla" | "batch"
   std::string rule_set;                   // "hf-4.44.0", "explicit", ...

@@ -254,12 +254,25 @@ VarlenArgs replay_with(const Batch& batch, const RuleSetInfo& rules) {
   std::optional<ReplayFailure> model_failure;
   std::vector<int64_t> unbuilt_mask_shape;
   int64_t unbuilt_gather_rows = 0;
+  std::optional<ModelMaskPrep> model_mask;
   if (rules.library == "transformers") {
+    // a model-level mask: the model's mask preparation of the rule set's releases first
+    // (model_mask.cpp; from 4.53.0 masking_utils, and from 4.44.0 the model's position ids
+    // reach the conversion)
+    const Version first = version_literal(rules.first);
+    const bool quirk_model = batch.model.architecture == "gemma2" || batch.model.architecture == "qwen2_vl";
+    if (auto m = replay::model_mask_call(
+            batch, call, first < version_literal("4.53.0") ? replay::MaskPrep::keep_if_zero : replay::MaskPrep::bool_cast,
+            !quirk_model && !(first < version_literal("4.44.0")))) {
+      call = m->call;
+      pre_steps = m->steps;
+      model_mask = std::move(m->prep);
+    }
     std::optional<replay::LayerCall> layer = replay::gemma2_layer_call(batch, call, e.gemma2);
     if (!layer) layer = replay::qwen2vl_call(batch, call, e.qwen2vl);
     if (layer) {
       call = layer->call;
-      pre_steps = layer->steps;
+      pre_steps.insert(pre_steps.end(), layer->steps.begin(), layer->steps.end());
       model_failure = layer->failure;
       unbuilt_mask_shape = layer->unpad_mask_shape;
       unbuilt_gather_rows = layer->gather_rows_k;
@@ -282,6 +295,7 @@ VarlenArgs replay_with(const Batch& batch, const RuleSetInfo& rules) {
   a.steps.insert(a.steps.begin(), pre_steps.begin(), pre_steps.end());
   a.library = rules.library;
   a.rule_set = rules.name;
+  a.model_mask = std::move(model_mask);
   set_flash_attn_release(a.call, fa);
   if (rules.library == "transformers" && !a.failure) a.call.binding = transformers_binding(a.call.api);
   return a;

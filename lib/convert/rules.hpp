@@ -74,6 +74,23 @@ struct LayerCall {
 // nullopt: the batch is not a Gemma-2 model-level description (no cache, no window, no 2-D mask)
 std::optional<LayerCall> gemma2_layer_call(const Batch& batch, const Call& c, Gemma2Era era);
 
+// The model's preparation of a model-level 2-D mask (`attention_mask.level: "model"`) for
+// flash_attention_2, per era of the decoder models' mask code (model_mask.cpp):
+//  keep_if_zero  <= 4.52: `_update_causal_mask` hands the mask on unchanged when it holds a 0,
+//                else None
+//  bool_cast     >= 4.53: masking_utils casts it to bool, keeps the last kv_length columns and
+//                hands on None when every entry is True
+enum class MaskPrep { keep_if_zero, bool_cast };
+struct ModelMaskCall {
+  Call call;
+  ModelMaskPrep prep;
+  std::vector<std::string> steps;
+};
+// nullopt: the batch has no model-level mask. `position_ids_passed`: the model hands its default
+// position ids (cache_position[None]) to the attention when the batch gives none.
+std::optional<ModelMaskCall> model_mask_call(const Batch& batch, const Call& c, MaskPrep prep,
+                                             bool position_ids_passed);
+
 // Which position ids Qwen2-VL (model.architecture "qwen2_vl") hands to the conversion.
 enum class Qwen2VLEra { absent, none, text_axis, four_axis };
 std::optional<LayerCall> qwen2vl_call(const Batch& batch, const Call& c, Qwen2VLEra era);

@@ -96,6 +96,11 @@ const std::vector<SymptomRow>& table() {
        "no error; cu_seqlens counts the segment ids' sum while the gather packs the non-zero tokens, so sequences "
        "are cut at the wrong rows",
        "golden oracle-segment-id-mask-4.57.6", "a mask holding segment ids"},
+      {"mask.cast_to_bool", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; the packed sequences of a row run as one sequence and attend to each other",
+       "model",
+       "segment ids cast to bool (or dropped) by the model's mask preparation: one segment per row reaches the "
+       "kernel (cu_seqlens [0, 12] for three packed sequences, tests/golden/model-llama-4.53.3.json)"},
       {"mask.kv_length", "", "", "", "", false, O::device_assert, P::forward, M::gather, kAssert,
        "report Dao-AILab/flash-attention#1156", "the unpad indices pass B x Lk"},
       {"mask.padding_side", "", "", "", "", false, O::wrong_output, P::forward, M::attention,

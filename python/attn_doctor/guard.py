@@ -27,6 +27,12 @@ dims, GQA, features), host tensors and tensors already read are checked in full.
 Inside a checked transformers call the kernel call it makes is not checked again (the
 replay of that release's conversion already covered it) unless `nested=True`.
 
+The model entry (`PreTrainedModel.__call__`) is hooked too: when the model's forward received
+a mask holding segment ids, a transformers call is checked with that mask at model level
+(`"level": "model"`), so the replay runs the release's mask preparation (transformers >= 4.53
+casts it to bool, merging the packed sequences) and `mask.cast_to_bool` names the cause where
+the attention itself only sees a valid 0/1 mask.
+
 A problem inside the guard itself (a call it cannot describe) is logged once and never
 stops the call.
 """
@@ -253,7 +259,11 @@ class Guard:
         a call (a layer index) do not split the cache."""
         refs: List[Any] = []
         items = bound.data
-        key = (kind, id(getattr(module, "config", None)), _training(items),
+        # the mask the running model received (hooks.model_inputs): a transformers call's
+        # document gives it when it holds segment ids, so it is part of what the verdict reads
+        frame = hooks.model_inputs() if kind in ("transformers", "transformers_method") else None
+        model_mask = _key_of("attention_mask", frame.attention_mask, refs) if frame is not None else None
+        key = (kind, id(getattr(module, "config", None)), _training(items), model_mask,
                tuple([(name, _key_of(name, items[name], refs)) for name in sorted(reads) if name in items]))
         return key, refs
 

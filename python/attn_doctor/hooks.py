@@ -9,6 +9,9 @@ Entry points wrapped (whichever the run has loaded, now or later):
                          XFlashAttention2.forward                         (<= 4.47, gives the module)
   flash_attn[.flash_attn_interface].flash_attn_varlen_func / flash_attn_func
   fla.modules[.rotary[.ops]].RotaryEmbedding.forward
+  transformers.modeling_utils.PreTrainedModel.__call__ (the model entry: nn.Module.__call__
+      wrapped for every model class; it records the attention mask and position ids the
+      model's forward received, where a mask is still the user's, for the calls below it)
 
 A function is imported by name into many modules (each 4.42-4.47 model file holds its own
 reference to `_flash_attention_forward`; 5.x caches flash_attn's functions in module
@@ -54,6 +57,7 @@ ENTRY_NAMES = {
     "flash_attn_varlen": "flash_attn.flash_attn_varlen_func",
     "flash_attn_dense": "flash_attn.flash_attn_func",
     "fla_rotary": "fla.RotaryEmbedding.forward",
+    "model_entry": "transformers.PreTrainedModel.__call__",
 }
 
 _MARK = "__attn_doctor_original__"
@@ -168,6 +172,24 @@ class Patcher:
                 if module is not None and _may_hold_references(name):
                     self.rebind_module(module)
             self._rebind_attention_registry()
+            self._patch_model_entry()
+
+    def _patch_model_entry(self) -> None:
+        """The model entry: `PreTrainedModel.__call__` (inherited from nn.Module) wrapped, so
+        every model's forward records its inputs on the model stack (`model_inputs`)."""
+        module = sys.modules.get("transformers.modeling_utils")
+        cls = getattr(module, "PreTrainedModel", None) if module is not None else None
+        if not isinstance(cls, type) or id(cls) in self._patched_classes:
+            return
+        if original_of(cls.__dict__.get("__call__")) is not None:
+            return
+        base = cls.__dict__.get("__call__")
+        if base is None:
+            base = next((c.__dict__["__call__"] for c in cls.__mro__[1:] if "__call__" in c.__dict__), None)
+        if base is None:
+            return
+        self._patched_classes.add(id(cls))
+        self._set(cls, "__call__", self.wrapper_for(base, "model_entry"))
 
     def _patch_model_classes(self, module: Any) -> None:
         """<= 4.47: per-model `XFlashAttention2` classes. Their `forward` provides the module
@@ -262,11 +284,85 @@ _patcher: Optional[Patcher] = None
 _import_hook: Optional[ImportHook] = None
 
 
+class _ModelFrame:
+    __slots__ = ("model", "attention_mask", "position_ids")
+
+    def __init__(self, model: Any, attention_mask: Any, position_ids: Any):
+        self.model, self.attention_mask, self.position_ids = model, attention_mask, position_ids
+
+
+_MODEL_STACK = threading.local()
+_FORWARD_PARAMETERS: Dict[type, Optional[List[str]]] = {}
+
+
+def _model_stack() -> List[_ModelFrame]:
+    stack = getattr(_MODEL_STACK, "stack", None)
+    if stack is None:
+        stack = _MODEL_STACK.stack = []
+    return stack
+
+
+def _model_frame(model: Any, args: tuple, kwargs: dict) -> _ModelFrame:
+    """The inputs a model's forward received: `attention_mask` and `position_ids`, by keyword
+    or by their place in the forward's signature (cached per class)."""
+    cls = type(model)
+    names = _FORWARD_PARAMETERS.get(cls, False)
+    if names is False:
+        names = None
+        try:
+            import inspect
+            params = list(inspect.signature(cls.forward).parameters.values())
+            names = [p.name for p in params[1:] if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        except (TypeError, ValueError, AttributeError):
+            pass
+        _FORWARD_PARAMETERS[cls] = names
+
+    def get(name: str) -> Any:
+        if name in kwargs:
+            return kwargs[name]
+        if names and name in names:
+            i = names.index(name)
+            if i < len(args):
+                return args[i]
+        return None
+
+    return _ModelFrame(model, get("attention_mask"), get("position_ids"))
+
+
+def model_inputs() -> Optional[_ModelFrame]:
+    """The innermost model forward running in this thread whose inputs hold an attention mask
+    (the model's own view: what the user or the collator passed), else None."""
+    for frame in reversed(_model_stack()):
+        if frame.attention_mask is not None:
+            return frame
+    return None
+
+
 def _make_wrapper(original: Any, kind: str) -> Callable:
     """The wrapper of one original function. It outlives any one capture or guard on
     purpose: a library may keep a reference to it (transformers 5.x caches flash_attn's
     functions in module globals at first use), so it serves whoever is installed when it is
     called, and goes straight to the original when nobody is."""
+
+    if kind == "model_entry":
+        def attn_doctor_model_entry(self, *args, **kwargs):
+            if (USERS.capture is None and USERS.guard is None) or T.is_compiling():
+                return original(self, *args, **kwargs)
+            stack = _model_stack()
+            try:
+                frame = _model_frame(self, args, kwargs)
+            except Exception:  # describing the inputs must never stop the model
+                return original(self, *args, **kwargs)
+            stack.append(frame)
+            try:
+                return original(self, *args, **kwargs)
+            finally:
+                if stack and stack[-1] is frame:
+                    stack.pop()
+                elif frame in stack:
+                    stack.remove(frame)
+
+        return attn_doctor_model_entry
 
     def attn_doctor_wrapper(*args, **kwargs):
         capture, guard = USERS.capture, USERS.guard
@@ -332,4 +428,4 @@ def _warn(message: str) -> None:
         print(f"attn-doctor: warning: {message}", file=sys.stderr)
 
 
-__all__ = ["Patcher", "ImportHook", "ENTRY_NAMES", "USERS", "attach", "detach", "original_of"]
+__all__ = ["Patcher", "ImportHook", "ENTRY_NAMES", "USERS", "attach", "detach", "original_of", "model_inputs"]

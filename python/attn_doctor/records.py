@@ -25,6 +25,7 @@ import sys
 from typing import Any, Dict, List, Optional, Tuple
 
 from . import _tensors as T
+from . import hooks
 from .batchfile import FORMAT, Encoder
 
 # model_type values whose positions start at padding_idx + 1 (RoBERTa-style embeddings)
@@ -487,11 +488,17 @@ def transformers_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
     batch: Dict[str, Any] = {}
     tensors: Dict[str, Dict[str, Any]] = {}
     mask = a.get("attention_mask")
-    if T.is_tensor(mask):
+    model_mask = model_level_mask(ctx)
+    if model_mask is not None:
+        # the model received segment ids: the document gives the model's mask, and the replay
+        # runs the release's mask preparation (which may cast it to bool) before the conversion
+        batch["attention_mask"] = model_mask
+    elif T.is_tensor(mask):
         batch["attention_mask"] = _mask_block(ctx, mask)
     pos = a.get("position_ids")
     if T.is_tensor(pos):
-        batch["position_ids"] = _position_block(ctx, pos, mask, origin, q_shape[0])
+        batch["position_ids"] = _position_block(ctx, pos, None if model_mask is not None else mask, origin,
+                                                q_shape[0])
         if T.device_name(pos) != q_device:
             _override(tensors, "position_ids", "device", T.device_name(pos))
     query_length = a.get("query_length")
@@ -517,6 +524,23 @@ def transformers_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
 
     _qkv_overrides(tensors, q, k, v, model["dtype"], kernel_dtype)
     return _document(ctx, _environment(ctx, q), model, q=q, batch=batch, tensors=tensors)
+
+
+def model_level_mask(ctx: Context) -> Optional[Dict[str, Any]]:
+    """The mask object (`"level": "model"`) of the mask the running model's forward received,
+    when it is a 2-D integer mask holding values other than 0 and 1 (segment ids, which the
+    model's mask preparation casts to bool or drops before the attention sees them); else None:
+    the attention-level mask then describes the call exactly."""
+    frame = hooks.model_inputs()
+    user = frame.attention_mask if frame is not None else None
+    if not T.is_tensor(user) or T.ndim(user) != 2 or T.is_floating(user) or T.dtype_name(user) == "bool":
+        return None
+    values = [int(v) for v in ctx.cache.get(user)]
+    if all(v in (0, 1) for v in values):
+        return None
+    obj = ctx.encoder.mask(values, T.shape(user), T.dtype_name(user))
+    obj["level"] = "model"
+    return obj
 
 
 # -- flash_attn --------------------------------------------------------------------------

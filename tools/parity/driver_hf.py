@@ -47,6 +47,10 @@ def main():
             cases.append({"batch": Path(path).name, "skipped": f"model-level batch (architecture {arch}): see "
                           "gemma2-generate-<release>.json / qwen2vl-forward-<release>.json"})
             continue
+        if doc.get("batch", {}).get("attention_mask", {}).get("level") == "model":
+            # the mask given to the model: its truth is model-llama-<release>.json (llama_mask.py)
+            cases.append({"batch": Path(path).name, "skipped": "model-level mask: see model-llama-<release>.json"})
+            continue
         case = batchfile.load(path)
         _recorder.CALLS.clear()
         tracing.reset()

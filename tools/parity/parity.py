@@ -3,6 +3,7 @@
     python parity.py hf [--releases 4.44.0,4.44.1]   # transformers-<release>.json
     python parity.py gemma2                          # Gemma-2 generate on every release with Gemma-2
     python parity.py qwen2vl                         # Qwen2-VL forward: which position ids reach FA
+    python parity.py model                           # Llama forward: a model-level mask's preparation
     python parity.py unpad                           # flash_attn-<ver>.json (real bert_padding.py)
                                                      # and fla-<ver>.json (real fla/layers/utils.py)
 
@@ -145,7 +146,7 @@ def dumps(obj):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["hf", "gemma2", "qwen2vl", "unpad", "all"])
+    ap.add_argument("what", choices=["hf", "gemma2", "qwen2vl", "model", "unpad", "all"])
     ap.add_argument("--releases", help="only these releases (default: every release of RELEASES)")
     args = ap.parse_args()
     CACHE.mkdir(exist_ok=True)
@@ -159,6 +160,9 @@ def main():
     if args.what in ("qwen2vl", "all"):
         import qwen2vl
         qwen2vl.run(run_python, standin, python_for, VENVS, GOLDEN, dumps, CACHE, only)
+    if args.what in ("model", "all"):
+        import llama_mask
+        llama_mask.run(run_python, standin, python_for, VENVS, GOLDEN, BATCHES, dumps, CACHE, only)
     if args.what in ("unpad", "all"):
         import unpad_goldens
         unpad_goldens.run(run_python, lambda _: PYTHON, CACHE, GOLDEN, batch_files(), dumps)

@@ -120,6 +120,14 @@ CASES = {
     "expect-prediction-unknown-key": (
         ('{%s, %s, "batch": {"query_length": 4}, "expect": {"prediction": {"outcome": "ok", "rowz": []}}}' % (F, M)).encode(),
         '/expect/prediction/rowz', {}),
+    # the mask given to the model ("level": "model"): 2-D masks only
+    "mask-level-model-4d": (('{%s, %s, "batch": {"attention_mask": {"shape": [1, 1, 4, 4], "from": {"values": '
+                             '[[1, 1, 2, 2]]}, "level": "model"}}}' % (F, M)).encode(),
+                            '"model" only on a 2-D (B, S) mask, found a mask of rank 4', {}),
+    "mask-level-model-rank1": (('{%s, %s, "batch": {"attention_mask": {"values": [1, 1, 2, 2], "level": "model"}}}'
+                                % (F, M)).encode(), '"model" only on a 2-D (B, S) mask, found a mask of rank 1', {}),
+    "mask-level-unknown": (('{%s, %s, "batch": {"attention_mask": {"values": [[1, 1, 2, 2]], "level": "user"}}}'
+                            % (F, M)).encode(), 'expected one of "attention", "model"', {}),
 }
 
 
