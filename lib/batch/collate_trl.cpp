@@ -77,6 +77,7 @@ TrlRules trl_0_24() {
   r.rule = "trl-0.24";
   r.accepts = {"pad_token_id", "padding_free", "pad_to_multiple_of"};
   r.has_return_position_ids = false;
+  r.return_position_ids_default = false;
   r.always_position_ids_padding_free = true;
   r.labels_at_position_zero = true;
   return r;

@@ -861,6 +861,9 @@ struct Loader {
                  " raises on these)",
              r.type + ": " + r.message);
     }
+    if (const CollatorValue* ids = last_collation.find("input_ids"); ids && (ids->shape.size() != 2 || ids->shape[1] == 0))
+      n.at("examples").fail("examples with at least one token in all",
+                            "none: the collator emits an empty batch, which reaches no attention call");
     const std::string text = collator_batch_json(last_collation);
     json emitted = parse_json_text(text, file, limits);
     Node node(emitted, n.path(), file, limits);
