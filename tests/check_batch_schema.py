@@ -50,7 +50,7 @@ OBJECTS = {
     ("expect", "p"): ("/expect/prediction", "#/$defs/expectedPrediction"),
     ("collator_spec", "n"): ("/collator", "#/$defs/collator"),
     ("collator_spec", "o"): ("/collator/options", "#/$defs/collatorOptions"),
-    ("collator_spec", "e"): ("/collator/examples/0", "#/$defs/collatorExample"),
+    ("collator_spec", "e"): ("/collator/examples/0", "#/$defs/collatorExampleObject"),
 }
 
 # Rejected files whose rule a JSON Schema cannot state (the loader's checks beyond types,

@@ -216,3 +216,32 @@ TEST_CASE("collate: invalid collator blocks are input errors", "[collate]") {
   CHECK(error(R"("collator": {"name": "transformers.DataCollatorWithFlattening", "examples": [1099511627776, 1099511627776]})")
             .find("/collator/examples") == 0);
 }
+
+TEST_CASE("collate: LlamaFactory neat_packing, modelled from the 0.9.4 and 0.9.5 code", "[collate]") {
+  auto load = [](const std::string& release, const std::string& examples) {
+    return ad::parse_batch_text(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 2, "head_dim": 8},
+      "collator": {"name": "llamafactory.neat_packing", "release": ")" + release +
+                                    R"(", "options": {"cutoff_len": 7}, "examples": )" + examples + "}}",
+                                "x.json");
+  };
+  // 0.9.4: the segment-id mask (padding to cutoff_len + 1 = 8 with 0) and position ids; only the
+  // position ids are handed on (the patched unpadding is not replayed)
+  ad::Batch old = load("0.9.4", R"([{"seq_lengths": [2, 3]}])");
+  REQUIRE(old.collator);
+  CHECK(old.collator->rule == "neat-0.9.4");
+  REQUIRE(old.collator->emitted.size() == 4);
+  CHECK(old.collator->emitted[1].key == "attention_mask");
+  CHECK(old.collator->emitted[1].values == std::vector<int64_t>{1, 1, 2, 2, 2, 0, 0, 0});
+  CHECK(old.collator->emitted[2].values == std::vector<int64_t>{0, 1, 0, 1, 2, 0, 0, 0});
+  CHECK(old.collator->handed_on == std::vector<std::string>{"position_ids"});
+  CHECK(old.intent.sequences.size() == 2);
+  // 0.9.5: the padding is dropped and the mask set to None
+  ad::Batch now = load("0.9.5", R"([{"seq_lengths": [2, 3]}])");
+  CHECK(now.collator->rule == "neat-0.9.5");
+  REQUIRE(now.collator->emitted.size() == 3);
+  CHECK(now.collator->emitted[1].values == std::vector<int64_t>{0, 1, 0, 1, 2});
+  CHECK(now.batch->query_length == 5);
+  // a row longer than cutoff_len + 1 raises as the processor does; 0.9.5 takes one row only
+  CHECK_THROWS_WITH(load("0.9.5", "[9]"), Catch::Contains("ValueError: The length of packed example"));
+  CHECK_THROWS_WITH(load("0.9.5", "[3, 4]"), Catch::Contains("AssertionError: bsz should be 1"));
+}
