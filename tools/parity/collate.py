@@ -4,7 +4,7 @@
     python collate.py trl [--releases 0.19.0,1.16.0]            # collate-trl-<release>.json
 
 transformers: `DataCollatorWithFlattening` of the release installed under
-$PARITY_VENVS/tf-<release> (or $PARITY_VENVS/h10-tf-<release>), imported from the package and
+$PARITY_VENVS/tf-<release> (setup_envs.sh), imported from the package and
 called as a trainer calls it (`collator(features)`, return_tensors "pt").
 
 TRL: importing `trl.trainer.sft_trainer` needs accelerate, datasets and the trainer stack, none
@@ -39,7 +39,7 @@ WHEELS = Path(os.environ.get("PARITY_WHEELS", str(VENVS / "wheels")))
 PYTHON = os.environ.get("PARITY_PYTHON", str(VENVS / "torch24" / "bin" / "python"))
 
 # every behaviour change of DataCollatorWithFlattening, and the releases on either side of it
-TRANSFORMERS = ["4.44.2", "4.45.2", "4.51.3", "4.52.4", "4.57.6", "5.14.1", "5.15.0", "5.24.0"]
+TRANSFORMERS = ["4.44.2", "4.45.2", "4.51.3", "4.52.4", "4.57.6", "5.15.0", "5.24.0"]
 # every behaviour change of TRL's collator or of the trainer's list, and releases beside them
 TRL = ["0.19.0", "0.20.0", "0.21.0", "0.22.0", "0.23.0", "0.24.0", "0.26.0", "1.10.0", "1.11.0", "1.16.0"]
 # the transformers whose DataCollatorMixin the TRL collator runs on
@@ -240,10 +240,10 @@ def run_trl(release):
 # ---- orchestration -----------------------------------------------------------------------
 
 def site(release):
-    for name in (f"tf-{release}", f"h10-tf-{release}"):
-        if (VENVS / name / "transformers").is_dir():
-            return VENVS / name
-    raise SystemExit(f"transformers {release} is not installed under {VENVS} (tf-{release})")
+    path = VENVS / f"tf-{release}"
+    if not (path / "transformers").is_dir():
+        raise SystemExit(f"transformers {release} is not installed under {VENVS} (tf-{release}: setup_envs.sh)")
+    return path
 
 
 def main():
