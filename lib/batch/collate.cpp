@@ -132,7 +132,10 @@ std::string collator_batch_json(CollatorResult& result) {
     b["batch_size"] = ids->shape[0];
     b["query_length"] = ids->shape[1];
   }
-  if (const CollatorValue* m = result.find("attention_mask"); m && m->shape.size() == 2) {
+  // LlamaFactory 0.9.4's segment-id mask goes to its patched _get_unpad_data, which is not
+  // replayed (collate_llamafactory.cpp): it is reported, not handed on
+  const bool patched_unpad = rec.rule == "neat-0.9.4";
+  if (const CollatorValue* m = result.find("attention_mask"); m && m->shape.size() == 2 && !patched_unpad) {
     // transformers' mask preparation for flash attention drops a 2-D mask without a zero
     // (masking_utils.flash_attention_mask from 4.53; the models' _update_causal_mask before)
     if (!all_ones(*m)) {
