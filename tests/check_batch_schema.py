@@ -48,6 +48,9 @@ OBJECTS = {
     ("intent", "s"): ("/intent/sequences/0", "#/$defs/intendedSequence"),
     ("expect", "n"): ("/expect", "#/$defs/expect"),
     ("expect", "p"): ("/expect/prediction", "#/$defs/expectedPrediction"),
+    ("collator_spec", "n"): ("/collator", "#/$defs/collator"),
+    ("collator_spec", "o"): ("/collator/options", "#/$defs/collatorOptions"),
+    ("collator_spec", "e"): ("/collator/examples/0", "#/$defs/collatorExampleObject"),
 }
 
 # Rejected files whose rule a JSON Schema cannot state (the loader's checks beyond types,
@@ -77,6 +80,8 @@ CANNOT_EXPRESS = {
     "npy-bad-header.json": "the .npy file's contents",
     "npy-fortran.json": "the .npy file's contents",
     "npy-version.json": "the .npy file's contents",
+    "collator-huge-examples.json": "elements of one array at most 2^25",
+    "collator-option-too-new.json": "an option the collator's release accepts",
 }
 
 SEARCHED = ("repro_cases", "tests", "bench", "docs", "python")

@@ -44,6 +44,7 @@ struct Environment {
   std::optional<Version> torch;
   std::optional<Version> fla;           // flash-linear-attention (fla-core)
   std::optional<Version> flash_attn_4;  // the separately installed flash-attn 4 package (CuTe DSL)
+  std::optional<Version> trl;           // TRL: the release whose collator a `collator` block replays
   std::string device = "cuda:0";
   std::optional<GpuArch> gpu_arch;      // the GPU the call ran on (FA4 and cuDNN pick kernels by it)
 };
@@ -206,7 +207,7 @@ struct IntendedSequence {
   int64_t length = 0;
 };
 
-enum class IntentSource { given, mask, position_ids, cu_seqlens_q, none };
+enum class IntentSource { given, mask, position_ids, cu_seqlens_q, none, collator };
 std::string to_string(IntentSource s);
 
 struct Intent {
@@ -229,6 +230,31 @@ struct Expect {
 };
 
 // ---------------------------------------------------------------------------------------
+// collator (batch-format.md#collator; the replay is batch/collate.hpp)
+
+// One key a collator emitted: a tensor (dtype "int64", "int32") or a Python int ("int").
+struct CollatorValue {
+  std::string key;
+  std::string dtype;
+  std::vector<int64_t> shape;  // empty for a Python int
+  std::vector<int64_t> values;
+  bool values_known = true;    // false: token ids of examples given by their length only
+};
+
+// What a `collator` block replayed: the report's `collator` key.
+struct CollatorRecord {
+  std::string name;            // the collator replayed (canonical name)
+  std::string requested;       // the name as written
+  std::string release;         // the release asked for ("" when none)
+  std::string release_from;    // where it came from: "collator.release", "environment.trl", ...
+  std::string replayed_as;     // the release read whose behaviour was replayed
+  std::string rule;            // the behaviour replayed, e.g. "flattening-4.52"
+  std::vector<CollatorValue> emitted;  // in the collator's key order
+  std::vector<std::string> handed_on;  // the batch keys the emitted values became
+  std::vector<std::string> notes;
+};
+
+// ---------------------------------------------------------------------------------------
 
 struct Batch {
   std::filesystem::path file;  // where it was read from (empty for in-memory batches)
@@ -245,6 +271,7 @@ struct Batch {
   std::optional<Launch> launch;
   Intent intent;                                   // given, or derived by the loader
   std::optional<Expect> expect;
+  std::optional<CollatorRecord> collator;          // the `collator` block's replay, when given
   // The element cap the batch was loaded under (LoadLimits::max_array_elements): a stage that
   // builds an array from the batch's numbers rather than its elements (the replay's 4-D
   // generate masks) holds it to the same cap, and describes what it did not build.

@@ -11,6 +11,7 @@ std::string to_string(IntentSource s) {
     case IntentSource::position_ids: return "position_ids";
     case IntentSource::cu_seqlens_q: return "cu_seqlens_q";
     case IntentSource::none: return "none";
+    case IntentSource::collator: return "collator";
   }
   return "?";
 }

@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "batch/batch.hpp"
+#include "batch/collate.hpp"
 #include "batch/json_node.hpp"
 #include "batch/npy.hpp"
 #include "util/checked_math.hpp"
@@ -377,7 +378,7 @@ struct Loader {
   // ---- sections -------------------------------------------------------------------------
 
   Environment environment(const Node& n) {
-    n.expect_object({"transformers", "flash_attn", "flash_attn_4", "fla", "triton", "torch", "device", "gpu_arch"});
+    n.expect_object({"transformers", "flash_attn", "flash_attn_4", "fla", "triton", "torch", "device", "gpu_arch", "trl"});
     Environment e;
     auto version = [&](const char* key) -> std::optional<Version> {
       auto v = n.get(key);
@@ -392,6 +393,7 @@ struct Loader {
     e.torch = version("torch");
     e.fla = version("fla");
     e.flash_attn_4 = version("flash_attn_4");
+    e.trl = version("trl");
     if (auto d = n.get("device")) e.device = device(*d);
     if (auto g = n.get("gpu_arch")) {
       e.gpu_arch = parse_gpu_arch(g->as_string());
@@ -777,9 +779,136 @@ struct Loader {
     return e;
   }
 
+  // ---- collator (batch-format.md#collator) ---------------------------------------------
+
+  CollatorResult last_collation;
+
+  int64_t checked_add(int64_t a, int64_t b, const std::string& path) {
+    if (auto r = checked::add(a, b); r && *r <= limits.max_dimension) return *r;
+    throw InputError(file, path, "token counts of at most " + std::to_string(limits.max_dimension), "more");
+  }
+  int64_t checked_mul(int64_t a, int64_t b, const std::string& path) {
+    if (auto r = checked::mul(a, b); r && *r <= limits.max_dimension) return *r;
+    throw InputError(file, path, "token counts of at most " + std::to_string(limits.max_dimension), "more");
+  }
+
+  CollatorSpec collator_spec(const Node& n, const Environment& env) {
+    n.expect_object({"name", "release", "options", "examples"});
+    CollatorSpec s;
+    s.name = n.at("name").as_string();
+    if (auto r = n.get("release")) {
+      s.release = parse_version(r->as_string());
+      if (!s.release) r->fail("a PEP 440 version such as \"4.52.4\"");
+      s.release_from = "collator.release";
+    } else if (s.name.rfind("trl", 0) == 0 && env.trl) {
+      s.release = env.trl;
+      s.release_from = "environment.trl";
+    } else if (s.name.rfind("transformers", 0) == 0 && env.transformers) {
+      s.release = env.transformers;
+      s.release_from = "environment.transformers";
+    }
+    if (auto o = n.get("options")) {
+      o->expect_object({"return_position_ids", "return_flash_attn_kwargs", "return_seq_idx", "separator_id",
+                        "position_ids_start", "padding_free", "packing", "packing_strategy", "pad_to_multiple_of",
+                        "pad_token_id", "attn_implementation", "cutoff_len"});
+      CollatorOptions& c = s.options;
+      for (auto it = o->raw().begin(); it != o->raw().end(); ++it) c.given.push_back(it.key());
+      auto flag = [&](const char* key, std::optional<bool>& out) {
+        if (auto v = o->get(key)) out = v->as_bool();
+      };
+      auto integer = [&](const char* key, std::optional<int64_t>& out, int64_t lo, int64_t hi) {
+        if (auto v = o->get(key)) out = v->as_int(lo, hi);
+      };
+      flag("return_position_ids", c.return_position_ids);
+      flag("return_flash_attn_kwargs", c.return_flash_attn_kwargs);
+      flag("return_seq_idx", c.return_seq_idx);
+      flag("padding_free", c.padding_free);
+      flag("packing", c.packing);
+      integer("separator_id", c.separator_id, -kMaxIndex, kMaxIndex);
+      integer("position_ids_start", c.position_ids_start, 0, int64_t{1} << 20);
+      integer("pad_to_multiple_of", c.pad_to_multiple_of, 1, int64_t{1} << 20);
+      integer("pad_token_id", c.pad_token_id, -kMaxIndex, kMaxIndex);
+      integer("cutoff_len", c.cutoff_len, 1, limits.max_dimension);
+      if (auto v = o->get("packing_strategy")) c.packing_strategy = v->as_string();
+      if (auto v = o->get("attn_implementation")) c.attn_implementation = v->as_string();
+    }
+    Node ex = n.at("examples");
+    if (!ex.is_array() || ex.size() == 0)
+      ex.fail("a non-empty array of examples (a length, an array of token ids, or an object)");
+    if (static_cast<int64_t>(ex.size()) > limits.max_array_elements) ex.fail("fewer examples");
+    int64_t total = 0, longest = 0;
+    for (size_t i = 0; i < ex.size(); ++i) {
+      Node e = ex[i];
+      CollatorExample x;
+      if (e.is_integer()) {
+        x.length = e.as_int(0, limits.max_dimension);
+      } else if (e.is_array()) {
+        x.input_ids = e.as_int_array(-kMaxIndex, kMaxIndex, limits.max_array_elements);
+        x.length = static_cast<int64_t>(x.input_ids->size());
+      } else if (e.is_object()) {
+        e.expect_object({"length", "input_ids", "seq_lengths"});
+        if (auto v = e.get("input_ids")) {
+          x.input_ids = v->as_int_array(-kMaxIndex, kMaxIndex, limits.max_array_elements);
+          x.length = static_cast<int64_t>(x.input_ids->size());
+        }
+        if (auto v = e.get("seq_lengths")) {
+          x.seq_lengths = v->as_int_array(1, limits.max_dimension, limits.max_array_elements);
+          if (x.seq_lengths.empty()) v->fail("a non-empty array of lengths, each at least 1");
+          int64_t sum = 0;
+          for (int64_t l : x.seq_lengths) sum = checked_add(sum, l, v->path());
+          if (x.input_ids && sum != x.length)
+            v->fail("lengths that add up to the example's " + std::to_string(x.length) + " token ids",
+                    "a sum of " + std::to_string(sum));
+          x.length = sum;
+        }
+        if (auto v = e.get("length")) {
+          int64_t len = v->as_int(0, limits.max_dimension);
+          if ((e.has("input_ids") || e.has("seq_lengths")) && len != x.length)
+            v->fail("the length the example's other keys give (" + std::to_string(x.length) + ")", std::to_string(len));
+          x.length = len;
+        }
+        if (!e.has("length") && !e.has("input_ids") && !e.has("seq_lengths"))
+          e.fail("an example object with \"length\", \"input_ids\" or \"seq_lengths\"", "none of them");
+      } else {
+        e.fail("an example: a length, an array of token ids, or an object");
+      }
+      total = checked_add(total, x.length, e.path());
+      longest = std::max(longest, x.length);
+      s.examples.push_back(std::move(x));
+    }
+    // what the collator materialises: the flattened row, or the padded rows
+    budget.take(total, ex.path());
+    const int64_t pad = s.options.pad_to_multiple_of.value_or(1);
+    budget.take(checked_mul(static_cast<int64_t>(s.examples.size()), checked_add(longest, pad, ex.path()), ex.path()),
+                ex.path());
+    if (s.options.cutoff_len)
+      budget.take(checked_mul(static_cast<int64_t>(s.examples.size()), *s.options.cutoff_len + 1, ex.path()), ex.path());
+    return s;
+  }
+
+  // Replays the collator and loads the batch it emits into `b.batch`.
+  CollatorRecord collate(const Node& n, const CollatorSpec& spec, Batch& b) {
+    last_collation = replay_collator(spec);
+    if (last_collation.raised) {
+      const CollatorRaise& r = *last_collation.raised;
+      if (r.type.empty()) n.at("name").fail(r.message);
+      n.fail("inputs the collator accepts (" + last_collation.record.name + " of " + last_collation.record.replayed_as +
+                 " raises on these)",
+             r.type + ": " + r.message);
+    }
+    if (const CollatorValue* ids = last_collation.find("input_ids"); ids && (ids->shape.size() != 2 || ids->shape[1] == 0))
+      n.at("examples").fail("examples with at least one token in all",
+                            "none: the collator emits an empty batch, which reaches no attention call");
+    const std::string text = collator_batch_json(last_collation);
+    json emitted = parse_json_text(text, file, limits);
+    Node node(emitted, n.path(), file, limits);
+    b.batch = inputs(node, b.model);
+    return last_collation.record;
+  }
+
   Batch batch(const Node& root) {
     root.expect_object({"format", "name", "description", "references", "pass", "environment", "model", "batch",
-                        "varlen", "tensors", "rotary", "launch", "intent", "expect", "$schema"});
+                        "varlen", "tensors", "rotary", "launch", "intent", "expect", "$schema", "collator"});
     Batch b;
     // the JSON Schema an editor validates the file against (docs/spec/batch.schema.json): a
     // string, otherwise ignored
@@ -792,9 +921,17 @@ struct Loader {
     if (auto v = root.get("pass")) b.pass = *parse_call_pass(v->as_enum({"forward", "training"}));
     if (auto v = root.get("environment")) b.environment = environment(*v);
     b.model = model(root.at("model"));
-    if (!(root.has("batch") || root.has("varlen") || root.has("rotary") || root.has("launch")))
-      root.fail("at least one of \"batch\", \"varlen\", \"rotary\", \"launch\"", "none of them");
+    if (!(root.has("batch") || root.has("varlen") || root.has("rotary") || root.has("launch") || root.has("collator")))
+      root.fail("at least one of \"batch\", \"varlen\", \"rotary\", \"launch\", \"collator\"", "none of them");
     if (auto v = root.get("batch")) b.batch = inputs(*v, b.model);
+    std::optional<CollatorSpec> collated;
+    if (auto v = root.get("collator")) {
+      if (root.has("batch"))
+        v->fail("a \"collator\" block or a \"batch\" block, not both (the collator emits the batch)",
+                "both");
+      collated = collator_spec(*v, b.environment);
+      b.collator = collate(*v, *collated, b);
+    }
     if (auto v = root.get("varlen")) b.varlen = varlen(*v);
     if (auto v = root.get("tensors")) b.tensors = tensors(*v);
     if (auto v = root.get("rotary")) b.rotary = rotary(*v);
@@ -809,6 +946,9 @@ struct Loader {
     if (auto v = root.get("intent")) {
       b.intent = intent(*v);
       validate_intent(b, file, v->path() + "/sequences");
+    } else if (collated && b.collator) {
+      b.intent = collator_intent(*collated, last_collation);
+      validate_intent(b, file, "/collator/examples");
     } else {
       b.intent = derive_intent(b);
     }

@@ -28,6 +28,10 @@ IntentTrust assess_intent(const Batch& batch, const std::vector<Violation>& foun
       t.trusted = true;
       t.why = "the intended sequences the batch file gives";
       return t;
+    case IntentSource::collator:
+      t.trusted = true;
+      t.why = "the examples the collator block names";
+      return t;
     case IntentSource::none:
       t.trusted = false;
       t.why = "no intended sequences (no mask, position ids, cu_seqlens_q or intent): nothing to compare against";

@@ -68,6 +68,10 @@ void run_pipeline(Diagnosis& d, const Batch& batch, const CheckOptions& options,
   r.version = kToolVersion;
   r.input = input_label;
   r.name = batch.name;
+  if (batch.collator) {
+    r.collator = batch.collator;
+    for (const std::string& n : batch.collator->notes) r.notes.push_back("collator: " + n);
+  }
   d.flash_attn = options.flash_attn ? options.flash_attn : batch.environment.flash_attn;
 
   // 1. conversion

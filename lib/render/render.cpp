@@ -296,6 +296,38 @@ nlohmann::json stage_json(const StageRecord& s) {
   return st;
 }
 
+namespace {
+
+// report-format.md#collator: what the collator emitted and what it handed on
+nlohmann::json collator_json(const CollatorRecord& c, bool full) {
+  nlohmann::json j;
+  j["name"] = c.name;
+  if (c.requested != c.name) j["requested"] = c.requested;
+  j["release"] = c.release.empty() ? nlohmann::json(nullptr) : nlohmann::json(c.release);
+  if (!c.release_from.empty()) j["release_from"] = c.release_from;
+  j["replayed_as"] = c.replayed_as;
+  j["rule"] = c.rule;
+  j["emitted"] = nlohmann::json::array();
+  for (const CollatorValue& v : c.emitted) {
+    nlohmann::json e = {{"key", v.key}, {"dtype", v.dtype}, {"shape", v.shape}};
+    if (v.values_known) e["values"] = summarise_array(v.values, full);
+    j["emitted"].push_back(e);
+  }
+  j["handed_on"] = c.handed_on;
+  j["notes"] = c.notes;
+  return j;
+}
+
+std::string collator_line(const CollatorRecord& c) {
+  std::string keys, on;
+  for (const CollatorValue& v : c.emitted) keys += (keys.empty() ? "" : ", ") + v.key;
+  for (const std::string& k : c.handed_on) on += (on.empty() ? "" : ", ") + k;
+  return "collator: " + c.name + " " + c.replayed_as + " (" + c.rule + ") emitted " + keys + "; handed on " +
+         (on.empty() ? "nothing" : on);
+}
+
+}  // namespace
+
 nlohmann::json to_json(const Diagnosis& d, const RenderOptions& options) {
   const Report& r = d.report;
   const VarlenArgs* effective = d.conversion.effective();
@@ -313,6 +345,7 @@ nlohmann::json to_json(const Diagnosis& d, const RenderOptions& options) {
   for (const auto& v : r.violations) j["violations"].push_back(violation_json(v));
   j["varlen"] = effective ? varlen_json(*effective, options.full) : nlohmann::json(nullptr);
   if (r.intent) j["intent"] = {{"source", r.intent->source}, {"trusted", r.intent->trusted}, {"why", r.intent->why}};
+  if (r.collator) j["collator"] = collator_json(*r.collator, options.full);
   if (d.conversion.explicit_args && d.conversion.replayed) j["replayed"] = varlen_json(*d.conversion.replayed, options.full);
   j["stages"] = nlohmann::json::array();
   for (const auto& s : r.stages) j["stages"].push_back(stage_json(s));
@@ -333,6 +366,7 @@ std::string render_text(const Diagnosis& d, const RenderOptions& options) {
   for (auto it = applied.begin(); it != applied.end(); ++it) rules += (rules.empty() ? "" : ", ") + it.key() + " " + it->get<std::string>();
   out << c.dim() << "rules: " << (rules.empty() ? "none" : rules) << "   backend: " << r.backend << c.reset() << "\n";
   for (const auto& n : r.notes) out << c.dim() << wrap("note: " + n, "  ").substr(2) << c.reset();
+  if (r.collator) out << wrap(collator_line(*r.collator), "  ").substr(2);
   if (r.prediction) {
     // one line, continued with a hanging indent when long
     const std::string line = "prediction: " + prediction_line(*r.prediction);

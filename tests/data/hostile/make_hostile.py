@@ -128,6 +128,21 @@ CASES = {
                                 % (F, M)).encode(), '"model" only on a 2-D (B, S) mask, found a mask of rank 1', {}),
     "mask-level-unknown": (('{%s, %s, "batch": {"attention_mask": {"values": [[1, 1, 2, 2]], "level": "user"}}}'
                             % (F, M)).encode(), 'expected one of "attention", "model"', {}),
+    # collator blocks (batch-format.md#collator)
+    "collator-and-batch": (
+        ('{%s, %s, "batch": {"query_length": 4}, "collator": {"name": "transformers.DataCollatorWithFlattening", '
+         '"examples": [4]}}' % (F, M)).encode(),
+        '/collator: expected a "collator" block or a "batch" block, not both', {}),
+    "collator-unknown-library": (
+        ('{%s, %s, "collator": {"name": "axolotl.V2BatchSamplerDataCollatorForSeq2Seq", "examples": [4]}}'
+         % (F, M)).encode(), '/collator/name: expected a collator the replay knows', {}),
+    "collator-huge-examples": (
+        ('{%s, %s, "collator": {"name": "transformers.DataCollatorWithFlattening", "examples": [%s]}}'
+         % (F, M, ", ".join(["1099511627776"] * 40))).encode(), '/collator/examples', {}),
+    "collator-option-too-new": (
+        ('{%s, %s, "collator": {"name": "transformers.DataCollatorWithFlattening", "release": "4.51.3", '
+         '"options": {"return_seq_idx": true}, "examples": [4]}}' % (F, M)).encode(),
+        "TypeError: DefaultDataCollator.__init__() got an unexpected keyword argument 'return_seq_idx'", {}),
 }
 
 

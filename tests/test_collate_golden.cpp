@@ -1,0 +1,247 @@
+// The collator replay against the real releases: every tests/golden/collate-*.json (recorded by
+// tools/parity/collate.py from the releases' own collators) is replayed case by case through a
+// batch file's `collator` block and must match exactly: the keys in the collator's order, each
+// one's dtype, shape and values, or the exception the release raised. TRL's goldens also pin
+// the SFTTrainer's list of attention implementations it forwards position ids for.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "batch/batch.hpp"
+#include "batch/collate.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const fs::path kGolden = fs::path(ATTN_DOCTOR_SOURCE_DIR) / "tests" / "golden";
+
+std::vector<fs::path> collate_goldens() {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(kGolden))
+    if (e.path().filename().string().rfind("collate-", 0) == 0 && e.path().extension() == ".json") out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+json read_json(const fs::path& p) {
+  std::ifstream in(p);
+  REQUIRE(in.good());
+  return json::parse(in);
+}
+
+// The batch file a golden case stands for.
+std::string batch_text(const json& golden, const json& c) {
+  json examples = json::array();
+  for (const json& e : c["examples"]) {
+    if (e.is_array()) {
+      examples.push_back(e);
+    } else {
+      json x = {{"input_ids", e["input_ids"]}};
+      if (e.contains("seq_lengths")) x["seq_lengths"] = e["seq_lengths"];
+      examples.push_back(x);
+    }
+  }
+  json b = {{"format", "attn-doctor/batch@1"},
+            {"model", {{"num_heads", 2}, {"head_dim", 8}}},
+            {"collator",
+             {{"name", golden["collator"]}, {"release", golden["release"]}, {"options", c["options"]}, {"examples", examples}}}};
+  return b.dump();
+}
+
+}  // namespace
+
+TEST_CASE("collate goldens: the replay emits what every real release's collator emitted", "[collate][golden]") {
+  const auto files = collate_goldens();
+  REQUIRE(files.size() >= 8);
+  size_t transformers_releases = 0, trl_releases = 0, cases = 0;
+  for (const fs::path& file : files) {
+    const json g = read_json(file);
+    (g["library"] == "transformers" ? transformers_releases : trl_releases) += 1;
+    for (const json& c : g["cases"]) {
+      ++cases;
+      const std::string where = file.filename().string() + " " + c["name"].get<std::string>();
+      INFO(where);
+      const std::string text = batch_text(g, c);
+      if (c.contains("raised")) {
+        try {
+          ad::parse_batch_text(text, "golden.json");
+          FAIL("the replay returned a batch; the release raised " << c["raised"].dump());
+        } catch (const ad::InputError& e) {
+          CHECK(e.json_path() == "/collator");
+          CHECK(e.found().rfind(c["raised"]["type"].get<std::string>() + ": ", 0) == 0);
+        }
+        continue;
+      }
+      const json& ids = c["emitted"][0];
+      if (ids["key"] == "input_ids" && ids["shape"].size() == 2 && ids["shape"][1] == 0) {
+        // an empty batch reaches no attention call: the loader refuses it
+        CHECK_THROWS_WITH(ad::parse_batch_text(text, "golden.json"), Catch::Contains("/collator/examples") &&
+                                                                         Catch::Contains("an empty batch"));
+        continue;
+      }
+      ad::Batch b;
+      try {
+        b = ad::parse_batch_text(text, "golden.json");
+      } catch (const ad::InputError& e) {
+        FAIL("the replay raised " << e.what());
+      }
+      REQUIRE(b.collator);
+      CHECK(b.collator->replayed_as == g["release"].get<std::string>());
+      const json& want = c["emitted"];
+      std::vector<std::string> got_keys, want_keys;
+      for (const auto& v : b.collator->emitted) got_keys.push_back(v.key);
+      for (const auto& w : want) want_keys.push_back(w["key"]);
+      REQUIRE(got_keys == want_keys);
+      for (size_t i = 0; i < want.size(); ++i) {
+        const ad::CollatorValue& v = b.collator->emitted[i];
+        INFO(v.key);
+        CHECK(v.dtype == want[i]["dtype"].get<std::string>());
+        CHECK(v.shape == want[i]["shape"].get<std::vector<int64_t>>());
+        CHECK(v.values_known);
+        CHECK(v.values == want[i]["values"].get<std::vector<int64_t>>());
+      }
+    }
+    if (g["library"] == "trl") {
+      INFO(file.filename().string());
+      std::vector<std::string> want;
+      if (!g["position_ids_implementations"].is_null()) want = g["position_ids_implementations"].get<std::vector<std::string>>();
+      std::vector<std::string> got = ad::trl_position_ids_implementations(*ad::parse_version(g["release"].get<std::string>()));
+      std::sort(got.begin(), got.end());
+      CHECK(got == want);
+    }
+  }
+  // the oracle's promise: at least six transformers releases and TRL
+  CHECK(transformers_releases >= 6);
+  CHECK(trl_releases >= 2);
+  CHECK(cases >= 100);
+}
+
+TEST_CASE("collate: a release the replay has not read is replayed as the nearest read one, with a note",
+          "[collate]") {
+  auto load = [](const std::string& collator) {
+    return ad::parse_batch_text(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 2, "head_dim": 8},
+      "collator": )" + collator + "}",
+                                "x.json");
+  };
+  ad::Batch newer = load(R"({"name": "transformers.DataCollatorWithFlattening", "release": "5.30.0", "examples": [3, 2]})");
+  REQUIRE(newer.collator);
+  CHECK(newer.collator->replayed_as == "5.24.0");
+  CHECK(newer.collator->rule == "flattening-5.24");
+  REQUIRE(newer.collator->notes.size() >= 1);
+  CHECK(newer.collator->notes[0].find("newer than the newest release read (5.24.0)") != std::string::npos);
+
+  ad::Batch older = load(R"({"name": "trl.DataCollatorForLanguageModeling", "release": "0.12.0",
+                             "options": {"padding_free": true}, "examples": [3, 2]})");
+  CHECK(older.collator->replayed_as == "0.19.0");
+  CHECK(older.collator->notes[0].find("predates the first release read (0.19.0)") != std::string::npos);
+
+  ad::Batch other = load(R"({"name": "trl.DataCollatorForCompletionOnlyLM", "release": "0.21.0",
+                             "options": {"padding_free": true}, "examples": [3, 2]})");
+  CHECK(other.collator->name == "trl.DataCollatorForLanguageModeling");
+  CHECK(other.collator->notes[0].find("not a collator the replay knows") != std::string::npos);
+
+  // the release from the environment
+  ad::Batch env = ad::parse_batch_text(R"({"format": "attn-doctor/batch@1", "environment": {"trl": "0.21.0"},
+      "model": {"num_heads": 2, "head_dim": 8},
+      "collator": {"name": "trl.DataCollatorForLanguageModeling", "options": {"padding_free": true}, "examples": [3, 2]}})",
+                                       "x.json");
+  CHECK(env.collator->release_from == "environment.trl");
+  CHECK(env.collator->rule == "trl-0.20");
+}
+
+TEST_CASE("collate: the batch the collator hands on and the intended sequences", "[collate]") {
+  ad::Batch b = ad::parse_batch_text(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 2, "head_dim": 8},
+      "collator": {"name": "transformers.DataCollatorWithFlattening", "release": "4.52.4",
+                   "options": {"return_flash_attn_kwargs": true}, "examples": [3, 1, 4]}})",
+                                     "x.json");
+  REQUIRE(b.batch);
+  REQUIRE(b.batch->position_ids);
+  CHECK(b.batch->position_ids->tensor.values == std::vector<int64_t>{0, 1, 2, 0, 0, 1, 2, 3});
+  CHECK(b.batch->position_ids->model_level);
+  REQUIRE(b.batch->flash_kwargs);
+  CHECK(*b.batch->flash_kwargs->cu_seq_lens_q == std::vector<int64_t>{0, 3, 4, 8});
+  CHECK(*b.batch->flash_kwargs->max_length_q == 4);
+  CHECK(b.collator->handed_on == std::vector<std::string>{"position_ids", "flash_kwargs"});
+  CHECK(b.intent.source == ad::IntentSource::collator);
+  REQUIRE(b.intent.sequences.size() == 3);
+  CHECK(b.intent.sequences[1].start == 3);
+  CHECK(b.intent.sequences[1].length == 1);
+  // token ids unknown (examples by length): emitted with their shapes only
+  CHECK_FALSE(b.collator->emitted[0].values_known);
+
+  // a TRL padding-free batch on an implementation off the list carries no position ids, and its
+  // all-ones mask does not reach the attention
+  ad::Batch t = ad::parse_batch_text(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 2, "head_dim": 8},
+      "collator": {"name": "trl.DataCollatorForLanguageModeling", "release": "0.21.0",
+                   "options": {"padding_free": true, "attn_implementation": "sdpa"}, "examples": [3, 2]}})",
+                                     "x.json");
+  REQUIRE(t.batch);
+  CHECK_FALSE(t.batch->position_ids);
+  CHECK_FALSE(t.batch->attention_mask);
+  CHECK(t.batch->query_length == 5);
+  CHECK(t.collator->handed_on.empty());
+}
+
+TEST_CASE("collate: invalid collator blocks are input errors", "[collate]") {
+  auto error = [](const std::string& rest) {
+    try {
+      ad::parse_batch_text(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 2, "head_dim": 8}, )" + rest + "}",
+                           "x.json");
+    } catch (const ad::InputError& e) {
+      return e.json_path() + " | " + e.expected() + " | " + e.found();
+    }
+    return std::string("no error");
+  };
+  CHECK(error(R"("batch": {"query_length": 4}, "collator": {"name": "trl.DataCollatorForLanguageModeling", "examples": [4]})")
+            .rfind("/collator | a \"collator\" block or a \"batch\" block", 0) == 0);
+  CHECK(error(R"("collator": {"name": "axolotl.V2BatchSamplerDataCollatorForSeq2Seq", "examples": [4]})")
+            .rfind("/collator/name | a collator the replay knows", 0) == 0);
+  CHECK(error(R"("collator": {"name": "transformers.DataCollatorWithFlattening", "examples": []})").rfind("/collator/examples", 0) == 0);
+  CHECK(error(R"("collator": {"name": "transformers.DataCollatorWithFlattening", "examples": [{"seq_lengths": [2], "length": 3}]})")
+            .rfind("/collator/examples/0/length", 0) == 0);
+  CHECK(error(R"("collator": {"name": "transformers.DataCollatorWithFlattening", "options": {"padding": true}, "examples": [2]})")
+            .rfind("/collator/options", 0) == 0);
+  // what the real release raises
+  CHECK(error(R"("collator": {"name": "transformers.DataCollatorWithFlattening", "release": "4.44.2",
+                              "options": {"separator_id": 7}, "examples": [2]})")
+            .find("TypeError: DefaultDataCollator.__init__() got an unexpected keyword argument 'separator_id'") !=
+        std::string::npos);
+  // more tokens than the element cap: refused before anything is built
+  CHECK(error(R"("collator": {"name": "transformers.DataCollatorWithFlattening", "examples": [1099511627776, 1099511627776]})")
+            .find("/collator/examples") == 0);
+}
+
+TEST_CASE("collate: LlamaFactory neat_packing, modelled from the 0.9.4 and 0.9.5 code", "[collate]") {
+  auto load = [](const std::string& release, const std::string& examples) {
+    return ad::parse_batch_text(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 2, "head_dim": 8},
+      "collator": {"name": "llamafactory.neat_packing", "release": ")" + release +
+                                    R"(", "options": {"cutoff_len": 7}, "examples": )" + examples + "}}",
+                                "x.json");
+  };
+  // 0.9.4: the segment-id mask (padding to cutoff_len + 1 = 8 with 0) and position ids; only the
+  // position ids are handed on (the patched unpadding is not replayed)
+  ad::Batch old = load("0.9.4", R"([{"seq_lengths": [2, 3]}])");
+  REQUIRE(old.collator);
+  CHECK(old.collator->rule == "neat-0.9.4");
+  REQUIRE(old.collator->emitted.size() == 4);
+  CHECK(old.collator->emitted[1].key == "attention_mask");
+  CHECK(old.collator->emitted[1].values == std::vector<int64_t>{1, 1, 2, 2, 2, 0, 0, 0});
+  CHECK(old.collator->emitted[2].values == std::vector<int64_t>{0, 1, 0, 1, 2, 0, 0, 0});
+  CHECK(old.collator->handed_on == std::vector<std::string>{"position_ids"});
+  CHECK(old.intent.sequences.size() == 2);
+  // 0.9.5: the padding is dropped and the mask set to None
+  ad::Batch now = load("0.9.5", R"([{"seq_lengths": [2, 3]}])");
+  CHECK(now.collator->rule == "neat-0.9.5");
+  REQUIRE(now.collator->emitted.size() == 3);
+  CHECK(now.collator->emitted[1].values == std::vector<int64_t>{0, 1, 0, 1, 2});
+  CHECK(now.batch->query_length == 5);
+  // a row longer than cutoff_len + 1 raises as the processor does; 0.9.5 takes one row only
+  CHECK_THROWS_WITH(load("0.9.5", "[9]"), Catch::Contains("ValueError: The length of packed example"));
+  CHECK_THROWS_WITH(load("0.9.5", "[3, 4]"), Catch::Contains("AssertionError: bsz should be 1"));
+}
