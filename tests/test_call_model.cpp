@@ -111,6 +111,7 @@ TEST_CASE("api: each front-end names the API it models", "[api]") {
     CHECK_THAT(bad(R"({"gpu_arch": "hopper"})", R"({"cu_seqlens_q": [0, 5]})"), Catch::Contains("sm_90a"));
     CHECK_THAT(bad("{}", R"({"cu_seqlens_q": [0, 5], "api": "flash_attn_varlen_func"})"),
                Catch::Contains("torch.varlen_attn"));
+    CHECK_THAT(bad("{}", R"({"cu_seqlens_q": [0, 5], "api": "flash_attn_2.dense"})"), Catch::Contains("takes cu_seqlens"));
     CHECK_THAT(bad("{}", R"({"cu_seqlens_q": [0, 5], "window_size": [3]})"), Catch::Contains("/varlen/window_size"));
     CHECK_THAT(bad("{}", R"({"cu_seqlens_q": [0, 5], "window_size": [-2, 0]})"), Catch::Contains("/varlen/window_size"));
     CHECK_THAT(bad("{}", R"({"cu_seqlens_q": [0, 5], "binding": "by_name"})"), Catch::Contains("/varlen/binding"));

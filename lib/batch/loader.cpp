@@ -605,6 +605,9 @@ struct Loader {
         for (std::string_view id : api_names()) ids += (ids.empty() ? "" : ", ") + std::string(id);
         a->fail("one of " + ids);
       }
+      // the block holds cu_seqlens: a dense function takes none
+      if (*v.api == Api::flash_attn_2_dense || *v.api == Api::flash_attn_3_dense || *v.api == Api::flash_attn_4_dense)
+        a->fail("an API that takes cu_seqlens (a varlen block describes a varlen call)");
     }
     if (auto s = n.get("seqused_q")) v.seqused_q = s->as_int_array(-kMaxIndex, kMaxIndex, limits.max_array_elements);
     if (auto w = n.get("window_size")) {
