@@ -53,6 +53,8 @@ struct TensorFacts {
   std::optional<bool> requires_grad;
   std::optional<IntTensor> values;  // cu_seqlens / seqused_k / a 0-d max_seqlen
   std::string from;                 // where the facts came from, for the report
+  std::string file, path;           // the same for an error: the input file and the JSON path in it
+  std::string values_from;          // the .npy (or record path) the values came from
 };
 
 struct Line {
@@ -141,11 +143,17 @@ void read_npy_input(const std::string& name, const fs::path& path, Call& call, R
     IntTensor t = read_npy_file(path, "", limits);
     if (t.dtype == DType::boolean) throw InputError(path.string(), "", "integer cu_seqlens", "a bool array");
     for (const auto& n : names) {
+      // beside a record's description of the same argument: the values only (the record says
+      // which dtype and device the kernel got)
       TensorFacts& f = call.tensors[n];
+      if (f.shape && *f.shape != t.shape)
+        throw InputError(path.string(), "", "the shape " + f.from + " gives, " + shape_text(*f.shape),
+                         "shape " + shape_text(t.shape));
       f.values = t;
+      f.values_from = label;
       f.shape = t.shape;
-      f.dtype = t.dtype;
-      f.from = label;
+      if (f.dtype_text.empty()) f.dtype = t.dtype;
+      if (f.from.empty()) f.from = label, f.file = path.string();
     }
     return;
   }
@@ -165,6 +173,7 @@ void read_npy_input(const std::string& name, const fs::path& path, Call& call, R
     TensorFacts& f = call.tensors[first];
     f.shape = h.shape;
     f.from = label;
+    f.file = path.string();
     if (auto d = npy_float_dtype(h.descr)) {
       f.dtype = d;
       f.dtype_text = h.descr;
@@ -232,6 +241,8 @@ void read_entry(const Node& e, const std::string& name, Call& call, Report& rep,
   }
   TensorFacts f;
   f.from = where;
+  f.file = label;
+  f.path = e.path();
   for (auto it = e.raw().begin(); it != e.raw().end(); ++it) {
     const std::string k = it.key();
     Node v = e.at(k);
@@ -276,14 +287,15 @@ void read_entry(const Node& e, const std::string& name, Call& call, Report& rep,
   }
   for (const auto& n : names) {
     TensorFacts& into = call.tensors[n];
-    if (f.values) {
-      into = f;
-    } else {
-      // keep values an .npy gave; take the record's description
-      auto values = into.values;
-      into = f;
-      into.values = values;
+    if (f.values) f.values_from = where + "/values";
+    if (!f.values && into.values) {
+      // keep the values an .npy gave; take the record's description
+      if (f.shape && *f.shape != into.values->shape)
+        e.fail("the shape of " + into.values_from + ", " + shape_text(into.values->shape), shape_text(*f.shape));
+      f.values = into.values;
+      f.values_from = into.values_from;
     }
+    into = f;
   }
 }
 
@@ -376,7 +388,7 @@ void read_record(const fs::path& path, const Args& args, Call& call, Report& rep
           for (const auto& n : names)
             if (is_qkv(n) || is_index_name(n)) {
               auto& f = call.tensors[n];
-              if (!f.shape) f.shape = shape, f.from = label + ":" + s.path();
+              if (!f.shape) f.shape = shape, f.from = label + ":" + s.path(), f.file = label, f.path = s.path();
               else if (*f.shape != shape)
                 s.fail("the shape positional_args gives, " + shape_text(*f.shape), shape_text(shape));
             }
@@ -420,7 +432,7 @@ ojson build_batch(const Args& args, Call& call, Report& rep, const fs::path& out
   TensorFacts* v = call.tensors.count("v") ? &call.tensors["v"] : nullptr;
   for (auto* t : {q, k, v})
     if (t && t->shape && t->shape->size() != 3)
-      throw InputError(t->from, "", "a packed (total, heads, head_dim) tensor of rank 3 for a varlen call",
+      throw InputError(t->file, t->path, "a packed (total, heads, head_dim) tensor of rank 3 for a varlen call",
                        "shape " + shape_text(*t->shape));
 
   // pass: a training step when q requires grad or a backward input was dumped
@@ -473,18 +485,18 @@ ojson build_batch(const Args& args, Call& call, Report& rep, const fs::path& out
     return std::nullopt;
   };
   auto heads = from_flag_or_shape("num_heads", "--num-heads", args.num_heads, q, 1);
-  if (!heads) throw InputError("import", "/model/num_heads", "q's shape (q.npy or a record) or --num-heads", "neither");
-  if (*heads < 1 || *heads > (int64_t{1} << 20)) throw InputError("import", "/model/num_heads", "1 to 2^20 heads", std::to_string(*heads));
+  if (!heads) throw InputError(out.string(), "/model/num_heads", "q's shape (q.npy or a record) or --num-heads", "neither");
+  if (*heads < 1 || *heads > (int64_t{1} << 20)) throw InputError(out.string(), "/model/num_heads", "1 to 2^20 heads", std::to_string(*heads));
   model["num_heads"] = *heads;
   if (auto kv = from_flag_or_shape("num_kv_heads", "--num-kv-heads", args.num_kv_heads, k, 1)) {
-    if (*kv < 1 || *kv > (int64_t{1} << 20)) throw InputError("import", "/model/num_kv_heads", "1 to 2^20 heads", std::to_string(*kv));
+    if (*kv < 1 || *kv > (int64_t{1} << 20)) throw InputError(out.string(), "/model/num_kv_heads", "1 to 2^20 heads", std::to_string(*kv));
     model["num_kv_heads"] = *kv;
   } else {
     rep.dflt("model.num_kv_heads", std::to_string(*heads) + " (num_heads: no k shape in the inputs)");
   }
   auto dim = from_flag_or_shape("head_dim", "--head-dim", args.head_dim, q, 2);
-  if (!dim) throw InputError("import", "/model/head_dim", "q's shape (q.npy or a record) or --head-dim", "neither");
-  if (*dim < 1 || *dim > (int64_t{1} << 20)) throw InputError("import", "/model/head_dim", "1 to 2^20", std::to_string(*dim));
+  if (!dim) throw InputError(out.string(), "/model/head_dim", "q's shape (q.npy or a record) or --head-dim", "neither");
+  if (*dim < 1 || *dim > (int64_t{1} << 20)) throw InputError(out.string(), "/model/head_dim", "1 to 2^20", std::to_string(*dim));
   model["head_dim"] = *dim;
   if (v && v->shape && q && q->shape && (*v->shape)[2] != (*q->shape)[2])
     rep.skip(v->from + " shape " + shape_text(*v->shape), "a value head_dim other than q's is not describable");
@@ -546,11 +558,11 @@ ojson build_batch(const Args& args, Call& call, Report& rep, const fs::path& out
         rep.dflt(std::string("varlen.") + inline_key,
                  "[0, " + std::to_string((*rows_of->shape)[0]) + "] (the record holds its shape [2], not its values: one segment over all rows assumed)");
       } else {
-        throw InputError(f.from, "", "the values of " + name + " (give them as " + name + "=FILE.npy)",
+        throw InputError(f.file, f.path, "the values of " + name + " (give them as " + name + "=FILE.npy)",
                          f.shape ? "only its shape " + shape_text(*f.shape) : "no values");
       }
     } else {
-      rep.map(f.from, std::string("varlen.") + (f.values->numel() > static_cast<int64_t>(kInlineCuSeqlens) ? file_key : inline_key),
+      rep.map(f.values_from, std::string("varlen.") + (f.values->numel() > static_cast<int64_t>(kInlineCuSeqlens) ? file_key : inline_key),
               std::to_string(f.values->numel()) + " values, " + to_string(f.values->dtype));
     }
     if (f.values->numel() > static_cast<int64_t>(kInlineCuSeqlens)) {
@@ -565,8 +577,8 @@ ojson build_batch(const Args& args, Call& call, Report& rep, const fs::path& out
       varlen[inline_key] = int_array(*f.values);
       if (f.values->dtype != DType::int32) tensors[name]["dtype"] = to_string(f.values->dtype);
     }
-    if (f.dtype && f.values && *f.dtype != f.values->dtype && !f.values->values.empty()) {
-      // a record's dtype beside values from an .npy: the record says what the kernel got
+    if (f.dtype && !f.dtype_text.empty()) {
+      // a record's dtype (also beside values from an .npy): what the kernel got
       tensors[name]["dtype"] = to_string(*f.dtype);
       rep.map(f.from + "/dtype", "tensors." + name + ".dtype", to_string(*f.dtype));
     }
@@ -581,7 +593,7 @@ ojson build_batch(const Args& args, Call& call, Report& rep, const fs::path& out
     return true;
   };
   if (!cu("cu_seqlens_q", "cu_seqlens_q", "cu_seqlens_file", q))
-    throw InputError("import", "/varlen/cu_seqlens_q", "cu_seqlens_q (an .npy or a call record naming it)", "none in the inputs");
+    throw InputError(out.string(), "/varlen/cu_seqlens_q", "cu_seqlens_q (an .npy or a call record naming it)", "none in the inputs");
   if (!cu("cu_seqlens_k", "cu_seqlens_k", "cu_seqlens_k_file", k ? k : q))
     rep.dflt("varlen.cu_seqlens_k", "cu_seqlens_q (none in the inputs)");
   for (const char* m : {"max_seqlen_q", "max_seqlen_k"}) {
@@ -596,7 +608,7 @@ ojson build_batch(const Args& args, Call& call, Report& rep, const fs::path& out
   if (auto it = call.tensors.find("seqused_k"); it != call.tensors.end()) {
     if (it->second.values && it->second.values->rank() == 1) {
       varlen["seqused_k"] = int_array(*it->second.values);
-      rep.map(it->second.from, "varlen.seqused_k", std::to_string(it->second.values->numel()) + " values");
+      rep.map(it->second.values_from, "varlen.seqused_k", std::to_string(it->second.values->numel()) + " values");
     } else {
       rep.skip(it->second.from, "seqused_k without its values (the shape alone does not give them)");
     }

@@ -303,9 +303,12 @@ NpyHeader read_npy_header(const std::filesystem::path& path, const std::string& 
   }
   bool zero = std::find(h.shape.begin(), h.shape.end(), int64_t{0}) != h.shape.end();
   if (zero) need = 0, beyond = false;
-  if (beyond || need != available)
-    fail((beyond ? std::string("data bytes for the shape and dtype") : std::to_string(need) + " data bytes for the shape and dtype"),
-         std::to_string(available) + (beyond || available < need ? " (truncated file)" : " (trailing bytes)"));
+  if (beyond || need != available) {
+    std::string shape = "(";
+    for (size_t k = 0; k < h.shape.size(); ++k) shape += (k ? ", " : "") + std::to_string(h.shape[k]);
+    fail((beyond ? "the data of shape " + shape + ") of '" + h.descr + "'" : std::to_string(need) + " data bytes for the shape and dtype"),
+         std::to_string(available) + " bytes" + (beyond || available < need ? " (truncated file)" : " (trailing bytes)"));
+  }
   return h;
 }
 

@@ -12,6 +12,10 @@ dump-1311/, dump-1311-short/: the form of the repro in Dao-AILab/flash-attention
     launch grid (1, 12288, 16): 12288 sequences of 16 heads, each at most one 64-row block. The
     values are not in the thread: these are ours (lengths 1 to 64 in a fixed pattern).
     dump-1311-short/ passes a max_seqlen_q below the longest segment.
+../hostile/import/: inputs import must refuse with exit 2 and a precise message (each is read
+    by a tests/cli/import-hostile-*.test): headers claiming huge shapes (nothing is allocated for
+    them), a max_seqlen of three values, a record of a non-varlen call, a record without the
+    cu_seqlens values it needs, JSON nested too deep, a q that is not (total, heads, dim).
 small/: a dump with the tensors too (their headers only are read): q, k, v, dout as fp16 .npy,
     cu_seqlens_q as int64 (np.save of a tensor built without dtype=torch.int32).
 """
@@ -67,7 +71,37 @@ def small():
     write(HERE / "small" / "max_seqlen_q.npy", ints([], [15]))
 
 
+def hostile():
+    out = HERE.parent / "hostile" / "import"
+    # q.npy announcing 2^40 x 16 x 128 fp16 values (4 PiB) in a 128-byte file
+    write(out / "huge-q.npy", npy([1 << 40, 16, 128], "<f2", b""))
+    # cu_seqlens announcing 2^30 int32 values: past the 2^25 elements one array may hold
+    write(out / "huge-cu.npy", npy([1 << 30], "<i4", b""))
+    # a dimension past 2^40
+    write(out / "huge-dim.npy", npy([1 << 62], "<i4", b""))
+    write(out / "max-seqlen-three.npy", ints([3], [64, 64, 64]))
+    write(out / "not-npy.npy", b"PK\x03\x04 a torch.save zip, not an .npy")
+    base = {"rank": 0, "call_index": 0, "operator": "flash_attn_varlen_func",
+            "positional_args": [{"name": "q", "shape": [562, 16, 96], "dtype": "bfloat16"},
+                                {"name": "k", "shape": [562, 16, 96], "dtype": "bfloat16"},
+                                {"name": "v", "shape": [562, 16, 96], "dtype": "bfloat16"},
+                                {"name": "cu_seqlens_q", "shape": [5], "dtype": "int32"}]}
+    import json
+    write(out / "record-cu-no-values.json", (json.dumps(base, indent=1) + "\n").encode())
+    dense = dict(base, operator="flash_attn_func")
+    write(out / "record-not-varlen.json", (json.dumps(dense, indent=1) + "\n").encode())
+    four_d = json.loads(json.dumps(base))
+    four_d["positional_args"][0]["shape"] = [2, 281, 16, 96]
+    four_d["positional_args"][3]["shape"] = [2]
+    write(out / "record-q-rank4.json", (json.dumps(four_d, indent=1) + "\n").encode())
+    bad = json.loads(json.dumps(base))
+    bad["positional_args"][0]["shape"] = "562x16x96"
+    write(out / "record-shape-string.json", (json.dumps(bad, indent=1) + "\n").encode())
+    write(out / "record-deep.json", ("[" * 100 + "]" * 100 + "\n").encode())
+
+
 if __name__ == "__main__":
+    hostile()
     dump_1311("dump-1311", 64)
     dump_1311("dump-1311-short", 48)
     small()
