@@ -80,6 +80,8 @@ def hostile():
     # a dimension past 2^40
     write(out / "huge-dim.npy", npy([1 << 62], "<i4", b""))
     write(out / "max-seqlen-three.npy", ints([3], [64, 64, 64]))
+    # a cu_seqlens value past the +-2^62 the batch format allows: only the loader refuses it
+    write(out / "cu-past-2-62.npy", ints([3], [0, 8, (1 << 63) - 1], "q"))
     write(out / "not-npy.npy", b"PK\x03\x04 a torch.save zip, not an .npy")
     base = {"rank": 0, "call_index": 0, "operator": "flash_attn_varlen_func",
             "positional_args": [{"name": "q", "shape": [562, 16, 96], "dtype": "bfloat16"},
