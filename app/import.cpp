@@ -463,7 +463,7 @@ ojson build_batch(const Args& args, Call& call, Report& rep, const fs::path& out
       rep.map(q->from + "/device", "environment.device", *q->device);
     } else {
       rep.skip(q->from + "/device \"" + escape_text(*q->device) + "\"",
-               "not a device the batch format names (cpu, cuda, cuda:N, meta); written as the default cuda:0");
+               "not a device the batch format names (cpu, cuda, cuda:N, meta): environment.device is the default cuda:0");
     }
   }
   if (!env.empty()) b["environment"] = env;
@@ -676,17 +676,23 @@ void read_inputs(const Args& args, Call& call, Report& rep, const LoadLimits& li
   }
 }
 
-void print_text(const Report& rep, const fs::path& out) {
+void print_text(const Report& rep, const fs::path& out, const std::vector<std::string>& records) {
   std::cout << "wrote " << escape_text(out.string());
   for (const auto& s : rep.side_files) std::cout << " and " << escape_text(s);
   std::cout << "\n";
-  auto section = [](const char* title, const std::vector<Line>& lines, bool with_key) {
+  // a record's fields by their JSON path alone when one record file was read
+  auto shown = [&](const std::string& source) {
+    if (records.size() == 1 && source.rfind(records[0] + ":", 0) == 0) return source.substr(records[0].size() + 1);
+    return source;
+  };
+  if (records.size() == 1) std::cout << "from " << escape_text(records[0]) << " (fields by JSON path)\n";
+  auto section = [&](const char* title, const std::vector<Line>& lines, bool with_key) {
     if (lines.empty()) return;
     std::cout << "\n" << title << ":\n";
     for (const auto& l : lines) {
-      if (with_key && !l.source.empty()) std::cout << "  " << l.source << "\n      -> " << l.key << ": " << l.note << "\n";
+      if (with_key && !l.source.empty()) std::cout << "  " << shown(l.source) << " -> " << l.key << ": " << l.note << "\n";
       else if (with_key) std::cout << "  " << l.key << ": " << l.note << "\n";
-      else std::cout << "  " << l.source << "\n      " << l.note << "\n";
+      else std::cout << "  " << shown(l.source) << ": " << l.note << "\n";
     }
   };
   section("mapped", rep.mapped, true);
@@ -762,7 +768,12 @@ Subcommand add_import(CLI::App& root, const Globals&) {
     }
     if (args->format == "json")
       std::cout << report_json(rep, out).dump(2, ' ', false, json::error_handler_t::replace) << std::endl;
-    else print_text(rep, out);
+    else {
+      std::vector<std::string> records;
+      for (const auto& in : args->inputs)
+        if (fs::path(in).extension() == ".json") records.push_back(in);
+      print_text(rep, out, records);
+    }
     return 0;
   };
   return s;
