@@ -89,6 +89,10 @@ struct Call {
   std::optional<std::pair<bool, std::string>> causal;
   std::optional<std::pair<double, std::string>> dropout, softcap;
   std::optional<std::pair<bool, std::string>> deterministic;
+  std::optional<std::pair<std::pair<int64_t, int64_t>, std::string>> window;  // window_size as passed
+  std::optional<std::pair<bool, std::string>> pack_gqa;
+  std::optional<std::pair<int64_t, std::string>> num_splits;
+  std::optional<std::string> positional_from;  // more than q, k, v passed by position
   std::optional<std::string> backward_from;  // a backward-only tensor was dumped (dout, dq, ...)
   std::vector<std::string> description;
 };
@@ -112,7 +116,7 @@ std::vector<std::string> canonical_names(const std::string& name) {
 }
 
 bool is_index_name(const std::string& n) {
-  return n == "cu_seqlens_q" || n == "cu_seqlens_k" || n == "seqused_k";
+  return n == "cu_seqlens_q" || n == "cu_seqlens_k" || n == "seqused_k" || n == "seqused_q";
 }
 bool is_scalar_name(const std::string& n) { return n == "max_seqlen_q" || n == "max_seqlen_k"; }
 bool is_qkv(const std::string& n) { return n == "q" || n == "k" || n == "v"; }
@@ -223,11 +227,24 @@ void read_entry(const Node& e, const std::string& name, Call& call, Report& rep,
       for (const auto& n : canonical_names(name)) call.scalars[n] = {e.as_int(-(int64_t{1} << 62), int64_t{1} << 62), where};
       return;
     }
-    if (name == "window_size" && v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer() &&
-        v[0].get<int64_t>() < 0 && v[1].get<int64_t>() < 0)
-      return;  // (-1, -1): no window, what the batch says by omitting model.sliding_window
+    if (name == "window_size" && v.is_array() && v.size() == 2 && v[0].is_number_integer() && v[1].is_number_integer()) {
+      const int64_t left = v[0].get<int64_t>(), right = v[1].get<int64_t>();
+      if (left < 0 && right < 0) return;  // (-1, -1): no window, what the batch says by omitting it
+      if (left >= -1 && right >= -1 && left <= (int64_t{1} << 62) && right <= (int64_t{1} << 62)) {
+        call.window = {{left, right}, where};
+        return;
+      }
+    }
+    if (name == "pack_gqa" && v.is_boolean()) {
+      call.pack_gqa = {v.get<bool>(), where};
+      return;
+    }
+    if (name == "num_splits" && v.is_number_integer()) {
+      call.num_splits = {e.as_int(0, int64_t{1} << 20), where};
+      return;
+    }
     std::string why = name == "softmax_scale" ? "no invariant reads the scale; the batch format has no key for it"
-                      : name == "window_size" ? "a (left, right) window is not describable: model.sliding_window is one symmetric W"
+                      : name == "window_size" ? "not a [left, right] pair of ints >= -1"
                                               : "not an argument the batch format describes";
     rep.skip(where + " " + name + "=" + v.dump(-1, ' ', false, json::error_handler_t::replace), why);
     return;
@@ -281,8 +298,7 @@ void read_entry(const Node& e, const std::string& name, Call& call, Report& rep,
       call.backward_from = call.backward_from ? *call.backward_from + ", " + where : where;
       return;
     }
-    rep.skip(where + " " + escape_text(name), canon == "seqused_q" ? "seqused_q is not in the batch format yet"
-                                                                    : "not an argument the batch format describes");
+    rep.skip(where + " " + escape_text(name), "not an argument the batch format describes");
     return;
   }
   for (const auto& n : names) {
@@ -355,6 +371,7 @@ void read_record(const fs::path& path, const Args& args, Call& call, Report& rep
     Node v = r.at(k);
     if (k == "positional_args") {
       if (!v.is_array()) v.fail("an array of arguments");
+      if (v.size() > 3) call.positional_from = label + ":" + v.path();
       for (size_t i = 0; i < v.size(); ++i) {
         Node e = v[i];
         std::string name;
@@ -612,6 +629,32 @@ ojson build_batch(const Args& args, Call& call, Report& rep, const fs::path& out
     } else {
       rep.skip(it->second.from, "seqused_k without its values (the shape alone does not give them)");
     }
+  }
+  if (auto it = call.tensors.find("seqused_q"); it != call.tensors.end()) {
+    if (it->second.values && it->second.values->rank() == 1) {
+      varlen["seqused_q"] = int_array(*it->second.values);
+      rep.map(it->second.values_from, "varlen.seqused_q", std::to_string(it->second.values->numel()) + " values");
+    } else {
+      rep.skip(it->second.from, "seqused_q without its values (the shape alone does not give them)");
+    }
+  }
+  // call-site facts as passed
+  if (call.window) {
+    varlen["window_size"] = ojson::array({call.window->first.first, call.window->first.second});
+    rep.map(call.window->second, "varlen.window_size",
+            "[" + std::to_string(call.window->first.first) + ", " + std::to_string(call.window->first.second) + "]");
+  }
+  if (call.pack_gqa) {
+    varlen["pack_gqa"] = call.pack_gqa->first;
+    rep.map(call.pack_gqa->second, "varlen.pack_gqa", call.pack_gqa->first ? "true" : "false");
+  }
+  if (call.num_splits) {
+    varlen["num_splits"] = call.num_splits->first;
+    rep.map(call.num_splits->second, "varlen.num_splits", std::to_string(call.num_splits->first));
+  }
+  if (call.positional_from) {
+    varlen["binding"] = "positional";
+    rep.map(*call.positional_from, "varlen.binding", "\"positional\" (more than q, k, v passed by position)");
   }
   // rows: q's and k's first dimension
   if (q && q->shape) {

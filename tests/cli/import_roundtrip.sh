@@ -49,6 +49,24 @@ grep -q '"head_dim": 96' "$dir/record-npu44.json" || { echo "record-npu44: head_
 run two-calls cu_seqlens.dtype $D/records-two-calls.json --call 1
 run two-calls-0 none $D/records-two-calls.json --call 0
 
+# call-site keywords as passed (a record of ours with FA3's keywords): window_size, pack_gqa, num_splits
+python3 - "$D/record-npu44.json" "$dir/in-window.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["keyword_args"].update({"window_size": [127, 0], "pack_gqa": True, "num_splits": 1, "softmax_scale": 0.1})
+json.dump(r, open(sys.argv[2], "w"))
+PY
+run record-window none "$dir/in-window.json"
+python3 - "$dir/record-window.json" "$dir/record-window.report" <<'PY' || fail=1
+import json, sys
+keys = {m["key"] for m in json.load(open(sys.argv[2]))["mapped"]}
+why = [n["input"] for n in json.load(open(sys.argv[2]))["not_mapped"]]
+missing = {"varlen.window_size", "varlen.pack_gqa", "varlen.num_splits", "varlen.binding"} - keys
+if missing or not any("softmax_scale" in w for w in why):
+    print("record-window: not mapped as expected:", missing, why)
+    sys.exit(1)
+PY
+
 # a value only the loader refuses: exit 2 naming the written file's JSON path, and no file left
 "$bin" import cu_seqlens_q=tests/data/hostile/import/cu-past-2-62.npy --num-heads 4 --head-dim 8 -o "$dir/refused.json" \
   >/dev/null 2>"$dir/refused.err"
