@@ -39,6 +39,7 @@ Subcommand add_repro(CLI::App& root, const Globals& globals);
 Subcommand add_explain(CLI::App& root, const Globals& globals);
 Subcommand add_list(CLI::App& root, const Globals& globals);
 Subcommand add_env(CLI::App& root, const Globals& globals);
+Subcommand add_import(CLI::App& root, const Globals& globals);
 
 // One GitHub Actions workflow command: `::error file=FILE,title=TITLE::message` (escaped).
 std::string github_annotation(const std::string& level, const std::string& file, const std::string& title,

@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
       ad::cli::add_check(app, globals),   ad::cli::add_compare(app, globals), ad::cli::add_repro(app, globals),
       ad::cli::add_explain(app, globals), ad::cli::add_list(app, globals),    ad::cli::add_env(app, globals),
       ad::cli::add_bisect(app, globals),
+      ad::cli::add_import(app, globals),
   };
   if (int rc = ad::cli::usage_problem(app, argc, argv); rc >= 0) return rc;
   try {

@@ -308,6 +308,46 @@ TEST_CASE("varlen: cu_seqlens from a .npy file keeps its dtype", "[loader]") {
   CHECK(b.varlen->cu_seqlens_k.dtype == DType::int64);
 }
 
+TEST_CASE("varlen: cu_seqlens_k from a .npy file keeps its dtype; not beside cu_seqlens_k", "[loader]") {
+  TempDir dir;
+  dir.write("cuq.npy", make_npy(tensor({3}, {0, 5, 9}, DType::int32)));
+  dir.write("cuk.npy", make_npy(tensor({3}, {0, 6, 11}, DType::int64)));
+  auto file = dir.write("b.json", "{\"format\": \"attn-doctor/batch@1\", " + kModel +
+                                      R"(, "varlen": {"cu_seqlens_file": "cuq.npy", "cu_seqlens_k_file": "cuk.npy"}})");
+  Batch b = load_batch_file(file);
+  CHECK(b.varlen->cu_seqlens_k.values == std::vector<int64_t>{0, 6, 11});
+  CHECK(b.varlen->cu_seqlens_k.dtype == DType::int64);
+  CHECK(b.varlen->cu_seqlens_q.dtype == DType::int32);
+  CHECK(b.varlen->cu_seqlens_k_given);
+  CHECK(b.varlen->total_k == 11);
+  auto both = dir.write("c.json", "{\"format\": \"attn-doctor/batch@1\", " + kModel +
+                                      R"(, "varlen": {"cu_seqlens_q": [0, 5], "cu_seqlens_k": [0, 5], "cu_seqlens_k_file": "cuk.npy"}})");
+  CHECK_THROWS_WITH(load_batch_file(both), Catch::Contains("at most one of \"cu_seqlens_k\" and \"cu_seqlens_k_file\""));
+}
+
+TEST_CASE("read_npy_header: a float tensor's shape without its data; the data must fill the file", "[loader]") {
+  TempDir dir;
+  // (2, 3, 4) float16: 48 data bytes after the header make_npy's layout writes
+  std::string bytes = make_npy(tensor({2, 3, 4}, std::vector<int64_t>(24, 0), DType::int16));
+  bytes.replace(bytes.find("<i2"), 3, "<f2");
+  auto ok = dir.write("q.npy", bytes);
+  NpyHeader h = read_npy_header(ok, "", LoadLimits{});
+  CHECK(h.descr == "<f2");
+  CHECK(h.shape == std::vector<int64_t>{2, 3, 4});
+  auto cut = dir.write("cut.npy", bytes.substr(0, bytes.size() - 2));
+  CHECK_THROWS_WITH(read_npy_header(cut, "", LoadLimits{}), Catch::Contains("truncated file"));
+  // a header alone announcing 2^40 x 2^40 x 8 values: refused without reading (or allocating) data
+  std::string header = "{'descr': '<f2', 'fortran_order': False, 'shape': (1099511627776, 1099511627776, 8), }";
+  header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');
+  header += '\n';
+  std::string huge = std::string("\x93NUMPY\x01\x00", 8);
+  huge += static_cast<char>(header.size() & 0xff);
+  huge += static_cast<char>(header.size() >> 8);
+  huge += header;
+  auto big = dir.write("big.npy", huge);
+  CHECK_THROWS_WITH(read_npy_header(big, "", LoadLimits{}), Catch::Contains("truncated file"));
+}
+
 TEST_CASE("tensors overrides, rotary, launch, intent, expect", "[loader]") {
   Batch b = parse(R"("model": {"num_heads": 16, "head_dim": 64, "hidden_size": 1024, "dtype": "fp16",
                                "sliding_window": 4096, "softcap": 50.0, "architecture": "Gemma2"},

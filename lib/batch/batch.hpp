@@ -161,6 +161,7 @@ struct ExplicitVarlen {
   int64_t total_q = 0, total_k = 0;         // default cu[-1]
   bool total_q_given = false, total_k_given = false;
   std::filesystem::path cu_seqlens_file;    // when cu_seqlens_q came from a .npy
+  std::filesystem::path cu_seqlens_k_file;  // when cu_seqlens_k came from a .npy
   // Call-site facts (absent: not known, the API's defaults apply).
   std::optional<Api> api;                   // the API that received the call
   std::optional<std::vector<int64_t>> seqused_q;  // FA3 / FA4 / TE

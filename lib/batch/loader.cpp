@@ -622,7 +622,7 @@ struct Loader {
 
   ExplicitVarlen varlen(const Node& n) {
     n.expect_object({"cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "seqused_k", "total_q", "total_k",
-                     "cu_seqlens_file", "api", "seqused_q", "window_size", "binding", "pack_gqa", "num_splits"});
+                     "cu_seqlens_file", "cu_seqlens_k_file", "api", "seqused_q", "window_size", "binding", "pack_gqa", "num_splits"});
     ExplicitVarlen v;
     if (n.has("cu_seqlens_q") == n.has("cu_seqlens_file"))
       n.fail("exactly one of \"cu_seqlens_q\" and \"cu_seqlens_file\"",
@@ -635,8 +635,16 @@ struct Loader {
       for (int64_t x : v.cu_seqlens_q.values)
         if (x < -kMaxIndex || x > kMaxIndex) f.fail("cu_seqlens values within +-2^62");
     }
+    if (n.has("cu_seqlens_k") && n.has("cu_seqlens_k_file"))
+      n.fail("at most one of \"cu_seqlens_k\" and \"cu_seqlens_k_file\"", "both");
     if (auto c = n.get("cu_seqlens_k")) {
       v.cu_seqlens_k = cu_array(*c);
+      v.cu_seqlens_k_given = true;
+    } else if (auto f = n.get("cu_seqlens_k_file")) {
+      // a .npy holding cu_seqlens_k, as cu_seqlens_file holds cu_seqlens_q (its dtype kept)
+      v.cu_seqlens_k = npy(*f, &v.cu_seqlens_k_file);
+      for (int64_t x : v.cu_seqlens_k.values)
+        if (x < -kMaxIndex || x > kMaxIndex) f->fail("cu_seqlens values within +-2^62");
       v.cu_seqlens_k_given = true;
     } else {
       v.cu_seqlens_k = v.cu_seqlens_q;

@@ -4,6 +4,7 @@
 // spaces and ended by '\n', then the raw data.
 #include "batch/npy.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -125,13 +126,21 @@ Descr parse_descr(const std::string& d, const HeaderParser& hp) {
   hp.fail("an integer or bool dtype (b1, i1, u1, i2, i4, i8)", "descr '" + d + "'");
 }
 
-}  // namespace
+// The header of a .npy: the format checks every reader shares. `bytes` may end anywhere after
+// the header (read_npy_header reads no data).
+struct ParsedHeader {
+  std::string descr;
+  bool fortran = false;
+  std::vector<int64_t> shape;
+  size_t data_offset = 0;
+};
 
-IntTensor parse_npy(std::string_view bytes, const std::string& label, const std::string& json_path,
-                    const LoadLimits& limits) {
+ParsedHeader parse_header(std::string_view bytes, const std::string& label, const std::string& json_path,
+                          std::optional<size_t> file_size = std::nullopt) {
   auto fail = [&](const std::string& expected, const std::string& found) -> void {
     throw InputError(label, json_path, expected, found);
   };
+  const size_t total = file_size.value_or(bytes.size());
   static const char kMagic[] = "\x93NUMPY";
   if (bytes.size() < 10 || std::memcmp(bytes.data(), kMagic, 6) != 0)
     fail("a .npy file (magic \\x93NUMPY)", bytes.size() < 10 ? std::to_string(bytes.size()) + " bytes"
@@ -152,7 +161,7 @@ IntTensor parse_npy(std::string_view bytes, const std::string& label, const std:
   }
   if (header_len > 65536 || offset + header_len > bytes.size())
     fail("a header of at most 64 KiB inside the file",
-         "header length " + std::to_string(header_len) + " with " + std::to_string(bytes.size()) + " bytes in the file");
+         "header length " + std::to_string(header_len) + " with " + std::to_string(total) + " bytes in the file");
   std::string_view header = bytes.substr(offset, header_len);
   HeaderParser hp(header, label, json_path);
 
@@ -174,6 +183,22 @@ IntTensor parse_npy(std::string_view bytes, const std::string& label, const std:
   }
   hp.finish();
   if (!descr || !fortran || !shape) hp.fail("the keys 'descr', 'fortran_order' and 'shape'", "a key missing");
+  return {*descr, *fortran, *shape, offset + header_len};
+}
+
+}  // namespace
+
+IntTensor parse_npy(std::string_view bytes, const std::string& label, const std::string& json_path,
+                    const LoadLimits& limits) {
+  auto fail = [&](const std::string& expected, const std::string& found) -> void {
+    throw InputError(label, json_path, expected, found);
+  };
+  ParsedHeader ph = parse_header(bytes, label, json_path);
+  HeaderParser hp({}, label, json_path);
+  std::optional<std::string> descr = ph.descr;
+  std::optional<bool> fortran = ph.fortran;
+  std::optional<std::vector<int64_t>> shape = ph.shape;
+  const size_t offset = ph.data_offset, header_len = 0;
   Descr d = parse_descr(*descr, hp);
   if (*fortran) fail("a C-order array (fortran_order False)", "fortran_order True (save with np.ascontiguousarray)");
 
@@ -236,6 +261,55 @@ IntTensor read_npy_file(const std::filesystem::path& path, const std::string& js
   if (in.gcount() != static_cast<std::streamsize>(size))
     throw InputError(path.string(), json_path, std::to_string(size) + " bytes", "a short read");
   return parse_npy(bytes, path.string(), json_path, limits);
+}
+
+NpyHeader read_npy_header(const std::filesystem::path& path, const std::string& json_path, const LoadLimits& limits) {
+  std::error_code ec;
+  auto size = std::filesystem::file_size(path, ec);
+  if (ec) throw InputError(path.string(), json_path, "a readable .npy file", ec.message());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path.string(), json_path, "a readable .npy file", "it cannot be opened");
+  // the magic, the version, the length and a header of at most 64 KiB: never the data
+  const size_t want = static_cast<size_t>(std::min<uintmax_t>(size, 12 + 65536));
+  std::string bytes(want, '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(want));
+  if (in.gcount() != static_cast<std::streamsize>(want))
+    throw InputError(path.string(), json_path, std::to_string(want) + " bytes", "a short read");
+  const std::string label = path.string();
+  ParsedHeader ph = parse_header(bytes, label, json_path, static_cast<size_t>(size));
+  NpyHeader h;
+  h.descr = ph.descr;
+  h.fortran_order = ph.fortran;
+  h.shape = ph.shape;
+  auto fail = [&](const std::string& expected, const std::string& found) {
+    throw InputError(label, json_path, expected, found);
+  };
+  for (size_t k = 0; k < h.shape.size(); ++k)
+    if (h.shape[k] > limits.max_dimension)
+      fail("dimensions of at most " + std::to_string(limits.max_dimension),
+           "dimension " + std::to_string(k) + " of " + std::to_string(h.shape[k]));
+  // the item size is the descr's digits ('<f2' -> 2, '|V2' -> 2); the data must fill the file
+  size_t digits = h.descr.find_first_of("0123456789");
+  if (h.descr.size() < 3 || digits == std::string::npos || digits < 2 || h.descr.size() - digits > 2 ||
+      h.descr.find_first_not_of("0123456789", digits) != std::string::npos)
+    fail("a .npy header with a plain descr such as '<f2' or '<i4'", "descr '" + h.descr + "'");
+  const uint64_t item = std::stoull(h.descr.substr(digits));
+  const uint64_t available = static_cast<uint64_t>(size) - ph.data_offset;
+  uint64_t need = item;
+  bool beyond = false;
+  for (int64_t dim : h.shape) {
+    if (dim != 0 && need > available / static_cast<uint64_t>(dim)) beyond = true;
+    need = beyond ? need : need * static_cast<uint64_t>(dim);
+  }
+  bool zero = std::find(h.shape.begin(), h.shape.end(), int64_t{0}) != h.shape.end();
+  if (zero) need = 0, beyond = false;
+  if (beyond || need != available) {
+    std::string shape = "(";
+    for (size_t k = 0; k < h.shape.size(); ++k) shape += (k ? ", " : "") + std::to_string(h.shape[k]);
+    fail((beyond ? "the data of shape " + shape + ") of '" + h.descr + "'" : std::to_string(need) + " data bytes for the shape and dtype"),
+         std::to_string(available) + " bytes" + (beyond || available < need ? " (truncated file)" : " (trailing bytes)"));
+  }
+  return h;
 }
 
 std::string make_npy(const IntTensor& tensor) {
