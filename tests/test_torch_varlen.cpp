@@ -92,3 +92,14 @@ TEST_CASE("list apis: every API with its releases and contract page", "[torch_va
   CHECK(torch.releases == "torch 2.10.0 - 2.11.0");
   CHECK(torch.page == "docs/spec/torch-varlen-attn.md");
 }
+
+TEST_CASE("torch varlen_attn: FA2 varlen's own invariants run for it (the bundled FA2 swaps single-query GQA too)",
+          "[torch_varlen][api]") {
+  const char* json = R"({"format": "attn-doctor/batch@1", "environment": {"torch": "2.11.0"},
+      "model": {"num_heads": 16, "num_kv_heads": 4, "head_dim": 64},
+      "varlen": {"api": "torch.varlen_attn", "cu_seqlens_q": [0, 1, 1, 2], "cu_seqlens_k": [0, 10, 20, 30],
+                 "max_seqlen_q": 1, "max_seqlen_k": 10}})";
+  Result r = run(json);
+  INFO(r.describe());
+  CHECK(r.has("max_seqlen.single_query"));
+}
