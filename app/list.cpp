@@ -1,4 +1,4 @@
-// `attn-doctor list invariants|rules|flash-attn`. `--format markdown` prints what
+// `attn-doctor list invariants|rules|flash-attn|apis`. `--format markdown` prints what
 // docs/spec/invariants.md and docs/spec/flash-attn-features.md embed.
 #include <algorithm>
 #include <iostream>
@@ -52,10 +52,11 @@ Subcommand add_list(CLI::App& root, const Globals&) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = root.add_subcommand(
-      "list", "list invariants (in the order that decides \"first\"), rule sets, or the flash-attn release rules");
-  sub->add_option("WHAT", args->what, "invariants | rules | flash-attn")
+      "list", "list invariants (in the order that decides \"first\"), rule sets, the flash-attn release rules, or the "
+      "APIs with the releases and contract page of each");
+  sub->add_option("WHAT", args->what, "invariants | rules | flash-attn | apis")
       ->required()
-      ->check(CLI::IsMember({"invariants", "rules", "flash-attn"}));
+      ->check(CLI::IsMember({"invariants", "rules", "flash-attn", "apis"}));
   sub->add_option("--format", args->format, "output format (markdown: the tables docs/ embeds)")
       ->check(CLI::IsMember({"text", "json", "markdown"}))
       ->capture_default_str();
@@ -82,6 +83,29 @@ Subcommand add_list(CLI::App& root, const Globals&) {
         } else {
           table.push_back({r.name, r.library, range, r.summary + "\nsource: " + r.source});
         }
+      }
+      if (!markdown) print_table(table);
+      return 0;
+    }
+    if (args->what == "apis") {
+      if (args->format == "json") {
+        nlohmann::json out = nlohmann::json::array();
+        for (const auto& c : api_contracts())
+          out.push_back({{"api", to_string(c.api)}, {"function", qualified_name(c.api)}, {"releases", c.releases},
+                         {"contract", c.page}});
+        print_json(out);
+        return 0;
+      }
+      const bool markdown = args->format == "markdown";
+      std::vector<std::vector<std::string>> table;
+      if (markdown) std::cout << "| api | function | releases modelled | contract |\n|---|---|---|---|\n";
+      for (const auto& c : api_contracts()) {
+        const std::string releases = c.releases.empty() ? "not modelled" : std::string(c.releases);
+        if (markdown)
+          std::cout << "| `" << to_string(c.api) << "` | `" << qualified_name(c.api) << "` | " << releases << " | "
+                    << (c.page.empty() ? "" : std::string(c.page)) << " |\n";
+        else
+          table.push_back({to_string(c.api), std::string(qualified_name(c.api)), releases, std::string(c.page)});
       }
       if (!markdown) print_table(table);
       return 0;

@@ -169,7 +169,7 @@ TEST_CASE("api: an invariant runs only for a call of an API it declares", "[api]
     auto fa2 = run(json);
     REQUIRE_ONLY(fa2, "max_seqlen.single_query");
     ad::Conversion other = fa2.conversion;
-    other.explicit_args->call.api = ad::Api::torch_varlen_attn;
+    other.explicit_args->call.api = ad::Api::te_dot_product_attention;
     CHECK(ad::run_static_checks(fa2.batch, other).empty());
   }
   SECTION("flash-attn's host checks are not run for a call of another API; the conversion's are") {

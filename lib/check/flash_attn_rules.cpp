@@ -85,6 +85,60 @@ ResolvedFlashAttn resolve_flash_attn(const std::optional<Version>& release) {
   return out;
 }
 
+namespace {
+
+// torch.nn.attention.varlen.varlen_attn by torch release (docs/spec/torch-varlen-attn.md), read
+// from torch/nn/attention/varlen.py of each release's wheel. Both go to PyTorch's bundled FA2
+// (aten::_flash_attention_forward; the cuDNN branch is off: _should_use_cudnn returns False):
+// no dropout, softcap or alibi argument, the head dim checked, not padded; a 0-d tensor max_q
+// runs (measured, torch 2.11.0 on an H100). 2.10 has `is_causal` and no window; 2.11 has
+// `window_size` (is_causal derived from window_size == (-1, 0)).
+// clang-format off
+const std::vector<FlashAttnRules>& torch_table() {
+  static const std::vector<FlashAttnRules> t = {
+      // name        first     fam fp8    maxD  alignment     gqa   window alibi  softcap sc+drop dropout swap  tensor grid  off64
+      {"torch-2.10", "2.10.0", 2, false, 256, A::required,   true, false, false, false, false,  false,  true, true,  true, false,
+       "torch-varlen",
+       "torch 2.10.0 torch/nn/attention/varlen.py varlen_attn(..., is_causal=False, return_aux=None)"},
+      {"torch-2.11", "2.11.0", 2, false, 256, A::required,   true, true,  false, false, false,  false,  true, true,  true, false,
+       "torch-varlen",
+       "torch 2.11.0 torch/nn/attention/varlen.py varlen_attn(..., *, return_aux=None, scale=None, window_size=(-1, -1))"},
+  };
+  return t;
+}
+// clang-format on
+
+}  // namespace
+
+std::span<const FlashAttnRules> torch_varlen_rule_sets() { return torch_table(); }
+
+ResolvedFlashAttn resolve_torch_varlen(const std::optional<Version>& torch) {
+  const auto& t = torch_table();
+  ResolvedFlashAttn out;
+  if (!torch) {
+    out.rules = &t.back();
+    out.note = "no torch release given: varlen_attn follows torch " + std::string(t.back().first) + " (rule set " +
+               std::string(t.back().name) + ", the newest known)";
+    return out;
+  }
+  out.release = torch->text;
+  // the release without its local part ("2.11.0+cu130" -> 2.11.0)
+  Version plain = *torch;
+  plain.local.clear();
+  for (const auto& r : t)
+    if (version_literal(r.first) <= plain) out.rules = &r;
+  if (!out.rules) {
+    out.rules = &t.front();
+    out.note = "torch " + torch->text + " has no torch.nn.attention.varlen (first in " + std::string(t.front().first) +
+               "): the nearest known release's rules (" + std::string(t.front().name) + ") apply";
+  } else if (plain.release.size() >= 2 && version_literal(out.rules->first).release.size() >= 2 &&
+             plain.release[1] != version_literal(out.rules->first).release[1]) {
+    out.note = "torch " + torch->text + " is not a known release: the nearest known one's varlen_attn rules (" +
+               std::string(out.rules->name) + ") apply";
+  }
+  return out;
+}
+
 int64_t head_dim_alignment(const FlashAttnRules& rules, DType dtype) {
   if (rules.family >= 3 && dtype == DType::fp8_e4m3) return 16;  // 16 bytes of 1-byte elements
   return 8;

@@ -62,6 +62,13 @@ struct ResolvedFlashAttn {
 // newest FA2 row (what transformers' "flash_attention_2" loads); below the oldest -> the oldest.
 ResolvedFlashAttn resolve_flash_attn(const std::optional<Version>& release);
 
+// torch.nn.attention.varlen.varlen_attn's rules by torch release ("torch-2.10", "torch-2.11"):
+// the nearest row at or below the release (its local part, "+cu130", ignored); none given ->
+// the newest; older than 2.10 -> 2.10's; a release past the newest known one -> the newest,
+// with a note. Never flash-attn's rows.
+std::span<const FlashAttnRules> torch_varlen_rule_sets();
+ResolvedFlashAttn resolve_torch_varlen(const std::optional<Version>& torch);
+
 // Head-dim alignment the release requires or pads to, for a dtype (FA3/FA4: 16 bytes -> 8
 // elements for 16-bit types, 16 for fp8).
 int64_t head_dim_alignment(const FlashAttnRules& rules, DType dtype);

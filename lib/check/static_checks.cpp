@@ -14,15 +14,19 @@ std::vector<Violation> run_static_checks(const Batch& batch, const Conversion& c
   // the kernel: its partial fields feed the conversion checks, not the kernel-argument ones.
   const VarlenArgs* reached = conversion.effective();
   if (reached && reached == replayed && replayed->failure) reached = nullptr;
-  checks::Ctx ctx{batch, conversion, reached, replayed, context, resolve_flash_attn(fa_release), out};
-  ctx.symptoms = symptom_context(batch, context.flash_attn);
   // The API the call was made through: what reached the kernel, else the replay (a replay that
   // failed before the kernel still names the API it was calling).
   const VarlenArgs* call = conversion.effective();
   const std::optional<Api> api = call ? std::optional<Api>(call->call.api) : std::nullopt;
+  // torch's varlen_attn runs PyTorch's bundled FA2: FA2 varlen's invariants speak for it, with
+  // the torch release's rules and host-check messages (environment.torch), never flash-attn's.
+  const bool torch_varlen = api == Api::torch_varlen_attn;
+  checks::Ctx ctx{batch, conversion, reached, replayed, context,
+                  torch_varlen ? resolve_torch_varlen(batch.environment.torch) : resolve_flash_attn(fa_release), out};
+  ctx.symptoms = symptom_context(batch, context.flash_attn);
   for (const Invariant& inv : catalogue()) {
     if (!inv.check) continue;
-    if (api && !inv.apis.contains(*api)) continue;
+    if (api && !inv.apis.contains(*api) && !(torch_varlen && inv.apis.contains(Api::flash_attn_2_varlen))) continue;
     ctx.current = &inv;
     inv.check(ctx);
   }

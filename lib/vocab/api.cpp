@@ -31,6 +31,22 @@ constexpr std::array<ApiRow, kApiCount> kApis = {{
     {"fla.layers", "fla.layers", "fla.layers", 0, true},
 }};
 
+// What `attn-doctor list apis` shows: the releases whose contract the tool models for each
+// API and the page that writes it down ("" where the API is not modelled). In declaration order.
+constexpr std::array<ApiContract, kApiCount> kContracts = {{
+    {Api::flash_attn_2_varlen, "flash-attn 2.0.0 - 2.8.3", "docs/spec/flash-attn-features.md"},
+    {Api::flash_attn_2_dense, "flash-attn 2.0.0 - 2.8.3", "docs/spec/flash-attn-features.md"},
+    {Api::flash_attn_2_kvcache, "flash-attn 2.0.0 - 2.8.3", "docs/spec/flash-attn-features.md"},
+    {Api::flash_attn_3_varlen, "flash-attn 3 (hopper/, as of v2.8.3)", "docs/spec/flash-attn-features.md"},
+    {Api::flash_attn_3_dense, "flash-attn 3 (hopper/, as of v2.8.3)", "docs/spec/flash-attn-features.md"},
+    {Api::flash_attn_4_varlen, "flash-attn-4 4.0.0b0 -", "docs/spec/flash-attn-features.md"},
+    {Api::flash_attn_4_dense, "flash-attn-4 4.0.0b0 -", "docs/spec/flash-attn-features.md"},
+    {Api::torch_varlen_attn, "torch 2.10.0 - 2.11.0", "docs/spec/torch-varlen-attn.md"},
+    {Api::te_dot_product_attention, "", ""},
+    {Api::fla_ops, "fla (the releases conversions.md names)", "docs/spec/conversions.md"},
+    {Api::fla_layers, "fla (the releases conversions.md names)", "docs/spec/conversions.md"},
+}};
+
 constexpr std::array<std::string_view, kApiCount> ids() {
   std::array<std::string_view, kApiCount> out{};
   for (size_t i = 0; i < kApiCount; ++i) out[i] = kApis[i].id;
@@ -68,6 +84,8 @@ std::string to_string(const ApiSet& s) {
   for (Api a : s.members()) out += (out.empty() ? "" : ", ") + to_string(a);
   return out;
 }
+
+std::span<const ApiContract> api_contracts() { return kContracts; }
 
 std::string to_string(Bound b) { return b == Bound::positional ? "positional" : "keyword"; }
 

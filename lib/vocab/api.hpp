@@ -40,6 +40,15 @@ std::string_view function_name(Api a);                 // the callable's own nam
 int flash_attn_family(Api a);                          // 2, 3, 4; 0 for an API that is not flash-attn's
 bool is_varlen(Api a);                                 // takes cu_seqlens (packed rows)
 
+// The contract the tool models for an API: the releases it covers and the page in docs/spec/
+// that writes it down (both "" where the API is not modelled). `attn-doctor list apis`.
+struct ApiContract {
+  Api api;
+  std::string_view releases;  // "torch 2.10.0 - 2.11.0"
+  std::string_view page;      // "docs/spec/torch-varlen-attn.md"
+};
+std::span<const ApiContract> api_contracts();  // one per API, in declaration order
+
 // A set of APIs (what an invariant applies to).
 class ApiSet {
  public:

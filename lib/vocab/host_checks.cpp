@@ -163,12 +163,52 @@ constexpr auto kFa4Fp8Entries = [] {
   return e;
 }();
 
-const std::array<HostCheckTable, 5> kTables = {{
+// ---- torch.nn.attention.varlen.varlen_attn (torch 2.10, 2.11): the op goes to
+// aten::_flash_attention_forward, PyTorch's bundled FA2. The dispatcher's device check on the
+// CUDA kernel's arguments comes first (message measured with torch 2.11.0 on an H100, cum_seq_q
+// on the CPU: tests/oracle/cases/oracle-torch-varlen-cu-on-cpu.json), then mha_varlen_fwd in
+// aten/src/ATen/native/transformers/cuda/flash_attn/flash_api.cpp: FA2's messages, with the
+// head-dim alignment checked (not padded) after the heads.
+constexpr std::string_view kTorch = "torch 2.11.0 aten/src/ATen/native/transformers/cuda/flash_attn/flash_api.cpp mha_varlen_fwd";
+constexpr std::string_view kTorchDispatch = "torch 2.11.0 dispatcher, wrapper_CUDA___flash_attention_forward (measured)";
+constexpr HostCheckEntry kTorchEntries[] = {
+    {C::cu_seqlens_q_device, S::varlen, "cum_seq_q on q's device", kRuntime,
+     "Expected all tensors to be on the same device, but got cum_seq_q is on cpu, different from other tensors on "
+     "cuda:0 (when checking argument in method wrapper_CUDA___flash_attention_forward)",
+     kTorchDispatch},
+    {C::cu_seqlens_k_device, S::varlen, "cum_seq_k on q's device", kRuntime,
+     "Expected all tensors to be on the same device, but got cum_seq_k is on cpu, different from other tensors on "
+     "cuda:0 (when checking argument in method wrapper_CUDA___flash_attention_forward)",
+     kTorchDispatch},
+    {C::q_dtype, S::both, "q_dtype == at::kHalf || q_dtype == at::kBFloat16", kRuntime,
+     "FlashAttention only support fp16 and bf16 data type", kTorch},
+    {C::k_dtype, S::both, "k.dtype() == q_dtype", kRuntime, "query and key must have the same dtype", kTorch},
+    {C::v_dtype, S::both, "v.dtype() == q_dtype", kRuntime, "query and value must have the same dtype", kTorch},
+    {C::cu_seqlens_q_dtype, S::varlen, "cu_seqlens_q.dtype() == at::kInt", kRuntime, "cu_seqlens_q must have dtype int32",
+     kTorch},
+    {C::cu_seqlens_k_dtype, S::varlen, "cu_seqlens_k.dtype() == at::kInt", kRuntime, "cu_seqlens_k must have dtype int32",
+     kTorch},
+    {C::batch_size_positive, S::both, "batch_size > 0", kRuntime, "batch size must be positive", kTorch},
+    {C::head_dim_max, S::both, "head_size_og <= 256", kRuntime,
+     "FlashAttention forward only supports head dimension at most 256", kTorch},
+    {C::heads_divide, S::both, "num_heads % num_heads_k == 0", kRuntime,
+     "Number of heads in key/value must divide number of heads in query", kTorch},
+    {C::head_dim_aligned, S::both, "head_size_og % 8 == 0", kRuntime,
+     "head_size must be a multiple of 8, this is ensured by padding!", kTorch},
+    {C::cu_seqlens_q_shape, S::varlen, "CHECK_SHAPE(cu_seqlens_q, batch_size + 1)", kRuntime,
+     "cu_seqlens_q must have shape (batch_size + 1)", kTorch},
+    {C::cu_seqlens_k_shape, S::varlen, "CHECK_SHAPE(cu_seqlens_k, batch_size + 1)", kRuntime,
+     "cu_seqlens_k must have shape (batch_size + 1)", kTorch},
+};
+
+const std::array<HostCheckTable, 6> kTables = {{
     {"fa1", kFa1, kFa1Entries},
     {"fa2", "v2.6.3 csrc/flash_attn/flash_api.cpp (same order v2.0.0 - v2.8.3)", kFa2Entries},
     {"fa3", kFa3, kFa3Entries},
     {"fa4", kFa4, kFa4Entries},
     {"fa4-fp8", kFa4Fp8, kFa4Fp8Entries},
+    {"torch-varlen", "torch 2.11.0 torch.nn.attention.varlen.varlen_attn -> aten::_flash_attention_forward (2.10.0: same path)",
+     kTorchEntries},
 }};
 
 }  // namespace

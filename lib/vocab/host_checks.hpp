@@ -65,7 +65,8 @@ struct HostCheckTable {
 };
 
 // Tables by name: "fa1" (v1.0.9), "fa2" (v2.6.3; 2.0 - 2.8.3), "fa3" (hopper, v2.8.3), "fa4"
-// (fa4-v4.0.0.beta0), "fa4-fp8" (fa4-v4.0.0.beta10). Throws std::logic_error for another name.
+// (fa4-v4.0.0.beta0), "fa4-fp8" (fa4-v4.0.0.beta10), "torch-varlen" (torch 2.10 / 2.11
+// varlen_attn through PyTorch's bundled FA2). Throws std::logic_error for another name.
 const HostCheckTable& host_checks(std::string_view name);
 std::span<const HostCheckTable> host_check_tables();
 // flash-attn 2's table: what the symptom table and the catalogue quote.

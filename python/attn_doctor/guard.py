@@ -335,9 +335,9 @@ def _metadata_document(kind: str, ctx: records.Context, bound: Dict[str, Any]) -
     """The call described without reading any device tensor: q/k/v's true sizes as one dense
     call (a packed (total, H, D) q as one row of `total` tokens), for the checks that need no
     index values (the extension keeps only the `input` invariants of such a document)."""
-    q = bound.get("query_states", bound.get("q"))
-    k = bound.get("key_states", bound.get("k"))
-    v = bound.get("value_states", bound.get("v"))
+    q = bound.get("query_states", bound.get("q", bound.get("query")))
+    k = bound.get("key_states", bound.get("k", bound.get("key")))
+    v = bound.get("value_states", bound.get("v", bound.get("value")))
     qs, ks = T.shape(q), T.shape(k if k is not None else q)
     if len(qs) == 4:
         batch = {"batch_size": qs[0], "query_length": qs[1], "kv_length": ks[1]}

@@ -8,6 +8,7 @@ Entry points wrapped (whichever the run has loaded, now or later):
   transformers.models.*: XFlashAttention2._flash_attention_forward        (<= 4.41, records)
                          XFlashAttention2.forward                         (<= 4.47, gives the module)
   flash_attn[.flash_attn_interface].flash_attn_varlen_func / flash_attn_func
+  torch.nn.attention.varlen.varlen_attn                                   (torch >= 2.10)
   fla.modules[.rotary[.ops]].RotaryEmbedding.forward
   transformers.modeling_utils.PreTrainedModel.__call__ (the model entry: nn.Module.__call__
       wrapped for every model class; it records the attention mask and position ids the
@@ -45,6 +46,7 @@ FUNCTION_TARGETS: Tuple[Tuple[str, str, str], ...] = (
     ("flash_attn.flash_attn_interface", "flash_attn_func", "flash_attn_dense"),
     ("flash_attn", "flash_attn_varlen_func", "flash_attn_varlen"),
     ("flash_attn", "flash_attn_func", "flash_attn_dense"),
+    ("torch.nn.attention.varlen", "varlen_attn", "torch_varlen"),
 )
 ROTARY_MODULES = ("fla.modules.rotary.ops", "fla.modules.rotary", "fla.modules")
 WATCHED_PREFIXES = ("transformers.models.",)
@@ -58,6 +60,7 @@ ENTRY_NAMES = {
     "flash_attn_dense": "flash_attn.flash_attn_func",
     "fla_rotary": "fla.RotaryEmbedding.forward",
     "model_entry": "transformers.PreTrainedModel.__call__",
+    "torch_varlen": "torch.nn.attention.varlen.varlen_attn",
 }
 
 _MARK = "__attn_doctor_original__"

@@ -12,6 +12,9 @@ One builder per entry point:
   flash_attn    `flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                 max_seqlen_k, ...)`: q (total_q, H, D). Writes the `varlen` block as passed.
                 `flash_attn_func(q, k, v, ...)`: q (B, Lq, H, D). Writes a dense `batch` block.
+  torch         `torch.nn.attention.varlen.varlen_attn(query, key, value, cu_seq_q, cu_seq_k,
+                max_q, max_k, *, ...)`: the same `varlen` block, with `api`
+                "torch.varlen_attn", the window as passed and the GPU architecture.
   fla           `RotaryEmbedding.forward(self, q, k, seqlen_offset, cu_seqlens, max_seqlen)`:
                 q (B, T, H, D). Writes the `rotary` block (and `varlen` with cu_seqlens).
 
@@ -688,10 +691,76 @@ def fla_rotary_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
                      rotary=rotary)
 
 
+
+# -- torch -------------------------------------------------------------------------------
+
+# torch.nn.attention.varlen.varlen_attn's parameters -> flash_attn_varlen_func's names
+_TORCH_VARLEN_NAMES = (("query", "q"), ("key", "k"), ("value", "v"), ("cu_seq_q", "cu_seqlens_q"),
+                       ("cu_seq_k", "cu_seqlens_k"), ("max_q", "max_seqlen_q"), ("max_k", "max_seqlen_k"))
+
+
+def gpu_arch(q: Any) -> Optional[str]:
+    """The architecture of q's CUDA device as CUDA names it ("sm_90"), from
+    torch.cuda.get_device_capability; None off CUDA or when torch cannot say."""
+    device = T.device_name(q)
+    if not device.startswith("cuda"):
+        return None
+    torch = sys.modules.get("torch")
+    try:
+        major, minor = torch.cuda.get_device_capability(getattr(q, "device", device))
+    except Exception:
+        return None
+    if not (isinstance(major, int) and isinstance(minor, int)) or major < 1:
+        return None
+    return f"sm_{major}{minor}"
+
+
+def torch_varlen_arguments(a: Dict[str, Any]) -> Dict[str, Any]:
+    """varlen_attn's bound arguments under flash_attn_varlen_func's names; causal as the
+    release computes it: `is_causal` (2.10), else `window_size == (-1, 0)` (2.11 -, a tuple
+    comparison: a list [-1, 0] is not causal there)."""
+    out = dict(a)
+    for theirs, ours in _TORCH_VARLEN_NAMES:
+        if theirs in a:
+            out[ours] = a[theirs]
+    window = a.get("window_size")
+    if "is_causal" in a:
+        out["causal"] = bool(a.get("is_causal"))
+    else:
+        out["causal"] = isinstance(window, tuple) and tuple(window) == (-1, 0)
+    out.pop("window_size", None)  # written as passed in the varlen block, not as a model window
+    return out
+
+
+def torch_varlen_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
+    """`torch.nn.attention.varlen.varlen_attn(query, key, value, cu_seq_q, cu_seq_k, max_q,
+    max_k, *, ...)`: the `varlen` block as passed, with `api` "torch.varlen_attn", the window
+    as passed, `seqused_k` / `num_splits` where given, and the GPU architecture."""
+    b = torch_varlen_arguments(a)
+    doc = flash_attn_varlen_call(ctx, b)
+    varlen = doc["varlen"]
+    varlen["api"] = "torch.varlen_attn"
+    window = a.get("window_size")
+    if isinstance(window, (tuple, list)) and len(window) == 2 and all(
+            isinstance(x, int) and not isinstance(x, bool) for x in window):
+        if tuple(window) != (-1, -1):
+            varlen["window_size"] = [int(window[0]), int(window[1])]
+    splits = a.get("num_splits")
+    if isinstance(splits, int) and not isinstance(splits, bool):
+        varlen["num_splits"] = splits
+    arch = gpu_arch(b["q"])
+    if arch:
+        doc["environment"]["gpu_arch"] = arch
+    return doc
+
+
+
 def metadata_model(ctx: Context, kind: str, q: Any, k: Any, a: Dict[str, Any]) -> Dict[str, Any]:
     """The model block of any hooked call, from the call's metadata alone (no index values)."""
     if kind in ("transformers", "transformers_method"):
         return _transformers_model(ctx, a)[0]
+    if kind == "torch_varlen":
+        a = torch_varlen_arguments(a)
     return _kernel_model(q, k if k is not None else q, a, ctx)
 
 
@@ -710,6 +779,7 @@ BUILDERS = {
     "flash_attn_varlen": flash_attn_varlen_call,
     "flash_attn_dense": flash_attn_dense_call,
     "fla_rotary": fla_rotary_call,
+    "torch_varlen": torch_varlen_call,
 }
 
 __all__ = ["BUILDERS", "Context", "call_pass", "HostCache", "NeedsSync", "bind_arguments", "document",

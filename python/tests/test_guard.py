@@ -247,3 +247,25 @@ class CheckTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@NEEDS_NATIVE
+class TorchVarlenGuardTest(unittest.TestCase):
+    def test_torch_varlen_attn_overrun_is_stopped(self):
+        from .test_hooks import mock_module
+        with fake_libraries():
+            import fake_torch_varlen
+            torch, varlen = fake_torch_varlen.modules("2.11.0")
+            q, cu = packed(387, [0, 100, 250, 400], device="cuda:0")
+            with mock_module("torch", torch), mock_module("torch.nn.attention.varlen", varlen):
+                with attn_doctor.guard():
+                    with self.assertRaises(attn_doctor.VarlenError) as caught:
+                        varlen.varlen_attn(q, q, q, cu, cu, 150, 150, window_size=(-1, 0))
+                    q2, cu2 = packed(387, [0, 100, 250, 387], device="cuda:0")
+                    varlen.varlen_attn(q2, q2, q2, cu2, cu2, 150, 150, window_size=(-1, 0))
+            self.assertEqual(fake_torch_varlen.CALLS, [("varlen_attn", (387, 8, 64))])  # only the healthy one ran
+            fake_torch_varlen.CALLS.clear()
+            err = caught.exception
+            self.assertEqual(err.id, "cu_seqlens.total")
+            self.assertEqual(err.entry, "torch.nn.attention.varlen.varlen_attn")
+            self.assertEqual(err.batch["varlen"]["api"], "torch.varlen_attn")

@@ -412,3 +412,57 @@ class InstallTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TorchVarlenAttnTest(unittest.TestCase):
+    """torch.nn.attention.varlen.varlen_attn (torch >= 2.10) is an entry point of its own."""
+
+    def call(self, release, *positional, capability=(9, 0), cu_last=9, **kwargs):
+        with fake_libraries(), temp_dir() as out:
+            import fake_torch_varlen
+            from faketensor import FakeTensor
+            torch, varlen = fake_torch_varlen.modules(release, capability)
+            with mock_module("torch", torch), mock_module("torch.nn.attention.varlen", varlen):
+                with attn_doctor.capture(out, every=True, announce=False) as cap:
+                    q = FakeTensor(shape=(9, 8, 64), dtype="bfloat16", device="cuda:0")
+                    k = FakeTensor(shape=(9, 2, 64), dtype="bfloat16", device="cuda:0")
+                    cu = FakeTensor([0, 4, cu_last], dtype="int32", device="cuda:0")
+                    self.assertIsNotNone(attn_doctor.hooks.original_of(varlen.varlen_attn))  # wrapped
+                    try:
+                        varlen.varlen_attn(q, k, k, cu, cu, 5, 5, *positional, **kwargs)
+                    except RuntimeError:
+                        pass
+                self.assertIsNone(attn_doctor.hooks.original_of(varlen.varlen_attn))     # and restored
+            self.assertEqual(len(fake_torch_varlen.CALLS), 1)
+            fake_torch_varlen.CALLS.clear()
+            self.assertEqual(len(cap.files), 1)
+            return read_json(cap.files[0])
+
+    def test_2_11_call_is_recorded_with_its_api_window_and_gpu(self):
+        doc = self.call("2.11.0", window_size=(127, 0))
+        self.assertEqual(doc["varlen"], {"cu_seqlens_q": [0, 4, 9], "cu_seqlens_k": [0, 4, 9],
+                                         "max_seqlen_q": 5, "max_seqlen_k": 5, "total_q": 9, "total_k": 9,
+                                         "api": "torch.varlen_attn", "window_size": [127, 0]})
+        self.assertEqual(doc["model"], {"num_heads": 8, "num_kv_heads": 2, "head_dim": 64, "dtype": "bf16",
+                                        "causal": False})
+        self.assertEqual(doc["environment"]["torch"], "2.11.0+cu130")
+        self.assertEqual(doc["environment"]["gpu_arch"], "sm_90")
+        self.assertTrue(doc["name"].startswith("torch-varlen-call"))
+
+    def test_causal_as_each_release_computes_it(self):
+        # 2.11: is_causal = window_size == (-1, 0), a tuple comparison
+        self.assertTrue(self.call("2.11.0", window_size=(-1, 0))["model"]["causal"])
+        listed = self.call("2.11.0", window_size=[-1, 0])
+        self.assertFalse(listed["model"]["causal"])
+        self.assertEqual(listed["varlen"]["window_size"], [-1, 0])
+        # 2.10: is_causal, also as the eighth positional argument
+        doc = self.call("2.10.0", True, capability=(8, 0))
+        self.assertTrue(doc["model"]["causal"])
+        self.assertNotIn("window_size", doc["varlen"])
+        self.assertEqual(doc["environment"]["gpu_arch"], "sm_80")
+
+    def test_a_failing_call_is_written_with_what_it_raised(self):
+        doc = self.call("2.11.0", cu_last=12)
+        self.assertEqual(doc["varlen"]["cu_seqlens_q"], [0, 4, 12])
+        self.assertEqual(doc["varlen"]["total_q"], 9)
+        self.assertIn("illegal memory access", doc["description"])

@@ -11,7 +11,8 @@ splits its report at the "ORACLE-MARK backward" line this mode prints between th
 What runs (tools/oracle/README.md has the whole story):
 - `varlen` batches: q/k/v with the rows the batch describes, cu_seqlens of the dtype, device and
   shape it gives, max_seqlen as an int or a 0-d tensor, straight into PyTorch's bundled FA2
-  (aten::_flash_attention_forward; the backward is its autograd formula);
+  (aten::_flash_attention_forward; the backward is its autograd formula); with `varlen.api`
+  "torch.varlen_attn", into torch.nn.attention.varlen.varlen_attn of the installed torch;
 - `batch` batches: the named transformers release's real `_flash_attention_forward` (<= 4.42:
   LlamaFlashAttention2's copy) on CUDA tensors, through tools/parity/tracing.Target, with the
   oracle's stand-in flash_attn;
@@ -111,6 +112,10 @@ class Ctx:
         w = self.model.get("sliding_window")
         # a window of W tokens, the query included: FA2's inclusive (W - 1, 0) (lib/convert/explicit.cpp)
         self.window = (w - 1, 0 if self.causal else w - 1) if w else (-1, -1)
+        passed = doc.get("varlen", {}).get("window_size")
+        if passed is not None:  # the window as the call passed it (varlen.window_size)
+            self.window = (int(passed[0]), int(passed[1]))
+        self.api = doc.get("varlen", {}).get("api")
         self.softcap = self.model.get("softcap") or 0.0
         self.device = "cpu" if dry else "cuda"
 
@@ -129,6 +134,11 @@ class Ctx:
         import torch
         g = torch.Generator(device=self.device).manual_seed(seed)
         return torch.randn(*shape, generator=g, device=self.device, dtype=torch.float32 if dtype is None else dtype)
+
+
+def _torch_version():
+    import torch
+    return torch.__version__
 
 
 def leaf(x, dtype, device):
@@ -206,9 +216,37 @@ class Explicit:
         return self.q, self.k, self.v
 
     def attention(self, q, k, v):
+        if self.ctx.api == "torch.varlen_attn":
+            return self.torch_varlen_attn(q, k, v)
         from flash_attn import flash_attn_interface as fi
         return fi.varlen_with_seqused_k(q, k, v, self.cu_q, self.cu_k, self.max_q, self.max_k, self.seqused_k,
                                         causal=self.ctx.causal, window_size=self.ctx.window, softcap=self.ctx.softcap)
+
+    def torch_varlen_attn(self, q, k, v):
+        """torch.nn.attention.varlen.varlen_attn of the installed torch, called as the batch
+        describes: the window as `window_size` (a tuple: 2.11 derives is_causal from
+        `window_size == (-1, 0)`), or, for a release whose signature has `is_causal` (2.10) and
+        a batch without a window, `is_causal`; `seqused_k` / `num_splits` when the batch gives
+        them. A keyword the installed release lacks is passed all the same: its TypeError is
+        what that call does there."""
+        import inspect
+        from torch.nn.attention.varlen import varlen_attn
+        params = inspect.signature(varlen_attn).parameters
+        v_block = self.ctx.doc["varlen"]
+        kwargs = {}
+        window = self.ctx.window
+        if self.ctx.causal and "window_size" not in v_block:
+            window = (window[0], 0)
+        if "is_causal" in params and "window_size" not in v_block and window[0] < 0:
+            kwargs["is_causal"] = bool(self.ctx.causal)
+        else:
+            kwargs["window_size"] = tuple(window)
+        for name, value in (("seqused_k", self.seqused_k), ("num_splits", v_block.get("num_splits"))):
+            if value is not None:
+                kwargs[name] = value
+        self.stack["attention"] = (f"torch.nn.attention.varlen.varlen_attn (torch {_torch_version()}), "
+                                   f"keywords {sorted(kwargs)}")
+        return varlen_attn(q, k, v, self.cu_q, self.cu_k, self.max_q, self.max_k, **kwargs)
 
     def forward(self):
         q, k = self.q, self.k
@@ -662,6 +700,7 @@ def run_case(path, mode, dry):
         q, k, v = run.leaves()
         rec["shapes"] = {"q": list(q.shape), "k": list(k.shape), "v": list(v.shape)}
         t0 = time.time()
+        print("ORACLE-PASS forward", flush=True)  # the runner's watchdog: which pass did not return
         out, failure = measure(run.forward)
         rec["forward"] = {"seconds": round(time.time() - t0, 3)}
         if failure is not None:
@@ -674,6 +713,7 @@ def run_case(path, mode, dry):
             print("ORACLE-MARK backward", flush=True)
         do = ctx.randn(tuple(out.shape), 4).to(out.dtype)
         t0 = time.time()
+        print("ORACLE-PASS backward", flush=True)
         _, failure = measure(lambda: (out * do).sum().backward())
         rec["backward"] = {"seconds": round(time.time() - t0, 3)}
         if failure is not None:

@@ -1,7 +1,7 @@
 """Run every oracle case, each in its own process, and append one JSON line per case.
 
     python tools/oracle/runner.py --out DIR [--jobs N] [--deadline SECONDS] [--case-timeout S]
-                                  [--only ID,...] [--dry-cpu] [--no-sanitizer] [--poison]
+                                  [--only ID,...] [--api API] [--dry-cpu] [--no-sanitizer] [--poison]
 
 Cases: every repro_cases/*.json and tests/oracle/cases/*.json (docs/spec/oracle.md). Each case
 runs `case.py --mode run` in a fresh interpreter with a timeout; a run that ended without an error
@@ -11,7 +11,10 @@ the sanitizer counts, the outcome of each pass and the call's outcome under the 
 (outcome.py), is appended to DIR/oracle.jsonl as soon as the case is done, so a timeout keeps
 what finished. Cases whose tensors need more than --big-gib GiB run one at a time in their own
 lane, beside the others. Nothing is started after the deadline, and whatever still runs then is
-killed and recorded as timed out.
+killed and recorded as timed out. A case killed by its own full timeout (the watchdog) while
+inside a call is recorded with the outcome "hang" for the pass that had not returned (case.py
+prints "ORACLE-PASS forward|backward" before each). `--api` keeps the cases whose `varlen.api`
+is that API.
 """
 
 import argparse
@@ -37,6 +40,14 @@ BYTES = {"fp32": 4, "float32": 4, "float": 4, "fp8_e4m3": 1}
 
 def case_files():
     return sorted(REPO.glob("repro_cases/*.json")) + sorted(REPO.glob("tests/oracle/cases/*.json"))
+
+
+def case_api(path):
+    """The API a batch file's call went to (varlen.api; "" when it does not say)."""
+    try:
+        return json.loads(path.read_text()).get("varlen", {}).get("api", "")
+    except (OSError, ValueError, AttributeError):
+        return ""
 
 
 def estimate_gib(path):
@@ -142,7 +153,10 @@ class Runner:
             cmd.append("--dry-cpu")
         t0 = time.time()
         code, stdout, stderr, timed_out = self._spawn(cmd, timeout, self.env())
-        if result.exists():
+        hung = self._hung_pass(stdout) if timed_out and timeout >= self.args.case_timeout else None
+        if hung:
+            rec = self.hang_record(path, hung, timeout, stderr)
+        elif result.exists():
             rec = json.loads(result.read_text())
         else:
             rec = {"id": cid, "batch": os.path.relpath(path, REPO), "forward": None, "backward": None, "notes": []}
@@ -162,6 +176,28 @@ class Runner:
                 if rec.get(name):
                     rec[name]["sanitizer"] = {"ran": False, "reason": reason}
         self.finish(rec)
+        return rec
+
+    @staticmethod
+    def _hung_pass(stdout):
+        """The pass that was running when the watchdog fired: the last "ORACLE-PASS" line
+        case.py printed (None when it never reached a call)."""
+        passes = [line.split()[1] for line in (stdout or "").splitlines() if line.startswith("ORACLE-PASS ")]
+        return passes[-1] if passes else None
+
+    def hang_record(self, path, hung, timeout, stderr):
+        """A call that did not return within the case's timeout: outcome "hang" for the pass
+        that was running (the forward's rows were not compared when the backward hung)."""
+        rec = {"id": path.stem, "batch": os.path.relpath(path, REPO), "forward": None, "backward": None,
+               "notes": [f"watchdog: the process was killed after {timeout:.0f} s in the {hung} pass"]}
+        message = f"the {hung} did not return within {timeout:.0f} s (the process was killed)"
+        if hung == "forward":
+            rec["forward"] = {"outcome": "hang", "message": message}
+        else:
+            rec["forward"] = {"returned": True, "message": "returned; not compared (the backward hung)"}
+            rec["backward"] = {"outcome": "hang", "message": message}
+            rec["call"] = {"forward": None, "training": "hang"}
+        rec["stderr_tail"] = stderr[-3000:]
         return rec
 
     def _silent(self, rec):
@@ -278,6 +314,8 @@ class Runner:
     def run(self):
         self.run_info({})
         cases = case_files()
+        if self.args.api:
+            cases = [c for c in cases if case_api(c) == self.args.api]
         if self.args.only:
             wanted = set(self.args.only.split(","))
             cases = [c for c in cases if c.stem in wanted]
@@ -311,6 +349,7 @@ def main():
                     help="memcheck only kernels whose names contain this substring (default: every kernel)")
     ap.add_argument("--big-gib", type=float, default=12.0)
     ap.add_argument("--only", default="")
+    ap.add_argument("--api", default="", help="only the cases whose varlen.api is this (e.g. torch.varlen_attn)")
     ap.add_argument("--dry-cpu", action="store_true")
     ap.add_argument("--no-sanitizer", action="store_true")
     ap.add_argument("--poison", action="store_true",

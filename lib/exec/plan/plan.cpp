@@ -122,7 +122,9 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
     const TensorOverride* o = batch.override_for(t);
     return o && o->device && o->device->rfind("cuda", 0) != 0;
   };
-  const FlashAttnRules& rules = *resolve_flash_attn(p.flash_attn_release).rules;
+  // torch's varlen_attn: its release's rules and messages (PyTorch's bundled FA2 behind it)
+  const FlashAttnRules& rules = p.api == Api::torch_varlen_attn ? *resolve_torch_varlen(batch.environment.torch).rules
+                                                                : *resolve_flash_attn(p.flash_attn_release).rules;
   auto failing = [&](HostCheck c) {
     switch (c) {
       case HostCheck::cu_seqlens_q_dtype: return a.cu_seqlens_q.dtype != DType::int32;
@@ -573,6 +575,7 @@ void plan_model(ExecPlan& p, const Batch& batch, const ExecOptions& options) {
   {
     std::optional<Version> fa = options.flash_attn ? options.flash_attn : batch.environment.flash_attn;
     p.flash_attn_release = fa ? *fa : version_literal("2.6.3");
+    p.torch_release = batch.environment.torch;
     if (!fa) p.notes.push_back("flash-attn release not given: the dynamic stages follow the 2.6.3 kernel contract");
   }
 }
@@ -587,6 +590,15 @@ bool plan_call(ExecPlan& p, const VarlenArgs* a) {
   p.path = a->path;
   p.function = a->path == VarlenPath::dense ? "flash_attn_func" : "flash_attn_varlen_func";
   p.api = a->call.api;
+  if (p.api == Api::torch_varlen_attn) {
+    // not flash-attn's call: torch's varlen_attn over PyTorch's bundled FA2, whatever flash-attn
+    // release the environment has installed
+    p.flash_attn_release = version_literal("2.6.3");
+    std::erase(p.notes, std::string("flash-attn release not given: the dynamic stages follow the 2.6.3 kernel contract"));
+    const ResolvedFlashAttn torch = resolve_torch_varlen(p.torch_release);
+    p.notes.push_back("torch.varlen_attn (" + torch.label() + "): PyTorch's bundled FA2; the dynamic stages follow the "
+                      "flash-attn 2.6.3 kernel contract" + (torch.note.empty() ? "" : "; " + torch.note));
+  }
   if (p.dtype == DType::fp8_e4m3) {
     p.skip_reason = "fp8 inputs are not emulated (an FA3-only dtype)";
     return false;

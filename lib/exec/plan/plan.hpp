@@ -214,6 +214,7 @@ struct ExecPlan {
   std::string function;           // "flash_attn_varlen_func" | "flash_attn_func"
   Api api = Api::flash_attn_2_varlen;  // the API that received the call (KernelCall::api)
   Version flash_attn_release;     // rules applied, e.g. 2.6.3 (the default when unknown)
+  std::optional<Version> torch_release;  // environment.torch (torch.varlen_attn's rules)
   DType dtype = DType::bf16;
   ElemType elem = ElemType::bf16;          // storage type of q/k/v/out
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
