@@ -166,15 +166,7 @@ void position_ids_origin(Ctx& ctx) {
 // Severity by effect: a jump inside an intended sequence splits it or misplaces its rotary
 // positions (error). A token at the origin that is its own length-1 segment (a one-token
 // example, or padding numbered 0) merges or splits no intended sequence, and the padding's rows
-// are discarded: a note, until the segments it adds reach kSegmentsPastFlaGrid.
-namespace {
-// FLA's GatedDeltaNet kernels launch N x HV programs on grid axis y; with Qwen3.5's HV = 32,
-// N >= 2048 passes CUDA's 65535 ("Triton Error [CUDA]: invalid argument", LlamaFactory#10452).
-// Hybrid models run them on the boundaries the attention layers get, so from this many
-// segments the padding that opens them is an error.
-constexpr int64_t kSegmentsPastFlaGrid = 65536 / 32;
-}  // namespace
-
+// are discarded: a note, until the call's segments reach kSegmentsPastFlaGrid.
 void position_ids_consecutive(Ctx& ctx) {
   const std::optional<PackedIds> ids = packed_ids(ctx);
   if (!ids) return;
