@@ -653,7 +653,7 @@ const std::vector<Invariant>& table() {
        .upstream_message = "IndexError: list index out of range",
        .check = checks::launch_autotune_keys,
        .apis = kAllApis},
-      {.number = 49, .id = "launch.fla_grid", .group = G::launch, .stage = "launch",
+      {.number = 47, .id = "launch.fla_grid", .group = G::launch, .stage = "launch",
        .severity_rule = "error (the launch fails)",
        .statement = "the grid the FLA op the batch names (fla_op) launches fits CUDA's limits: at most 65535 blocks on "
                     "axes y and z",

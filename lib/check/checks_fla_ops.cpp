@@ -1,4 +1,4 @@
-// Static: FLA's own ops other than attention (id 49, launch.fla_grid), per the release in
+// Static: FLA's own ops other than attention (id 47, launch.fla_grid), per the release in
 // environment.fla, on the packed x the batch describes (batch-format.md `fla_op`).
 //
 // token_shift (fla/modules/token_shift.py, token_shift_fwd):
@@ -54,7 +54,7 @@ std::optional<PackedX> packed_x(const Ctx& ctx) {
 
 }  // namespace
 
-// 49 launch.fla_grid
+// 47 launch.fla_grid
 void launch_fla_grid(Ctx& ctx) {
   if (!ctx.batch.fla_op || ctx.batch.fla_op->name != "token_shift" || !ctx.symptoms.fla) return;
   const Version& fla = *ctx.symptoms.fla;
