@@ -79,7 +79,7 @@ void launch_fla_grid(Ctx& ctx) {
           (x->varlen ? "document" : "row") + " on axis y";
   } else {
     kernel = "token_shift_fwd_kernel_long";
-    const int64_t work = checked::mul(std::max<int64_t>(16, longest), x->B).value_or(INT64_MAX);
+    const int64_t work = std::max<int64_t>(16, checked::mul(x->B, longest).value_or(INT64_MAX));
     const int64_t BT = std::min<int64_t>(64, next_pow2(checked::ceil_div(work, sms)));
     int64_t NT = 0;
     if (x->varlen)
