@@ -44,6 +44,7 @@ OBJECTS = {
     ("tensors", "t"): ("/tensors/q", "#/$defs/tensorOverride"),
     ("rotary", "n"): ("/rotary", "#/$defs/rotary"),
     ("launch", "n"): ("/launch", "#/$defs/launch"),
+    ("fla_op", "n"): ("/fla_op", "#/$defs/flaOp"),
     ("intent", "n"): ("/intent", "#/$defs/intent"),
     ("intent", "s"): ("/intent/sequences/0", "#/$defs/intendedSequence"),
     ("expect", "n"): ("/expect", "#/$defs/expect"),

@@ -258,18 +258,54 @@ TEST_CASE("position_ids.origin: sequences start at the origin, where boundaries 
 // ---- 12 position_ids.consecutive -----------------------------------------------------------
 
 TEST_CASE("position_ids.consecutive: +1 steps inside a sequence, padding not at the origin", "[check]") {
-  SECTION("padding numbered 0 (LlamaFactory#10452) breaks exactly it") {
+  SECTION("zeros after a packed row, intent derived from the ids: each its own segment, a note") {
     auto r = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},
                      "batch": {"position_ids": {"values": [[0, 1, 2, 3, 0, 0, 0, 0]]}}})");
     REQUIRE_ONLY(r, "position_ids.consecutive");
-    CHECK(r.violations[0].evidence["padding_tokens_at_origin"] == 4);
+    CHECK(r.violations[0].severity == ad::Severity::note);
+    CHECK(r.violations[0].evidence["length_one_segments_at_origin"] == 4);
+    CHECK(r.violations[0].evidence["segments"] == 5);
   }
-  SECTION("with a given intent, padding outside it numbered 0") {
+  SECTION("one-token examples (a 0 followed by a 0) are counted once each, as notes") {
+    // DataCollatorWithFlattening: examples of 4, 1, 1 and 3 tokens
+    auto r = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},
+                     "batch": {"position_ids": {"values": [[0, 1, 2, 3, 0, 0, 0, 1, 2]]}}})");
+    REQUIRE_ONLY(r, "position_ids.consecutive");
+    CHECK(r.violations[0].severity == ad::Severity::note);
+    CHECK(r.violations[0].evidence["length_one_segments_at_origin"] == 2);
+    CHECK(r.violations[0].evidence["token"] == 4);
+    CHECK_THAT(r.violations[0].message, Catch::Contains("no sequence is merged or split"));
+  }
+  SECTION("a single one-token example at the end of the row is no finding") {
+    REQUIRE_CLEAN(run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},
+                          "batch": {"position_ids": {"values": [[0, 1, 2, 3, 0]]}}})"));
+  }
+  SECTION("with a given intent, padding outside it numbered 0: a note") {
     auto r = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},
                      "batch": {"position_ids": {"values": [[0, 1, 2, 3, 0, 0]]}},
                      "intent": {"sequences": [{"row": 0, "start": 0, "length": 4}]}})");
     REQUIRE_ONLY(r, "position_ids.consecutive");
+    CHECK(r.violations[0].severity == ad::Severity::note);
     CHECK(r.violations[0].evidence["token"] == 4);
+    CHECK(r.violations[0].evidence["padding_tokens_at_origin"] == 2);
+  }
+  SECTION("padding numbered 0 is an error once the call's segments reach 2048 (FLA's GDN grid, LlamaFactory#10452)") {
+    auto padded = [](int pad) {
+      std::string lengths = "4";
+      for (int i = 0; i < pad; ++i) lengths += ", 1";
+      return std::string(R"({"format": "attn-doctor/batch@1", "environment": {"transformers": "4.57.0"},
+        "model": {"num_heads": 8, "head_dim": 64},
+        "batch": {"position_ids": {"from": "packed", "lengths": [)") + lengths + R"(]}},
+        "intent": {"sequences": [{"row": 0, "start": 0, "length": 4}]}})";
+    };
+    auto below = run(padded(2046), Replay::convert());  // 2047 segments
+    REQUIRE(below.has("position_ids.consecutive"));
+    CHECK(below.get("position_ids.consecutive").severity == ad::Severity::note);
+    CHECK(below.get("position_ids.consecutive").evidence["segments"] == 2047);
+    auto at = run(padded(2047), Replay::convert());  // 2048 segments
+    REQUIRE(at.has("position_ids.consecutive"));
+    CHECK(at.get("position_ids.consecutive").severity == ad::Severity::error);
+    CHECK(at.get("position_ids.consecutive").evidence["padding_tokens_at_origin"] == 2047);
   }
   SECTION("a jump inside an intended sequence") {
     auto r = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},

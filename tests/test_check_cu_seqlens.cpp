@@ -335,19 +335,29 @@ TEST_CASE("cu_seqlens.segments: the segments are the intended sequences", "[chec
     REQUIRE_ONLY(r, "cu_seqlens.segments");
     CHECK_THAT(r.violations[0].message, Catch::Contains("spans 2 intended sequences"));
   }
-  SECTION("segments of padding alone are a warning; so is causal trailing padding") {
+  SECTION("segments of padding alone inside the batch are a note; so is causal trailing padding") {
     auto pad = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},
                        "varlen": {"cu_seqlens_q": [0, 3, 4, 5]},
                        "intent": {"sequences": [{"row": 0, "start": 0, "length": 3}]}})");
     REQUIRE_ONLY(pad, "cu_seqlens.segments");
-    CHECK(pad.violations[0].severity == ad::Severity::warning);
+    CHECK(pad.violations[0].severity == ad::Severity::note);
     CHECK(pad.violations[0].evidence["padding_only"] == 2);
+    CHECK(pad.violations[0].evidence["segments"] == 3);
+    CHECK_THAT(pad.violations[0].message, Catch::Contains("no intended sequence is merged or split"));
     auto trailing = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},
                             "batch": {"position_ids": {"values": [[0, 1, 2, 3, 4]]}},
                             "intent": {"sequences": [{"row": 0, "start": 0, "length": 3}]}})",
                         Replay::given(packed_replay({0, 5}, 5, 5)));
     REQUIRE_ONLY(trailing, "cu_seqlens.segments");
-    CHECK(trailing.violations[0].severity == ad::Severity::warning);
+    CHECK(trailing.violations[0].severity == ad::Severity::note);
+  }
+  SECTION("a segment past the batch's rows is a warning, not padding (mRoPE ids read as packing)") {
+    auto past = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},
+                        "batch": {"position_ids": {"values": [[0, 1, 2, 3]]}},
+                        "intent": {"sequences": [{"row": 0, "start": 0, "length": 4}]}})",
+                    Replay::given(packed_replay({0, 4, 8}, 4, 4)));
+    REQUIRE(past.has("cu_seqlens.segments"));
+    CHECK(past.get("cu_seqlens.segments").severity == ad::Severity::warning);
   }
   SECTION("matching segments hold (empty segments are ignored)") {
     REQUIRE_CLEAN(run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "head_dim": 64},

@@ -235,3 +235,101 @@ TEST_CASE("launch.autotune_keys: Triton's key lookup, by position up to 3.1 and 
     REQUIRE_EARLIER_WINS(r, "input.dtype", "launch.autotune_keys");
   }
 }
+
+namespace {
+// FLA's token_shift on x [1, total, D] packed from documents of `doc` tokens
+// (fla-org/flash-linear-attention#903's layout)
+std::string token_shift(const char* fla, int64_t total, int64_t doc, int64_t sms) {
+  std::string cu = "0";
+  for (int64_t at = doc; at - doc < total; at += doc) cu += ", " + std::to_string(std::min(at, total));
+  return std::string(R"({"format": "attn-doctor/batch@1", "environment": {"fla": ")") + fla + R"("},
+    "model": {"num_heads": 1, "head_dim": 8},
+    "varlen": {"cu_seqlens_q": [)" + cu + R"(], "max_seqlen_q": )" + std::to_string(doc) + R"(},
+    "fla_op": {"name": "token_shift", "multiprocessors": )" + std::to_string(sms) + "}}";
+}
+}  // namespace
+
+TEST_CASE("launch.fla_grid: token_shift's grid on axis y, by release", "[check]") {
+  SECTION("0.3.1 - 0.5.0: the long kernel's time chunks pass 65535 at FLA #903's boundary (BT = 4)") {
+    auto r = run(token_shift("0.5.0", 262141, 752, 188));
+    REQUIRE_ONLY(r, "launch.fla_grid");
+    const auto& ev = r.violations[0].evidence;
+    CHECK(ev["block_t"] == 4);
+    CHECK(ev["time_chunks"] == 65536);
+    CHECK(ev["kernel"] == "token_shift_fwd_kernel_long");
+    CHECK(ev["upstream_message"] == "Triton Error [CUDA]: invalid argument");
+    REQUIRE(r.violations[0].symptom);
+    CHECK(r.violations[0].symptom->outcome == ad::Outcome::raises);
+    REQUIRE_CLEAN(run(token_shift("0.5.0", 262140, 752, 188)));
+  }
+  SECTION("the H100's 132 multiprocessors take 8-token chunks: 524281 fails, 524280 holds (measured)") {
+    auto r = run(token_shift("0.4.0", 524281, 752, 132));
+    REQUIRE_ONLY(r, "launch.fla_grid");
+    CHECK(r.violations[0].evidence["block_t"] == 8);
+    CHECK(r.violations[0].evidence["time_chunks"] == 65536);
+    REQUIRE_CLEAN(run(token_shift("0.5.0", 524280, 752, 132)));
+  }
+  SECTION("0.5.1 on choose the kernel from the longest document and put the chunks on axis x") {
+    REQUIRE_CLEAN(run(token_shift("0.5.1", 524281, 752, 132)));
+    REQUIRE_CLEAN(run(token_shift("0.6.0", 524281, 752, 132)));
+  }
+  SECTION("0.2.2 - 0.3.0: one kernel, the longest document's tokens on axis y") {
+    auto r = run(token_shift("0.3.0", 65536, 65536, 132));
+    REQUIRE_ONLY(r, "launch.fla_grid");
+    CHECK(r.violations[0].evidence["kernel"] == "token_shift_fwd_kernel");
+    CHECK(r.violations[0].evidence["grid_y"] == 65536);
+    REQUIRE_CLEAN(run(token_shift("0.3.0", 65535, 65535, 132)));
+    // the same packed row of short documents holds there
+    REQUIRE_CLEAN(run(token_shift("0.3.0", 524281, 752, 132)));
+  }
+  SECTION("without a release, or before token_shift existed, nothing is predicted") {
+    auto none = run(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 1, "head_dim": 8},
+                        "varlen": {"cu_seqlens_q": [0, 70000], "max_seqlen_q": 70000},
+                        "fla_op": {"name": "token_shift"}})");
+    CHECK_FALSE(none.has("launch.fla_grid"));
+    CHECK_FALSE(run(token_shift("0.2.1", 65536, 65536, 132)).has("launch.fla_grid"));
+  }
+  SECTION("without cu_seqlens: B rows of T, time chunks of ceil(T / BT)") {
+    auto r = run(R"({"format": "attn-doctor/batch@1", "environment": {"fla": "0.5.0"},
+                     "model": {"num_heads": 1, "head_dim": 8},
+                     "batch": {"batch_size": 1, "query_length": 4194305},
+                     "fla_op": {"name": "token_shift", "multiprocessors": 132}})");
+    REQUIRE(r.has("launch.fla_grid"));
+    CHECK(r.get("launch.fla_grid").evidence["block_t"] == 64);
+    CHECK(r.get("launch.fla_grid").evidence["time_chunks"] == 65537);
+  }
+  SECTION("an fla_op needs x's shape beside it") {
+    CHECK_THROWS_AS(ad::parse_batch_text(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 1, "head_dim": 8},
+                                             "rotary": {"dim": 8}, "fla_op": {"name": "token_shift"}})",
+                                         "x.json"),
+                    ad::InputError);
+  }
+}
+
+TEST_CASE("rotary.table: FLA's TR >= T assert by release", "[check]") {
+  auto table = [](const char* fla, const char* rest) {
+    return std::string(R"({"format": "attn-doctor/batch@1", "environment": {"fla": ")") + fla +
+           R"("}, "model": {"num_heads": 8, "head_dim": 128}, )" + rest + "}";
+  };
+  const char* padded = R"("batch": {"batch_size": 1, "query_length": 706},
+    "rotary": {"implementation": "fla", "dim": 128, "table_length": 256, "varlen": false})";
+  SECTION("every release asserts it without cu_seqlens; the values are in the message from 0.3.0") {
+    CHECK(run(table("0.2.2", padded)).get("rotary.table").evidence["upstream_message"] == "TR must be >= T");
+    CHECK(run(table("0.1", padded)).get("rotary.table").evidence["upstream_message"] == "TR must be >= T");
+    CHECK(run(table("0.3.0", padded)).get("rotary.table").evidence["upstream_message"] == "TR must be >= T, got 256 and 706");
+  }
+  SECTION("varlen: 0.1.x assert against max_seqlen, 0.2.0 - 0.5.2 against the packed length") {
+    const char* packed = R"("varlen": {"cu_seqlens_q": [0, 256, 456, 606, 706], "max_seqlen_q": 256},
+      "rotary": {"implementation": "fla", "dim": 128, "table_length": 256, "varlen": true})";
+    CHECK_FALSE(run(table("0.1.2", packed)).has("rotary.table"));  // T = max_seqlen = 256 fits
+    auto two = run(table("0.2.0", packed));
+    REQUIRE(two.has("rotary.table"));
+    CHECK(two.get("rotary.table").evidence["needed"] == 706);
+    const char* longer = R"("varlen": {"cu_seqlens_q": [0, 300, 456], "max_seqlen_q": 300},
+      "rotary": {"implementation": "fla", "dim": 128, "table_length": 256, "varlen": true})";
+    auto one = run(table("0.1.2", longer));
+    REQUIRE(one.has("rotary.table"));
+    CHECK(one.get("rotary.table").evidence["needed"] == 300);
+    CHECK_THAT(one.get("rotary.table").message, Catch::Contains("max_seqlen"));
+  }
+}

@@ -52,3 +52,29 @@ TEST_CASE("doctor: index_values_unread keeps the input invariants and runs no dy
   }));
   CHECK(exit_code_for(unread, false) == 1);
 }
+
+TEST_CASE("doctor: a note is said in the notes, never a violation, whatever --strict says", "[doctor]") {
+  // transformers' DataCollatorWithFlattening packing examples of 4, 1, 1 and 3 tokens: the two
+  // one-token examples are each their own segment, as meant (position_ids.consecutive: a note)
+  const Batch batch = parse_batch_text(R"({"format": "attn-doctor/batch@1", "environment": {"transformers": "4.57.0"},
+    "model": {"num_heads": 8, "head_dim": 64},
+    "batch": {"position_ids": {"values": [[0, 1, 2, 3, 0, 0, 0, 1, 2]]}}})",
+                                       "one-token.json");
+  for (bool strict : {false, true}) {
+    CheckOptions options;
+    options.backend = BackendChoice::cpu;
+    options.strict = strict;
+    const Report r = diagnose(batch, options, "one-token.json").report;
+    INFO("strict " << strict);
+    CHECK(r.violations.empty());
+    CHECK(r.status() == "ok");
+    CHECK(exit_code_for(r, strict) == 0);
+    REQUIRE(r.intent);
+    CHECK(r.intent->trusted);
+    CHECK(std::any_of(r.notes.begin(), r.notes.end(), [](const std::string& n) {
+      return n.rfind("position_ids.consecutive: 2 tokens at position 0", 0) == 0;
+    }));
+    for (const StageRecord& st : r.stages)
+      if (st.name == Stage::static_checks) CHECK(st.status == StageStatus::ok);
+  }
+}

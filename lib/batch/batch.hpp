@@ -199,6 +199,14 @@ struct Launch {
   std::vector<std::string> autotune_keys;
 };
 
+// `fla_op` (docs/spec/batch-format.md): one call of an FLA op other than attention, on the
+// packed x the `varlen` block (cu_seqlens_q: its documents, total_q: its T) or, without one,
+// the `batch` block ((B, query_length)) describes.
+struct FlaOp {
+  std::string name;               // "token_shift" (fla.modules.token_shift.token_shift)
+  int64_t multiprocessors = 132;  // the device's SM count FLA sizes its chunks by (H100, H200: 132)
+};
+
 // ---------------------------------------------------------------------------------------
 // intent and expectations
 
@@ -270,6 +278,7 @@ struct Batch {
   std::map<std::string, TensorOverride> tensors;  // q k v out cu_seqlens_q cu_seqlens_k ...
   std::optional<Rotary> rotary;
   std::optional<Launch> launch;
+  std::optional<FlaOp> fla_op;
   Intent intent;                                   // given, or derived by the loader
   std::optional<Expect> expect;
   std::optional<CollatorRecord> collator;          // the `collator` block's replay, when given

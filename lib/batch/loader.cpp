@@ -744,6 +744,14 @@ struct Loader {
     return l;
   }
 
+  FlaOp fla_op(const Node& n) {
+    n.expect_object({"name", "multiprocessors"});
+    FlaOp op;
+    op.name = n.at("name").as_enum({"token_shift"});
+    if (auto m = n.get("multiprocessors")) op.multiprocessors = m->as_int(1, 1 << 20);
+    return op;
+  }
+
   Intent intent(const Node& n) {
     n.expect_object({"sequences"});
     Intent in;
@@ -919,7 +927,7 @@ struct Loader {
 
   Batch batch(const Node& root) {
     root.expect_object({"format", "name", "description", "references", "pass", "environment", "model", "batch",
-                        "varlen", "tensors", "rotary", "launch", "intent", "expect", "$schema", "collator"});
+                        "varlen", "tensors", "rotary", "launch", "fla_op", "intent", "expect", "$schema", "collator"});
     Batch b;
     // the JSON Schema an editor validates the file against (docs/spec/batch.schema.json): a
     // string, otherwise ignored
@@ -947,6 +955,10 @@ struct Loader {
     if (auto v = root.get("tensors")) b.tensors = tensors(*v);
     if (auto v = root.get("rotary")) b.rotary = rotary(*v);
     if (auto v = root.get("launch")) b.launch = launch(*v);
+    if (auto v = root.get("fla_op")) {
+      b.fla_op = fla_op(*v);
+      if (!b.batch && !b.varlen) v->fail("a \"varlen\" or \"batch\" block giving x's shape beside it", "neither");
+    }
     if (auto v = root.get("expect")) b.expect = expect(*v);
     // dtype of explicit cu_seqlens: the override, else int32 (JSON) or the .npy dtype
     if (b.varlen) {

@@ -278,7 +278,9 @@ const std::vector<Invariant>& table() {
        .check = checks::position_ids_origin,
        .apis = kAllApis},
       {.number = 12, .id = "position_ids.consecutive", .group = G::conversion, .stage = "conversion",
-       .severity_rule = "error",
+       .severity_rule = "error for a jump inside an intended sequence, and for tokens at the origin that are each their own "
+                        "segment once the call has 2048 segments (FLA's GatedDeltaNet grid, LlamaFactory#10452); a note "
+                        "(not a violation) for fewer: a one-token example, or padding numbered 0 whose rows are discarded",
        .statement = "within an intended sequence positions increase by exactly 1; padding does not restart at the "
                     "origin",
        .when_broken = "each padded 0 opens a length-1 segment (thousands of segments, grid overflow)",
@@ -484,7 +486,8 @@ const std::vector<Invariant>& table() {
        .apis = {Api::flash_attn_2_varlen}},
       {.number = 24, .id = "cu_seqlens.segments", .group = G::conversion, .stage = "conversion",
        .severity_rule = "error for merged, split, dropped or padding-attending sequences; warning for segments of "
-                        "padding alone (their rows are discarded)",
+                        "padding alone (their rows are discarded); a note (not a violation) where that padding lies inside "
+                        "the batch's rows and the call has fewer than 2048 segments",
        .statement = "the segments are exactly the intended sequences (none merged, none split, none shifted)",
        .when_broken = "silent cross-contamination or truncated context",
        .explanation =
@@ -676,6 +679,27 @@ const std::vector<Invariant>& table() {
        .references = {"fla-org/flash-linear-attention#354", "triton-lang/triton PR#4808"},
        .upstream_message = "IndexError: list index out of range",
        .check = checks::launch_autotune_keys,
+       .apis = kAllApis},
+      {.number = 48, .id = "launch.fla_grid", .group = G::launch, .stage = "launch",
+       .severity_rule = "error (the launch fails)",
+       .statement = "the grid the FLA op the batch names (fla_op) launches fits CUDA's limits: at most 65535 blocks on "
+                    "axes y and z",
+       .when_broken = "\"Triton Error [CUDA]: invalid argument\" at the launch",
+       .explanation =
+           "FLA's token_shift (fla/modules/token_shift.py) puts time on a grid axis CUDA caps at 65535. Up to 0.3.0 "
+           "its one kernel launches (N, T) with T the longest document. From 0.3.1 (PR#528) it picks a long kernel "
+           "when x's T, the flat packed length, passes 4096, even when every document is short, and launches (1, NT, "
+           "N) with NT the time chunks of BT = min(64, next_pow2(ceil(max(16, B x T_max) / multiprocessors))) "
+           "tokens summed over the documents: a packed row of short documents reaches NT = 65536 (FLA #903: "
+           "752-token documents, 262141 tokens with BT = 4; measured on an H100, 132 multiprocessors, BT = 8: "
+           "fla-core 0.5.0 fails at 524281 tokens and passes at 524280). 0.5.1 (PR#904) picks the kernel from the "
+           "longest document and puts the time chunks on axis x.",
+       .fix = "Upgrade FLA to >= 0.5.1, or keep the packed row short enough that its time chunks stay within 65535 "
+              "(split the batch).",
+       .references = {"fla-org/flash-linear-attention#903", "fla-org/flash-linear-attention PR#904",
+                      "fla-org/flash-linear-attention PR#528"},
+       .upstream_message = "Triton Error [CUDA]: invalid argument",
+       .check = checks::launch_fla_grid,
        .apis = kAllApis},
 
       // ---- dynamic, training only: FA2's varlen backward (attention_backward) -------------

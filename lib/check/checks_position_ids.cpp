@@ -163,6 +163,10 @@ void position_ids_origin(Ctx& ctx) {
 // 12 position_ids.consecutive: inside a sequence positions step by exactly 1, and padding does
 // not restart at the origin: a padding-free collator that pads position ids with 0 opens one
 // length-1 segment per padded token (LlamaFactory#10452, axolotl PR#2739, FLA #1077).
+// Severity by effect: a jump inside an intended sequence splits it or misplaces its rotary
+// positions (error). A token at the origin that is its own length-1 segment (a one-token
+// example, or padding numbered 0) merges or splits no intended sequence, and the padding's rows
+// are discarded: a note, until the call's segments reach kSegmentsPastFlaGrid.
 void position_ids_consecutive(Ctx& ctx) {
   const std::optional<PackedIds> ids = packed_ids(ctx);
   if (!ids) return;
@@ -183,42 +187,69 @@ void position_ids_consecutive(Ctx& ctx) {
           .location = Location::row_tokens(s.row, c, c + 1);
       return;
     }
-  // (2) padding (tokens outside every intended sequence) numbered at the origin
-  int64_t padding_at_origin = 0, first_row = -1, first_col = -1;
+  // (2) tokens at the origin that are their own length-1 segment: padding (tokens outside every
+  // intended sequence) numbered at the origin, or, with the intent derived from the ids
+  // themselves, a token at the origin followed by another (padding, or a one-token example)
+  int64_t at_origin = 0, first_row = -1, first_col = -1;
+  const bool derived = ctx.batch.intent.source == IntentSource::position_ids;
   if (ctx.batch.intent.source == IntentSource::none) {
     return;
-  } else if (ctx.batch.intent.source != IntentSource::position_ids) {
+  } else if (!derived) {
     size_t k = 0;
     for (int64_t r = 0; r < pr.rows; ++r)
       for (int64_t c = 0; c < pr.width; ++c) {
         while (k < seqs.size() && (seqs[k].row < r || (seqs[k].row == r && seqs[k].start + seqs[k].length <= c))) ++k;
         bool inside = k < seqs.size() && seqs[k].row == r && seqs[k].start <= c;
         if (inside || pr.at(r, c) != origin) continue;
-        if (padding_at_origin++ == 0) {
+        if (at_origin++ == 0) {
           first_row = r;
           first_col = c;
         }
       }
   } else {
-    // intent derived from the ids themselves: runs of origin values are padding restarting
+    // a run of origin values: each but a last one that a sequence continues is a length-1 segment
     for (int64_t r = 0; r < pr.rows; ++r)
       for (int64_t c = 0; c < pr.width; ++c) {
-        bool run = pr.at(r, c) == origin && ((c + 1 < pr.width && pr.at(r, c + 1) == origin) ||
-                                             (c > 0 && pr.at(r, c - 1) == origin));
-        if (!run) continue;
-        if (padding_at_origin++ == 0) {
+        if (pr.at(r, c) != origin) continue;
+        const bool next_origin = c + 1 < pr.width && pr.at(r, c + 1) == origin;
+        const bool prev_origin = c > 0 && pr.at(r, c - 1) == origin;
+        const bool alone = next_origin || (prev_origin && (c + 1 == pr.width || pr.at(r, c + 1) != origin + 1));
+        if (!alone) continue;
+        if (at_origin++ == 0) {
           first_row = r;
           first_col = c;
         }
       }
   }
-  if (padding_at_origin == 0) return;
-  ctx.report(Severity::error,
-             std::to_string(padding_at_origin) + " padding tokens have position " + std::to_string(origin) +
-                 " (the origin), from row " + std::to_string(first_row) + ", token " + std::to_string(first_col) +
-                 ": each opens its own length-1 segment",
-             {{"padding_tokens_at_origin", padding_at_origin}, {"row", first_row}, {"token", first_col},
-              {"position_origin", origin}})
+  if (at_origin == 0) return;
+  // what reaches the kernel: the replay's segments, else the intended ones plus one per token
+  const bool replayed = ctx.replayed && ctx.replayed->path == VarlenPath::position_ids &&
+                        is_vector(ctx.replayed->cu_seqlens_q);
+  const int64_t segments = replayed ? ctx.replayed->cu_seqlens_q.numel() - 1
+                                    : static_cast<int64_t>(seqs.size()) + (derived ? 0 : at_origin);
+  const bool harmful = segments >= kSegmentsPastFlaGrid;
+  const std::string where = "from row " + std::to_string(first_row) + ", token " + std::to_string(first_col);
+  std::string message =
+      derived ? std::to_string(at_origin) + (at_origin == 1 ? " token" : " tokens") + " at position " +
+                    std::to_string(origin) + " (the origin), " + where + ", " + (at_origin == 1 ? "is its" : "are each their") +
+                    " own length-1 segment (one-token sequences, or padding numbered " + std::to_string(origin) + ")"
+              : std::to_string(at_origin) + " padding tokens have position " + std::to_string(origin) + " (the origin), " +
+                    where + ": each opens its own length-1 segment";
+  if (harmful) {
+    // (the error's text and evidence as they always were: reports of these batches are relied on)
+    ctx.report(Severity::error, message,
+               {{derived ? "length_one_segments_at_origin" : "padding_tokens_at_origin", at_origin},
+                {"row", first_row}, {"token", first_col}, {"position_origin", origin}})
+        .location = Location::row_tokens(first_row, first_col, first_col + 1);
+    return;
+  }
+  message += (derived ? ", which the kernel computes on its own: no sequence is merged or split ("
+                      : ", whose rows are discarded: no intended sequence is merged or split (") +
+             std::to_string(segments) + " segments, fewer than the " + std::to_string(kSegmentsPastFlaGrid) +
+             " at which FLA's GatedDeltaNet kernels overflow the launch grid)";
+  ctx.report(Severity::note, message,
+             {{derived ? "length_one_segments_at_origin" : "padding_tokens_at_origin", at_origin},
+              {"row", first_row}, {"token", first_col}, {"position_origin", origin}, {"segments", segments}})
       .location = Location::row_tokens(first_row, first_col, first_col + 1);
 }
 

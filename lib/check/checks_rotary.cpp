@@ -161,9 +161,12 @@ void rotary_layout(Ctx& ctx) {
 }
 
 // 31 rotary.table: the cos/sin table must cover every position rotated.
-//  - FLA, fla/modules/rotary.py up to 0.5.2: `assert TR >= T, "TR must be >= T, got {TR} and {T}"`
-//    on the tensor it gets, which in varlen is the packed length, not the longest sequence
-//    (FLA #515), then `assert seqlen_offsets + T <= TR` for an int offset. fla-core 0.6.0
+//  - FLA, fla/modules/rotary.py, every release from the first (0.1): `assert TR >= T` before
+//    the launch, then `assert seqlen_offsets + T <= TR` for an int offset. T is x.shape[1]
+//    without cu_seqlens; in varlen it is max_seqlen in 0.1 - 0.1.2 and the tensor's, i.e. the
+//    packed length, from 0.2.0 (FLA #515: not the longest sequence). The message is
+//    "TR must be >= T" up to 0.2.2 and "TR must be >= T, got {TR} and {T}" from 0.3.0 (measured
+//    on an H100 for 0.5.0, 0.5.1 and 0.6.0 without cu_seqlens: T = 706, TR = 256). fla-core 0.6.0
 //    (fla/modules/rotary/ops.py) keeps TR >= T only without cu_seqlens, keeps the int-offset
 //    assert (T still the packed length in varlen: a bare AssertionError), and checks tensor
 //    offsets per sequence on the device (torch._assert_async: a device-side assert); before
@@ -196,19 +199,23 @@ void rotary_table(Ctx& ctx) {
     what = "the largest position id is " + std::to_string(max_pos);
     variant = "hf";
   } else if (r.implementation == "fla") {
-    const int64_t T = varlen ? ctx.args->total_q : S;
+    // 0.1 - 0.1.2 take T = max_seqlen in varlen; later releases the packed tensor's length
+    const bool t_is_max_seqlen = varlen && fla_before(ctx, "0.2.0");
+    const int64_t T = !varlen ? S : t_is_max_seqlen ? ctx.args->max_seqlen_q.value : ctx.args->total_q;
     if (T <= 0) return;
     const bool old = fla_before(ctx, "0.6.0");
     const std::string release = ctx.symptoms.fla ? "FLA " + ctx.symptoms.fla->text : "FLA (no release given: 0.6.0)";
+    const std::string t_is = !varlen ? "the tensor's length" : t_is_max_seqlen ? "max_seqlen" : "the packed length";
     if (T > TR && (!varlen || old)) {
       needed = T;
-      what = release + " asserts TR >= T on the " + (varlen ? "packed" : "tensor's") + " length T = " + std::to_string(T);
-      upstream = "TR must be >= T, got " + std::to_string(TR) + " and " + std::to_string(T);
+      what = release + " asserts TR >= T on " + t_is + " T = " + std::to_string(T);
+      upstream = fla_before(ctx, "0.3.0") ? std::string("TR must be >= T")
+                                          : "TR must be >= T, got " + std::to_string(TR) + " and " + std::to_string(T);
       variant = "fla_tr_ge_t";
     } else if (!r.seqlen_offset_per_sequence) {
       needed = checked::add(T, offset).value_or(INT64_MAX);
       what = release + " asserts seqlen_offsets + T <= TR with T = " + std::to_string(T) +
-             (varlen ? " (the packed length)" : "") + " and offset " + std::to_string(offset);
+             (varlen ? " (" + t_is + ")" : "") + " and offset " + std::to_string(offset);
       upstream = "AssertionError";
       variant = "fla_offset";
     } else {

@@ -75,6 +75,7 @@ void runs_of(const TokenMap& map, int64_t from, int64_t to, std::vector<Span>& r
 
 struct SegmentFindings {
   int64_t merged = 0, split = 0, padded = 0, padding_only = 0, dropped = 0;
+  int64_t padding_end = 0;  // the furthest flat token a segment of padding alone (or trailing padding) reaches
   std::string first_error, first_warning;
   nlohmann::json first_evidence;
   Location first_location;
@@ -143,6 +144,7 @@ SegmentFindings compare_segments(const IntTensor& cu, const TokenMap& map, const
     Location at = Location::segment_of(on, static_cast<int64_t>(j));
     at.packed_rows = IndexRange{from, to};
     for (size_t k : owners) touched[k] = 1;
+    if (owners.empty() || inside < total) f.padding_end = std::max(f.padding_end, runs.back().end());
     if (owners.empty()) {
       ++f.padding_only;
       note(false, seg + " covers only padding (" + span_text(runs.front(), width) + ")", ev, at);
@@ -257,7 +259,9 @@ void max_seqlen_single_query(Ctx& ctx) {
 // Compared in the padded batch's token space: mask-path segments through the unpad indices,
 // packed-path segments through the (B * S) view. Merged, split or padded-into sequences are
 // silent cross-contamination (transformers#47496, #39814, #33268); segments of padding alone are
-// a warning (their rows are discarded). With a sliding window, a k segment holding the last
+// a warning (their rows are discarded), and a note when that padding lies inside the batch's rows
+// and the call's segments stay below kSegmentsPastFlaGrid (severity by effect: nothing merged or
+// split, no limit reached; invariants.md#severity). With a sliding window, a k segment holding the last
 // W + Lq - 1 tokens of its sequence is the window, not a split (a sliding cache holds no more).
 void cu_seqlens_segments(Ctx& ctx) {
   const VarlenArgs* a = varlen_call(ctx);
@@ -316,7 +320,19 @@ void cu_seqlens_segments(Ctx& ctx) {
     ev["dropped"] = f.dropped;
     ev["padding_only"] = f.padding_only;
     ev["intent"] = to_string(ctx.batch.intent.source);
-    ctx.report(f.has_error() ? Severity::error : Severity::warning, f.has_error() ? f.first_error : f.first_warning, ev)
+    // padding alone inside the batch's rows, few segments: what reaches the kernel is what was meant
+    const int64_t segments = static_cast<int64_t>(cu.values.size()) - 1;
+    const auto batch_tokens = checked::mul(ctx.batch.batch ? ctx.batch.batch->batch_size : 1, width);
+    const bool benign = !f.has_error() && batch_tokens && f.padding_end <= *batch_tokens && segments < kSegmentsPastFlaGrid;
+    std::string message = f.has_error() ? f.first_error : f.first_warning;
+    if (benign) {
+      ev["segments"] = segments;
+      message += ": " + std::to_string(f.padding_only) + (f.padding_only == 1 ? " segment holds" : " segments hold") +
+                 " padding whose rows are discarded; no intended sequence is merged or split (" +
+                 std::to_string(segments) + " segments, fewer than the " + std::to_string(kSegmentsPastFlaGrid) +
+                 " at which FLA's GatedDeltaNet kernels overflow the launch grid)";
+    }
+    ctx.report(f.has_error() ? Severity::error : benign ? Severity::note : Severity::warning, message, ev)
         .location = f.first_location;
   }
 }

@@ -81,6 +81,8 @@ void rotary_table(Ctx&);
 void rotary_positions(Ctx&);
 // checks_launch.cpp
 void launch_autotune_keys(Ctx&);
+// checks_fla_ops.cpp
+void launch_fla_grid(Ctx&);
 // checks_kernel_values.cpp
 void seqused_k_range(Ctx&);
 void input_softcap(Ctx&);
@@ -116,6 +118,13 @@ struct Span {
   int64_t start = 0, length = 0;
   int64_t end() const { return start + length; }
 };
+// Segments per call from which padding that opens its own segments is an error, not a note
+// (invariants.md#severity): FLA's GatedDeltaNet kernels launch N x HV programs on grid axis y,
+// and with Qwen3.5's HV = 32, N >= 2048 passes CUDA's 65535 ("Triton Error [CUDA]: invalid
+// argument", hiyouga/LlamaFactory#10452); hybrid models run them on the attention layers'
+// boundaries.
+inline constexpr int64_t kSegmentsPastFlaGrid = 65536 / 32;
+
 // Width of one row of the padded batch, the space `intent` is written in: the 2-D mask's
 // width, else the position ids' width, else kv_length; with only a varlen block, total_q.
 int64_t intent_row_width(const Batch& batch);

@@ -117,6 +117,10 @@ void run_pipeline(Diagnosis& d, const Batch& batch, const CheckOptions& options,
       }))
     return;
   if (options.index_values_unread) std::erase_if(found, [](const Violation& v) { return !needs_no_index_values(v); });
+  // a note is a finding on a benign layout: said in the notes, no violation (invariants.md#severity)
+  for (const Violation& v : found)
+    if (v.severity == Severity::note) r.notes.push_back(v.id + ": " + v.message);
+  std::erase_if(found, [](const Violation& v) { return v.severity == Severity::note; });
   StageRecord static_stage{Stage::static_checks, found.empty() ? StageStatus::ok : StageStatus::violation, ms_since(t0), ""};
   static_stage.facts.checked = static_cast<int64_t>(catalogue().size());
   for (auto& v : found) r.add(std::move(v));

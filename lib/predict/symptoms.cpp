@@ -326,6 +326,12 @@ const std::vector<SymptomRow>& table() {
       {"launch.autotune_keys", "warning", "", "", "", false, O::ok, P::forward, M::attention,
        "no error; the autotune cache key holds another parameter's value (configs reused across shapes)", "model",
        "a wrong or missing cache-key entry"},
+      {"launch.fla_grid", "", "", "", "", false, O::raises, P::forward, M::attention,
+       "RuntimeError: Triton Error [CUDA]: invalid argument", "report fla-org/flash-linear-attention#903",
+       "token_shift's long kernel puts more than 65535 time chunks on grid axis y (FLA 0.3.1 - 0.5.0)"},
+      {"launch.fla_grid", "one_kernel", "", "", "", false, O::raises, P::forward, M::attention,
+       "RuntimeError: Triton Error [CUDA]: invalid argument", "model",
+       "token_shift's (N, T) grid puts more than 65535 tokens of one document on grid axis y (FLA 0.2.2 - 0.3.0)"},
   };
   return t;
 }

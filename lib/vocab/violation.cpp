@@ -5,7 +5,9 @@
 
 namespace ad {
 
-std::string to_string(Severity s) { return s == Severity::error ? "error" : "warning"; }
+std::string to_string(Severity s) {
+  return s == Severity::error ? "error" : s == Severity::warning ? "warning" : "note";
+}
 
 
 const char* to_string(Side s) { return s == Side::q ? "q" : "k"; }

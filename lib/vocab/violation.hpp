@@ -14,7 +14,10 @@
 
 namespace ad {
 
-enum class Severity { error, warning };
+// note: the invariant's statement is broken as written, but what reaches the kernel is what was
+// meant (no intended sequence merged or split, no limit broken). A check reports it like a
+// violation; the report carries it as a note, never as a violation (invariants.md#severity).
+enum class Severity { error, warning, note };
 std::string to_string(Severity s);
 
 // The side of the call a location is on: the queries (q, out, cu_seqlens_q, indices_q) or the

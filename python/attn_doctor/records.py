@@ -682,12 +682,17 @@ def fla_rotary_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
 
     varlen: Dict[str, Any] = {}
     tensors: Dict[str, Dict[str, Any]] = {}
+    batch: Dict[str, Any] = {}
     if T.is_tensor(cu):
         ctx.encoder.cu_seqlens_q(varlen, [int(x) for x in ctx.cache.get(cu)], T.dtype_name(cu))
         # packed input: (1, total, H, D)
         varlen["total_q"] = qs[0] * qs[1]
         _index_tensor_overrides(tensors, "cu_seqlens_q", cu, T.device_name(q))
-    return _document(ctx, _environment(ctx, q), model, q=q, varlen=varlen, tensors=tensors,
+    else:
+        # [B, T, H, D]: FLA asserts its table against this T (rotary.table), so the file says it
+        batch = {"batch_size": qs[0], "query_length": qs[1],
+                 "kv_length": T.shape(k)[1] if k is not None else qs[1]}
+    return _document(ctx, _environment(ctx, q), model, q=q, batch=batch, varlen=varlen, tensors=tensors,
                      rotary=rotary)
 
 

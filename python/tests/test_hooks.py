@@ -9,8 +9,11 @@ import types
 import unittest
 
 import attn_doctor
+from attn_doctor import _binary, diagnosis
 
 from .support import fake_libraries, temp_dir
+
+CAN_CHECK = diagnosis._native is not None or _binary.find() is not None
 
 
 def read_json(path):
@@ -283,6 +286,28 @@ class KernelEntryTest(unittest.TestCase):
             self.assertEqual(doc["varlen"], {"cu_seqlens_q": [0, 12, 20], "total_q": 20})
             self.assertEqual(doc["model"], {"num_heads": 16, "head_dim": 64, "num_kv_heads": 16,
                                             "dtype": "bf16"})
+
+    def test_fla_rotary_without_cu_seqlens_records_t(self):
+        # a packed row handed to FLA's rotary without cu_seqlens, its table built for the
+        # longest sequence: FLA asserts TR >= T; the file says T, so the check predicts it
+        with fake_libraries(), temp_dir() as out:
+            from faketensor import FakeTensor
+            from fla.modules import RotaryEmbedding
+            rotary = RotaryEmbedding(dim=128)
+            q = FakeTensor(shape=(1, 706, 8, 128), dtype="bfloat16", device="cuda:0")
+            with attn_doctor.capture(out, announce=False) as cap:
+                with self.assertRaises(AssertionError):
+                    rotary(q, q, max_seqlen=256)
+            doc = read_json(cap.files[0])
+            self.assertEqual(doc["batch"], {"batch_size": 1, "query_length": 706, "kv_length": 706})
+            self.assertEqual(doc["rotary"]["table_length"], 256)
+            self.assertFalse(doc["rotary"]["varlen"])
+            self.assertNotIn("varlen", doc)
+            if CAN_CHECK:
+                report = attn_doctor.check(cap.files[0], backend="none")
+                self.assertEqual(report["first_violation"]["id"], "rotary.table")
+                self.assertEqual(report["prediction"]["outcome"], "raises")
+                self.assertEqual(report["prediction"]["message"], "AssertionError: TR must be >= T, got 256 and 706")
 
     def test_model_level_flash_attention_forward_of_old_releases(self):
         with fake_libraries(), temp_dir() as out:
