@@ -44,6 +44,7 @@ OBJECTS = {
     ("tensors", "t"): ("/tensors/q", "#/$defs/tensorOverride"),
     ("rotary", "n"): ("/rotary", "#/$defs/rotary"),
     ("launch", "n"): ("/launch", "#/$defs/launch"),
+    ("layers", "e"): ("/layers/0", "#/$defs/layer"),
     ("intent", "n"): ("/intent", "#/$defs/intent"),
     ("intent", "s"): ("/intent/sequences/0", "#/$defs/intendedSequence"),
     ("expect", "n"): ("/expect", "#/$defs/expect"),

@@ -130,6 +130,9 @@ struct BatchInputs {
   CallStage stage = CallStage::prefill;
   bool stage_given = false;
   std::optional<FlashKwargs> flash_kwargs;
+  // `batch.seq_idx` (docs/spec/batch-format.md): the `seq_idx` model kwarg a collator passes
+  // (transformers' DataCollatorWithFlattening `return_seq_idx`), (B or 1, Lq) as written.
+  std::optional<IntTensor> seq_idx;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -183,6 +186,17 @@ struct Launch {
   std::vector<std::string> autotune_keys;
 };
 
+// `layers` (docs/spec/batch-format.md): the layers of a hybrid model the batch reaches, each
+// with where it takes its sequence boundaries from.
+struct Layer {
+  std::string kind;            // "attention" | "gated_deltanet"
+  std::string implementation;  // gated_deltanet: "transformers" (the model's own layer) | "fla"; attention: ""
+  int64_t count = 1;           // consecutive layers of this kind (recorded)
+  std::optional<std::vector<int64_t>> cu_seqlens;  // fla: the `cu_seqlens` keyword the caller passes
+  bool attention_mask = true;  // the layer is handed the batch's 2-D attention mask
+  bool causal_conv1d = true;   // transformers: the causal-conv1d package is installed (its conv reads seq_idx)
+};
+
 // ---------------------------------------------------------------------------------------
 // intent and expectations
 
@@ -229,6 +243,7 @@ struct Batch {
   std::map<std::string, TensorOverride> tensors;  // q k v out cu_seqlens_q cu_seqlens_k ...
   std::optional<Rotary> rotary;
   std::optional<Launch> launch;
+  std::vector<Layer> layers;                       // hybrid models; empty: not described
   Intent intent;                                   // given, or derived by the loader
   std::optional<Expect> expect;
   // The element cap the batch was loaded under (LoadLimits::max_array_elements): a stage that
