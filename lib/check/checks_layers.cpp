@@ -106,7 +106,9 @@ void layers_same_boundaries(Ctx& ctx) {
         if (what.empty()) continue;
         const Segment rs = segment_at(*ref, width, t);
         const Segment ls = l < 0 ? Segment{t / width, t % width, 0} : segment_at(p.labels, width, t);
-        std::string msg = who + " takes its boundaries from " + p.source + " (" + p.rule + ") and " + what + " ";
+        const std::string from = p.source == "none" ? "receives no boundaries, so each row is one sequence,"
+                                                    : "takes its boundaries from " + p.source;
+        std::string msg = who + " " + from + " (" + p.rule + ") and " + what + " ";
         if (what == "merges") {
           const Segment prev = segment_at(*ref, width, other);
           msg += "the sequences at " + describe(prev) + " and " + describe(rs) + " of " + ref_name +
