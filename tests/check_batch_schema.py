@@ -77,6 +77,7 @@ CANNOT_EXPRESS = {
     "npy-bad-header.json": "the .npy file's contents",
     "npy-fortran.json": "the .npy file's contents",
     "npy-version.json": "the .npy file's contents",
+    "layers-seq-idx-narrow.json": "seq_idx one id per query token",
 }
 
 SEARCHED = ("repro_cases", "tests", "bench", "docs", "python")

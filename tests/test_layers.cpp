@@ -1,6 +1,6 @@
 // Hybrid models: the boundaries each layer kind receives (lib/convert/layers.cpp) and
 // layers.same_boundaries (lib/check/checks_layers.cpp).
-#include <catch2/catch_test_macros.hpp>
+#include <catch2/catch.hpp>
 
 #include <string>
 
@@ -38,7 +38,7 @@ bool has(const std::vector<ad::Violation>& v, const std::string& id) {
 
 const std::string kPacked = R"({"position_ids": {"from": "packed", "lengths": [3, 2, 4]}})";
 const std::string kKwargs = R"({"position_ids": {"from": "packed", "lengths": [3, 2, 4]},
-  "flash_kwargs": {"cu_seq_lens_q": [0, 3, 5, 9], "cu_seq_lens_k": [0, 3, 5, 9], "max_length_q": 4, "max_length_k": 4})";
+  "flash_kwargs": {"cu_seq_lens_q": [0, 3, 5, 9], "cu_seq_lens_k": [0, 3, 5, 9], "max_length_q": 4, "max_length_k": 4}})";
 const std::string kHybrid = R"([{"kind": "gated_deltanet"}, {"kind": "attention"}])";
 
 }  // namespace
