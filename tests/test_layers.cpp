@@ -13,7 +13,7 @@ namespace {
 ad::Batch load(const std::string& text) { return ad::parse_batch_text(text, "layers.json"); }
 
 // A packed row of three sequences (3, 2, 4): what every layer should see.
-const std::vector<int64_t> kThree = {0, 0, 0, 1, 1, 2, 2, 2, 2};
+const std::vector<int32_t> kThree = {0, 0, 0, 1, 1, 2, 2, 2, 2};
 
 std::string qwen(const std::string& env, const std::string& batch, const std::string& layers) {
   return R"({"format": "attn-doctor/batch@1", "environment": )" + env +
@@ -55,7 +55,7 @@ TEST_CASE("layers: transformers' GatedDeltaNet layer by release", "[layers]") {
     auto b = load(qwen(R"({"transformers": "5.24.0", "fla": "0.6.0"})", kPacked, kHybrid));
     auto c = ad::convert(b);
     CHECK(part(c, 0, "delta_rule").source == "none");
-    CHECK(part(c, 0, "delta_rule").labels == std::vector<int64_t>(9, 0));
+    CHECK(part(c, 0, "delta_rule").labels == std::vector<int32_t>(9, 0));
     auto v = ad::run_static_checks(b, c);
     REQUIRE(has(v, "layers.same_boundaries"));
   }
@@ -115,7 +115,7 @@ TEST_CASE("layers: FLA's GatedDeltaNet layer, mask against caller cu_seqlens by 
     auto b = load(text("0.4.2"));
     auto c = ad::convert(b);
     CHECK(part(c, 0, "gated_deltanet").source == "attention_mask (replaces the caller's cu_seqlens)");
-    CHECK(part(c, 0, "gated_deltanet").labels == std::vector<int64_t>(9, 0));
+    CHECK(part(c, 0, "gated_deltanet").labels == std::vector<int32_t>(9, 0));
     auto v = ad::run_static_checks(b, c);
     REQUIRE(has(v, "layers.same_boundaries"));
   }
@@ -149,8 +149,8 @@ TEST_CASE("layers: FLA's GatedDeltaNet layer, mask against caller cu_seqlens by 
       "batch": {"attention_mask": {"lengths": [3, 1], "width": 3}},
       "layers": [{"kind": "gated_deltanet", "implementation": "fla"}, {"kind": "attention"}]})");
     auto c = ad::convert(b);
-    CHECK(part(c, 0, "gated_deltanet").labels == std::vector<int64_t>{0, 0, 0, 1, -1, -1});
-    CHECK(part(c, 1, "attention").labels == std::vector<int64_t>{0, 0, 0, 1, -1, -1});
+    CHECK(part(c, 0, "gated_deltanet").labels == std::vector<int32_t>{0, 0, 0, 1, -1, -1});
+    CHECK(part(c, 1, "attention").labels == std::vector<int32_t>{0, 0, 0, 1, -1, -1});
     CHECK_FALSE(has(ad::run_static_checks(b, c), "layers.same_boundaries"));
   }
 }

@@ -1,7 +1,7 @@
 // Static: hybrid models (id 47). Every layer the batch reaches must see the same sequence
 // boundaries: the attention layers' (what reached the flash-attn kernel), or the intent when the
 // batch lists no attention layer. The views come from replay_layers (lib/convert/layers.cpp).
-#include <unordered_map>
+#include <vector>
 
 #include "check/static_checks.hpp"
 
@@ -14,7 +14,7 @@ struct Segment {
 };
 
 // The run of tokens around `t` carrying `labels[t]` within t's row.
-Segment segment_at(const std::vector<int64_t>& labels, int64_t width, int64_t t) {
+Segment segment_at(const std::vector<int32_t>& labels, int64_t width, int64_t t) {
   const int64_t row = t / width, lo = row * width, hi = lo + width;
   int64_t a = t, b = t + 1;
   while (a > lo && labels[static_cast<size_t>(a - 1)] == labels[static_cast<size_t>(t)]) --a;
@@ -27,9 +27,9 @@ std::string describe(const Segment& s) {
   return "row " + std::to_string(s.row) + " tokens " + std::to_string(s.start) + "-" + std::to_string(s.start + s.length - 1);
 }
 
-std::vector<int64_t> intent_labels(const Batch& batch, int64_t rows, int64_t width) {
-  std::vector<int64_t> labels(static_cast<size_t>(rows * width), -1);
-  int64_t k = 0;
+std::vector<int32_t> intent_labels(const Batch& batch, int64_t rows, int64_t width) {
+  std::vector<int32_t> labels(static_cast<size_t>(rows * width), -1);
+  int32_t k = 0;
   for (const auto& s : batch.intent.sequences) {
     if (s.row >= rows) continue;
     for (int64_t c = s.start; c < s.start + s.length && c < width; ++c) labels[static_cast<size_t>(s.row * width + c)] = k;
@@ -51,8 +51,8 @@ void layers_same_boundaries(Ctx& ctx) {
       attention = &v.parts.front();
       break;
     }
-  std::vector<int64_t> intent;
-  const std::vector<int64_t>* ref = nullptr;
+  std::vector<int32_t> intent;
+  const std::vector<int32_t>* ref = nullptr;
   std::string ref_name;
   if (attention) {
     if (attention->labels.empty()) return;  // the attention route failed or was not read: other invariants say why
@@ -81,26 +81,28 @@ void layers_same_boundaries(Ctx& ctx) {
       }
       if (p.labels.size() != ref->size()) continue;
       // the partitions of the reference's tokens must agree: a bijection of labels
-      std::unordered_map<int64_t, int64_t> ref_to_part, part_to_ref;
-      std::unordered_map<int64_t, int64_t> ref_first, part_first;
-      for (int64_t t = 0; t < static_cast<int64_t>(ref->size()); ++t) {
-        const int64_t r = (*ref)[static_cast<size_t>(t)], l = p.labels[static_cast<size_t>(t)];
+      // labels are below the token count: the maps are vectors (first token of each label, -1: not seen)
+      const size_t n = ref->size();
+      std::vector<int64_t> ref_first(n, -1), part_first(n, -1);
+      for (int64_t t = 0; t < static_cast<int64_t>(n); ++t) {
+        const int32_t r = (*ref)[static_cast<size_t>(t)], l = p.labels[static_cast<size_t>(t)];
         if (r < 0) continue;
         std::string what;
         int64_t other = -1;  // a token of the other segment involved
-        if (l < 0) {
+        if (l < 0 || static_cast<size_t>(l) >= n || static_cast<size_t>(r) >= n) {
           what = "leaves out";
         } else {
-          auto [ri, rnew] = ref_to_part.try_emplace(r, l);
-          auto [pi, pnew] = part_to_ref.try_emplace(l, r);
-          if (rnew) ref_first[r] = t;
-          if (pnew) part_first[l] = t;
-          if (ri->second != l) {
+          int64_t& rf = ref_first[static_cast<size_t>(r)];
+          int64_t& pf = part_first[static_cast<size_t>(l)];
+          if (rf < 0) rf = t;
+          if (pf < 0) pf = t;
+          // the same sequence in both: the first tokens of the two labels coincide
+          if (p.labels[static_cast<size_t>(rf)] != l) {
             what = "splits";
-            other = ref_first[r];
-          } else if (pi->second != r) {
+            other = rf;
+          } else if ((*ref)[static_cast<size_t>(pf)] != r) {
             what = "merges";
-            other = part_first[l];
+            other = pf;
           }
         }
         if (what.empty()) continue;

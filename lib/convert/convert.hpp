@@ -92,7 +92,7 @@ struct LayerPart {
   std::string source;   // where its boundaries come from: "varlen conversion", "cu_seqlens",
                         // "attention_mask", "flash_kwargs.cu_seq_lens_q", "seq_idx", "none"
   std::string rule;     // the release and file the rule was read from
-  std::vector<int64_t> labels;          // B * Lq entries; empty when not computed (see `note`)
+  std::vector<int32_t> labels;          // B * Lq entries (B * Lq <= 2^25); empty when not computed (see `note`)
   std::optional<ReplayFailure> failure; // the layer raises here
   std::string note;                     // why the labels are not computed, or how they were read
 };

@@ -42,7 +42,7 @@ struct Grid {
 // Segments [cu[k], cu[k+1]) of packed rows, placed at `flat(p)`; false when cu is not a readable
 // 1-D non-decreasing vector starting at or above 0 (the cu_seqlens invariants report it).
 template <class Flat>
-bool label_from_cu(const std::vector<int64_t>& cu, int64_t packed_rows, Flat flat, std::vector<int64_t>& labels) {
+bool label_from_cu(const std::vector<int64_t>& cu, int64_t packed_rows, Flat flat, std::vector<int32_t>& labels) {
   if (cu.size() < 2 || cu.front() < 0) return false;
   for (size_t i = 1; i < cu.size(); ++i)
     if (cu[i] < cu[i - 1]) return false;
@@ -50,15 +50,15 @@ bool label_from_cu(const std::vector<int64_t>& cu, int64_t packed_rows, Flat fla
     const int64_t end = std::min(cu[k + 1], packed_rows);
     for (int64_t p = std::min(cu[k], packed_rows); p < end; ++p) {
       const int64_t f = flat(p);
-      if (f >= 0 && f < static_cast<int64_t>(labels.size())) labels[static_cast<size_t>(f)] = static_cast<int64_t>(k);
+      if (f >= 0 && f < static_cast<int64_t>(labels.size())) labels[static_cast<size_t>(f)] = static_cast<int32_t>(k);
     }
   }
   return true;
 }
 
-std::vector<int64_t> label_rows(const Grid& g) {
-  std::vector<int64_t> labels(static_cast<size_t>(g.tokens()));
-  for (int64_t t = 0; t < g.tokens(); ++t) labels[static_cast<size_t>(t)] = t / g.width;
+std::vector<int32_t> label_rows(const Grid& g) {
+  std::vector<int32_t> labels(static_cast<size_t>(g.tokens()));
+  for (int64_t t = 0; t < g.tokens(); ++t) labels[static_cast<size_t>(t)] = static_cast<int32_t>(t / g.width);
   return labels;
 }
 
@@ -215,7 +215,7 @@ std::vector<LayerPart> transformers_parts(const Batch& batch, const Layer& layer
       for (int64_t c = 0; c < g.width; ++c) {
         const int64_t v = s->values[static_cast<size_t>(sr * g.width + c)];
         if (c == 0 || v != s->values[static_cast<size_t>(sr * g.width + c - 1)]) ++next;
-        conv.labels[static_cast<size_t>(r * g.width + c)] = next;
+        conv.labels[static_cast<size_t>(r * g.width + c)] = static_cast<int32_t>(next);
       }
     }
   } else {
@@ -240,11 +240,17 @@ std::vector<LayerView> replay_layers(const Batch& batch, const Conversion& conve
     g.mask = &m->tensor;
     g.mask_offset = m->tensor.dim(1) - g.width;
   }
+  // every part holds one label per token: all of them together stay within the batch's own
+  // element cap for all its arrays (2 x max_array_elements, docs/limits.md)
+  int64_t budget = 2 * batch.max_array_elements;
   for (size_t i = 0; i < batch.layers.size(); ++i) {
     const Layer& l = batch.layers[i];
     LayerView v{i, l.kind, l.implementation, l.count, {}};
-    if (too_many) {
-      v.parts.push_back(LayerPart{l.kind, "", "", {}, std::nullopt, "B x Lq past the element cap: not replayed"});
+    const int64_t parts = l.kind == "gated_deltanet" && l.implementation != "fla" ? 2 : 1;
+    if (too_many || budget < parts * g.tokens()) {
+      v.parts.push_back(LayerPart{l.kind, "", "", {}, std::nullopt,
+                                  too_many ? "B x Lq past the element cap: not replayed"
+                                           : "the layers' labels would pass 2^26 elements: not replayed"});
     } else if (l.kind == "attention") {
       v.parts.push_back(attention_part(batch, conversion, g));
     } else if (l.implementation == "fla") {
@@ -252,6 +258,7 @@ std::vector<LayerView> replay_layers(const Batch& batch, const Conversion& conve
     } else {
       v.parts = transformers_parts(batch, l, g, transformers_override);
     }
+    if (!too_many && budget >= parts * g.tokens()) budget -= parts * g.tokens();
     out.push_back(std::move(v));
   }
   return out;

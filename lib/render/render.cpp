@@ -302,7 +302,7 @@ struct LayerSegments {
   nlohmann::json listed = nlohmann::json::array();
   int64_t total = 0;
 };
-LayerSegments layer_segments(const std::vector<int64_t>& labels, int64_t width, size_t cap) {
+LayerSegments layer_segments(const std::vector<int32_t>& labels, int64_t width, size_t cap) {
   LayerSegments out;
   if (width <= 0) return out;
   for (int64_t t = 0; t < static_cast<int64_t>(labels.size());) {
