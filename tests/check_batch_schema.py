@@ -45,6 +45,7 @@ OBJECTS = {
     ("rotary", "n"): ("/rotary", "#/$defs/rotary"),
     ("launch", "n"): ("/launch", "#/$defs/launch"),
     ("fla_op", "n"): ("/fla_op", "#/$defs/flaOp"),
+    ("layers", "e"): ("/layers/0", "#/$defs/layer"),
     ("intent", "n"): ("/intent", "#/$defs/intent"),
     ("intent", "s"): ("/intent/sequences/0", "#/$defs/intendedSequence"),
     ("expect", "n"): ("/expect", "#/$defs/expect"),
@@ -83,6 +84,7 @@ CANNOT_EXPRESS = {
     "npy-version.json": "the .npy file's contents",
     "collator-huge-examples.json": "elements of one array at most 2^25",
     "collator-option-too-new.json": "an option the collator's release accepts",
+    "layers-seq-idx-narrow.json": "seq_idx one id per query token",
 }
 
 SEARCHED = ("repro_cases", "tests", "bench", "docs", "python")

@@ -18,7 +18,7 @@ const std::vector<std::string> kSpecIds = {
     "input.dtype", "input.head_dim", "input.gqa", "input.feature", "input.int32_range", "input.softcap",
     "mask.rank", "mask.binary", "mask.cast_to_bool", "mask.kv_length", "mask.padding_side",
     "position_ids.rank",
-    "position_ids.origin", "position_ids.consecutive", "route.packed_to_dense", "route.partial_kwargs",
+    "position_ids.origin", "position_ids.consecutive", "route.packed_to_dense", "route.partial_kwargs", "layers.same_boundaries",
     "cu_seqlens.dtype", "cu_seqlens.device", "cu_seqlens.shape", "cu_seqlens.start", "cu_seqlens.monotonic",
     "cu_seqlens.total", "seqused_k.range", "max_seqlen.type", "max_seqlen.covers", "max_seqlen.single_query",
     "cu_seqlens.segments", "cu_seqlens.grid", "indices.range", "indices.count", "rotary.dim", "rotary.even",
@@ -38,7 +38,7 @@ const std::vector<std::string> kNumbered = {
     "rotary.table", "rotary.positions", "unpad.gather", "rotary.access", "attention.access", "attention.coverage",
     "pad.scatter", "result.finite", "result.reference", "launch.autotune_keys", "backward.access",
     "backward.coverage", "backward.dq_offset", "backward.reference", "seqused_k.range", "input.softcap",
-    "mask.cast_to_bool", "launch.fla_grid"};
+    "mask.cast_to_bool", "launch.fla_grid", "layers.same_boundaries"};
 
 std::string read_text(const std::string& relative) {
   std::ifstream in(std::string(ATTN_DOCTOR_SOURCE_DIR) + "/" + relative);

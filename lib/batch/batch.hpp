@@ -138,6 +138,9 @@ struct BatchInputs {
   CallStage stage = CallStage::prefill;
   bool stage_given = false;
   std::optional<FlashKwargs> flash_kwargs;
+  // `batch.seq_idx` (docs/spec/batch-format.md): the `seq_idx` model kwarg a collator passes
+  // (transformers' DataCollatorWithFlattening `return_seq_idx`), (B or 1, Lq) as written.
+  std::optional<IntTensor> seq_idx;
 };
 
 // ---------------------------------------------------------------------------------------
@@ -205,6 +208,15 @@ struct Launch {
 struct FlaOp {
   std::string name;               // "token_shift" (fla.modules.token_shift.token_shift)
   int64_t multiprocessors = 132;  // the device's SM count FLA sizes its chunks by (H100, H200: 132)
+// `layers` (docs/spec/batch-format.md): the layers of a hybrid model the batch reaches, each
+// with where it takes its sequence boundaries from.
+struct Layer {
+  std::string kind;            // "attention" | "gated_deltanet"
+  std::string implementation;  // gated_deltanet: "transformers" (the model's own layer) | "fla"; attention: ""
+  int64_t count = 1;           // consecutive layers of this kind (recorded)
+  std::optional<std::vector<int64_t>> cu_seqlens;  // fla: the `cu_seqlens` keyword the caller passes
+  bool attention_mask = true;  // the layer is handed the batch's 2-D attention mask
+  bool causal_conv1d = true;   // transformers: the causal-conv1d package is installed (its conv reads seq_idx)
 };
 
 // ---------------------------------------------------------------------------------------
@@ -279,6 +291,7 @@ struct Batch {
   std::optional<Rotary> rotary;
   std::optional<Launch> launch;
   std::optional<FlaOp> fla_op;
+  std::vector<Layer> layers;                       // hybrid models; empty: not described
   Intent intent;                                   // given, or derived by the loader
   std::optional<Expect> expect;
   std::optional<CollatorRecord> collator;          // the `collator` block's replay, when given

@@ -468,7 +468,7 @@ struct Loader {
 
   BatchInputs inputs(const Node& n, const Model& model) {
     n.expect_object({"attention_mask", "position_ids", "query_length", "kv_length", "batch_size", "cache", "stage",
-                     "flash_kwargs"});
+                     "flash_kwargs", "seq_idx"});
     BatchInputs b;
     if (auto m = n.get("attention_mask")) b.attention_mask = mask(*m, true);
     if (auto p = n.get("position_ids")) b.position_ids = position_ids(*p, b.attention_mask, model, n);
@@ -560,6 +560,18 @@ struct Loader {
     if (b.batch_size > (limits.max_dimension - 1) / std::max<int64_t>(1, std::max(b.query_length, b.kv_length)))
       n.fail("batch_size x length below " + std::to_string(limits.max_dimension),
              std::to_string(b.batch_size) + " x " + std::to_string(std::max(b.query_length, b.kv_length)));
+    // seq_idx: the model kwarg a collator passes beside the flash kwargs, one id per query token
+    if (auto s = n.get("seq_idx")) {
+      IntTensor t = dense(*s, 2);
+      if (t.dtype == DType::boolean) s->fail("integers", "booleans");
+      if (t.rank() == 1) t.shape.insert(t.shape.begin(), 1);
+      if (t.dim(-1) != b.query_length)
+        s->fail("seq_idx " + std::to_string(b.query_length) + " wide (the query length)", std::to_string(t.dim(-1)) + " wide");
+      if (t.dim(0) != 1 && t.dim(0) != b.batch_size)
+        s->fail("seq_idx with " + std::to_string(b.batch_size) + " rows (the batch size) or 1", std::to_string(t.dim(0)) + " rows");
+      t.dtype = DType::int32;
+      b.seq_idx = std::move(t);
+    }
     return b;
   }
 
@@ -750,6 +762,38 @@ struct Loader {
     op.name = n.at("name").as_enum({"token_shift"});
     if (auto m = n.get("multiprocessors")) op.multiprocessors = m->as_int(1, 1 << 20);
     return op;
+  // `layers`: a hybrid model's layers and where each takes its boundaries from
+  std::vector<Layer> layers(const Node& n) {
+    if (!n.is_array() || n.size() == 0) n.fail("a non-empty array of layer objects");
+    if (n.size() > 1024) n.fail("at most 1024 layer entries", std::to_string(n.size()));
+    std::vector<Layer> out;
+    for (size_t i = 0; i < n.size(); ++i) {
+      Node e = n[i];
+      if (!e.is_object()) e.fail("a layer object");
+      e.expect_object({"kind", "count", "implementation", "cu_seqlens", "attention_mask", "causal_conv1d"});
+      Layer l;
+      l.kind = e.at("kind").as_enum({"attention", "gated_deltanet"});
+      if (l.kind == "attention") {
+        // the attention layers take what the flash-attn conversion passes: nothing to say per layer
+        for (const char* key : {"implementation", "cu_seqlens", "attention_mask", "causal_conv1d"})
+          if (auto k = e.get(key)) k->fail(std::string("no \"") + key + "\" on an attention layer", std::string("\"") + key + "\"");
+      } else {
+        l.implementation = e.has("implementation") ? e.at("implementation").as_enum({"transformers", "fla"}) : "transformers";
+        if (auto c = e.get("cu_seqlens")) {
+          if (l.implementation != "fla") c->fail("no cu_seqlens (transformers' layer reads batch.flash_kwargs.cu_seq_lens_q)", "cu_seqlens");
+          l.cu_seqlens = c->as_int_array(-kMaxIndex, kMaxIndex, limits.max_array_elements);
+          budget.take(static_cast<int64_t>(l.cu_seqlens->size()), c->path());
+        }
+        if (auto m = e.get("attention_mask")) l.attention_mask = m->as_bool();
+        if (auto c = e.get("causal_conv1d")) {
+          if (l.implementation != "transformers") c->fail("no causal_conv1d (FLA's layer convolves with cu_seqlens)", "causal_conv1d");
+          l.causal_conv1d = c->as_bool();
+        }
+      }
+      if (auto c = e.get("count")) l.count = c->as_int(1, 1 << 20);
+      out.push_back(std::move(l));
+    }
+    return out;
   }
 
   Intent intent(const Node& n) {
@@ -927,7 +971,7 @@ struct Loader {
 
   Batch batch(const Node& root) {
     root.expect_object({"format", "name", "description", "references", "pass", "environment", "model", "batch",
-                        "varlen", "tensors", "rotary", "launch", "fla_op", "intent", "expect", "$schema", "collator"});
+                        "varlen", "tensors", "rotary", "launch", "fla_op", "intent", "expect", "$schema", "collator", "layers"});
     Batch b;
     // the JSON Schema an editor validates the file against (docs/spec/batch.schema.json): a
     // string, otherwise ignored
@@ -958,6 +1002,9 @@ struct Loader {
     if (auto v = root.get("fla_op")) {
       b.fla_op = fla_op(*v);
       if (!b.batch && !b.varlen) v->fail("a \"varlen\" or \"batch\" block giving x's shape beside it", "neither");
+    if (auto v = root.get("layers")) {
+      if (!b.batch) v->fail("a \"batch\" block beside \"layers\" (the layers are fed from it)", "no batch block");
+      b.layers = layers(*v);
     }
     if (auto v = root.get("expect")) b.expect = expect(*v);
     // dtype of explicit cu_seqlens: the override, else int32 (JSON) or the .npy dtype

@@ -327,6 +327,34 @@ const std::vector<Invariant>& table() {
        .upstream_message = "",
        .check = checks::route_partial_kwargs,
        .apis = kAllApis},
+      // 47: hybrid models, numbered on after input.softcap, checked with the route
+      {.number = 49, .id = "layers.same_boundaries", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "every layer of a hybrid model sees the same sequence boundaries: each GatedDeltaNet layer's "
+                    "(its delta rule's and its short convolution's) equal the attention layers' (without an attention "
+                    "layer: the intent's)",
+       .when_broken = "silently merged or split sequences in the linear-attention layers (or the layer raises)",
+       .explanation =
+           "A hybrid model routes one batch to attention layers, which get their boundaries from the flash-attn "
+           "conversion (mask, position ids or cu_seq_lens kwargs), and to linear-attention layers, which take theirs "
+           "from somewhere else. transformers' Qwen3-Next / Qwen3.5 GatedDeltaNet layers never read position ids: up to "
+           "5.8.0 they pass no boundaries at all, from 5.9.0 the delta rule takes the cu_seq_lens_q kwarg (only through "
+           "the fla kernel; the torch fallback ignores it) and the convolution the seq_idx kwarg (only through "
+           "causal-conv1d). FLA's own GatedDeltaNet layer up to 0.4.2 replaces the caller's cu_seqlens with one "
+           "sequence per row of the attention mask; 0.5.0 - 0.5.2 keep them but then fail to repad when a mask is "
+           "given too. Packed sequences that the attention layers keep apart are then mixed by the recurrent state "
+           "and the convolution, or a sequence is cut in two, with no error.",
+       .fix = "Give the linear-attention layers the same boundaries as the attention layers: pass cu_seq_lens_q and "
+              "seq_idx from the collator (DataCollatorWithFlattening(return_flash_attn_kwargs=True, "
+              "return_seq_idx=True)) on transformers >= 5.9.0 with fla and causal-conv1d installed; for FLA's layers "
+              "pass cu_seqlens without an attention mask, or upgrade to fla >= 0.6.0.",
+       .references = {"huggingface/transformers#46093", "huggingface/transformers#46851",
+                      "huggingface/transformers PR#45034", "fla-org/flash-linear-attention#838", "fla-org/flash-linear-attention PR#842",
+                      "huggingface/transformers v5.9.0 models/qwen3_5/modeling_qwen3_5.py (cu_seq_lens_q, seq_idx)",
+                      "fla-org/flash-linear-attention v0.4.2, v0.6.0 fla/layers/gated_deltanet.py"},
+       .upstream_message = "",
+       .check = checks::layers_same_boundaries,
+       .apis = kAllApis},
       {.number = 15, .id = "cu_seqlens.dtype", .group = G::conversion, .stage = "conversion",
        .severity_rule = "error (the host check raises)",
        .statement = "int32",

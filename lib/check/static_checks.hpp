@@ -58,6 +58,8 @@ void position_ids_consecutive(Ctx&);
 // checks_route.cpp
 void route_packed_to_dense(Ctx&);
 void route_partial_kwargs(Ctx&);
+// checks_layers.cpp
+void layers_same_boundaries(Ctx&);
 // checks_cu_seqlens.cpp
 void cu_seqlens_dtype(Ctx&);
 void cu_seqlens_device(Ctx&);

@@ -98,11 +98,33 @@ struct VarlenArgs {
   std::vector<std::string> steps;         // short trace of the path taken
 };
 
+// A hybrid model's layers (the batch's `layers`, docs/spec/conversions.md "Hybrid models"): the
+// sequence boundaries each consumer of a layer receives, as one segment label per token of the
+// (B, Lq) batch (-1: the consumer does not see the token as part of any sequence).
+struct LayerPart {
+  std::string part;     // "attention", "delta_rule", "conv1d", "gated_deltanet"
+  std::string source;   // where its boundaries come from: "varlen conversion", "cu_seqlens",
+                        // "attention_mask", "flash_kwargs.cu_seq_lens_q", "seq_idx", "none"
+  std::string rule;     // the release and file the rule was read from
+  std::vector<int32_t> labels;          // B * Lq entries (B * Lq <= 2^25); empty when not computed (see `note`)
+  std::optional<ReplayFailure> failure; // the layer raises here
+  std::string note;                     // why the labels are not computed, or how they were read
+};
+
+struct LayerView {
+  size_t index = 0;     // position in the batch's `layers`
+  std::string kind;     // "attention" | "gated_deltanet"
+  std::string implementation;
+  int64_t count = 1;
+  std::vector<LayerPart> parts;
+};
+
 // Both views of one call: what the replayed release would pass, and what the batch file says
 // was passed (its `varlen` block). `effective()` is what reached the kernel.
 struct Conversion {
   std::optional<VarlenArgs> replayed;
   std::optional<VarlenArgs> explicit_args;
+  std::vector<LayerView> layers;  // the batch's `layers`, replayed (replay_layers)
 
   const VarlenArgs* effective() const {
     if (explicit_args) return &*explicit_args;
@@ -110,6 +132,12 @@ struct Conversion {
     return nullptr;
   }
 };
+
+// The layers' views of the batch: attention layers receive `attention` (what reached the kernel);
+// GatedDeltaNet layers their rules by release (FLA's layer by environment.fla, transformers' own
+// by the transformers release). Empty when the batch has no `layers`.
+std::vector<LayerView> replay_layers(const Batch& batch, const Conversion& conversion,
+                                     const std::optional<Version>& transformers_override = std::nullopt);
 
 struct ConvertOptions {
   std::optional<Version> transformers;  // overrides the batch's environment

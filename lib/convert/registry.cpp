@@ -326,6 +326,7 @@ Conversion convert(const Batch& batch, const ConvertOptions& options) {
     a.note = a.note.empty() ? fa_note : a.note + "; " + fa_note;
   }
   c.replayed = std::move(a);
+  c.layers = replay_layers(batch, c, options.transformers);
   return c;
 }
 

@@ -66,6 +66,7 @@ struct Diagnosis {
   std::optional<Version> flash_attn;      // the flash-attn contract applied: --flash-attn, else the batch's
   RulesApplied rules;
   std::optional<ExecPlan> plan;           // what the backend ran (absent: --backend none, or no plan)
+  int64_t layers_width = 0;               // Lq: the row width of the layers' segments (report `layers`)
   Report report;
 };
 

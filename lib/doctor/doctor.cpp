@@ -90,7 +90,12 @@ void run_pipeline(Diagnosis& d, const Batch& batch, const CheckOptions& options,
     effective.environment.flash_attn = options.flash_attn;
     conversion.replayed = replay_with(effective, *options.rule_set);
   };
-  if (!guarded_stage(r, Stage::conversion, t0, convert_batch)) return;
+  auto convert_all = [&] {
+    convert_batch();
+    if (options.rule_set) conversion.layers = replay_layers(batch, conversion, options.transformers);
+    if (batch.batch) d.layers_width = batch.batch->query_length;
+  };
+  if (!guarded_stage(r, Stage::conversion, t0, convert_all)) return;
   StageRecord conv_stage{Stage::conversion, StageStatus::ok, ms_since(t0), ""};
   if (conversion.replayed) {
     const VarlenArgs& rep = *conversion.replayed;

@@ -116,6 +116,12 @@ const std::vector<SymptomRow>& table() {
       {"route.partial_kwargs", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
        "no error; the release falls back to the dense kernel and attends across the packed sequences",
        "report huggingface/transformers#47170", "some but not all of the varlen kwargs"},
+      // layers.same_boundaries (checks_layers.cpp): the linear-attention layers' boundaries differ
+      {"layers.same_boundaries", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; the linear-attention layers mix the packed sequences (or split one) that the attention layers keep "
+       "apart", "model", "a GatedDeltaNet layer whose boundaries differ from the attention layers'"},
+      {"layers.same_boundaries", "raises", "", "", "", false, O::raises, P::forward, M::attention,
+       "the GatedDeltaNet layer raises", "model", "FLA's layer raises on the boundaries it was given"},
       {"cu_seqlens.dtype", "", "", "", "", false, O::raises, P::forward, M::attention,
        fa2_raise(HostCheck::cu_seqlens_q_dtype), "golden oracle-cu-int64-causal", "mha_varlen_fwd's dtype check"},
       {"cu_seqlens.device", "", "", "", "", false, O::raises, P::forward, M::attention,

@@ -324,6 +324,50 @@ std::string collator_line(const CollatorRecord& c) {
   for (const std::string& k : c.handed_on) on += (on.empty() ? "" : ", ") + k;
   return "collator: " + c.name + " " + c.replayed_as + " (" + c.rule + ") emitted " + keys + "; handed on " +
          (on.empty() ? "nothing" : on);
+// report-format.md `layers`: the segments each layer of a hybrid model receives, as
+// [row, start, length] runs (the first 64; `segments_total` counts them all).
+struct LayerSegments {
+  nlohmann::json listed = nlohmann::json::array();
+  int64_t total = 0;
+};
+LayerSegments layer_segments(const std::vector<int32_t>& labels, int64_t width, size_t cap) {
+  LayerSegments out;
+  if (width <= 0) return out;
+  for (int64_t t = 0; t < static_cast<int64_t>(labels.size());) {
+    int64_t e = t + 1;
+    const int64_t row_end = (t / width + 1) * width;
+    while (e < row_end && labels[static_cast<size_t>(e)] == labels[static_cast<size_t>(t)]) ++e;
+    if (labels[static_cast<size_t>(t)] >= 0) {
+      if (out.listed.size() < cap) out.listed.push_back({t / width, t % width, e - t});
+      ++out.total;
+    }
+    t = e;
+  }
+  return out;
+}
+
+nlohmann::json layers_json(const Diagnosis& d, int64_t width) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const LayerView& v : d.conversion.layers) {
+    nlohmann::json lj = {{"index", v.index}, {"kind", v.kind}, {"count", v.count}};
+    if (!v.implementation.empty()) lj["implementation"] = v.implementation;
+    lj["parts"] = nlohmann::json::array();
+    for (const LayerPart& p : v.parts) {
+      nlohmann::json pj = {{"part", p.part}, {"source", p.source}, {"rule", p.rule}};
+      if (!p.labels.empty()) {
+        LayerSegments seg = layer_segments(p.labels, width, 64);
+        pj["segments"] = std::move(seg.listed);
+        pj["segments_total"] = seg.total;
+      } else {
+        pj["segments"] = nullptr;
+      }
+      if (p.failure) pj["error"] = {{"where", p.failure->where}, {"type", p.failure->type}, {"message", p.failure->message}};
+      if (!p.note.empty()) pj["note"] = p.note;
+      lj["parts"].push_back(std::move(pj));
+    }
+    out.push_back(std::move(lj));
+  }
+  return out;
 }
 
 }  // namespace
@@ -347,6 +391,7 @@ nlohmann::json to_json(const Diagnosis& d, const RenderOptions& options) {
   if (r.intent) j["intent"] = {{"source", r.intent->source}, {"trusted", r.intent->trusted}, {"why", r.intent->why}};
   if (r.collator) j["collator"] = collator_json(*r.collator, options.full);
   if (d.conversion.explicit_args && d.conversion.replayed) j["replayed"] = varlen_json(*d.conversion.replayed, options.full);
+  if (!d.conversion.layers.empty()) j["layers"] = layers_json(d, d.layers_width);
   j["stages"] = nlohmann::json::array();
   for (const auto& s : r.stages) j["stages"].push_back(stage_json(s));
   j["notes"] = r.notes;
@@ -432,6 +477,28 @@ std::string render_text(const Diagnosis& d, const RenderOptions& options) {
       if (!e.cuda_symptom.empty()) text += "; on a GPU: " + e.cuda_symptom;
       out << c.red() << wrap(text, "  ") << c.reset();
     }
+  }
+  if (!d.conversion.layers.empty()) {
+    out << "\nlayers (the boundaries each receives):\n";
+    for (const LayerView& v : d.conversion.layers)
+      for (const LayerPart& p : v.parts) {
+        std::string line = std::to_string(v.index) + " " + v.kind + (v.implementation.empty() ? "" : " (" + v.implementation + ")") +
+                           (v.parts.size() > 1 || v.kind != p.part ? " " + p.part : "") + " x" + std::to_string(v.count) +
+                           ": from " + p.source + ": ";
+        if (p.failure) {
+          line += "raises " + p.failure->type;
+        } else if (p.labels.empty()) {
+          line += p.note.empty() ? "not read" : p.note;
+        } else {
+          const LayerSegments seg = layer_segments(p.labels, d.layers_width, 4);
+          std::string spans;
+          for (const auto& s : seg.listed)
+            spans += (spans.empty() ? "" : ", ") + s[0].dump() + ":" + s[1].dump() + "+" + s[2].dump();
+          line += std::to_string(seg.total) + " segment" + (seg.total == 1 ? "" : "s") + " (" + spans +
+                  (seg.total > 4 ? ", ..." : "") + ")";
+        }
+        out << wrap(line, "  ");
+      }
   }
   if (!r.stages.empty()) {
     // "NAME STATUS TIME" per stage, two spaces apart, as many to a line as fit in 100 columns;

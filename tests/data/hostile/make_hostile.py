@@ -143,6 +143,13 @@ CASES = {
         ('{%s, %s, "collator": {"name": "transformers.DataCollatorWithFlattening", "release": "4.51.3", '
          '"options": {"return_seq_idx": true}, "examples": [4]}}' % (F, M)).encode(),
         "TypeError: DefaultDataCollator.__init__() got an unexpected keyword argument 'return_seq_idx'", {}),
+    # hybrid models: a key of another kind of layer, and a seq_idx that is not one id per query token
+    "layers-attention-cu-seqlens": (
+        ('{%s, %s, "batch": {"query_length": 4}, "layers": [{"kind": "attention", "cu_seqlens": [0, 4]}]}' % (F, M)).encode(),
+        '/layers/0/cu_seqlens: expected no "cu_seqlens" on an attention layer', {}),
+    "layers-seq-idx-narrow": (
+        ('{%s, %s, "batch": {"query_length": 4, "seq_idx": [[0, 0, 1]]}, "layers": [{"kind": "gated_deltanet"}]}' % (F, M)).encode(),
+        '/batch/seq_idx: expected seq_idx 4 wide (the query length), found 3 wide', {}),
 }
 
 
