@@ -41,6 +41,7 @@ struct Report {
   std::optional<IntentTrust> intent;                  // what the reference compares against
   std::vector<StageRecord> stages;
   std::vector<std::string> notes;                     // rule-set mapping, sampling, ...
+  std::vector<AdvisoryMatch> advisories;              // advisory-table rows the call matches
   bool stage_error = false;                           // a stage could not run (status "error")
   std::string error_message;
 
