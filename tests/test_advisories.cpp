@@ -137,3 +137,19 @@ TEST_CASE("advisories: docs/prediction.md embeds the table as list advisories pr
   REQUIRE(e != std::string::npos);
   CHECK(doc.substr(b + begin.size(), e - b - begin.size()) == advisories_markdown());
 }
+
+TEST_CASE("advisories: environment.flash_attn_4 selects the FA4 release for an FA4 call or when it is the only one",
+          "[advisories][loader]") {
+  const char* both = R"({"format": "attn-doctor/batch@1", "environment": {"flash_attn": "2.6.3", "flash_attn_4": "4.0.0b13"},
+    "model": {"num_heads": 4, "head_dim": 64}, "varlen": {"cu_seqlens_q": [0, 4]}})";
+  CHECK(kernel_release(parse_batch_text(both, "a.json"))->text == "2.6.3");
+  const char* fa4_api = R"({"format": "attn-doctor/batch@1", "environment": {"flash_attn": "2.6.3", "flash_attn_4": "4.0.0b13"},
+    "model": {"num_heads": 4, "head_dim": 64}, "varlen": {"api": "flash_attn_4.varlen", "cu_seqlens_q": [0, 4]}})";
+  CHECK(kernel_release(parse_batch_text(fa4_api, "b.json"))->text == "4.0.0b13");
+  const char* only = R"({"format": "attn-doctor/batch@1", "environment": {"flash_attn_4": "4.0.0b13"},
+    "model": {"num_heads": 4, "head_dim": 64}, "varlen": {"cu_seqlens_q": [0, 4]}})";
+  CHECK(kernel_release(parse_batch_text(only, "c.json"))->text == "4.0.0b13");
+  const char* none = R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 4, "head_dim": 64},
+    "varlen": {"cu_seqlens_q": [0, 4]}})";
+  CHECK_FALSE(kernel_release(parse_batch_text(none, "d.json")));
+}
