@@ -8,6 +8,9 @@
 
 namespace ad {
 
+// The mark of a possible match (the release's builds exist with and without the fix).
+const char* const kPossibleOnly = "possible only: this release's builds exist with and without the fix";
+
 namespace {
 
 // Segment lengths of a cu_seqlens tensor (empty when it is not a monotone 1-D prefix sum).
@@ -217,6 +220,9 @@ std::vector<AdvisoryMatch> match_advisories(const Batch& batch, const Conversion
     m.advisory = &a;
     m.release = release->text;
     m.why = *why + arch_note;
+    // FA3's 3.0.0b1 names builds from before and after PR#1841: the match is possible only, and
+    // a possible match is listed but stays out of the prediction (check/prediction.cpp)
+    if (a.id == "FA-2025-001") m.why += std::string("; ") + kPossibleOnly;
     m.symptom.outcome = a.outcome;
     m.symptom.pass = a.pass;
     m.symptom.at = a.at;

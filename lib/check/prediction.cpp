@@ -65,7 +65,8 @@ Prediction predict_call(std::vector<Violation>& violations, const Batch& batch,
   if (advisories) {
     constexpr int kAfterCatalogue = 1 << 20;  // an advisory ranks after every invariant among equals
     int i = 0;
-    for (const AdvisoryMatch& m : *advisories) findings.push_back({m.advisory->id, kAfterCatalogue + i++, &m.symptom});
+    for (const AdvisoryMatch& m : *advisories)
+      if (m.why.find("possible only:") == std::string::npos) findings.push_back({m.advisory->id, kAfterCatalogue + i++, &m.symptom});
   }
   return combine(findings, batch.pass);
 }

@@ -364,7 +364,8 @@ std::string render_text(const Diagnosis& d, const RenderOptions& options) {
     out << c.dim() << wrap("reference: untrusted: " + r.intent->why, "  ").substr(2) << c.reset();
   for (const AdvisoryMatch& m : r.advisories) {
     const Advisory& a = *m.advisory;
-    out << c.bold() << "advisory " << a.id << c.reset() << ": " << a.library << " " << m.release << " has this bug for this call; "
+    out << c.bold() << "advisory " << a.id << c.reset() << ": " << a.library << " " << m.release << (m.why.find("possible only:") != std::string::npos ? " may have this bug for this call; "
+                                                                 : " has this bug for this call; ")
         << (a.fixed_in.empty() ? std::string("no fixed release known") : "fixed in " + std::string(a.fixed_in)) << "\n";
     out << wrap(to_string(a.outcome) + " (" + to_string(a.pass) + "): " + std::string(a.symptom) + "  [" +
                     std::string(a.reference) + "]", "  ");
