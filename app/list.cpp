@@ -1,11 +1,12 @@
-// `attn-doctor list invariants|rules|flash-attn|apis`. `--format markdown` prints what
-// docs/spec/invariants.md and docs/spec/flash-attn-features.md embed.
+// `attn-doctor list invariants|rules|flash-attn|apis|advisories`. `--format markdown` prints what
+// docs/spec/invariants.md, docs/spec/flash-attn-features.md and docs/prediction.md embed.
 #include <algorithm>
 #include <iostream>
 #include <memory>
 #include <sstream>
 #include <vector>
 
+#include "check/advisories.hpp"
 #include "check/check.hpp"
 #include "check/flash_attn_rules.hpp"
 #include "convert/convert.hpp"
@@ -53,10 +54,10 @@ Subcommand add_list(CLI::App& root, const Globals&) {
   auto args = std::make_shared<Args>();
   CLI::App* sub = root.add_subcommand(
       "list", "list invariants (in the order that decides \"first\"), rule sets, the flash-attn release rules, or the "
-      "APIs with the releases and contract page of each");
-  sub->add_option("WHAT", args->what, "invariants | rules | flash-attn | apis")
+      "APIs with the releases and contract page of each, or the kernel-release advisories");
+  sub->add_option("WHAT", args->what, "invariants | rules | flash-attn | apis | advisories")
       ->required()
-      ->check(CLI::IsMember({"invariants", "rules", "flash-attn", "apis"}));
+      ->check(CLI::IsMember({"invariants", "rules", "flash-attn", "apis", "advisories"}));
   sub->add_option("--format", args->format, "output format (markdown: the tables docs/ embeds)")
       ->check(CLI::IsMember({"text", "json", "markdown"}))
       ->capture_default_str();
@@ -108,6 +109,32 @@ Subcommand add_list(CLI::App& root, const Globals&) {
           table.push_back({to_string(c.api), std::string(qualified_name(c.api)), releases, std::string(c.page)});
       }
       if (!markdown) print_table(table);
+      return 0;
+    }
+    if (args->what == "advisories") {
+      if (args->format == "markdown") {
+        std::cout << advisories_markdown();
+        return 0;
+      }
+      if (args->format == "json") {
+        nlohmann::json out = nlohmann::json::array();
+        for (const Advisory& a : advisories())
+          out.push_back({{"id", a.id}, {"library", a.library}, {"introduced", a.introduced}, {"affected", affected_range(a)},
+                         {"fixed_in", a.fixed_in.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.fixed_in)},
+                         {"fix", a.fix}, {"architectures", a.archs}, {"head_dims", a.head_dims},
+                         {"pass", to_string(a.pass)}, {"condition", a.condition}, {"outcome", to_string(a.outcome)},
+                         {"symptom", a.symptom}, {"reference", a.reference}});
+        print_json(out);
+        return 0;
+      }
+      std::vector<std::vector<std::string>> table;
+      for (const Advisory& a : advisories()) {
+        table.push_back({std::string(a.id), std::string(a.library), affected_range(a),
+                         std::string(a.condition) + " (" + to_string(a.pass) + (a.archs.empty() ? "" : ", " + std::string(a.archs)) +
+                             ")\n" + to_string(a.outcome) + ": " + std::string(a.symptom) + "\nreference: " +
+                             std::string(a.reference) + "\nfix: " + std::string(a.fix)});
+      }
+      print_table(table);
       return 0;
     }
     if (args->what == "flash-attn") {

@@ -306,6 +306,12 @@ struct Batch {
   }
 };
 
+// The flash-attn release whose rules the call follows: `environment.flash_attn_4` (the
+// separately installed FlashAttention-4 package) when the call names an FA4 API
+// (`varlen.api` "flash_attn_4.*") or no `environment.flash_attn` is given; else
+// `environment.flash_attn`.
+std::optional<Version> kernel_release(const Batch& batch);
+
 // ---------------------------------------------------------------------------------------
 // loading
 

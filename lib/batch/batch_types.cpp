@@ -27,4 +27,13 @@ InputError::InputError(std::string file, std::string json_path, std::string expe
       expected_(std::move(expected)),
       found_(std::move(found)) {}
 
+std::optional<Version> kernel_release(const Batch& batch) {
+  const Environment& e = batch.environment;
+  if (!e.flash_attn_4) return e.flash_attn;
+  const bool fa4_api = batch.varlen && batch.varlen->api &&
+                       (*batch.varlen->api == Api::flash_attn_4_varlen || *batch.varlen->api == Api::flash_attn_4_dense);
+  if (fa4_api || !e.flash_attn) return e.flash_attn_4;
+  return e.flash_attn;
+}
+
 }  // namespace ad

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "batch/batch.hpp"
+#include "check/advisories.hpp"
 #include "convert/convert.hpp"
 #include "predict/predict.hpp"
 #include "vocab/violation.hpp"
@@ -72,8 +73,11 @@ SymptomContext symptom_context(const Batch& batch, const std::optional<Version>&
 // Backward symptoms count for a training batch only. `trusted_reference` false: a
 // result.reference finding compared against an intent derived from the broken input, which
 // cannot vouch for the outcome, and is left out.
+// `advisories`: the advisory-table rows the call matches (advisories.hpp); their symptoms
+// combine with the violations' (after them in catalogue order).
 Prediction predict_call(std::vector<Violation>& violations, const Batch& batch,
-                        const std::optional<Version>& flash_attn_override = std::nullopt, bool trusted_reference = true);
+                        const std::optional<Version>& flash_attn_override = std::nullopt, bool trusted_reference = true,
+                        const std::vector<AdvisoryMatch>* advisories = nullptr);
 
 // What the result stage's reference is built from (report-format.md `intent`): the given or
 // derived intended sequences, and whether they can vouch for the output. An intent derived from

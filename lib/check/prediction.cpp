@@ -37,7 +37,7 @@ std::string_view dynamic_variant(const Violation& v, const Batch& batch) {
 
 SymptomContext symptom_context(const Batch& batch, const std::optional<Version>& flash_attn_override) {
   SymptomContext c;
-  c.flash_attn = flash_attn_override ? flash_attn_override : batch.environment.flash_attn;
+  c.flash_attn = flash_attn_override ? flash_attn_override : kernel_release(batch);
   c.fla = batch.environment.fla;
   c.transformers = batch.environment.transformers;
   c.flash_attn_family = resolve_flash_attn(c.flash_attn).rules->family;
@@ -46,7 +46,8 @@ SymptomContext symptom_context(const Batch& batch, const std::optional<Version>&
 }
 
 Prediction predict_call(std::vector<Violation>& violations, const Batch& batch,
-                        const std::optional<Version>& flash_attn_override, bool trusted_reference) {
+                        const std::optional<Version>& flash_attn_override, bool trusted_reference,
+                        const std::vector<AdvisoryMatch>* advisories) {
   const SymptomContext context = symptom_context(batch, flash_attn_override);
   std::vector<Finding> findings;
   for (Violation& v : violations) {
@@ -60,6 +61,12 @@ Prediction predict_call(std::vector<Violation>& violations, const Batch& batch,
     }
     if ((v.id == "result.reference" || v.id == "backward.reference") && !trusted_reference) continue;
     findings.push_back({v.id, v.order, v.symptom ? &*v.symptom : nullptr});
+  }
+  if (advisories) {
+    constexpr int kAfterCatalogue = 1 << 20;  // an advisory ranks after every invariant among equals
+    int i = 0;
+    for (const AdvisoryMatch& m : *advisories)
+      if (m.why.find("possible only:") == std::string::npos) findings.push_back({m.advisory->id, kAfterCatalogue + i++, &m.symptom});
   }
   return combine(findings, batch.pass);
 }

@@ -8,7 +8,7 @@ namespace ad {
 
 std::vector<Violation> run_static_checks(const Batch& batch, const Conversion& conversion, const CheckContext& context) {
   std::vector<Violation> out;
-  const auto& fa_release = context.flash_attn ? context.flash_attn : batch.environment.flash_attn;
+  const auto& fa_release = context.flash_attn ? context.flash_attn : kernel_release(batch);
   const VarlenArgs* replayed = conversion.replayed ? &*conversion.replayed : nullptr;
   // A replay that failed the way the release fails (the key gather out of range) never called
   // the kernel: its partial fields feed the conversion checks, not the kernel-argument ones.

@@ -67,7 +67,7 @@ VarlenArgs explicit_varlen_args(const Batch& batch) {
   a.call = kernel_call_for(batch.model);
   a.seqused_q = e.seqused_q;
   // the batch file says what was passed; how, only where it records `binding`
-  set_explicit_release(a.call, e, batch.environment.flash_attn);
+  set_explicit_release(a.call, e, kernel_release(batch));
   if (e.window_size) std::tie(a.call.window_left, a.call.window_right) = *e.window_size;
   a.steps.push_back("arguments taken as written in the batch file's varlen block");
   // A packed batch (one row of S tokens in the `batch` block) says how many rows q and k/v

@@ -42,6 +42,7 @@ struct Report {
   std::vector<StageRecord> stages;
   std::vector<std::string> notes;                     // rule-set mapping, sampling, ...
   std::optional<CollatorRecord> collator;             // what a `collator` block emitted
+  std::vector<AdvisoryMatch> advisories;              // advisory-table rows the call matches
   bool stage_error = false;                           // a stage could not run (status "error")
   std::string error_message;
 

@@ -72,7 +72,7 @@ void run_pipeline(Diagnosis& d, const Batch& batch, const CheckOptions& options,
     r.collator = batch.collator;
     for (const std::string& n : batch.collator->notes) r.notes.push_back("collator: " + n);
   }
-  d.flash_attn = options.flash_attn ? options.flash_attn : batch.environment.flash_attn;
+  d.flash_attn = options.flash_attn ? options.flash_attn : kernel_release(batch);
 
   // 1. conversion
   auto t0 = Clock::now();
@@ -210,7 +210,10 @@ Diagnosis diagnose(const Batch& batch, const CheckOptions& options, const std::s
   qualify_result_stage(r);
   // the prediction: from every violation found, whatever stage ended the run (a comparison
   // with an untrusted reference cannot decide it)
-  r.prediction = predict_call(r.violations, batch, options.flash_attn, !r.intent || r.intent->trusted);
+  // the advisory table: known bugs of the named kernel releases this very call runs into
+  r.advisories = match_advisories(batch, d.conversion, options.flash_attn);
+  r.prediction =
+      predict_call(r.violations, batch, options.flash_attn, !r.intent || r.intent->trusted, &r.advisories);
   return d;
 }
 

@@ -16,7 +16,8 @@ int loud_rank(Outcome o) {
     case Outcome::raises: return 0;
     case Outcome::device_assert: return 1;
     case Outcome::illegal_address: return 2;
-    default: return 3;
+    case Outcome::hang: return 3;  // nothing after it happens
+    default: return 4;
   }
 }
 

@@ -59,8 +59,8 @@ struct Finding {
 };
 
 // The combination rule (one definition): loud outcomes (raises, device_assert,
-// illegal_address) in the order they happen (Moment, then host raise before device assert
-// before fault, then catalogue order) win; otherwise wrong_output > wrong_gradient >
+// illegal_address, hang) in the order they happen (Moment, then host raise before device assert
+// before fault before hang, then catalogue order) win; otherwise wrong_output > wrong_gradient >
 // out_of_bounds > ok (catalogue order among equals). Backward symptoms count only for a
 // training call. With nothing to combine: ok, in the last pass the call runs.
 Prediction combine(std::span<const Finding> findings, CallPass pass);

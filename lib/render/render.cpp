@@ -52,6 +52,21 @@ nlohmann::json prediction_json(const Prediction& p) {
 }
 
 
+// One advisory match (report-format.md#advisories).
+nlohmann::json advisory_json(const AdvisoryMatch& m) {
+  const Advisory& a = *m.advisory;
+  const std::string affected = affected_range(a);
+  return {{"id", a.id},
+          {"library", a.library},
+          {"release", m.release},
+          {"affected", affected},
+          {"fixed_in", a.fixed_in.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.fixed_in)},
+          {"fix", a.fix},
+          {"symptom", symptom_json(m.symptom)},
+          {"reference", a.reference},
+          {"why", m.why}};
+}
+
 std::string prediction_line(const Prediction& p) {
   return to_string(p.symptom.outcome) + " (" + to_string(p.symptom.pass) + "): " + p.symptom.message + "  [" +
          p.symptom.basis + "]";
@@ -384,6 +399,10 @@ nlohmann::json to_json(const Diagnosis& d, const RenderOptions& options) {
   j["rules"] = rules_json(d.rules);
   j["backend"] = r.backend;
   if (r.prediction) j["prediction"] = prediction_json(*r.prediction);
+  if (!r.advisories.empty()) {
+    j["advisories"] = nlohmann::json::array();
+    for (const AdvisoryMatch& m : r.advisories) j["advisories"].push_back(advisory_json(m));
+  }
   j["first_violation"] = r.violations.empty() ? nlohmann::json(nullptr) : violation_json(r.violations.front());
   j["violations"] = nlohmann::json::array();
   for (const auto& v : r.violations) j["violations"].push_back(violation_json(v));
@@ -422,6 +441,16 @@ std::string render_text(const Diagnosis& d, const RenderOptions& options) {
   }
   if (r.intent && !r.intent->trusted && r.intent->source != "none")
     out << c.dim() << wrap("reference: untrusted: " + r.intent->why, "  ").substr(2) << c.reset();
+  for (const AdvisoryMatch& m : r.advisories) {
+    const Advisory& a = *m.advisory;
+    out << c.bold() << "advisory " << a.id << c.reset() << ": " << a.library << " " << m.release << (m.why.find("possible only:") != std::string::npos ? " may have this bug for this call; "
+                                                                 : " has this bug for this call; ")
+        << (a.fixed_in.empty() ? std::string("no fixed release known") : "fixed in " + std::string(a.fixed_in)) << "\n";
+    out << wrap(to_string(a.outcome) + " (" + to_string(a.pass) + "): " + std::string(a.symptom) + "  [" +
+                    std::string(a.reference) + "]", "  ");
+    out << c.dim() << wrap("why: " + m.why, "  ") << c.reset();
+    out << c.green() << wrap("fix: " + std::string(a.fix), "  ") << c.reset();
+  }
   out << "\n";
 
   auto marker = [&](const Violation& v) {

@@ -7,8 +7,8 @@ namespace ad {
 
 namespace {
 
-constexpr std::array<std::string_view, 7> kOutcomes = {"ok",           "raises",       "device_assert", "illegal_address",
-                                                       "out_of_bounds", "wrong_output", "wrong_gradient"};
+constexpr std::array<std::string_view, 8> kOutcomes = {"ok",           "raises",       "device_assert",  "illegal_address",
+                                                       "out_of_bounds", "wrong_output", "wrong_gradient", "hang"};
 
 }  // namespace
 
@@ -36,6 +36,8 @@ std::optional<CallPass> parse_call_pass(std::string_view s) {
   return std::nullopt;
 }
 
-bool is_loud(Outcome o) { return o == Outcome::raises || o == Outcome::device_assert || o == Outcome::illegal_address; }
+bool is_loud(Outcome o) {
+  return o == Outcome::raises || o == Outcome::device_assert || o == Outcome::illegal_address || o == Outcome::hang;
+}
 
 }  // namespace ad

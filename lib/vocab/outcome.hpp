@@ -10,8 +10,9 @@
 
 namespace ad {
 
-// What the user sees. Loud: raises, device_assert, illegal_address. Silent: the rest.
-enum class Outcome { ok, raises, device_assert, illegal_address, out_of_bounds, wrong_output, wrong_gradient };
+// What the user sees. Loud: raises, device_assert, illegal_address, hang (a kernel that does
+// not return: the process stops making progress). Silent: the rest. New classes are appended.
+enum class Outcome { ok, raises, device_assert, illegal_address, out_of_bounds, wrong_output, wrong_gradient, hang };
 // The pass in which an outcome happens.
 enum class Pass { forward, backward };
 // What the batch describes: inference (forward only) or a training step (forward, backward).

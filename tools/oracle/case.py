@@ -475,11 +475,17 @@ def sync():
         torch.cuda.synchronize()
 
 
-def measure(fn):
-    """-> (value, None) or (None, failure dict with the outcome class)."""
+def measure(fn, name=None):
+    """-> (value, None) or (None, failure dict with the outcome class). `name` ("forward",
+    "backward"): the pass, announced on stdout as it starts and ends, so the runner's watchdog
+    can tell a call that never returned (a hang) from a harness that was slow elsewhere."""
     try:
+        if name:
+            print(f"ORACLE-ENTER {name} {time.time():.3f}", flush=True)
         value = fn()
         sync()
+        if name:
+            print(f"ORACLE-LEAVE {name}", flush=True)
         return value, None
     except NotMeasured:
         raise
@@ -700,8 +706,7 @@ def run_case(path, mode, dry):
         q, k, v = run.leaves()
         rec["shapes"] = {"q": list(q.shape), "k": list(k.shape), "v": list(v.shape)}
         t0 = time.time()
-        print("ORACLE-PASS forward", flush=True)  # the runner's watchdog: which pass did not return
-        out, failure = measure(run.forward)
+        out, failure = measure(run.forward, "forward")
         rec["forward"] = {"seconds": round(time.time() - t0, 3)}
         if failure is not None:
             rec["forward"].update(failure)
@@ -713,8 +718,7 @@ def run_case(path, mode, dry):
             print("ORACLE-MARK backward", flush=True)
         do = ctx.randn(tuple(out.shape), 4).to(out.dtype)
         t0 = time.time()
-        print("ORACLE-PASS backward", flush=True)
-        _, failure = measure(lambda: (out * do).sum().backward())
+        _, failure = measure(lambda: (out * do).sum().backward(), "backward")
         rec["backward"] = {"seconds": round(time.time() - t0, 3)}
         if failure is not None:
             rec["backward"].update(failure)

@@ -2,13 +2,12 @@
 oracle applies them to what it measured.
 
 The rule is defined once for the tool in lib/predict/; this is the oracle's side of the same
-rule: loud outcomes (raises, device_assert, illegal_address, hang: a call that never returned,
-seen by the runner's watchdog) win in the order they happen,
+rule: loud outcomes (raises, device_assert, illegal_address, hang) win in the order they happen,
 otherwise wrong_output > wrong_gradient > out_of_bounds > ok, and the backward counts only for
 a training step.
 """
 
-LOUD = ("raises", "device_assert", "illegal_address", "hang")
+LOUD = ("raises", "device_assert", "illegal_address", "hang")  # hang: the runner's watchdog
 SILENT_ORDER = ("wrong_output", "wrong_gradient", "out_of_bounds", "ok")
 CLASSES = LOUD + SILENT_ORDER
 

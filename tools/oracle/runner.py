@@ -9,7 +9,9 @@ is then run again under compute-sanitizer memcheck (`case.py --mode sanitize`, P
 allocator off so every tensor is its own allocation and a read past it is seen). The record, with
 the sanitizer counts, the outcome of each pass and the call's outcome under the combination rule
 (outcome.py), is appended to DIR/oracle.jsonl as soon as the case is done, so a timeout keeps
-what finished. Cases whose tensors need more than --big-gib GiB run one at a time in their own
+what finished. The timeout is also the watchdog for `hang`: a case killed while a pass it
+announced (case.py's ORACLE-ENTER line) had been running --hang-after seconds or more without
+returning is recorded as that pass hanging; killed anywhere else it stays "not measured". Cases whose tensors need more than --big-gib GiB run one at a time in their own
 lane, beside the others. Nothing is started after the deadline, and whatever still runs then is
 killed and recorded as timed out. A case killed by its own full timeout (the watchdog) while
 inside a call is recorded with the outcome "hang" for the pass that had not returned (case.py
@@ -99,6 +101,30 @@ def parse_sanitizer(text):
     return passes, marked, summary
 
 
+def entered_pass(stdout):
+    """(pass, time it was entered) of the pass case.py announced (ORACLE-ENTER) and never left,
+    or None."""
+    inside = None
+    for line in (stdout or "").splitlines():
+        if line.startswith("ORACLE-ENTER "):
+            parts = line.split()
+            inside = (parts[1], float(parts[2]) if len(parts) > 2 else None)
+        elif line.startswith("ORACLE-LEAVE "):
+            inside = None
+    return inside
+
+
+def hang_record(cid, batch, name, timeout):
+    """A case the watchdog killed inside a pass: that pass hangs (report-format.md `hang`).
+    A backward that hangs comes after a forward that returned but was not compared."""
+    rec = {"id": cid, "batch": batch, "forward": None, "backward": None, "notes": [],
+           "hang": {"pass": name, "after_seconds": round(timeout, 1)}}
+    rec[name] = {"outcome": "hang", "message": f"the {name} pass did not return within {timeout:.0f} s (watchdog)"}
+    if name == "backward":
+        rec["forward"] = {"returned": True, "note": "not compared: the backward never returned"}
+    return rec
+
+
 class Runner:
     def __init__(self, args):
         self.args = args
@@ -153,9 +179,12 @@ class Runner:
             cmd.append("--dry-cpu")
         t0 = time.time()
         code, stdout, stderr, timed_out = self._spawn(cmd, timeout, self.env())
-        hung = self._hung_pass(stdout) if timed_out and timeout >= self.args.case_timeout else None
-        if hung:
-            rec = self.hang_record(path, hung, timeout, stderr)
+        # the watchdog: killed inside a pass that had run --hang-after seconds or more is a hang
+        # (a kernel that does not return); killed elsewhere, or sooner, is not measured
+        inside = entered_pass(stdout) if timed_out and not result.exists() else None
+        in_pass = time.time() - inside[1] if inside and inside[1] is not None else 0.0
+        if inside and in_pass >= self.args.hang_after:
+            rec = hang_record(cid, os.path.relpath(path, REPO), inside[0], in_pass)
         elif result.exists():
             rec = json.loads(result.read_text())
         else:
@@ -176,28 +205,6 @@ class Runner:
                 if rec.get(name):
                     rec[name]["sanitizer"] = {"ran": False, "reason": reason}
         self.finish(rec)
-        return rec
-
-    @staticmethod
-    def _hung_pass(stdout):
-        """The pass that was running when the watchdog fired: the last "ORACLE-PASS" line
-        case.py printed (None when it never reached a call)."""
-        passes = [line.split()[1] for line in (stdout or "").splitlines() if line.startswith("ORACLE-PASS ")]
-        return passes[-1] if passes else None
-
-    def hang_record(self, path, hung, timeout, stderr):
-        """A call that did not return within the case's timeout: outcome "hang" for the pass
-        that was running (the forward's rows were not compared when the backward hung)."""
-        rec = {"id": path.stem, "batch": os.path.relpath(path, REPO), "forward": None, "backward": None,
-               "notes": [f"watchdog: the process was killed after {timeout:.0f} s in the {hung} pass"]}
-        message = f"the {hung} did not return within {timeout:.0f} s (the process was killed)"
-        if hung == "forward":
-            rec["forward"] = {"outcome": "hang", "message": message}
-        else:
-            rec["forward"] = {"returned": True, "message": "returned; not compared (the backward hung)"}
-            rec["backward"] = {"outcome": "hang", "message": message}
-            rec["call"] = {"forward": None, "training": "hang"}
-        rec["stderr_tail"] = stderr[-3000:]
         return rec
 
     def _silent(self, rec):
@@ -245,7 +252,11 @@ class Runner:
                 p["message"] = (f"no error; the intended {'outputs' if name == 'forward' else 'gradients'} are right, "
                                 f"but compute-sanitizer reports {san['errors']} invalid accesses (first: {san['first']})")
         f, b = rec.get("forward") or {}, rec.get("backward") or {}
-        if "not_measured" not in rec and "harness_error" not in rec and f.get("outcome"):
+        if "hang" in rec:
+            rec["call"] = {"training": "hang"}
+            if rec["hang"]["pass"] == "forward":
+                rec["call"]["forward"] = "hang"
+        elif "not_measured" not in rec and "harness_error" not in rec and f.get("outcome"):
             rec["call"] = {"forward": outcome.combine(f["outcome"], None, False),
                            "training": outcome.combine(f["outcome"], b.get("outcome"), True)}
         with self.lock:
@@ -343,6 +354,8 @@ def main():
     ap.add_argument("--jobs", type=int, default=8)
     ap.add_argument("--deadline", type=float, default=500.0, help="seconds for the whole run")
     ap.add_argument("--case-timeout", type=float, default=90.0)
+    ap.add_argument("--hang-after", type=float, default=60.0,
+                    help="a case killed after this many seconds inside one pass is recorded as hang")
     ap.add_argument("--big-timeout", type=float, default=240.0)
     ap.add_argument("--sanitizer-timeout", type=float, default=150.0)
     ap.add_argument("--sanitizer-kernels", default="",

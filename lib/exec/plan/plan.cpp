@@ -573,7 +573,7 @@ void plan_model(ExecPlan& p, const Batch& batch, const ExecOptions& options) {
   p.num_kv_heads = batch.model.num_kv_heads > 0 ? batch.model.num_kv_heads : batch.model.num_heads;
   p.head_dim = batch.model.head_dim;
   {
-    std::optional<Version> fa = options.flash_attn ? options.flash_attn : batch.environment.flash_attn;
+    std::optional<Version> fa = options.flash_attn ? options.flash_attn : kernel_release(batch);
     p.flash_attn_release = fa ? *fa : version_literal("2.6.3");
     p.torch_release = batch.environment.torch;
     if (!fa) p.notes.push_back("flash-attn release not given: the dynamic stages follow the 2.6.3 kernel contract");

@@ -1,0 +1,251 @@
+// The kernel-release advisory table (advisories.hpp). Every row cites the public report it was
+// read from; `fixed_in` names a release only where a release is known to carry the fix.
+#include "check/advisories.hpp"
+
+#include <sstream>
+
+#include "check/flash_attn_rules.hpp"
+
+namespace ad {
+
+// The mark of a possible match (the release's builds exist with and without the fix).
+const char* const kPossibleOnly = "possible only: this release's builds exist with and without the fix";
+
+namespace {
+
+// Segment lengths of a cu_seqlens tensor (empty when it is not a monotone 1-D prefix sum).
+std::vector<int64_t> lengths(const IntTensor& cu) {
+  std::vector<int64_t> out;
+  if (cu.rank() != 1 || cu.values.size() < 2) return out;
+  for (size_t i = 1; i < cu.values.size(); ++i) out.push_back(cu.values[i] - cu.values[i - 1]);
+  return out;
+}
+
+// A segment whose query is empty while its keys are not (the first such segment).
+std::optional<std::string> empty_query_segment(const AdvisoryCall& c) {
+  if (!c.args) return std::nullopt;
+  const auto q = lengths(c.args->cu_seqlens_q), k = lengths(c.args->cu_seqlens_k);
+  for (size_t i = 0; i < q.size() && i < k.size(); ++i)
+    if (q[i] == 0 && k[i] > 0)
+      return "segment " + std::to_string(i) + " has 0 query rows and " + std::to_string(k[i]) + " key rows";
+  for (size_t i = 0; i < q.size(); ++i)
+    if (q[i] == 0) return "segment " + std::to_string(i) + " has 0 query rows";
+  return std::nullopt;
+}
+
+// FA-2023-001: causal, a segment with more query than key rows.
+std::optional<std::string> causal_query_longer(const AdvisoryCall& c) {
+  if (!c.args || !c.args->call.causal) return std::nullopt;
+  const auto q = lengths(c.args->cu_seqlens_q), k = lengths(c.args->cu_seqlens_k);
+  for (size_t i = 0; i < q.size() && i < k.size(); ++i)
+    if (q[i] > k[i] && k[i] > 0)
+      return "causal, segment " + std::to_string(i) + " has " + std::to_string(q[i]) + " query rows and " +
+             std::to_string(k[i]) + " key rows";
+  return std::nullopt;
+}
+
+// FA-2025-001: a q/k/v tensor of 2^31 elements or more.
+std::optional<std::string> elements_past_int32(const AdvisoryCall& c) {
+  if (!c.args || !c.batch) return std::nullopt;
+  const Model& m = c.batch->model;
+  // in double: exact far past 2^31, and no overflow for any row count a batch can state
+  const double q = static_cast<double>(c.args->total_q) * static_cast<double>(m.num_heads) * static_cast<double>(m.head_dim);
+  const double k = static_cast<double>(c.args->total_k) * static_cast<double>(m.num_kv_heads ? m.num_kv_heads : m.num_heads) *
+                   static_cast<double>(m.head_dim);
+  constexpr double limit = 2147483648.0;  // 2^31
+  auto count = [](double v) { return v < 9.0e18 ? std::to_string(static_cast<long long>(v)) : std::to_string(v); };
+  if (q >= limit)
+    return "q has " + count(q) + " elements (total_q " + std::to_string(c.args->total_q) + " x " +
+           std::to_string(m.num_heads) + " heads x " + std::to_string(m.head_dim) + "), past 2^31 - 1";
+  if (k >= limit) return "k/v have " + count(k) + " elements, past 2^31 - 1";
+  return std::nullopt;
+}
+
+// FA-2026-001: head dim 256 and an empty query segment.
+std::optional<std::string> hdim256_empty_query(const AdvisoryCall& c) {
+  if (!c.batch || c.batch->model.head_dim != 256) return std::nullopt;
+  auto why = empty_query_segment(c);
+  if (why) *why = "head_dim 256 (its own kernel), " + *why;
+  return why;
+}
+
+// FA-2026-002: 4 or more segments and a varlen grid that provisions more query tiles than the
+// segments fill. The grid is ceil-free: (total_q + N*(tile_m - 1)) / tile_m per head
+// (SingleTileVarlenScheduler.get_grid_shape, quoted in the report); tile_m 128 is this model's
+// assumption, the thread does not state it.
+std::optional<std::string> overprovisioned_tiles(const AdvisoryCall& c) {
+  if (!c.args) return std::nullopt;
+  const auto q = lengths(c.args->cu_seqlens_q);
+  if (q.size() < 4) return std::nullopt;
+  constexpr int64_t tile = 128;
+  int64_t total = 0, valid = 0;
+  for (int64_t l : q) {
+    if (l < 0) return std::nullopt;
+    total += l;
+    valid += (l + tile - 1) / tile;
+  }
+  const int64_t grid = (total + static_cast<int64_t>(q.size()) * (tile - 1)) / tile;
+  if (grid <= valid) return std::nullopt;
+  return std::to_string(q.size()) + " segments; the varlen grid provisions " + std::to_string(grid) +
+         " query tiles per head where the segments fill " + std::to_string(valid) + " (tile_m 128 assumed)";
+}
+
+// FA-2026-003: the arguments bound by position.
+std::optional<std::string> positional_binding(const AdvisoryCall& c) {
+  if (!c.batch || !c.batch->varlen || !c.batch->varlen->binding || *c.batch->varlen->binding != Bound::positional)
+    return std::nullopt;
+  if (c.args && !is_varlen(c.args->call.api)) return std::nullopt;
+  return std::string("the arguments are bound by position (varlen.binding \"positional\"): the 4th is now qv, so "
+                     "cu_seqlens_k receives max_seqlen_q");
+}
+
+// clang-format off
+const std::vector<Advisory>& table() {
+  static const std::vector<Advisory> t = {
+      {"FA-2023-001", "flash_attn", 2, "2.0.0", "2.1.0", "",
+       "v2.1.0 aligns the causal mask to the bottom-right corner when seqlen_q != seqlen_k (flash-attention README, "
+       "\"Changes in v2.1\")",
+       "", 0, 0, "", Pass::backward,
+       "causal, a segment with more query rows than key rows",
+       Outcome::wrong_gradient, Moment::backward,
+       "NaN in the query gradient (\"Q gradient: NaNs!\"; key and value gradients finite)",
+       "Dao-AILab/flash-attention#443", causal_query_longer},
+      {"FA-2024-001", "flash_attn", 3, "3.0.0b1", "", "3.0.0b1", "open when read", "sm_90", 90, 90, "", Pass::backward,
+       "a segment with zero query rows",
+       Outcome::hang, Moment::backward,
+       "the varlen backward does not return",
+       "Dao-AILab/flash-attention#1254", empty_query_segment},
+      {"FA-2025-001", "flash_attn", 3, "3.0.0b1", "", "3.0.0b1",
+       "Dao-AILab/flash-attention PR#1841 (2025-08-26) casts the size fields to 64-bit; the hopper/ package version "
+       "(3.0.0b1) did not change with it, so a 3.0.0b1 build may or may not carry it",
+       "sm_90", 90, 90, "", Pass::forward,
+       "q, k or v with 2^31 elements or more",
+       Outcome::raises, Moment::attention,
+       "Floating Point Exception (int32 overflow of the tensor-size parameters)",
+       "Dao-AILab/flash-attention PR#1841", elements_past_int32},
+      {"FA-2026-001", "flash_attn_4", 4, "", "", "4.0.0b13",
+       "Dao-AILab/flash-attention PR#2568 (merged 2026-05-15): zero-length query and key segments in the sm100 "
+       "head-dim-256 kernels",
+       "sm_100", 100, 109, "256", Pass::backward,
+       "head_dim 256, a segment with zero query rows",
+       Outcome::illegal_address, Moment::backward,
+       "CUDA error 700 (cudaErrorIllegalAddress) in _flash_attn_bwd; the forward is fine",
+       "Dao-AILab/flash-attention#2562", hdim256_empty_query},
+      {"FA-2026-002", "flash_attn_4", 4, "", "", "4.0.0b29",
+       "open when read; Dao-AILab/flash-attention PR#2763 (merged 2026-08-07) and PR#2862 guard the "
+       "over-provisioned tiles of the SM80/SM120 forward",
+       "sm_120", 120, 121, "", Pass::forward,
+       "4 or more segments whose lengths leave over-provisioned query tiles",
+       Outcome::illegal_address, Moment::attention,
+       "illegal memory access in FlashAttentionForwardSm120 (a 16-byte load far past the nearest allocation)",
+       "Dao-AILab/flash-attention#2860", overprovisioned_tiles},
+      {"FA-2026-003", "flash_attn_4", 4, "4.0.0b19", "", "",
+       "none in the library (the signature change is deliberate): call by keyword, as allenai/OLMo-core PR#857 and "
+       "Dao-AILab/flash-attention PR#2527 do",
+       "", 0, 0, "", Pass::forward,
+       "flash_attn_varlen_func called with its arguments by position (4.0.0b19 inserted qv as the 4th parameter)",
+       Outcome::raises, Moment::attention,
+       "AttributeError: 'int' object has no attribute 'shape'",
+       "allenai/OLMo-core PR#857", positional_binding},
+  };
+  return t;
+}
+// clang-format on
+
+// The release of the advisory's library the batch names: flash_attn_4 rows read
+// environment.flash_attn_4, else a 4.x environment.flash_attn; the others environment.flash_attn
+// (or --flash-attn) when its family is the row's.
+std::optional<Version> release_for(const Advisory& a, const Batch& batch, const std::optional<Version>& fa) {
+  auto family_of = [](const std::optional<Version>& v) {
+    return v && !v->release.empty() ? static_cast<int>(v->release.front()) : 0;
+  };
+  if (a.family == 4) {
+    if (batch.environment.flash_attn_4) return batch.environment.flash_attn_4;
+    if (family_of(fa) == 4) return fa;
+    return std::nullopt;
+  }
+  if (family_of(fa) == a.family) return fa;
+  return std::nullopt;
+}
+
+bool in_range(const Advisory& a, const Version& v) {
+  if (!a.introduced.empty() && v < version_literal(a.introduced)) return false;
+  if (!a.fixed_in.empty() && !(v < version_literal(a.fixed_in))) return false;
+  if (a.fixed_in.empty() && !a.through.empty() && version_literal(a.through) < v) return false;
+  return true;
+}
+
+}  // namespace
+
+std::span<const Advisory> advisories() { return table(); }
+
+std::string affected_range(const Advisory& a) {
+  std::string r = a.introduced.empty() ? std::string() : ">= " + std::string(a.introduced);
+  auto add = [&r](const std::string& part) { r += (r.empty() ? "" : ", ") + part; };
+  if (!a.fixed_in.empty()) add("< " + std::string(a.fixed_in));
+  else if (!a.through.empty()) add("<= " + std::string(a.through) + " (the last reported)");
+  return r.empty() ? std::string("every release") : r;
+}
+
+const Advisory* find_advisory(std::string_view id) {
+  for (const Advisory& a : table())
+    if (a.id == id) return &a;
+  return nullptr;
+}
+
+std::vector<AdvisoryMatch> match_advisories(const Batch& batch, const Conversion& conversion,
+                                            const std::optional<Version>& flash_attn_override) {
+  std::vector<AdvisoryMatch> out;
+  const std::optional<Version> fa = flash_attn_override ? flash_attn_override : kernel_release(batch);
+  AdvisoryCall call;
+  call.batch = &batch;
+  call.args = conversion.effective();
+  call.arch = batch.environment.gpu_arch;
+  for (const Advisory& a : table()) {
+    if (a.pass == Pass::backward && batch.pass != CallPass::training) continue;
+    const std::optional<Version> release = release_for(a, batch, fa);
+    if (!release || !in_range(a, *release)) continue;
+    std::string arch_note;
+    if (a.min_cc != 0) {
+      if (call.arch) {
+        const int cc = call.arch->compute_capability();
+        if (cc < a.min_cc || cc > a.max_cc) continue;
+      } else {
+        arch_note = "; the batch does not record environment.gpu_arch: the advisory applies on " + std::string(a.archs);
+      }
+    }
+    std::optional<std::string> why = a.matches(call);
+    if (!why) continue;
+    AdvisoryMatch m;
+    m.advisory = &a;
+    m.release = release->text;
+    m.why = *why + arch_note;
+    // FA3's 3.0.0b1 names builds from before and after PR#1841: the match is possible only, and
+    // a possible match is listed but stays out of the prediction (check/prediction.cpp)
+    if (a.id == "FA-2025-001") m.why += std::string("; ") + kPossibleOnly;
+    m.symptom.outcome = a.outcome;
+    m.symptom.pass = a.pass;
+    m.symptom.at = a.at;
+    m.symptom.message = std::string(a.symptom) + " (advisory " + std::string(a.id) + ")";
+    m.symptom.basis = "report " + std::string(a.reference);
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::string advisories_markdown() {
+  std::ostringstream md;
+  md << "| id | library | affected | fixed in | architecture | head dim | pass | condition | outcome | symptom | "
+        "reference | fix |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const Advisory& a : table()) {
+    md << "| `" << a.id << "` | " << a.library << " | " << affected_range(a) << " | "
+       << (a.fixed_in.empty() ? std::string("-") : std::string(a.fixed_in)) << " | "
+       << (a.archs.empty() ? std::string("any") : std::string(a.archs)) << " | "
+       << (a.head_dims.empty() ? std::string("any") : std::string(a.head_dims)) << " | " << to_string(a.pass) << " | "
+       << a.condition << " | " << to_string(a.outcome) << " | " << a.symptom << " | " << a.reference << " | " << a.fix
+       << " |\n";
+  }
+  return md.str();
+}
+
+}  // namespace ad

@@ -1,0 +1,161 @@
+// The kernel-release advisory table (lib/check/advisories): every advisory matches its own repro
+// case and not its fixed or healthy twin, through the whole pipeline; the table's rows are
+// well-formed; the report carries the match.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "check/advisories.hpp"
+#include "doctor/doctor.hpp"
+#include "render/render.hpp"
+
+using namespace ad;
+
+namespace {
+
+struct Pair {
+  std::string_view advisory, repro, twin;
+};
+
+// One repro case per advisory, and its twin that must not match.
+constexpr Pair kPairs[] = {
+    {"FA-2023-001", "fa2-2.0.4-causal-query-longer-than-keys-nan-dq", "fa2-2.1.0-causal-query-longer-than-keys-fixed"},
+    {"FA-2024-001", "fa3-varlen-backward-empty-query-segment-hang", "fa3-varlen-empty-query-segment-forward-only"},
+    {"FA-2025-001", "fa3-3.0.0b1-int32-sizes-1m-tokens", "fa3-3.0.0b1-int32-sizes-512k-tokens-healthy"},
+    {"FA-2026-001", "fa4-4.0.0b13-hdim256-empty-query-backward-illegal-address",
+     "fa4-4.0.0b13-hdim128-empty-query-backward-healthy"},
+    {"FA-2026-002", "fa4-4.0.0b26-sm120-varlen-overprovisioned-tiles",
+     "fa4-4.0.0b26-sm90-varlen-overprovisioned-tiles-healthy"},
+    {"FA-2026-003", "fa4-4.0.0b19-varlen-positional-arguments", "fa4-4.0.0b19-varlen-keyword-arguments"},
+};
+
+Diagnosis run(std::string_view name) {
+  const std::string file = std::string(ATTN_DOCTOR_SOURCE_DIR) + "/repro_cases/" + std::string(name) + ".json";
+  Batch b = load_batch_file(file);
+  CheckOptions o;
+  o.backend = BackendChoice::none;
+  return diagnose(b, o, file);
+}
+
+bool matched(const Diagnosis& d, std::string_view id) {
+  for (const AdvisoryMatch& m : d.report.advisories)
+    if (m.advisory->id == id) return true;
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("advisories: every advisory has a repro case it matches and a twin it does not", "[advisories]") {
+  std::set<std::string_view> covered;
+  for (const Pair& p : kPairs) {
+    INFO(p.advisory);
+    REQUIRE(find_advisory(p.advisory));
+    covered.insert(p.advisory);
+    const Diagnosis hit = run(p.repro);
+    CHECK(matched(hit, p.advisory));
+    // the match is a finding of its own: its symptom is the call's prediction here
+    REQUIRE(hit.report.prediction);
+    const bool possible = !hit.report.advisories.empty() &&
+                          hit.report.advisories.front().why.find("possible only:") != std::string::npos;
+    if (possible) {
+      CHECK(hit.report.prediction->invariant != p.advisory);  // listed, not predicted
+    } else {
+      CHECK(hit.report.prediction->invariant == p.advisory);
+      CHECK(hit.report.prediction->symptom.outcome == find_advisory(p.advisory)->outcome);
+    }
+    const Diagnosis miss = run(p.twin);
+    CHECK_FALSE(matched(miss, p.advisory));
+  }
+  for (const Advisory& a : advisories()) {
+    INFO(a.id);
+    CHECK(covered.count(a.id) == 1);
+  }
+}
+
+TEST_CASE("advisories: rows are well-formed and ids unique", "[advisories]") {
+  std::set<std::string_view> ids;
+  for (const Advisory& a : advisories()) {
+    INFO(a.id);
+    CHECK(ids.insert(a.id).second);
+    CHECK(a.id.substr(0, 3) == "FA-");
+    CHECK((a.library == "flash_attn" || a.library == "flash_attn_4"));
+    CHECK_FALSE(a.reference.empty());
+    CHECK_FALSE(a.symptom.empty());
+    CHECK_FALSE(a.fix.empty());
+    CHECK(a.matches != nullptr);
+    CHECK((a.fixed_in.empty() || a.through.empty()));  // a fixed row needs no last-reported bound
+    CHECK(a.min_cc <= a.max_cc);
+  }
+  const std::string md = advisories_markdown();
+  for (const Advisory& a : advisories()) CHECK(md.find("`" + std::string(a.id) + "`") != std::string::npos);
+}
+
+TEST_CASE("advisories: the JSON report names the match, its release and why; a release past the last reported one "
+          "does not match", "[advisories]") {
+  const Diagnosis d = run("fa4-4.0.0b13-hdim256-empty-query-backward-illegal-address");
+  const nlohmann::json j = to_json(d, RenderOptions{});
+  REQUIRE(j.contains("advisories"));
+  REQUIRE(j["advisories"].size() == 1);
+  CHECK(j["advisories"][0]["id"] == "FA-2026-001");
+  CHECK(j["advisories"][0]["release"] == "4.0.0b13");
+  CHECK(j["advisories"][0]["fixed_in"].is_null());
+  CHECK(j["advisories"][0]["why"].get<std::string>().find("segment 0 has 0 query rows") != std::string::npos);
+  CHECK(j["rules"]["flash_attn"] == "4.0.0b13");  // environment.flash_attn_4 selects the FA4 rules
+  // a healthy report has no advisories key at all (reports of other calls are unchanged)
+  CHECK_FALSE(to_json(run("fa4-4.0.0b13-hdim128-empty-query-backward-healthy"), RenderOptions{}).contains("advisories"));
+
+  const std::string file =
+      std::string(ATTN_DOCTOR_SOURCE_DIR) + "/repro_cases/fa4-4.0.0b13-hdim256-empty-query-backward-illegal-address.json";
+  Batch b = load_batch_file(file);
+  b.environment.flash_attn_4 = version_literal("4.0.0b14");
+  CheckOptions o;
+  o.backend = BackendChoice::none;
+  CHECK(diagnose(b, o, file).report.advisories.empty());
+}
+
+TEST_CASE("advisories: an architecture-specific row matches a batch without gpu_arch and says so", "[advisories]") {
+  const std::string file =
+      std::string(ATTN_DOCTOR_SOURCE_DIR) + "/repro_cases/fa4-4.0.0b13-hdim256-empty-query-backward-illegal-address.json";
+  Batch b = load_batch_file(file);
+  b.environment.gpu_arch.reset();
+  CheckOptions o;
+  o.backend = BackendChoice::none;
+  const Report r = diagnose(b, o, file).report;
+  REQUIRE(r.advisories.size() == 1);
+  CHECK(r.advisories[0].why.find("does not record environment.gpu_arch") != std::string::npos);
+  b.environment.gpu_arch = parse_gpu_arch("sm_90a");
+  CHECK(diagnose(b, o, file).report.advisories.empty());
+}
+
+TEST_CASE("advisories: docs/prediction.md embeds the table as list advisories prints it", "[advisories]") {
+  std::ifstream in(std::string(ATTN_DOCTOR_SOURCE_DIR) + "/docs/prediction.md");
+  REQUIRE(in.good());
+  std::stringstream s;
+  s << in.rdbuf();
+  const std::string doc = s.str();
+  const std::string begin = "<!-- BEGIN GENERATED: attn-doctor list advisories --format markdown -->\n";
+  const auto b = doc.find(begin);
+  REQUIRE(b != std::string::npos);
+  const auto e = doc.find("<!-- END GENERATED -->", b);
+  REQUIRE(e != std::string::npos);
+  CHECK(doc.substr(b + begin.size(), e - b - begin.size()) == advisories_markdown());
+}
+
+TEST_CASE("advisories: environment.flash_attn_4 selects the FA4 release for an FA4 call or when it is the only one",
+          "[advisories][loader]") {
+  const char* both = R"({"format": "attn-doctor/batch@1", "environment": {"flash_attn": "2.6.3", "flash_attn_4": "4.0.0b13"},
+    "model": {"num_heads": 4, "head_dim": 64}, "varlen": {"cu_seqlens_q": [0, 4]}})";
+  CHECK(kernel_release(parse_batch_text(both, "a.json"))->text == "2.6.3");
+  const char* fa4_api = R"({"format": "attn-doctor/batch@1", "environment": {"flash_attn": "2.6.3", "flash_attn_4": "4.0.0b13"},
+    "model": {"num_heads": 4, "head_dim": 64}, "varlen": {"api": "flash_attn_4.varlen", "cu_seqlens_q": [0, 4]}})";
+  CHECK(kernel_release(parse_batch_text(fa4_api, "b.json"))->text == "4.0.0b13");
+  const char* only = R"({"format": "attn-doctor/batch@1", "environment": {"flash_attn_4": "4.0.0b13"},
+    "model": {"num_heads": 4, "head_dim": 64}, "varlen": {"cu_seqlens_q": [0, 4]}})";
+  CHECK(kernel_release(parse_batch_text(only, "c.json"))->text == "4.0.0b13");
+  const char* none = R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 4, "head_dim": 64},
+    "varlen": {"cu_seqlens_q": [0, 4]}})";
+  CHECK_FALSE(kernel_release(parse_batch_text(none, "d.json")));
+}
