@@ -49,7 +49,8 @@ TEST_CASE("predict: outcome and pass names round-trip", "[predict]") {
     REQUIRE(o);
     CHECK(to_string(*o) == name);
   }
-  CHECK(outcome_names().size() == 7);
+  CHECK(outcome_names().size() == 8);
+  CHECK(outcome_names().back() == "hang");  // appended: the earlier ids keep their places
   CHECK_FALSE(parse_outcome("crash"));
   CHECK(parse_call_pass("training") == CallPass::training);
   CHECK_FALSE(parse_call_pass("backward"));
@@ -57,6 +58,19 @@ TEST_CASE("predict: outcome and pass names round-trip", "[predict]") {
   CHECK(is_loud(Outcome::raises));
   CHECK(is_loud(Outcome::illegal_address));
   CHECK_FALSE(is_loud(Outcome::out_of_bounds));
+  CHECK(is_loud(Outcome::hang));
+}
+
+TEST_CASE("predict: a hang in the backward is what a training step shows over a silent forward", "[predict]") {
+  Symptom wrong{Outcome::wrong_output, Pass::forward, Moment::attention, "rows wrong", {}, "model"};
+  Symptom hang{Outcome::hang, Pass::backward, Moment::backward, "does not return", {}, "model"};
+  Symptom fault{Outcome::illegal_address, Pass::backward, Moment::backward, "fault", {}, "model"};
+  const Finding silent_then_hang[] = {{"a", 1, &wrong}, {"b", 2, &hang}};
+  CHECK(combine(silent_then_hang, CallPass::training).symptom.outcome == Outcome::hang);
+  CHECK(combine(silent_then_hang, CallPass::forward).symptom.outcome == Outcome::wrong_output);
+  // at one moment a fault comes before a hang, whatever the catalogue order
+  const Finding hang_and_fault[] = {{"b", 1, &hang}, {"c", 2, &fault}};
+  CHECK(combine(hang_and_fault, CallPass::training).symptom.outcome == Outcome::illegal_address);
 }
 
 TEST_CASE("predict: the combination rule", "[predict]") {
