@@ -208,6 +208,8 @@ struct Launch {
 struct FlaOp {
   std::string name;               // "token_shift" (fla.modules.token_shift.token_shift)
   int64_t multiprocessors = 132;  // the device's SM count FLA sizes its chunks by (H100, H200: 132)
+};
+
 // `layers` (docs/spec/batch-format.md): the layers of a hybrid model the batch reaches, each
 // with where it takes its sequence boundaries from.
 struct Layer {

@@ -762,6 +762,8 @@ struct Loader {
     op.name = n.at("name").as_enum({"token_shift"});
     if (auto m = n.get("multiprocessors")) op.multiprocessors = m->as_int(1, 1 << 20);
     return op;
+  }
+
   // `layers`: a hybrid model's layers and where each takes its boundaries from
   std::vector<Layer> layers(const Node& n) {
     if (!n.is_array() || n.size() == 0) n.fail("a non-empty array of layer objects");
@@ -1002,6 +1004,7 @@ struct Loader {
     if (auto v = root.get("fla_op")) {
       b.fla_op = fla_op(*v);
       if (!b.batch && !b.varlen) v->fail("a \"varlen\" or \"batch\" block giving x's shape beside it", "neither");
+    }
     if (auto v = root.get("layers")) {
       if (!b.batch) v->fail("a \"batch\" block beside \"layers\" (the layers are fed from it)", "no batch block");
       b.layers = layers(*v);

@@ -339,6 +339,8 @@ std::string collator_line(const CollatorRecord& c) {
   for (const std::string& k : c.handed_on) on += (on.empty() ? "" : ", ") + k;
   return "collator: " + c.name + " " + c.replayed_as + " (" + c.rule + ") emitted " + keys + "; handed on " +
          (on.empty() ? "nothing" : on);
+}
+
 // report-format.md `layers`: the segments each layer of a hybrid model receives, as
 // [row, start, length] runs (the first 64; `segments_total` counts them all).
 struct LayerSegments {
