@@ -93,7 +93,7 @@ TEST_CASE("advisories: rows are well-formed and ids unique", "[advisories]") {
   for (const Advisory& a : advisories()) CHECK(md.find("`" + std::string(a.id) + "`") != std::string::npos);
 }
 
-TEST_CASE("advisories: the JSON report names the match, its release and why; a release past the last reported one "
+TEST_CASE("advisories: the JSON report names the match, its release and why, and a release past the last reported one "
           "does not match", "[advisories]") {
   const Diagnosis d = run("fa4-4.0.0b13-hdim256-empty-query-backward-illegal-address");
   const nlohmann::json j = to_json(d, RenderOptions{});

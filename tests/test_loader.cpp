@@ -308,7 +308,7 @@ TEST_CASE("varlen: cu_seqlens from a .npy file keeps its dtype", "[loader]") {
   CHECK(b.varlen->cu_seqlens_k.dtype == DType::int64);
 }
 
-TEST_CASE("varlen: cu_seqlens_k from a .npy file keeps its dtype; not beside cu_seqlens_k", "[loader]") {
+TEST_CASE("varlen: cu_seqlens_k from a .npy file keeps its dtype, and is not given beside cu_seqlens_k", "[loader]") {
   TempDir dir;
   dir.write("cuq.npy", make_npy(tensor({3}, {0, 5, 9}, DType::int32)));
   dir.write("cuk.npy", make_npy(tensor({3}, {0, 6, 11}, DType::int64)));
@@ -325,7 +325,7 @@ TEST_CASE("varlen: cu_seqlens_k from a .npy file keeps its dtype; not beside cu_
   CHECK_THROWS_WITH(load_batch_file(both), Catch::Contains("at most one of \"cu_seqlens_k\" and \"cu_seqlens_k_file\""));
 }
 
-TEST_CASE("read_npy_header: a float tensor's shape without its data; the data must fill the file", "[loader]") {
+TEST_CASE("read_npy_header: a float tensor's shape without its data, and the data must fill the file", "[loader]") {
   TempDir dir;
   // (2, 3, 4) float16: 48 data bytes after the header make_npy's layout writes
   std::string bytes = make_npy(tensor({2, 3, 4}, std::vector<int64_t>(24, 0), DType::int16));

@@ -306,6 +306,10 @@ class _ReadTracker:
         self.read.add(name)
         return name in self.data
 
+    def keys(self):
+        """Every name: a builder that copies the arguments (dict(tracker)) reads them all."""
+        return self.data.keys()
+
 
 def _training(bound: Dict[str, Any]) -> bool:
     """Whether this call will run a backward pass (the document's "pass")."""

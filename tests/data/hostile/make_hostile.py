@@ -110,7 +110,7 @@ CASES = {
     "expect-prediction-unknown-outcome": (
         ('{%s, %s, "batch": {"query_length": 4}, "expect": {"prediction": {"outcome": "crash"}}}' % (F, M)).encode(),
         '/expect/prediction/outcome: expected an outcome class: one of "ok", "raises", "device_assert", '
-        '"illegal_address", "out_of_bounds", "wrong_output", "wrong_gradient", found the string "crash"', {}),
+        '"illegal_address", "out_of_bounds", "wrong_output", "wrong_gradient", "hang", found the string "crash"', {}),
     "expect-prediction-pass-training": (
         ('{%s, %s, "batch": {"query_length": 4}, "expect": {"prediction": {"outcome": "ok", "pass": "training"}}}'
          % (F, M)).encode(), '/expect/prediction/pass: expected one of "forward", "backward", found the string "training"', {}),
