@@ -128,3 +128,30 @@ TEST_CASE("host checks: the static checks quote their release family's messages"
     CHECK(s->message == ad::fa2_host_checks().find(HostCheck::cu_seqlens_q_dtype)->raised());
   }
 }
+
+TEST_CASE("host checks: FLA's rotary TR >= T assertion, the plan and the static check by release", "[host_checks][exec]") {
+  // four sequences (256 + 200 + 150 + 100 = 706 packed rows), a table of 256 rows
+  const char* json = R"({"format": "attn-doctor/batch@1", "environment": {"fla": "%s"},
+      "model": {"num_heads": 8, "head_dim": 128},
+      "varlen": {"cu_seqlens_q": [0, 256, 456, 606, 706], "max_seqlen_q": 256},
+      "rotary": {"implementation": "fla", "dim": 128, "table_length": 256, "varlen": true}})";
+  char buf[768];
+  auto message = [&](const char* fla) -> std::string {
+    std::snprintf(buf, sizeof buf, json, fla);
+    const ad::ExecPlan p = plan_of(buf);
+    const std::string planned = p.rotary.raises ? p.rotary.raises->message : "";
+    const auto checked = run(buf);
+    const std::string quoted =
+        checked.has("rotary.table") ? checked.get("rotary.table").evidence.value("upstream_message", "") : "";
+    // one rule: the execution plan raises what the static check quotes (the int-offset assert
+    // is a bare AssertionError: the plan names its condition)
+    CHECK(planned == (quoted == "AssertionError" ? "seqlen_offsets + T <= TR" : quoted));
+    return planned;
+  };
+  CHECK(message("0.1.2") == "");  // T = max_seqlen = 256 fits
+  CHECK(message("0.2.2") == "TR must be >= T");
+  CHECK(message("0.5.0") == "TR must be >= T, got 256 and 706");
+  const ad::FlaRotaryTableAssert newest = ad::fla_rotary_table_assert(std::nullopt, true, 706, 256, 256);
+  CHECK_FALSE(newest.makes);  // 0.6.0 keeps TR >= T only without cu_seqlens
+  CHECK(ad::fla_rotary_table_assert(std::nullopt, false, 706, 0, 256).message == "TR must be >= T, got 256 and 706");
+}

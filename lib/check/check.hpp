@@ -60,12 +60,14 @@ Violation make_violation(std::string_view id, Severity severity, std::string mes
 
 struct CheckContext {
   bool strict = false;
-  std::optional<Version> flash_attn;  // --flash-attn: overrides environment.flash_attn
+  std::optional<Version> flash_attn;    // --flash-attn: overrides environment.flash_attn
+  std::optional<Version> transformers;  // --transformers: overrides environment.transformers
 };
 
 // The releases and pass the symptom table reads (lib/predict): the batch's environment, the
-// --flash-attn override, the flash-attn family of the rule set that applies, the batch's pass.
-SymptomContext symptom_context(const Batch& batch, const std::optional<Version>& flash_attn_override = std::nullopt);
+// --flash-attn and --transformers overrides, the flash-attn family of the rule set that applies, the batch's pass.
+SymptomContext symptom_context(const Batch& batch, const std::optional<Version>& flash_attn_override = std::nullopt,
+                               const std::optional<Version>& transformers_override = std::nullopt);
 
 // Gives every violation without a symptom the symptom table's default for its id (its
 // "warning" case for a warning; a dynamic observation's case from its evidence; a raise takes
@@ -77,7 +79,8 @@ SymptomContext symptom_context(const Batch& batch, const std::optional<Version>&
 // combine with the violations' (after them in catalogue order).
 Prediction predict_call(std::vector<Violation>& violations, const Batch& batch,
                         const std::optional<Version>& flash_attn_override = std::nullopt, bool trusted_reference = true,
-                        const std::vector<AdvisoryMatch>* advisories = nullptr);
+                        const std::vector<AdvisoryMatch>* advisories = nullptr,
+                        const std::optional<Version>& transformers_override = std::nullopt);
 
 // What the result stage's reference is built from (report-format.md `intent`): the given or
 // derived intended sequences, and whether they can vouch for the output. An intent derived from

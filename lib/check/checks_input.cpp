@@ -118,7 +118,7 @@ void input_gqa(Ctx& ctx) {
 void input_feature(Ctx& ctx) {
   const FlashAttnRules& r = ctx.rules();
   const Model& m = ctx.batch.model;
-  const auto& tf = ctx.batch.environment.transformers;
+  const auto& tf = ctx.symptoms.transformers;  // --transformers, else the batch's
   if (m.sliding_window && *m.sliding_window > 0 && !r.window) {
     const int64_t W = *m.sliding_window, longest = longest_key_range(ctx);
     const bool matters = longest > W;

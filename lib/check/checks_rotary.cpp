@@ -201,16 +201,17 @@ void rotary_table(Ctx& ctx) {
   } else if (r.implementation == "fla") {
     // 0.1 - 0.1.2 take T = max_seqlen in varlen; later releases the packed tensor's length
     const bool t_is_max_seqlen = varlen && fla_before(ctx, "0.2.0");
-    const int64_t T = !varlen ? S : t_is_max_seqlen ? ctx.args->max_seqlen_q.value : ctx.args->total_q;
+    const FlaRotaryTableAssert tr = fla_rotary_table_assert(ctx.symptoms.fla, varlen, varlen ? ctx.args->total_q : S,
+                                                            varlen ? ctx.args->max_seqlen_q.value : 0, TR);
+    const int64_t T = tr.T;
     if (T <= 0) return;
     const bool old = fla_before(ctx, "0.6.0");
     const std::string release = ctx.symptoms.fla ? "FLA " + ctx.symptoms.fla->text : "FLA (no release given: 0.6.0)";
     const std::string t_is = !varlen ? "the tensor's length" : t_is_max_seqlen ? "max_seqlen" : "the packed length";
-    if (T > TR && (!varlen || old)) {
+    if (tr.fails) {
       needed = T;
       what = release + " asserts TR >= T on " + t_is + " T = " + std::to_string(T);
-      upstream = fla_before(ctx, "0.3.0") ? std::string("TR must be >= T")
-                                          : "TR must be >= T, got " + std::to_string(TR) + " and " + std::to_string(T);
+      upstream = tr.message;
       variant = "fla_tr_ge_t";
     } else if (!r.seqlen_offset_per_sequence) {
       needed = checked::add(T, offset).value_or(INT64_MAX);

@@ -35,11 +35,12 @@ std::string_view dynamic_variant(const Violation& v, const Batch& batch) {
 
 }  // namespace
 
-SymptomContext symptom_context(const Batch& batch, const std::optional<Version>& flash_attn_override) {
+SymptomContext symptom_context(const Batch& batch, const std::optional<Version>& flash_attn_override,
+                               const std::optional<Version>& transformers_override) {
   SymptomContext c;
   c.flash_attn = flash_attn_override ? flash_attn_override : kernel_release(batch);
   c.fla = batch.environment.fla;
-  c.transformers = batch.environment.transformers;
+  c.transformers = transformers_override ? transformers_override : batch.environment.transformers;
   c.flash_attn_family = resolve_flash_attn(c.flash_attn).rules->family;
   c.pass = batch.pass;
   return c;
@@ -47,8 +48,9 @@ SymptomContext symptom_context(const Batch& batch, const std::optional<Version>&
 
 Prediction predict_call(std::vector<Violation>& violations, const Batch& batch,
                         const std::optional<Version>& flash_attn_override, bool trusted_reference,
-                        const std::vector<AdvisoryMatch>* advisories) {
-  const SymptomContext context = symptom_context(batch, flash_attn_override);
+                        const std::vector<AdvisoryMatch>* advisories,
+                        const std::optional<Version>& transformers_override) {
+  const SymptomContext context = symptom_context(batch, flash_attn_override, transformers_override);
   std::vector<Finding> findings;
   for (Violation& v : violations) {
     if (!v.symptom) {

@@ -23,7 +23,7 @@ std::vector<Violation> run_static_checks(const Batch& batch, const Conversion& c
   const bool torch_varlen = api == Api::torch_varlen_attn;
   checks::Ctx ctx{batch, conversion, reached, replayed, context,
                   torch_varlen ? resolve_torch_varlen(batch.environment.torch) : resolve_flash_attn(fa_release), out};
-  ctx.symptoms = symptom_context(batch, context.flash_attn);
+  ctx.symptoms = symptom_context(batch, context.flash_attn, context.transformers);
   for (const Invariant& inv : catalogue()) {
     if (!inv.check) continue;
     if (api && !inv.apis.contains(*api) && !(torch_varlen && inv.apis.contains(Api::flash_attn_2_varlen))) continue;

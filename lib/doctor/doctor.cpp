@@ -118,7 +118,7 @@ void run_pipeline(Diagnosis& d, const Batch& batch, const CheckOptions& options,
   t0 = Clock::now();
   std::vector<Violation> found;
   if (!guarded_stage(r, Stage::static_checks, t0, [&] {
-        found = run_static_checks(batch, conversion, CheckContext{options.strict, options.flash_attn});
+        found = run_static_checks(batch, conversion, CheckContext{options.strict, options.flash_attn, options.transformers});
       }))
     return;
   if (options.index_values_unread) std::erase_if(found, [](const Violation& v) { return !needs_no_index_values(v); });
@@ -213,7 +213,8 @@ Diagnosis diagnose(const Batch& batch, const CheckOptions& options, const std::s
   // the advisory table: known bugs of the named kernel releases this very call runs into
   r.advisories = match_advisories(batch, d.conversion, options.flash_attn);
   r.prediction =
-      predict_call(r.violations, batch, options.flash_attn, !r.intent || r.intent->trusted, &r.advisories);
+      predict_call(r.violations, batch, options.flash_attn, !r.intent || r.intent->trusted, &r.advisories,
+                   options.transformers);
   return d;
 }
 

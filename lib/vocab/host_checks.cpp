@@ -252,4 +252,17 @@ const HostCheckTable& host_checks(std::string_view name) {
 
 std::span<const HostCheckTable> host_check_tables() { return kTables; }
 
+FlaRotaryTableAssert fla_rotary_table_assert(const std::optional<Version>& fla, bool varlen, int64_t rows,
+                                             int64_t max_seqlen, int64_t table_rows) {
+  const auto before = [&](const char* release) { return fla && *fla < version_literal(release); };
+  FlaRotaryTableAssert a;
+  a.T = varlen && before("0.2.0") ? max_seqlen : rows;
+  a.makes = !varlen || before("0.6.0");
+  a.fails = a.makes && a.T > table_rows;
+  if (a.fails)
+    a.message = before("0.3.0") ? std::string("TR must be >= T")
+                                : "TR must be >= T, got " + std::to_string(table_rows) + " and " + std::to_string(a.T);
+  return a;
+}
+
 }  // namespace ad

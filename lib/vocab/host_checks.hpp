@@ -9,8 +9,12 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <span>
+#include <string>
 #include <string_view>
+
+#include "vocab/version.hpp"
 
 namespace ad {
 
@@ -71,5 +75,22 @@ const HostCheckTable& host_checks(std::string_view name);
 std::span<const HostCheckTable> host_check_tables();
 // flash-attn 2's table: what the symptom table and the catalogue quote.
 inline const HostCheckTable& fa2_host_checks() { return host_checks("fa2"); }
+
+// FLA's rotary (fla/modules/rotary.py; fla-core 0.6.0 fla/modules/rotary/ops.py) asserts
+// `TR >= T` on the host before the launch: T is x.shape[1] without cu_seqlens; with cu_seqlens
+// it is max_seqlen in 0.1 - 0.1.2 and the packed length from 0.2.0 (FLA #515), and 0.6.0 no
+// longer makes the assertion in varlen. The message is "TR must be >= T" up to 0.2.2 and
+// "TR must be >= T, got {TR} and {T}" from 0.3.0 (measured on an H100 for 0.5.0, 0.5.1, 0.6.0).
+// The static check and the execution plan both read it here.
+struct FlaRotaryTableAssert {
+  int64_t T = 0;          // the T the release compares with the table's rows
+  bool makes = false;     // the release makes the assertion for this call
+  bool fails = false;     // it makes it and T > TR
+  std::string message;    // the AssertionError's message when it fails
+};
+// `fla`: the release (nullopt: the newest); `rows`: x.shape[1] (the padded length, or the packed
+// length in varlen); `max_seqlen`: the call's max_seqlen (varlen); `table_rows`: TR.
+FlaRotaryTableAssert fla_rotary_table_assert(const std::optional<Version>& fla, bool varlen, int64_t rows,
+                                             int64_t max_seqlen, int64_t table_rows);
 
 }  // namespace ad

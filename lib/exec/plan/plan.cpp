@@ -322,12 +322,14 @@ void plan_rotary(ExecPlan& p, const Batch& batch, const VarlenArgs& a, const std
     r.inplace = false;
     r.block_rows = rope::fla_block_t(T);
     const std::string where = "fla.modules.rotary > rotary_embedding_fwdbwd";
+    const FlaRotaryTableAssert tr =
+        fla_rotary_table_assert(batch.environment.fla, r.varlen, T, std::max(r.max_seqlen_q, r.max_seqlen_k), r.table_rows);
     if (D > 256) fail(where, "AssertionError", "Only support D <= 256");
-    else if (r.table_rows < T)
-      fail(where, "AssertionError", "TR must be >= T, got " + std::to_string(r.table_rows) + " and " + std::to_string(T));
+    else if (tr.fails)
+      fail(where, "AssertionError", tr.message);
     else if (r.offsets_per_sequence && static_cast<int64_t>(r.offsets_q.size()) != N)
       fail(where, "AssertionError", "seqlen_offsets.shape == (N,)");
-    else if (!r.offsets_per_sequence && scalar_offset + T > r.table_rows)
+    else if (!r.offsets_per_sequence && scalar_offset + tr.T > r.table_rows)
       fail(where, "AssertionError", "seqlen_offsets + T <= TR");
   } else {
     // transformers' apply_rotary_pos_emb: q * cos + rotate_half(q) * sin with cos/sin of the
