@@ -8,8 +8,8 @@ import json
 
 RELEASES = [
     "4.43.4", "4.44.0", "4.44.2", "4.45.2", "4.46.3", "4.47.1", "4.48.3", "4.49.0", "4.50.3", "4.51.3", "4.52.4",
-    "4.53.0", "4.53.1", "4.53.3", "4.54.0", "4.54.1", "4.55.0", "4.55.4", "4.56.2", "4.57.6", "5.0.0", "5.4.0",
-    "5.5.0", "5.14.1", "5.16.0", "5.20.0", "5.23.0", "5.24.0",
+    "4.53.0", "4.53.1", "4.53.3", "4.54.0", "4.54.1", "4.55.0", "4.55.4", "4.56.2", "4.57.6", "5.0.0", "5.2.0",
+    "5.4.0", "5.5.0", "5.8.1", "5.13.1", "5.14.1", "5.16.0", "5.20.0", "5.23.0", "5.24.0",
 ]
 
 # name -> (batch file, the model's inputs besides input_ids)
@@ -32,6 +32,11 @@ SCENARIOS = {
     "segment_ids_and_position_ids": {"batch": "076-llama-segment-ids-position-ids.json",
                                      "attention_mask": [[1, 1, 1, 2, 2, 0]],
                                      "position_ids": [[0, 1, 2, 0, 1, 0]]},
+    # an all-ones mask narrower than the keys: a static cache of 8 slots holds the 6 tokens
+    # (masking_utils.flash_attention_mask: dropped as all True up to 5.12, kept from 5.13.0 so
+    # that _upad_input cuts the keys to the mask). Recorded from 4.53 (masking_utils) on.
+    "static_cache_all_ones": {"batch": "077-llama-static-cache-all-ones.json",
+                              "attention_mask": [[1] * 6, [1] * 6], "static_cache": 8, "since": "4.53.0"},
 }
 
 MODEL = {"num_heads": 4, "num_kv_heads": 2, "head_dim": 16, "hidden_size": 64, "architecture": "llama"}
@@ -41,11 +46,15 @@ def batch_for(name, spec):
     batch = {"attention_mask": {"values": spec["attention_mask"], "level": "model"}}
     if "position_ids" in spec:
         batch["position_ids"] = {"values": spec["position_ids"], "level": "model"}
+    if "static_cache" in spec:
+        batch.update(query_length=len(spec["attention_mask"][0]), kv_length=spec["static_cache"],
+                     cache={"kind": "static", "max_cache_len": spec["static_cache"], "past_length": 0})
     return {
         "format": "attn-doctor/batch@1",
         "name": "llama-" + name.replace("_", "-"),
         "description": "Model level: a tiny Llama's forward (flash_attention_2) given this mask"
                        + (" and these position ids" if "position_ids" in spec else "")
+                       + (f" and a static cache of {spec['static_cache']} slots" if "static_cache" in spec else "")
                        + "; tools/parity/llama_mask.py, goldens tests/golden/model-llama-<release>.json.",
         "environment": {"flash_attn": "2.6.3"},
         "model": dict(MODEL),
@@ -58,13 +67,13 @@ def write_batches(batches_dir, dumps):
         (batches_dir / spec["batch"]).write_text(dumps(batch_for(name, spec)) + "\n")
 
 
-def run(run_python, standin, python_for, venvs, golden_dir, batches_dir, dumps, cache, only=None):
+def run(run_python, standin, python_for, site_for, golden_dir, batches_dir, dumps, cache, only=None):
     write_batches(batches_dir, dumps)
     for release in RELEASES:
         if only is not None and release not in only:
             continue
         out = cache / f"llama-mask-{release}.json"
-        run_python("driver_llama_mask.py", ["--out", str(out)], [standin("2.6.3"), venvs / f"tf-{release}"],
+        run_python("driver_llama_mask.py", ["--out", str(out)], [standin("2.6.3"), site_for(release)],
                    python=python_for(release, "model"))
         data = json.loads(out.read_text())
         env = data["environment"]

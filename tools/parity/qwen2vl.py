@@ -15,12 +15,12 @@ BATCHES = {"padded": "060-qwen2vl-padded.json", "packed_2d": "061-qwen2vl-packed
            "packed_3d": "062-qwen2vl-packed-3d.json"}
 
 
-def run(run_python, standin, python_for, venvs, golden_dir, dumps, cache, only=None):
+def run(run_python, standin, python_for, site_for, golden_dir, dumps, cache, only=None):
     for release in RELEASES:
         if only is not None and release not in only:
             continue
         out = cache / f"qwen2vl-{release}.json"
-        run_python("driver_qwen2vl.py", ["--out", str(out)], [standin("2.6.3"), venvs / f"tf-{release}"],
+        run_python("driver_qwen2vl.py", ["--out", str(out)], [standin("2.6.3"), site_for(release)],
                    python=python_for(release, "model"))
         data = json.loads(out.read_text())
         env = data["environment"]
