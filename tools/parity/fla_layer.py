@@ -5,7 +5,7 @@ attention mask (driver_fla_layer.py). Up to 0.4.2 the mask replaces the caller's
 by a batch file (batches 083-085, `layers` with implementation "fla"); the release is the
 golden's, set by tests/test_convert_golden.cpp when it replays them."""
 
-import json
+import scenario_goldens
 
 RELEASES = ["0.4.2", "0.5.0", "0.6.0"]
 # fla/__init__.py imports its models, which import transformers: a release of each FLA's time
@@ -54,26 +54,20 @@ def write_batches(batches_dir, dumps):
         (batches_dir / spec["batch"]).write_text(dumps(batch_for(name, spec)) + "\n")
 
 
-def run(run_python, python, fla_site, venvs, golden_dir, batches_dir, dumps, cache, only=None):
+def run(run_python, python, fla_site, site_for, buildhelpers, golden_dir, batches_dir, dumps, cache, only=None):
     write_batches(batches_dir, dumps)
-    for release in RELEASES:
-        if only is not None and release not in only:
-            continue
-        site = fla_site(release)
-        out = cache / f"fla-gdn-{release}.json"
-        # packaging: fla/utils.py imports it
-        run_python("driver_fla_layer.py", ["--out", str(out)],
-                   [site, venvs / "buildhelpers", venvs / f"tf-{TRANSFORMERS[release]}"], python=python)
-        data = json.loads(out.read_text())
-        env = data["environment"]
-        golden = {
-            "format": "attn-doctor/golden-fla-layer@1", "library": "flash-linear-attention", "release": release,
-            "command": f"python tools/parity/parity.py fla-layer --releases {release}",
-            "transformers": TRANSFORMERS[release], "torch": env["torch"], "torch_device": "cpu", "python": env["python"], "loaded": "whole",
-            "entry_point": "fla.layers.gated_deltanet.GatedDeltaNet.forward", "layer": LAYER,
-            "stubs": [], "patches": env["patches"],
-            "model_batches": {name: spec["batch"] for name, spec in SCENARIOS.items()},
-            "scenarios": data["scenarios"],
-        }
-        (golden_dir / f"fla-gdn-{release}.json").write_text(dumps(golden) + "\n")
-        print(f"wrote fla-gdn-{release}.json")
+
+    def header(release, env):
+        return {"format": "attn-doctor/golden-fla-layer@1", "library": "flash-linear-attention", "release": release,
+                "command": f"python tools/parity/parity.py fla-layer --releases {release}",
+                "transformers": TRANSFORMERS[release], "torch": env["torch"], "torch_device": "cpu",
+                "python": env["python"], "loaded": "whole", "entry_point": "fla.layers.gated_deltanet.GatedDeltaNet.forward",
+                "layer": LAYER, "stubs": [], "patches": env["patches"]}
+
+    # packaging: fla/utils.py imports it
+    scenario_goldens.write(
+        "fla-gdn", RELEASES, only,
+        scenario_goldens.recorder(run_python, "driver_fla_layer.py", cache, "fla-gdn",
+                                  lambda r: [fla_site(r), buildhelpers, site_for(TRANSFORMERS[r])],
+                                  lambda r: python),
+        header, {name: spec["batch"] for name, spec in SCENARIOS.items()}, golden_dir, dumps)

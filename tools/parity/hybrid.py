@@ -4,7 +4,7 @@ random Qwen3-Next's forward on a packed row, recording the boundaries each layer
 with `layers`) that `write_batches` writes from SCENARIOS; tests/test_convert_golden.cpp replays
 them."""
 
-import json
+import scenario_goldens
 
 # <= 5.8: no boundaries reach the GatedDeltaNet layers; from 5.9.0 cu_seq_lens_q and seq_idx do
 # (huggingface/transformers PR#45034)
@@ -88,23 +88,12 @@ def write_batches(batches_dir, dumps):
 
 def run(run_python, standin, python_for, site_for, golden_dir, batches_dir, dumps, cache, only=None):
     write_batches(batches_dir, dumps)
-    for release in RELEASES:
-        if only is not None and release not in only:
-            continue
-        out = cache / f"hybrid-{release}.json"
-        run_python("driver_hybrid.py", ["--out", str(out)], [standin("2.6.3"), site_for(release)],
-                   python=python_for(release, "hybrid"))
-        data = json.loads(out.read_text())
-        env = data["environment"]
-        golden = {
-            "format": "attn-doctor/golden-hybrid@1", "library": "transformers", "release": release,
-            "command": f"python tools/parity/parity.py hybrid --releases {release}",
-            "torch": env["torch"], "torch_device": "cpu", "python": env["python"], "loaded": "whole",
-            "entry_point": "transformers.Qwen3NextForCausalLM.forward (random init, use_cache=False)",
-            "config": env["config"], "layer_types": env["layer_types"],
-            "stubs": [], "patches": env["patches"], "flash_attn_standin": env["flash_attn_standin"],
-            "model_batches": {name: spec["batch"] for name, spec in SCENARIOS.items()},
-            "scenarios": data["scenarios"],
-        }
-        (golden_dir / f"hybrid-qwen3next-{release}.json").write_text(dumps(golden) + "\n")
-        print(f"wrote hybrid-qwen3next-{release}.json")
+    scenario_goldens.write(
+        "hybrid-qwen3next", RELEASES, only,
+        scenario_goldens.recorder(run_python, "driver_hybrid.py", cache, "hybrid",
+                                  lambda r: [standin("2.6.3"), site_for(r)], lambda r: python_for(r, "hybrid")),
+        scenario_goldens.transformers_header(
+            "attn-doctor/golden-hybrid@1", "transformers.Qwen3NextForCausalLM.forward (random init, use_cache=False)",
+            command=lambda r, env: f"python tools/parity/parity.py hybrid --releases {r}",
+            config=lambda r, env: env["config"], layer_types=lambda r, env: env["layer_types"]),
+        {name: spec["batch"] for name, spec in SCENARIOS.items()}, golden_dir, dumps)

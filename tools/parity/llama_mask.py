@@ -4,7 +4,7 @@ release from 4.43 (the first with transformers.modeling_flash_attention_utils). 
 is described by a batch file (batches 070-076, `attention_mask.level: "model"`) that
 `write_batches` writes from SCENARIOS; tests/test_convert_golden.cpp replays them."""
 
-import json
+import scenario_goldens
 
 RELEASES = [
     "4.43.4", "4.44.0", "4.44.2", "4.45.2", "4.46.3", "4.47.1", "4.48.3", "4.49.0", "4.50.3", "4.51.3", "4.52.4",
@@ -69,21 +69,10 @@ def write_batches(batches_dir, dumps):
 
 def run(run_python, standin, python_for, site_for, golden_dir, batches_dir, dumps, cache, only=None):
     write_batches(batches_dir, dumps)
-    for release in RELEASES:
-        if only is not None and release not in only:
-            continue
-        out = cache / f"llama-mask-{release}.json"
-        run_python("driver_llama_mask.py", ["--out", str(out)], [standin("2.6.3"), site_for(release)],
-                   python=python_for(release, "model"))
-        data = json.loads(out.read_text())
-        env = data["environment"]
-        golden = {
-            "format": "attn-doctor/golden-model@1", "library": "transformers", "release": release,
-            "torch": env["torch"], "torch_device": "cpu", "python": env["python"], "loaded": "whole",
-            "entry_point": "transformers.LlamaForCausalLM.forward (2 layers, random init, use_cache=False)",
-            "stubs": [], "patches": env["patches"], "flash_attn_standin": env["flash_attn_standin"],
-            "model_batches": {name: spec["batch"] for name, spec in SCENARIOS.items()},
-            "scenarios": data["scenarios"],
-        }
-        (golden_dir / f"model-llama-{release}.json").write_text(dumps(golden) + "\n")
-        print(f"wrote model-llama-{release}.json")
+    scenario_goldens.write(
+        "model-llama", RELEASES, only,
+        scenario_goldens.recorder(run_python, "driver_llama_mask.py", cache, "llama-mask",
+                                  lambda r: [standin("2.6.3"), site_for(r)], lambda r: python_for(r, "model")),
+        scenario_goldens.transformers_header(
+            "attn-doctor/golden-model@1", "transformers.LlamaForCausalLM.forward (2 layers, random init, use_cache=False)"),
+        {name: spec["batch"] for name, spec in SCENARIOS.items()}, golden_dir, dumps)

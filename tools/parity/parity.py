@@ -184,8 +184,8 @@ def main():
         hybrid.run(run_python, standin, python_for, site_for, GOLDEN, BATCHES, dumps, CACHE, only)
     if args.what in ("fla-layer", "all"):
         import fla_layer
-        fla_layer.run(run_python, str(VENVS / "torch26" / "bin" / "python"), lambda r: installed("fla", "fla", r), VENVS,
-                      GOLDEN, BATCHES, dumps, CACHE, only)
+        fla_layer.run(run_python, str(VENVS / "torch26" / "bin" / "python"), lambda r: installed("fla", "fla", r), site_for,
+                      VENVS / "buildhelpers", GOLDEN, BATCHES, dumps, CACHE, only)
     if args.what in ("unpad", "all"):
         import unpad_goldens
         unpad_goldens.run(run_python, lambda _: PYTHON, CACHE, GOLDEN, batch_files(), dumps)
