@@ -16,7 +16,6 @@ Recorded, in call order:
               there (a Triton kernel), outcome `stopped_at_kernel`.
 """
 
-import argparse
 import importlib
 import importlib.metadata
 import json
@@ -41,11 +40,7 @@ def tensor(v):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
+    args = tracing.start_driver()
     patches = []
     # FLA decorates its kernels with triton.autotune at import, which asks Triton for the active
     # GPU driver; none exists on a CPU-only machine. A placeholder driver lets the modules import

@@ -82,8 +82,7 @@ def batch_for(name, spec):
 
 
 def write_batches(batches_dir, dumps):
-    for name, spec in SCENARIOS.items():
-        (batches_dir / spec["batch"]).write_text(dumps(batch_for(name, spec)) + "\n")
+    scenario_goldens.write_batches(SCENARIOS, batch_for, batches_dir, dumps)
 
 
 def run(run_python, standin, python_for, site_for, golden_dir, batches_dir, dumps, cache, only=None):

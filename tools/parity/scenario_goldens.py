@@ -5,6 +5,12 @@ fla_layer.py): one driver run per release, then a golden of a header, the scenar
 import json
 
 
+def write_batches(scenarios, batch_for, batches_dir, dumps):
+    """The batch file of every scenario (its "batch" key), as batch_for(name, spec) describes it."""
+    for name, spec in scenarios.items():
+        (batches_dir / spec["batch"]).write_text(dumps(batch_for(name, spec)) + "\n")
+
+
 def write(name, releases, only, record, header, model_batches, golden_dir, dumps):
     """For each release (only those of `only`, when given): `record(release)` runs the driver and
     returns its JSON; the golden `<name>-<release>.json` holds `header(release, environment)`,

@@ -141,15 +141,21 @@ def wrap_entry_point(original, recorded, env, modules):
                                   "outcome (behaviour unchanged)")
 
 
-def start_model_driver():
-    """The prelude every model driver shares: its --out argument, torch seeded on one thread, and
-    the stand-in flash_attn made visible and computing attention (so the model's forward goes on).
-    Returns (args, env)."""
+def start_driver():
+    """Every driver's start: its --out argument, and torch seeded on one thread. Returns args."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)
+    return args
+
+
+def start_model_driver():
+    """The prelude every model driver shares: its --out argument, torch seeded on one thread, and
+    the stand-in flash_attn made visible and computing attention (so the model's forward goes on).
+    Returns (args, env)."""
+    args = start_driver()
     env = patch_availability()
     from flash_attn import _recorder
     _recorder.COMPUTE = True
