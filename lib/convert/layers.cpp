@@ -241,6 +241,10 @@ std::vector<LayerPart> transformers_parts(const Batch& batch, const Layer& layer
   } else {
     conv.labels = label_rows(g);
   }
+  if (conv.failure && rule.failure) {  // the layer runs its convolution first: the delta rule is never reached
+    rule.failure.reset();
+    add_note(rule, "not reached: the convolution raises first");
+  }
   (void)layer;
   return {rule, conv};
 }
