@@ -1,4 +1,4 @@
-// `attn-doctor bisect FILE [--axis transformers,flash-attn,fla,triton] [--backend none|cpu]
+// `attn-doctor bisect FILE [--axis transformers,flash-attn,fla,triton,torch] [--backend none|cpu]
 // [--format text|json]`: the whole diagnosis of one batch under every known release of each
 // release axis that decides it, the other environment keys held at the file's values, grouped
 // into ranges of consecutive releases with the same verdict (exit code and status), first
@@ -26,7 +26,7 @@ namespace ad::cli {
 namespace {
 namespace bisect_cmd {  // its own names: app/ is built as one unity source
 
-enum class Axis { transformers, flash_attn, fla, triton };
+enum class Axis { transformers, flash_attn, fla, triton, torch };
 
 std::string axis_name(Axis a) {
   switch (a) {
@@ -34,6 +34,7 @@ std::string axis_name(Axis a) {
     case Axis::flash_attn: return "flash-attn";
     case Axis::fla: return "fla";
     case Axis::triton: return "triton";
+    case Axis::torch: return "torch";
   }
   return "?";
 }
@@ -45,6 +46,7 @@ std::string axis_key(Axis a) {
     case Axis::flash_attn: return "flash_attn";
     case Axis::fla: return "fla";
     case Axis::triton: return "triton";
+    case Axis::torch: return "torch";
   }
   return "?";
 }
@@ -54,6 +56,7 @@ std::optional<Version>& env_release(Environment& env, Axis a) {
     case Axis::transformers: return env.transformers;
     case Axis::flash_attn: return env.flash_attn;
     case Axis::triton: return env.triton;
+    case Axis::torch: return env.torch;
     case Axis::fla: break;
   }
   return env.fla;
@@ -63,7 +66,8 @@ std::optional<Version>& env_release(Environment& env, Axis a) {
 struct Point {
   Version release;
   bool own = false;         // the file's own release
-  std::string rule_set;     // the transformers or flash-attn rule set that release maps to ("" for fla)
+  std::string rule_set;     // the transformers, flash-attn or torch varlen_attn rule set that release maps to
+                            // ("" for fla and triton)
   int exit_code = 0;
   std::string status;       // report.status(): ok | violation | error
   std::string first_id;     // "" when every invariant holds
@@ -133,7 +137,9 @@ std::vector<Version> releases_for(Axis axis, const Batch& batch, std::string& so
     }
     std::sort(out.begin(), out.end());
   } else {
-    const PublishedReleases& list = published_releases(axis == Axis::fla ? "flash-linear-attention" : "triton");
+    const PublishedReleases& list = published_releases(axis == Axis::fla     ? "flash-linear-attention"
+                                                       : axis == Axis::torch ? "torch"
+                                                                             : "triton");
     out = release_versions(list);
     source = std::string(list.source);
   }
@@ -150,7 +156,8 @@ std::vector<Version> releases_for(Axis axis, const Batch& batch, std::string& so
 // The axes that decide this batch, from the file's own diagnosis: transformers where the
 // `batch` block is replayed, flash-attn for a call of a flash-attn API (or flash-attn's
 // rotary), FLA where the batch names an FLA release, calls FLA or uses its rotary, Triton for
-// a `launch` block (its autotuner's key lookup).
+// a `launch` block (its autotuner's key lookup), torch for a call of torch's varlen_attn
+// (environment.torch selects its rule set and host checks).
 std::vector<std::pair<Axis, std::string>> deciding_axes(const Batch& batch, const Diagnosis& own) {
   std::vector<std::pair<Axis, std::string>> out;
   if (batch.batch) out.push_back({Axis::transformers, "the batch block is replayed by transformers"});
@@ -165,6 +172,9 @@ std::vector<std::pair<Axis, std::string>> deciding_axes(const Batch& batch, cons
   else if (call && (call->call.api == Api::fla_ops || call->call.api == Api::fla_layers))
     out.push_back({Axis::fla, "the call goes to FLA (" + to_string(call->call.api) + ")"});
   if (batch.launch) out.push_back({Axis::triton, "the launch block's autotune keys are looked up by Triton"});
+  if (call && call->call.api == Api::torch_varlen_attn)
+    out.push_back({Axis::torch, "the call goes to " + call->call.function_name() + " (" + to_string(call->call.api) +
+                                    "): the torch release selects its rules"});
   return out;
 }
 
@@ -173,6 +183,7 @@ std::optional<Axis> parse_axis(const std::string& s) {
   if (s == "flash-attn" || s == "flash_attn") return Axis::flash_attn;
   if (s == "fla") return Axis::fla;
   if (s == "triton") return Axis::triton;
+  if (s == "torch") return Axis::torch;
   return std::nullopt;
 }
 
@@ -191,6 +202,7 @@ Point point_for(const Diagnosis& d, const Version& release, Axis axis) {
   if (r.prediction) p.prediction = *r.prediction;
   if (axis == Axis::transformers && d.rule_set) p.rule_set = d.rule_set->name;
   if (axis == Axis::flash_attn) p.rule_set = std::string(resolve_flash_attn(release).rules->name);
+  if (axis == Axis::torch) p.rule_set = std::string(resolve_torch_varlen(release).rules->name);
   return p;
 }
 
@@ -387,10 +399,10 @@ Subcommand add_bisect(CLI::App& root, const Globals&) {
       "bisect", "diagnose one batch under every known release: the ranges across which the diagnosis changes");
   sub->add_option("FILE", args->file, "batch file")->required();
   sub->add_option("--axis", args->axes,
-                  "release axes to walk, comma-separated: transformers, flash-attn, fla, triton (default: those that decide this "
+                  "release axes to walk, comma-separated: transformers, flash-attn, fla, triton, torch (default: those that decide this "
                   "batch); the other releases stay the file's")
       ->delimiter(',')
-      ->check(CLI::IsMember({"transformers", "flash-attn", "flash_attn", "fla", "triton"}));
+      ->check(CLI::IsMember({"transformers", "flash-attn", "flash_attn", "fla", "triton", "torch"}));
   sub->add_option("--backend", args->backend, "none (static checks and prediction), cpu (also the checked CPU run of each release)")
       ->check(CLI::IsMember({"none", "cpu"}))
       ->capture_default_str();
@@ -448,7 +460,8 @@ Subcommand add_bisect(CLI::App& root, const Globals&) {
       if (shown.size() + 7 > width) shown = "..." + shown.substr(shown.size() - (width - 10));
       std::cout << "bisect " << shown << "\n";
       if (runs.empty())
-        std::cout << "no release axis decides this batch (no `batch` block, no flash-attn or FLA call, no `launch` block): nothing to "
+        std::cout << "no release axis decides this batch (no `batch` block, no flash-attn, FLA or torch varlen_attn call, no `launch` "
+                     "block): nothing to "
                      "bisect; --axis names one\n";
       for (size_t k = 0; k < runs.size(); ++k) {
         std::cout << "\n";

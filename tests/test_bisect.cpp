@@ -229,6 +229,40 @@ TEST_CASE("bisect records a release that refuses the batch as invalid, not the w
   CHECK(seen);
 }
 
+TEST_CASE("bisect walks torch's releases for a call of torch's varlen_attn", "[bisect]") {
+  // a model with a sliding window called through torch.nn.attention.varlen: 2.10's varlen_attn
+  // has no window_size (full attention), 2.11 takes one (docs/spec/torch-varlen-attn.md)
+  json batch = json::parse(std::ifstream(std::string(ATTN_DOCTOR_SOURCE_DIR) +
+                                         "/tests/oracle/cases/oracle-torch-varlen-healthy-causal.json"));
+  batch["environment"]["torch"] = "2.10.0";
+  batch["model"]["sliding_window"] = 3;
+  const std::string path = (std::filesystem::temp_directory_path() / "attn-doctor-bisect-torch.json").string();
+  std::ofstream(path) << batch.dump();
+  Run r = run("bisect " + path + " --format json");
+  Run text = run("bisect " + path);
+  std::filesystem::remove(path);
+  CHECK(r.exit_code == 1);
+  const json j = json::parse(r.out);
+  check_shape(j);
+  REQUIRE(j.at("axes").size() == 1);  // neither flash-attn's nor transformers' release decides
+  const json& a = axis(j, "torch");
+  CHECK(a.at("key") == "torch");
+  CHECK(a.at("file_release") == "2.10.0");
+  CHECK(a.at("releases").get<size_t>() == ad::published_releases("torch").releases.size());
+  const json* b = boundary(a, "2.10.0", "2.11.0");
+  REQUIRE(b);
+  CHECK(change(*b, "first_violation") == "input.feature -> none");
+  CHECK(a.at("ranges")[0].at("rule_sets") == json::array({"torch-2.10"}));
+  CHECK(a.at("ranges")[1].at("rule_sets") == json::array({"torch-2.11"}));
+  CHECK_THAT(text.out, Catch::Contains("2.10.0 -> 2.11.0: verdict error -> ok"));
+
+  // the healthy call: one range, exit 0
+  Run healthy = run("bisect " + std::string(ATTN_DOCTOR_SOURCE_DIR) +
+                    "/tests/oracle/cases/oracle-torch-varlen-healthy-causal.json --format json");
+  CHECK(healthy.exit_code == 0);
+  CHECK(axis(json::parse(healthy.out), "torch").at("ranges").size() == 1);
+}
+
 TEST_CASE("bisect: the published release lists are in version order", "[bisect]") {
   for (const auto& list : ad::published_release_lists()) {
     const auto versions = ad::release_versions(list);
@@ -238,5 +272,6 @@ TEST_CASE("bisect: the published release lists are in version order", "[bisect]"
       CHECK(versions[i - 1] < versions[i]);
     }
   }
-  CHECK_THROWS_AS(ad::published_releases("torch"), std::logic_error);
+  CHECK(ad::published_releases("torch").releases.front() == "2.10.0");  // the first with torch.nn.attention.varlen
+  CHECK_THROWS_AS(ad::published_releases("jax"), std::logic_error);
 }

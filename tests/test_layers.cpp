@@ -77,19 +77,40 @@ TEST_CASE("layers: transformers' GatedDeltaNet layer by release", "[layers]") {
     auto v = check(b);
     REQUIRE(has(v, "layers.same_boundaries"));
   }
-  SECTION("without the fla package the torch fallback ignores cu_seqlens") {
+  SECTION("without the fla package the torch fallback ignores cu_seqlens (5.9 - 5.19)") {
     auto batch = kKwargs + "";
     batch.insert(batch.size() - 1, R"(, "seq_idx": [[0, 0, 0, 1, 1, 2, 2, 2, 2]])");
-    auto b = load(qwen(R"({"transformers": "5.24.0"})", batch, kHybrid));
+    auto b = load(qwen(R"({"transformers": "5.16.0"})", batch, kHybrid));
     auto c = ad::convert(b);
     CHECK(part(c, 0, "delta_rule").source == "none");
     CHECK_FALSE(part(c, 0, "delta_rule").note.empty());
     CHECK(has(ad::run_static_checks(b, c), "layers.same_boundaries"));
   }
-  SECTION("without causal-conv1d the conv runs over the whole row") {
+  SECTION("from 5.20.0 the torch fallbacks refuse cu_seqlens and seq_idx (hybrid-qwen3next-5.20.0.json)") {
     auto batch = kKwargs + "";
     batch.insert(batch.size() - 1, R"(, "seq_idx": [[0, 0, 0, 1, 1, 2, 2, 2, 2]])");
-    auto b = load(qwen(R"({"transformers": "5.24.0", "fla": "0.6.0"})", batch,
+    auto b = load(qwen(R"({"transformers": "5.20.0"})", batch,
+                       R"([{"kind": "gated_deltanet", "causal_conv1d": false}, {"kind": "attention"}])"));
+    auto c = ad::convert(b);
+    // the convolution runs first and raises: the delta rule is not reached
+    REQUIRE(part(c, 0, "conv1d").failure);
+    CHECK(part(c, 0, "conv1d").failure->type == "ValueError");
+    CHECK_THAT(part(c, 0, "conv1d").failure->message, Catch::Contains("without `causal_conv1d`"));
+    CHECK_FALSE(part(c, 0, "delta_rule").failure);
+    CHECK_THAT(part(c, 0, "delta_rule").note, Catch::Contains("not reached"));
+    CHECK(has(ad::run_static_checks(b, c), "layers.same_boundaries"));
+    // without seq_idx the convolution runs, and the delta rule raises on cu_seqlens
+    auto b2 = load(qwen(R"({"transformers": "5.20.0"})", kKwargs,
+                        R"([{"kind": "gated_deltanet", "causal_conv1d": false}, {"kind": "attention"}])"));
+    auto c2 = ad::convert(b2);
+    CHECK_FALSE(part(c2, 0, "conv1d").failure);
+    REQUIRE(part(c2, 0, "delta_rule").failure);
+    CHECK_THAT(part(c2, 0, "delta_rule").failure->message, Catch::Contains("without `flash-linear-attention`"));
+  }
+  SECTION("without causal-conv1d the conv runs over the whole row (up to 5.19)") {
+    auto batch = kKwargs + "";
+    batch.insert(batch.size() - 1, R"(, "seq_idx": [[0, 0, 0, 1, 1, 2, 2, 2, 2]])");
+    auto b = load(qwen(R"({"transformers": "5.19.0", "fla": "0.6.0"})", batch,
                        R"([{"kind": "gated_deltanet", "causal_conv1d": false}, {"kind": "attention"}])"));
     auto v = check(b);
     REQUIRE(has(v, "layers.same_boundaries"));

@@ -199,7 +199,9 @@ struct ResolvedRules {
 
 ResolvedRules resolve_transformers(const std::optional<Version>& release);
 
-// Replay with a named rule set (as `compare` does for every rule set).
-VarlenArgs replay_with(const Batch& batch, const RuleSetInfo& rules);
+// Replay with a named rule set (as `compare` does for every rule set). `release`: the transformers
+// release within the rule set, where a model-level step changed inside its range (the narrow
+// all-True mask of 5.13.0); none: the rule set's first release.
+VarlenArgs replay_with(const Batch& batch, const RuleSetInfo& rules, const std::optional<Version>& release = std::nullopt);
 
 }  // namespace ad

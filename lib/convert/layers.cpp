@@ -18,7 +18,11 @@
 //   the `cu_seq_lens_q` one (5.9.0, 5.24.0); position ids never reach these layers
 //   (huggingface/transformers#46093). Without the fla package the delta rule is
 //   torch_chunk_gated_delta_rule, which takes cu_seqlens into **kwargs and ignores it; without
-//   causal-conv1d the conv is nn.Conv1d over the whole row.
+//   causal-conv1d the conv is nn.Conv1d over the whole row (5.9 - 5.14: the layer then never
+//   passes seq_idx; 5.15 - 5.19: the hub-kernel fallback takes it into **kwargs and ignores it).
+//   From 5.20.0 that fallback refuses packed rows instead: integrations/hub_kernels.py
+//   use_kernel_func_from_hub_with_fallback raises ValueError when cu_seqlens or seq_idx reach
+//   the torch function. Recorded: tests/golden/hybrid-qwen3next-<release>.json.
 #include <algorithm>
 
 #include "convert/convert.hpp"
@@ -30,6 +34,7 @@ namespace {
 const Version kFlaCallerWins = *parse_version("0.5.0");
 const Version kFlaNewest = *parse_version("0.6.0");
 const Version kHfLinearKwargs = *parse_version("5.9.0");
+const Version kHfFallbackRefuses = *parse_version("5.20.0");
 const Version kHfNewest = *parse_version("5.24.0");
 
 struct Grid {
@@ -60,6 +65,15 @@ std::vector<int32_t> label_rows(const Grid& g) {
   std::vector<int32_t> labels(static_cast<size_t>(g.tokens()));
   for (int64_t t = 0; t < g.tokens(); ++t) labels[static_cast<size_t>(t)] = static_cast<int32_t>(t / g.width);
   return labels;
+}
+
+// 5.20.0 - 5.24.0 integrations/hub_kernels.py: the torch fallback of a hub kernel given
+// cu_seqlens or seq_idx (message as the release formats it, measured on CPU)
+ReplayFailure fallback_refuses(const std::string& function, const std::string& distribution) {
+  return ReplayFailure{"transformers/integrations/hub_kernels.py use_kernel_func_from_hub_with_fallback", "ValueError",
+                       "`" + function + "` can't keep packed sequences apart without `" + distribution + "`. Install `" +
+                           distribution + "` to train on packed sequences.",
+                       ""};
 }
 
 ReplayFailure batch_of_one_failure(int64_t rows) {
@@ -192,7 +206,10 @@ std::vector<LayerPart> transformers_parts(const Batch& batch, const Layer& layer
   rule.rule = "transformers >= 5.9.0 modeling_qwen3_5.py, modeling_qwen3_next.py (5.9.0 - 5.24.0): cu_seqlens = kwargs cu_seq_lens_q";
   conv.rule = "transformers >= 5.9.0 modeling_qwen3_5.py, modeling_qwen3_next.py (5.9.0 - 5.24.0): causal_conv1d_fn(seq_idx = kwargs seq_idx)";
   const FlashKwargs* k = batch.batch && batch.batch->flash_kwargs ? &*batch.batch->flash_kwargs : nullptr;
-  if (!batch.environment.fla) {
+  if (!batch.environment.fla && k && k->cu_seq_lens_q && !(release < kHfFallbackRefuses)) {
+    rule.source = "flash_kwargs.cu_seq_lens_q";
+    rule.failure = fallback_refuses("chunk_gated_delta_rule", "flash-linear-attention");
+  } else if (!batch.environment.fla) {
     add_note(rule, "no fla release named: torch_chunk_gated_delta_rule, which ignores cu_seqlens");
     rule.labels = label_rows(g);
   } else if (k && k->cu_seq_lens_q) {
@@ -202,7 +219,10 @@ std::vector<LayerPart> transformers_parts(const Batch& batch, const Layer& layer
     rule.labels = label_rows(g);
   }
   const IntTensor* s = batch.batch && batch.batch->seq_idx ? &*batch.batch->seq_idx : nullptr;
-  if (!layer.causal_conv1d) {
+  if (!layer.causal_conv1d && s && !(release < kHfFallbackRefuses)) {
+    conv.source = "seq_idx";
+    conv.failure = fallback_refuses("causal_conv1d_fn", "causal_conv1d");
+  } else if (!layer.causal_conv1d) {
     add_note(conv, "causal_conv1d false: nn.Conv1d over the whole row, seq_idx unused");
     conv.labels = label_rows(g);
   } else if (s) {
@@ -220,6 +240,10 @@ std::vector<LayerPart> transformers_parts(const Batch& batch, const Layer& layer
     }
   } else {
     conv.labels = label_rows(g);
+  }
+  if (conv.failure && rule.failure) {  // the layer runs its convolution first: the delta rule is never reached
+    rule.failure.reset();
+    add_note(rule, "not reached: the convolution raises first");
   }
   (void)layer;
   return {rule, conv};

@@ -12,8 +12,11 @@
 //            (`attention_mask.to(device=..., dtype=torch.bool)`), `flash_attention_mask` keeps
 //            its last kv_length columns and hands on None when every entry is True. Segment ids
 //            all become True: the packed sequences of a row merge into one (mask.cast_to_bool).
-//            From 5.13.0 an all-True mask narrower than the keys (a static cache) is kept; not
-//            replayed (docs/spec/conversions.md says so).
+//            From 5.13.0 it hands on None only when the mask is as wide as the keys: an all-True
+//            mask narrower than them (a static cache's slots past the tokens) is kept, and
+//            `_upad_input` cuts the keys to its width (5.13.1; model-llama-5.13.1.json,
+//            scenario static_cache_all_ones). Up to 5.12 it is dropped and the dense call reads
+//            every slot.
 //
 // When the batch gives no position ids, the model's own (`cache_position.unsqueeze(0)`, shape
 // (1, Lq)) reach the attention function in the releases whose conversion takes them.
@@ -22,7 +25,7 @@
 namespace ad::replay {
 
 std::optional<ModelMaskCall> model_mask_call(const Batch& batch, const Call& c, MaskPrep prep,
-                                             bool position_ids_passed) {
+                                             bool position_ids_passed, bool keep_narrow) {
   if (!batch.batch || !batch.batch->attention_mask || !batch.batch->attention_mask->model_level || !c.mask)
     return std::nullopt;
   const Mask& given = *batch.batch->attention_mask;
@@ -75,7 +78,10 @@ std::optional<ModelMaskCall> model_mask_call(const Batch& batch, const Call& c, 
       note(std::string("create_causal_mask casts the 2-D mask to bool") +
            (p.had_segment_ids ? " (its segment ids all become True)" : "") +
            (keep < W ? " and keeps its last " + std::to_string(keep) + " columns" : ""));
-      if (all) {
+      if (all && keep_narrow && keep < c.kv_length) {
+        note("flash_attention_mask keeps the all-True mask: its " + std::to_string(keep) + " columns are fewer than the " +
+             std::to_string(c.kv_length) + " keys (from 5.13.0)");
+      } else if (all) {
         p.dropped = true;
         p.why_dropped = "every entry attended after the cast";
         note("flash_attention_mask hands on no mask: every entry is True");

@@ -238,7 +238,7 @@ ResolvedRules resolve_transformers(const std::optional<Version>& release) {
   return out;
 }
 
-VarlenArgs replay_with(const Batch& batch, const RuleSetInfo& rules) {
+VarlenArgs replay_with(const Batch& batch, const RuleSetInfo& rules, const std::optional<Version>& release) {
   const Entry& e = entry_for(rules);
   VarlenArgs a;
   if (!batch.batch) {
@@ -261,9 +261,11 @@ VarlenArgs replay_with(const Batch& batch, const RuleSetInfo& rules) {
     // reach the conversion)
     const Version first = version_literal(rules.first);
     const bool quirk_model = batch.model.architecture == "gemma2" || batch.model.architecture == "qwen2_vl";
+    // 5.13.0 changed masking_utils inside hf-5.4's range: the release decides where it is known
+    const Version mask_release = release && !(*release < first) ? *release : first;
     if (auto m = replay::model_mask_call(
             batch, call, first < version_literal("4.53.0") ? replay::MaskPrep::keep_if_zero : replay::MaskPrep::bool_cast,
-            !quirk_model && !(first < version_literal("4.44.0")))) {
+            !quirk_model && !(first < version_literal("4.44.0")), !(mask_release < version_literal("5.13.0")))) {
       call = m->call;
       pre_steps = m->steps;
       model_mask = std::move(m->prep);
@@ -317,7 +319,7 @@ Conversion convert(const Batch& batch, const ConvertOptions& options) {
     overridden->environment.flash_attn = options.flash_attn;
   }
   const Batch& effective = overridden ? *overridden : batch;
-  VarlenArgs a = replay_with(effective, *resolved.rules);
+  VarlenArgs a = replay_with(effective, *resolved.rules, release);
   a.requested = resolved.requested;
   if (!resolved.exact && resolved.known) a.nearest_release = resolved.known->release;
   a.note = resolved.note;

@@ -79,7 +79,8 @@ std::optional<LayerCall> gemma2_layer_call(const Batch& batch, const Call& c, Ge
 //  keep_if_zero  <= 4.52: `_update_causal_mask` hands the mask on unchanged when it holds a 0,
 //                else None
 //  bool_cast     >= 4.53: masking_utils casts it to bool, keeps the last kv_length columns and
-//                hands on None when every entry is True
+//                hands on None when every entry is True (`keep_narrow`, from 5.13.0: only when
+//                the mask is as wide as the keys; a narrower one, a static cache's, is kept)
 enum class MaskPrep { keep_if_zero, bool_cast };
 struct ModelMaskCall {
   Call call;
@@ -89,7 +90,7 @@ struct ModelMaskCall {
 // nullopt: the batch has no model-level mask. `position_ids_passed`: the model hands its default
 // position ids (cache_position[None]) to the attention when the batch gives none.
 std::optional<ModelMaskCall> model_mask_call(const Batch& batch, const Call& c, MaskPrep prep,
-                                             bool position_ids_passed);
+                                             bool position_ids_passed, bool keep_narrow = false);
 
 // Which position ids Qwen2-VL (model.architecture "qwen2_vl") hands to the conversion.
 enum class Qwen2VLEra { absent, none, text_axis, four_axis };

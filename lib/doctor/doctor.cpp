@@ -83,12 +83,12 @@ void run_pipeline(Diagnosis& d, const Batch& batch, const CheckOptions& options,
       return;
     }
     if (!options.flash_attn) {
-      conversion.replayed = replay_with(batch, *options.rule_set);
+      conversion.replayed = replay_with(batch, *options.rule_set, options.transformers);
       return;
     }
     Batch effective = batch;  // the --flash-attn release replaces the batch's, as convert() does
     effective.environment.flash_attn = options.flash_attn;
-    conversion.replayed = replay_with(effective, *options.rule_set);
+    conversion.replayed = replay_with(effective, *options.rule_set, options.transformers);
   };
   auto convert_all = [&] {
     convert_batch();

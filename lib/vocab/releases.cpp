@@ -45,6 +45,11 @@ constexpr std::string_view kTriton[] = {
     "3.3.1", "3.4.0", "3.5.0", "3.5.1", "3.6.0", "3.7.0", "3.7.1", "3.8.0", "3.9.0",
 };
 
+// from 2.10.0, the first release with torch.nn.attention.varlen
+constexpr std::string_view kTorch[] = {
+    "2.10.0", "2.11.0", "2.12.0", "2.12.1", "2.13.0", "2.14.0", "2.14.1", "2.15.0",
+};
+
 const PublishedReleases kLists[] = {
     {"flash-attn", "PyPI flash-attn, 1.0.0 - 2.8.3.post2 (0.2.x, before FA1's rule set, left out)", kFlashAttn},
     {"flash-attn-3", "not on PyPI: Dao-AILab/flash-attention hopper/ builds 3.0.0b1 (the FA3 rule set's release)",
@@ -53,6 +58,8 @@ const PublishedReleases kLists[] = {
     {"flash-linear-attention", "PyPI flash-linear-attention, 0.1 - 0.6.0 (fla-core from 0.3.2 has the same releases)",
      kFla},
     {"triton", "PyPI triton, 2.0.0 - 3.9.0 (as pip lists them for CPython 3.11 on Linux x86-64)", kTriton},
+    {"torch", "PyPI torch, 2.10.0 - 2.15.0 (the releases with torch.nn.attention.varlen; older ones have no varlen_attn)",
+     kTorch},
 };
 
 }  // namespace

@@ -7,7 +7,6 @@ recorded with its inputs (mask, shapes, window, softcap) and what reached flash-
 exception the release raised (transformers#32309 on 4.44.0, fixed by PR #32522 in 4.44.1).
 """
 
-import argparse
 import functools
 import json
 import sys
@@ -37,35 +36,20 @@ def describe_mask(mask):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    env = tracing.patch_availability()
+    args, env = tracing.start_model_driver()
     from flash_attn import _recorder
-    _recorder.COMPUTE = True
-
     from transformers import Gemma2Config, Gemma2ForCausalLM
     import importlib
     try:
-        fau = importlib.import_module("transformers.modeling_flash_attention_utils")
+        importlib.import_module("transformers.modeling_flash_attention_utils")
+        conversion_module = True
     except ModuleNotFoundError:  # <= 4.42: the conversion is a method of Gemma2FlashAttention2
-        fau = None
+        conversion_module = False
     mg = importlib.import_module("transformers.models.gemma2.modeling_gemma2")
-
-    if fau is not None:
-        tracing.wrap_module_helpers(fau)
-    else:
-        tracing._wrap_unpad_data(mg, "_get_unpad_data")
-        tracing._wrap_upad_input(mg.Gemma2FlashAttention2, "_upad_input", "Gemma2FlashAttention2", True)
-
     calls = []
-    original = fau._flash_attention_forward if fau is not None else mg.Gemma2FlashAttention2._flash_attention_forward
 
-    def record_call(fn, query_states, key_states, value_states, attention_mask, query_length, a, kw):
-        start = len(_recorder.CALLS)
-        entry = {
+    def describe(query_states, key_states, value_states, attention_mask, query_length, kw):
+        return {
             "index": len(calls),
             "query_length": query_length,
             "q_shape": list(query_states.shape),
@@ -75,34 +59,34 @@ def main():
             "softcap": kw.get("softcap"),
             "position_ids": kw["position_ids"].tolist() if kw.get("position_ids") is not None else None,
         }
-        calls.append(entry)
-        error = None
-        try:
-            return fn(query_states, key_states, value_states, attention_mask, query_length, *a, **kw)
-        except Exception as exc:
-            error = tracing.describe_exception(exc)
-            raise
-        finally:
-            entry.update(tracing.summarise(_recorder.CALLS[start:], None, error))
 
-    if fau is None:
+    if conversion_module:
+        # the model reaches the function through whichever module imported it by name
+        tracing.record_flash_attention_forward(env, ("transformers.models.gemma2.modeling_gemma2",
+                                                     "transformers.integrations.flash_attention"),
+                                               describe, lambda: calls)
+    else:
+        tracing._wrap_unpad_data(mg, "_get_unpad_data")
+        tracing._wrap_upad_input(mg.Gemma2FlashAttention2, "_upad_input", "Gemma2FlashAttention2", True)
+        original = mg.Gemma2FlashAttention2._flash_attention_forward
+
         @functools.wraps(original)
         def recorded_method(self, query_states, key_states, value_states, attention_mask, query_length, *a, **kw):
-            return record_call(functools.partial(original, self), query_states, key_states, value_states,
-                               attention_mask, query_length, a, kw)
+            start = len(_recorder.CALLS)
+            entry = describe(query_states, key_states, value_states, attention_mask, query_length, kw)
+            calls.append(entry)
+            error = None
+            try:
+                return original(self, query_states, key_states, value_states, attention_mask, query_length, *a, **kw)
+            except Exception as exc:
+                error = tracing.describe_exception(exc)
+                raise
+            finally:
+                entry.update(tracing.summarise(_recorder.CALLS[start:], None, error))
 
         mg.Gemma2FlashAttention2._flash_attention_forward = recorded_method
         env["patches"].append("Gemma2FlashAttention2._flash_attention_forward: wrapped to record each call's "
                               "inputs and outcome (behaviour unchanged)")
-    else:
-        @functools.wraps(original)
-        def recorded(query_states, key_states, value_states, attention_mask, query_length, *a, **kw):
-            return record_call(original, query_states, key_states, value_states, attention_mask, query_length,
-                               a, kw)
-
-        # the model reaches the function through whichever module imported it by name
-        tracing.wrap_entry_point(original, recorded, env, ("transformers.models.gemma2.modeling_gemma2",
-                                                           "transformers.integrations.flash_attention"))
     env["patches"].append("flash_attn stand-in computes attention in plain torch (COMPUTE=True) so generation proceeds")
 
     config = Gemma2Config(

@@ -9,9 +9,6 @@ A tiny randomly initialised model (2 layers, hidden 64, 4 heads, 2 KV heads, bf1
 flash_attn computes attention.
 """
 
-import argparse
-import functools
-import importlib
 import json
 import sys
 from pathlib import Path
@@ -23,43 +20,32 @@ import llama_mask  # noqa: E402
 import tracing  # noqa: E402
 
 
+def describe(query_states, key_states, value_states, attention_mask, query_length, kw):
+    pos = kw.get("position_ids")
+    return {"q_shape": list(query_states.shape), "k_shape": list(key_states.shape),
+            "attention_mask": None if attention_mask is None else
+            {"shape": list(attention_mask.shape), "dtype": str(attention_mask.dtype).replace("torch.", ""),
+             "values": attention_mask.to(torch.int64).tolist()},
+            "position_ids": None if pos is None else {"shape": list(pos.shape), "values": pos.tolist()}}
+
+
+def static_cache(config, batch_size, length):
+    from transformers import StaticCache
+    try:  # >= 4.56
+        return StaticCache(config=config, max_cache_len=length)
+    except TypeError:
+        return StaticCache(config=config, max_batch_size=batch_size, max_cache_len=length, device="cpu",
+                           dtype=torch.bfloat16)
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    env = tracing.patch_availability()
-    from flash_attn import _recorder
-    _recorder.COMPUTE = True
+    args, env = tracing.start_model_driver()
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    fau = importlib.import_module("transformers.modeling_flash_attention_utils")
-    tracing.wrap_module_helpers(fau)
     calls = []
-    original = fau._flash_attention_forward
-
-    @functools.wraps(original)
-    def recorded(query_states, key_states, value_states, attention_mask, query_length, *a, **kw):
-        start = len(_recorder.CALLS)
-        pos = kw.get("position_ids")
-        entry = {"q_shape": list(query_states.shape), "k_shape": list(key_states.shape),
-                 "attention_mask": None if attention_mask is None else
-                 {"shape": list(attention_mask.shape), "dtype": str(attention_mask.dtype).replace("torch.", ""),
-                  "values": attention_mask.to(torch.int64).tolist()},
-                 "position_ids": None if pos is None else {"shape": list(pos.shape), "values": pos.tolist()}}
-        calls[-1]["calls"].append(entry)
-        error = None
-        try:
-            return original(query_states, key_states, value_states, attention_mask, query_length, *a, **kw)
-        except Exception as exc:
-            error = tracing.describe_exception(exc)
-            raise
-        finally:
-            entry.update(tracing.summarise(_recorder.CALLS[start:], None, error))
-
-    tracing.wrap_entry_point(original, recorded, env, ("transformers.models.llama.modeling_llama",
-                                                       "transformers.integrations.flash_attention"))
+    tracing.record_flash_attention_forward(env, ("transformers.models.llama.modeling_llama",
+                                                 "transformers.integrations.flash_attention"),
+                                           describe, lambda: calls[-1]["calls"])
 
     config = LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128, pad_token_id=0)
@@ -68,7 +54,10 @@ def main():
     model.eval()
     g = torch.Generator().manual_seed(1)
     results = []
+    release = tuple(int(x) for x in env["transformers"].split(".")[:2])
     for name, spec in llama_mask.SCENARIOS.items():
+        if "since" in spec and release < tuple(int(x) for x in spec["since"].split(".")[:2]):
+            continue
         mask = torch.tensor(spec["attention_mask"])
         inputs = {"input_ids": torch.randint(3, 59, tuple(mask.shape), generator=g), "attention_mask": mask}
         if "position_ids" in spec:
@@ -76,10 +65,14 @@ def main():
         results.append({"scenario": name, "inputs": {k: {"shape": list(v.shape), "values": v.tolist()}
                                                      for k, v in inputs.items() if k != "input_ids"},
                         "calls": []})
+        cache = {"use_cache": False}
+        if "static_cache" in spec:
+            cache = {"use_cache": True, "past_key_values": static_cache(config, mask.shape[0], spec["static_cache"])}
+            results[-1]["inputs"]["static_cache"] = {"max_cache_len": spec["static_cache"]}
         calls.append(results[-1])
         try:
             with torch.no_grad():
-                model(**inputs, use_cache=False)
+                model(**inputs, **cache)
             results[-1]["outcome"] = {"status": "ok"}
         except Exception as exc:
             results[-1]["outcome"] = {"status": "error", "error": tracing.describe_exception(exc)}

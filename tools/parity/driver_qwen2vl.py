@@ -11,9 +11,6 @@ forward passes, and what the conversion makes of them.
 A tiny randomly initialised model (1 layer); the stand-in flash_attn computes attention.
 """
 
-import argparse
-import functools
-import importlib
 import json
 import sys
 from pathlib import Path
@@ -24,42 +21,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tracing  # noqa: E402
 
 
+def describe(query_states, key_states, value_states, attention_mask, query_length, kw):
+    pos = kw.get("position_ids")
+    return {"q_shape": list(query_states.shape), "k_shape": list(key_states.shape),
+            "attention_mask": None if attention_mask is None else
+            {"shape": list(attention_mask.shape), "values": attention_mask.to(torch.int64).tolist()},
+            "position_ids": None if pos is None else {"shape": list(pos.shape), "values": pos.tolist()}}
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    env = tracing.patch_availability()
-    from flash_attn import _recorder
-    _recorder.COMPUTE = True
+    args, env = tracing.start_model_driver()
     from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
 
-    fau = importlib.import_module("transformers.modeling_flash_attention_utils")
-    tracing.wrap_module_helpers(fau)
     calls = []
-    original = fau._flash_attention_forward
-
-    @functools.wraps(original)
-    def recorded(query_states, key_states, value_states, attention_mask, query_length, *a, **kw):
-        start = len(_recorder.CALLS)
-        pos = kw.get("position_ids")
-        entry = {"q_shape": list(query_states.shape), "k_shape": list(key_states.shape),
-                 "attention_mask": None if attention_mask is None else
-                 {"shape": list(attention_mask.shape), "values": attention_mask.to(torch.int64).tolist()},
-                 "position_ids": None if pos is None else {"shape": list(pos.shape), "values": pos.tolist()}}
-        calls[-1]["calls"].append(entry)
-        error = None
-        try:
-            return original(query_states, key_states, value_states, attention_mask, query_length, *a, **kw)
-        except Exception as exc:
-            error = tracing.describe_exception(exc)
-            raise
-        finally:
-            entry.update(tracing.summarise(_recorder.CALLS[start:], None, error))
-
-    tracing.wrap_entry_point(original, recorded, env, ("transformers.models.qwen2_vl.modeling_qwen2_vl",
-                                                       "transformers.integrations.flash_attention"))
+    tracing.record_flash_attention_forward(env, ("transformers.models.qwen2_vl.modeling_qwen2_vl",
+                                                 "transformers.integrations.flash_attention"),
+                                           describe, lambda: calls[-1]["calls"])
 
     config = Qwen2VLConfig(
         vocab_size=64, hidden_size=64, intermediate_size=64, num_hidden_layers=1, num_attention_heads=4,

@@ -92,7 +92,7 @@ def write_batches(goldens, batches_dir):
         (batches_dir / name).write_text(json.dumps(doc, indent=1) + "\n")
 
 
-def run(run_python, standin, python_for, venvs, golden_dir, batches_dir, dumps, cache, only=None):
+def run(run_python, standin, python_for, site_for, golden_dir, batches_dir, dumps, cache, only=None):
     """Records the releases of RELEASES (those in `only`, when given); the derived batches read the
     4.44.0 and 4.44.1 goldens, recorded now or before."""
     goldens = {}
@@ -104,7 +104,7 @@ def run(run_python, standin, python_for, venvs, golden_dir, batches_dir, dumps, 
             continue
         out = cache / f"gemma2-{release}.json"
         python = python_for(release, "gemma2")
-        run_python("driver_gemma2.py", ["--out", str(out)], [standin("2.6.3"), venvs / f"tf-{release}"],
+        run_python("driver_gemma2.py", ["--out", str(out)], [standin("2.6.3"), site_for(release)],
                    python=python)
         data = json.loads(out.read_text())
         env = data.pop("environment")

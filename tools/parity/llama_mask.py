@@ -4,12 +4,12 @@ release from 4.43 (the first with transformers.modeling_flash_attention_utils). 
 is described by a batch file (batches 070-076, `attention_mask.level: "model"`) that
 `write_batches` writes from SCENARIOS; tests/test_convert_golden.cpp replays them."""
 
-import json
+import scenario_goldens
 
 RELEASES = [
     "4.43.4", "4.44.0", "4.44.2", "4.45.2", "4.46.3", "4.47.1", "4.48.3", "4.49.0", "4.50.3", "4.51.3", "4.52.4",
-    "4.53.0", "4.53.1", "4.53.3", "4.54.0", "4.54.1", "4.55.0", "4.55.4", "4.56.2", "4.57.6", "5.0.0", "5.4.0",
-    "5.5.0", "5.14.1", "5.16.0", "5.20.0", "5.23.0", "5.24.0",
+    "4.53.0", "4.53.1", "4.53.3", "4.54.0", "4.54.1", "4.55.0", "4.55.4", "4.56.2", "4.57.6", "5.0.0", "5.2.0",
+    "5.4.0", "5.5.0", "5.8.1", "5.13.1", "5.14.1", "5.16.0", "5.20.0", "5.23.0", "5.24.0",
 ]
 
 # name -> (batch file, the model's inputs besides input_ids)
@@ -32,6 +32,11 @@ SCENARIOS = {
     "segment_ids_and_position_ids": {"batch": "076-llama-segment-ids-position-ids.json",
                                      "attention_mask": [[1, 1, 1, 2, 2, 0]],
                                      "position_ids": [[0, 1, 2, 0, 1, 0]]},
+    # an all-ones mask narrower than the keys: a static cache of 8 slots holds the 6 tokens
+    # (masking_utils.flash_attention_mask: dropped as all True up to 5.12, kept from 5.13.0 so
+    # that _upad_input cuts the keys to the mask). Recorded from 4.53 (masking_utils) on.
+    "static_cache_all_ones": {"batch": "077-llama-static-cache-all-ones.json",
+                              "attention_mask": [[1] * 6, [1] * 6], "static_cache": 8, "since": "4.53.0"},
 }
 
 MODEL = {"num_heads": 4, "num_kv_heads": 2, "head_dim": 16, "hidden_size": 64, "architecture": "llama"}
@@ -41,11 +46,15 @@ def batch_for(name, spec):
     batch = {"attention_mask": {"values": spec["attention_mask"], "level": "model"}}
     if "position_ids" in spec:
         batch["position_ids"] = {"values": spec["position_ids"], "level": "model"}
+    if "static_cache" in spec:
+        batch.update(query_length=len(spec["attention_mask"][0]), kv_length=spec["static_cache"],
+                     cache={"kind": "static", "max_cache_len": spec["static_cache"], "past_length": 0})
     return {
         "format": "attn-doctor/batch@1",
         "name": "llama-" + name.replace("_", "-"),
         "description": "Model level: a tiny Llama's forward (flash_attention_2) given this mask"
                        + (" and these position ids" if "position_ids" in spec else "")
+                       + (f" and a static cache of {spec['static_cache']} slots" if "static_cache" in spec else "")
                        + "; tools/parity/llama_mask.py, goldens tests/golden/model-llama-<release>.json.",
         "environment": {"flash_attn": "2.6.3"},
         "model": dict(MODEL),
@@ -54,27 +63,15 @@ def batch_for(name, spec):
 
 
 def write_batches(batches_dir, dumps):
-    for name, spec in SCENARIOS.items():
-        (batches_dir / spec["batch"]).write_text(dumps(batch_for(name, spec)) + "\n")
+    scenario_goldens.write_batches(SCENARIOS, batch_for, batches_dir, dumps)
 
 
-def run(run_python, standin, python_for, venvs, golden_dir, batches_dir, dumps, cache, only=None):
+def run(run_python, standin, python_for, site_for, golden_dir, batches_dir, dumps, cache, only=None):
     write_batches(batches_dir, dumps)
-    for release in RELEASES:
-        if only is not None and release not in only:
-            continue
-        out = cache / f"llama-mask-{release}.json"
-        run_python("driver_llama_mask.py", ["--out", str(out)], [standin("2.6.3"), venvs / f"tf-{release}"],
-                   python=python_for(release, "model"))
-        data = json.loads(out.read_text())
-        env = data["environment"]
-        golden = {
-            "format": "attn-doctor/golden-model@1", "library": "transformers", "release": release,
-            "torch": env["torch"], "torch_device": "cpu", "python": env["python"], "loaded": "whole",
-            "entry_point": "transformers.LlamaForCausalLM.forward (2 layers, random init, use_cache=False)",
-            "stubs": [], "patches": env["patches"], "flash_attn_standin": env["flash_attn_standin"],
-            "model_batches": {name: spec["batch"] for name, spec in SCENARIOS.items()},
-            "scenarios": data["scenarios"],
-        }
-        (golden_dir / f"model-llama-{release}.json").write_text(dumps(golden) + "\n")
-        print(f"wrote model-llama-{release}.json")
+    scenario_goldens.write(
+        "model-llama", RELEASES, only,
+        scenario_goldens.recorder(run_python, "driver_llama_mask.py", cache, "llama-mask",
+                                  lambda r: [standin("2.6.3"), site_for(r)], lambda r: python_for(r, "model")),
+        scenario_goldens.transformers_header(
+            "attn-doctor/golden-model@1", "transformers.LlamaForCausalLM.forward (2 layers, random init, use_cache=False)"),
+        {name: spec["batch"] for name, spec in SCENARIOS.items()}, golden_dir, dumps)

@@ -17,7 +17,6 @@ ATTN_DOCTOR_BINARY = build/attn-doctor:
     python tools/parity/model_mask_hooks.py --out result.json
 """
 
-import argparse
 import json
 import sys
 import tempfile
@@ -32,14 +31,8 @@ SEGMENTS = [[1, 1, 1, 1, 1, 2, 2, 2, 3, 3, 3, 3, 0, 0]]
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    args = ap.parse_args()
-    torch.manual_seed(0)
-    torch.set_num_threads(1)
-    env = tracing.patch_availability()
+    args, env = tracing.start_model_driver()
     from flash_attn import _recorder
-    _recorder.COMPUTE = True
     import transformers
     from transformers import LlamaConfig, LlamaForCausalLM
 

@@ -4,6 +4,8 @@
     python parity.py gemma2                          # Gemma-2 generate on every release with Gemma-2
     python parity.py qwen2vl                         # Qwen2-VL forward: which position ids reach FA
     python parity.py model                           # Llama forward: a model-level mask's preparation
+    python parity.py hybrid                          # Qwen3-Next forward: each layer's boundaries
+    python parity.py fla-layer                       # FLA's GatedDeltaNet: its kernels' cu_seqlens
     python parity.py unpad                           # flash_attn-<ver>.json (real bert_padding.py)
                                                      # and fla-<ver>.json (real fla/layers/utils.py)
 
@@ -58,17 +60,33 @@ def standin(version):
     return root
 
 
+def installed(prefix, package, release):
+    """Where setup_envs.sh installed a release (<prefix>-<release>, holding the `package`
+    directory), else one installed beside it by hand as <name>-<prefix>-<release>."""
+    for site in [VENVS / f"{prefix}-{release}"] + sorted(VENVS.glob(f"*-{prefix}-{release}")):
+        if (site / package).is_dir():
+            return site
+    raise SystemExit(f"{package} {release} is not installed under {VENVS}: run setup_envs.sh")
+
+
+def site_for(release):
+    """Where a transformers release is installed (tf-<release>)."""
+    return installed("tf", "transformers", release)
+
+
 def python_for(release, what="hf"):
     """The interpreter (and so the torch) a release runs under: torch 2.4 (the base venv) unless the
     release requires a newer torch (transformers >= 5.20: torch>=2.6) or cannot run a model on 2.4
-    although it declares support (4.52.x: ALL_PARALLEL_STYLES is None below torch 2.5; 5.9+:
+    although it declares support (4.52.x: ALL_PARALLEL_STYLES is None below torch 2.5; 5.8.1:
+    torch 2.4 cannot infer the schema of integrations/moe.py's custom op, so 5.6 - 5.8 run on 2.6; 5.9+:
     generation/continuous_batching imports torch.distributed.tensor.device_mesh, 5.14+:
     core_model_loading imports torch.distributed.tensor.DTensor, both torch >= 2.5)."""
-    table = VENVS / f"tf-{release}" / "transformers" / "dependency_versions_table.py"
+    table = site_for(release) / "transformers" / "dependency_versions_table.py"
     requirement = re.search(r'"torch": "torch>=([\d.]+)"', table.read_text())
     needs = tuple(int(x) for x in requirement.group(1).split(".")) if requirement else (0,)
-    model_needs_newer = release.startswith("4.52.") or tuple(int(x) for x in release.split(".")[:2]) >= (5, 9)
-    if needs > (2, 4) or (what in ("gemma2", "model") and model_needs_newer):
+    model_needs_newer = release.startswith("4.52.") or tuple(int(x) for x in release.split(".")[:2]) >= (5, 6)
+    # the hybrid driver's Qwen3-Next (an MoE model) runs on 2.6 on every release
+    if needs > (2, 4) or (what in ("gemma2", "model") and model_needs_newer) or what == "hybrid":
         return str(VENVS / "torch26" / "bin" / "python")
     return PYTHON
 
@@ -102,9 +120,7 @@ def run_hf(releases):
     for path in batch_files():
         groups[flash_attn_version(path)].append(path)
     for release in releases:
-        site = VENVS / f"tf-{release}"
-        if not (site / "transformers").is_dir():
-            raise SystemExit(f"transformers {release} is not installed under {site}: run setup_envs.sh")
+        site = site_for(release)
         cases, environments = [], {}
         for version, paths in sorted(groups.items()):
             out = CACHE / f"hf-{release}-{version}.json"
@@ -146,7 +162,7 @@ def dumps(obj):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["hf", "gemma2", "qwen2vl", "model", "unpad", "all"])
+    ap.add_argument("what", choices=["hf", "gemma2", "qwen2vl", "model", "hybrid", "fla-layer", "unpad", "all"])
     ap.add_argument("--releases", help="only these releases (default: every release of RELEASES)")
     args = ap.parse_args()
     CACHE.mkdir(exist_ok=True)
@@ -156,13 +172,20 @@ def main():
         run_hf(releases)
     if args.what in ("gemma2", "all"):
         import gemma2
-        gemma2.run(run_python, standin, python_for, VENVS, GOLDEN, BATCHES, dumps, CACHE, only)
+        gemma2.run(run_python, standin, python_for, site_for, GOLDEN, BATCHES, dumps, CACHE, only)
     if args.what in ("qwen2vl", "all"):
         import qwen2vl
-        qwen2vl.run(run_python, standin, python_for, VENVS, GOLDEN, dumps, CACHE, only)
+        qwen2vl.run(run_python, standin, python_for, site_for, GOLDEN, dumps, CACHE, only)
     if args.what in ("model", "all"):
         import llama_mask
-        llama_mask.run(run_python, standin, python_for, VENVS, GOLDEN, BATCHES, dumps, CACHE, only)
+        llama_mask.run(run_python, standin, python_for, site_for, GOLDEN, BATCHES, dumps, CACHE, only)
+    if args.what in ("hybrid", "all"):
+        import hybrid
+        hybrid.run(run_python, standin, python_for, site_for, GOLDEN, BATCHES, dumps, CACHE, only)
+    if args.what in ("fla-layer", "all"):
+        import fla_layer
+        fla_layer.run(run_python, str(VENVS / "torch26" / "bin" / "python"), lambda r: installed("fla", "fla", r), site_for,
+                      VENVS / "buildhelpers", GOLDEN, BATCHES, dumps, CACHE, only)
     if args.what in ("unpad", "all"):
         import unpad_goldens
         unpad_goldens.run(run_python, lambda _: PYTHON, CACHE, GOLDEN, batch_files(), dumps)

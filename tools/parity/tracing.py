@@ -5,6 +5,7 @@ recorded even when the release fails before reaching flash-attn, and summarise a
 Every patch applied is listed in the golden's `environment.patches`.
 """
 
+import argparse
 import functools
 import importlib
 import importlib.util
@@ -138,6 +139,54 @@ def wrap_entry_point(original, recorded, env, modules):
             module._flash_attention_forward = recorded
             env["patches"].append(f"{name}._flash_attention_forward: wrapped to record each call's inputs and "
                                   "outcome (behaviour unchanged)")
+
+
+def start_driver():
+    """Every driver's start: its --out argument, and torch seeded on one thread. Returns args."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    return args
+
+
+def start_model_driver():
+    """The prelude every model driver shares: its --out argument, torch seeded on one thread, and
+    the stand-in flash_attn made visible and computing attention (so the model's forward goes on).
+    Returns (args, env)."""
+    args = start_driver()
+    env = patch_availability()
+    from flash_attn import _recorder
+    _recorder.COMPUTE = True
+    return args, env
+
+
+def record_flash_attention_forward(env, modules, describe, sink):
+    """Wrap transformers.modeling_flash_attention_utils._flash_attention_forward (and its unpad and
+    position-ids helpers) where the model `modules` imported it: each call appends
+    describe(query, key, value, attention_mask, query_length, kwargs) to sink(), completed with
+    what reached the stand-in flash-attn or the exception the release raised."""
+    from flash_attn import _recorder
+    fau = importlib.import_module("transformers.modeling_flash_attention_utils")
+    wrap_module_helpers(fau)
+    original = fau._flash_attention_forward
+
+    @functools.wraps(original)
+    def recorded(query_states, key_states, value_states, attention_mask, query_length, *a, **kw):
+        start = len(_recorder.CALLS)
+        entry = describe(query_states, key_states, value_states, attention_mask, query_length, kw)
+        sink().append(entry)
+        error = None
+        try:
+            return original(query_states, key_states, value_states, attention_mask, query_length, *a, **kw)
+        except Exception as exc:
+            error = describe_exception(exc)
+            raise
+        finally:
+            entry.update(summarise(_recorder.CALLS[start:], None, error))
+
+    wrap_entry_point(original, recorded, env, modules)
 
 
 class Target:
