@@ -167,6 +167,17 @@ TEST_CASE("fa3: a padded call through the whole pipeline: the rows past seqused_
   // the intent is the used rows: 5 + 8 of 16
   CHECK(b.intent.sequences.size() == 2);
   CHECK(b.intent.sequences[0].length == 5);
+
+  // seqused_q without seqused_k: the diagonal aligns on (5 query rows, 8 keys), so the used rows
+  // see the 3 padding keys (FA3's bottom-right alignment on the used lengths)
+  j["varlen"].erase("seqused_k");
+  Batch no_k = batch_from(j);
+  const Diagnosis wrong = diagnose(no_k, o, "test.json");
+  std::set<std::string> ids;
+  for (const auto& v : wrong.report.violations) ids.insert(v.id);
+  CHECK(ids.count("result.reference") == 1);
+  CHECK(ids.count("attention.coverage") == 0);
+  CHECK(ids.count("result.finite") == 0);
 }
 
 TEST_CASE("fa3/fa4: seqused_q.range for the APIs that take seqused_q", "[fa3_fa4]") {

@@ -147,14 +147,14 @@ const std::array<Signature, 14> kSignatures = {{
 }};
 // clang-format on
 
-std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+std::string py_quote(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 // "'a'", "'a' and 'b'", "'a', 'b' and 'c'" (CPython's format_missing)
 std::string name_list(const std::vector<std::string_view>& names) {
   std::string out;
   for (size_t i = 0; i < names.size(); ++i) {
     if (i > 0) out += i + 1 == names.size() ? (names.size() > 2 ? ", and " : " and ") : ", ";
-    out += quoted(names[i]);
+    out += py_quote(names[i]);
   }
   return out;
 }
@@ -200,11 +200,11 @@ Binding bind_arguments(const Signature& sig, std::string_view function, const Ca
     const auto p = std::find_if(sig.parameters.begin(), sig.parameters.end(),
                                 [&](const Parameter& q) { return q.name == kw; });
     if (p == sig.parameters.end()) {
-      b.type_error = fn + " got an unexpected keyword argument " + quoted(kw);
+      b.type_error = fn + " got an unexpected keyword argument " + py_quote(kw);
       return b;
     }
     if (std::find(given.begin(), given.end(), p->name) != given.end()) {
-      b.type_error = fn + " got multiple values for argument " + quoted(kw);
+      b.type_error = fn + " got multiple values for argument " + py_quote(kw);
       return b;
     }
     b.bound.push_back({kw, kw, Bound::keyword});

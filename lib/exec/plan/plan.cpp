@@ -254,6 +254,9 @@ void plan_backward(ExecPlan& p, const Batch& batch, const VarlenArgs& a) {
   // the output's, measured against the scale of each gradient row's terms (gradient_reference)
   bw.tolerance = p.reference.tolerance;
   if (at.raises) bw.skip_reason = "the forward raises: no backward runs";
+  else if (at.seqused_q)
+    bw.skip_reason = "not run: FA3 / FA4 honour seqused_q in the backward too (Dao-AILab/flash-attention PR#1182, "
+                     "PR#2167); the checked backward addresses FA2's segments";
 }
 
 // ---------------------------------------------------------------------------------------
