@@ -30,6 +30,7 @@ constexpr Pair kPairs[] = {
     {"FA-2026-002", "fa4-4.0.0b26-sm120-varlen-overprovisioned-tiles",
      "fa4-4.0.0b26-sm90-varlen-overprovisioned-tiles-healthy"},
     {"FA-2026-003", "fa4-4.0.0b19-varlen-positional-arguments", "fa4-4.0.0b19-varlen-keyword-arguments"},
+    {"FA-2026-004", "fa4-4.0.0b11-sm120-pack-gqa-causal-gqa", "fa4-4.0.0b11-sm120-pack-gqa-off-healthy"},
 };
 
 Diagnosis run(std::string_view name) {

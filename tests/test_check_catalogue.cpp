@@ -24,7 +24,8 @@ const std::vector<std::string> kSpecIds = {
     "cu_seqlens.segments", "cu_seqlens.grid", "indices.range", "indices.count", "rotary.dim", "rotary.even",
     "rotary.layout", "rotary.table", "rotary.positions", "unpad.gather", "rotary.access", "attention.access",
     "attention.coverage", "pad.scatter", "result.finite", "result.reference", "launch.autotune_keys",
-    "launch.fla_grid", "backward.access", "backward.coverage", "backward.dq_offset", "backward.reference"};
+    "launch.fla_grid", "backward.access", "backward.coverage", "backward.dq_offset", "backward.reference",
+    "seqused_q.range"};
 
 // The numbers: the first revision's 44 ids numbered in their order, later ids numbered on
 // (an id's number never changes, wherever the order places it).
@@ -38,7 +39,7 @@ const std::vector<std::string> kNumbered = {
     "rotary.table", "rotary.positions", "unpad.gather", "rotary.access", "attention.access", "attention.coverage",
     "pad.scatter", "result.finite", "result.reference", "launch.autotune_keys", "backward.access",
     "backward.coverage", "backward.dq_offset", "backward.reference", "seqused_k.range", "input.softcap",
-    "mask.cast_to_bool", "launch.fla_grid", "layers.same_boundaries"};
+    "mask.cast_to_bool", "launch.fla_grid", "layers.same_boundaries", "seqused_q.range"};
 
 std::string read_text(const std::string& relative) {
   std::ifstream in(std::string(ATTN_DOCTOR_SOURCE_DIR) + "/" + relative);

@@ -73,6 +73,8 @@ struct Call {
   bool causal = false;
   int64_t window_left = -1, window_right = -1;  // as passed (-1: unlimited)
   bool dropout = false;
+  int family = 2;                     // 3: FA3's host adjustments (hopper/flash_api.cpp mha_fwd);
+                                      // 4: FA4's (flash_attn/cute/interface.py)
 };
 
 // The call the kernel runs.
@@ -91,7 +93,11 @@ struct Normalized {
 // swap is decided on the windows as passed, and only then windows not smaller than
 // max_seqlen_k become unlimited. set_params_fprop: causal is (left < 0, right == 0); a
 // one-sided window gets max_seqlen_k on its open side.
+AD_HD Normalized normalize_fa3(const Call& c);
+AD_HD Normalized normalize_fa4(const Call& c);
 AD_HD Normalized normalize(const Call& c) {
+  if (c.family == 3) return normalize_fa3(c);
+  if (c.family == 4) return normalize_fa4(c);
   Normalized n;
   bool causal = c.causal;
   int64_t wl = c.window_left, wr = c.window_right;
@@ -113,6 +119,60 @@ AD_HD Normalized normalize(const Call& c) {
   return n;
 }
 
+// FA3 (Dao-AILab/flash-attention hopper/flash_api.cpp mha_fwd, then set_params_fprop): the
+// windows are clamped first, the left against max_seqlen_k - 1 and the right against
+// max_seqlen_q - 1; a single query row without a window drops causal; causal sets the right
+// window to 0; causal is then (left < 0, right == 0). There is no single-query swap (FA3 packs
+// GQA heads into the tile instead, pack_gqa, which changes no value). A one-sided window gets
+// max_seqlen_k - 1 (left) or max_seqlen_q - 1 (right) on its open side. The mask itself is
+// FA2's: bottom-right aligned on the segment's lengths (hopper/mask.h), where the query length
+// is seqused_q[b] when given (hopper/seqlen.h SeqlenInfoQK).
+AD_HD Normalized normalize_fa3(const Call& c) {
+  Normalized n;
+  bool causal = c.causal;
+  int64_t wl = c.window_left, wr = c.window_right;
+  if (wl >= c.max_seqlen_k - 1) wl = -1;
+  if (wr >= c.max_seqlen_q - 1) wr = -1;
+  if (c.max_seqlen_q == 1 && wl == -1 && wr == -1) causal = false;
+  if (causal) wr = 0;
+  n.ngroups = c.num_heads_k > 0 && c.num_heads / c.num_heads_k > 1 ? c.num_heads / c.num_heads_k : 1;
+  n.swapped = false;
+  n.max_seqlen_q = c.max_seqlen_q;
+  n.num_heads = c.num_heads;
+  n.causal = wl < 0 && wr == 0;
+  if (wl < 0 && wr >= 0) wl = c.max_seqlen_k - 1;
+  if (wl >= 0 && wr < 0) wr = c.max_seqlen_q - 1;
+  n.local = (wl >= 0 || wr >= 0) && !n.causal;
+  n.window_left = wl;
+  n.window_right = wr;
+  return n;
+}
+
+// FA4 (flash_attn/cute/interface.py _resolve_causal_local_window, fa4 4.0.0b5 through
+// 4.0.0b36): causal sets the right window to 0; a window whose two sides sum below 0 is no
+// window at all, so (-1, 0), FA2's spelling of causal, is full attention unless causal=True; a
+// window of (None, 0) is causal, any other a local window. Nothing is clamped against
+// max_seqlen. The batch's -1 is taken as the value passed for the sum, and as None (unlimited)
+// after it. No single-query swap.
+AD_HD Normalized normalize_fa4(const Call& c) {
+  Normalized n;
+  constexpr int64_t kOpen = int64_t(1) << 30;  // an unlimited side as the kernel's masks see it
+  bool causal = c.causal;
+  int64_t wl = c.window_left, wr = c.window_right;
+  if (causal) wr = 0;
+  if (wl + wr < 0) wl = wr = -1;
+  const bool some = wl >= 0 || wr >= 0;
+  n.ngroups = c.num_heads_k > 0 && c.num_heads / c.num_heads_k > 1 ? c.num_heads / c.num_heads_k : 1;
+  n.swapped = false;
+  n.max_seqlen_q = c.max_seqlen_q;
+  n.num_heads = c.num_heads;
+  n.causal = some ? (wl < 0 && wr == 0) : causal;
+  n.local = some && !n.causal;
+  n.window_left = n.causal ? -1 : (n.local && wl < 0 ? kOpen : wl);
+  n.window_right = n.causal ? 0 : (n.local && wr < 0 ? kOpen : wr);
+  return n;
+}
+
 // ---------------------------------------------------------------------------------------
 // one CTA (m_block, bidb, bidh)
 
@@ -131,15 +191,18 @@ struct Segment {
   int64_t start_k;
   int32_t len_k;     // seqused_k[b] when given
 };
+// FA3's seqused_q (hopper/seqlen.h SeqlenInfoQK): only the first seqused_q[b] query rows of
+// the segment are computed and written, and the causal / window diagonal is aligned on that
+// length; the rows after them are left as the output buffer held them (torch::empty).
 AD_HD Segment segment(const int32_t* cu_q, const int32_t* cu_k, const int32_t* seqused_k, int64_t b, bool swapped,
-                      int32_t ngroups) {
+                      int32_t ngroups, const int32_t* seqused_q = nullptr) {
   Segment s;
   if (swapped) {
     s.start_q = b;
     s.len_q = ngroups;
   } else {
     s.start_q = row_offset(cu_q[b]);
-    s.len_q = wrap_sub(cu_q[b + 1], cu_q[b]);
+    s.len_q = seqused_q != nullptr ? seqused_q[b] : wrap_sub(cu_q[b + 1], cu_q[b]);
   }
   s.start_k = row_offset(cu_k[b]);
   s.len_k = seqused_k != nullptr ? seqused_k[b] : wrap_sub(cu_k[b + 1], cu_k[b]);

@@ -96,8 +96,21 @@ Intent derive_intent(const Batch& batch) {
   if (batch.varlen && batch.varlen->cu_seqlens_q.rank() == 1) {
     const auto& cu = batch.varlen->cu_seqlens_q.values;
     in.source = IntentSource::cu_seqlens_q;
-    for (size_t i = 1; i < cu.size(); ++i)
-      if (cu[i] > cu[i - 1] && cu[i - 1] >= 0) in.sequences.push_back({0, cu[i - 1], cu[i] - cu[i - 1]});
+    // FA3 / FA4 compute only the first seqused_q[b] rows of a segment: a caller that passes it
+    // means those rows (the rest is padding); a count outside [0, length] keeps the segment
+    const std::optional<std::vector<int64_t>>& used = batch.varlen->seqused_q;
+    auto family = [&] {
+      if (batch.varlen->api) return flash_attn_family(*batch.varlen->api);
+      const std::optional<Version> fa = kernel_release(batch);
+      return fa && !fa->release.empty() ? static_cast<int>(fa->release.front()) : 2;
+    };
+    const bool takes_used = used && used->size() + 1 == cu.size() && family() >= 3;
+    for (size_t i = 1; i < cu.size(); ++i) {
+      if (!(cu[i] > cu[i - 1] && cu[i - 1] >= 0)) continue;
+      int64_t length = cu[i] - cu[i - 1];
+      if (takes_used && (*used)[i - 1] >= 0 && (*used)[i - 1] <= length) length = (*used)[i - 1];
+      if (length > 0) in.sequences.push_back({0, cu[i - 1], length});
+    }
     return in;
   }
   return in;

@@ -2,8 +2,10 @@
 // read from; `fixed_in` names a release only where a release is known to carry the fix.
 #include "check/advisories.hpp"
 
+#include <algorithm>
 #include <sstream>
 
+#include "check/call_site.hpp"
 #include "check/flash_attn_rules.hpp"
 
 namespace ad {
@@ -90,13 +92,38 @@ std::optional<std::string> overprovisioned_tiles(const AdvisoryCall& c) {
          " query tiles per head where the segments fill " + std::to_string(valid) + " (tile_m 128 assumed)";
 }
 
-// FA-2026-003: the arguments bound by position.
+// FA-2026-003: the arguments bound by position, bound by the release's signature table
+// (vocab/signature.cpp) to other parameters than the caller meant.
 std::optional<std::string> positional_binding(const AdvisoryCall& c) {
   if (!c.batch || !c.batch->varlen || !c.batch->varlen->binding || *c.batch->varlen->binding != Bound::positional)
     return std::nullopt;
-  if (c.args && !is_varlen(c.args->call.api)) return std::nullopt;
-  return std::string("the arguments are bound by position (varlen.binding \"positional\"): the 4th is now qv, so "
-                     "cu_seqlens_k receives max_seqlen_q");
+  if (!c.args || !is_varlen(c.args->call.api)) return std::nullopt;
+  const std::optional<CallSite> site = call_site(*c.batch, *c.args);
+  if (!site || site->binding.moved.empty()) return std::nullopt;
+  std::string moved;
+  for (const BoundPair& p : site->binding.moved)
+    moved += (moved.empty() ? "" : ", ") + p.argument + " binds to " + p.parameter;
+  return "the arguments are bound by position (varlen.binding \"positional\"): " + moved + " (" +
+         std::string(site->signature->source) + ")";
+}
+
+// FA-2026-004: pack_gqa=True on a GQA call with a causal or local mask and a segment of more
+// than one query row (row 0's limits are right by accident: 0 / ratio = 0).
+std::optional<std::string> packed_gqa_masked(const AdvisoryCall& c) {
+  if (!c.batch || !c.batch->varlen || !c.batch->varlen->pack_gqa || !*c.batch->varlen->pack_gqa) return std::nullopt;
+  const Model& m = c.batch->model;
+  const int64_t hk = m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads;
+  if (hk <= 0 || m.num_heads <= hk) return std::nullopt;
+  if (!c.args) return std::nullopt;
+  const bool local = c.args->call.window_left >= 0 || c.args->call.window_right > 0;
+  if (!c.args->call.causal && !local) return std::nullopt;
+  const auto q = lengths(c.args->cu_seqlens_q);
+  const auto longest = std::max_element(q.begin(), q.end());
+  if (longest == q.end() || *longest < 2) return std::nullopt;
+  return "pack_gqa=True, " + std::to_string(m.num_heads / hk) + " query heads per KV head, " +
+         (c.args->call.causal ? std::string("causal") : std::string("a local window")) + ", a segment of " +
+         std::to_string(*longest) + " query rows: every row but row 0 gets its column limit divided by " +
+         std::to_string(m.num_heads / hk);
 }
 
 // clang-format off
@@ -139,14 +166,26 @@ const std::vector<Advisory>& table() {
        Outcome::illegal_address, Moment::attention,
        "illegal memory access in FlashAttentionForwardSm120 (a 16-byte load far past the nearest allocation)",
        "Dao-AILab/flash-attention#2860", overprovisioned_tiles},
-      {"FA-2026-003", "flash_attn_4", 4, "4.0.0b19", "", "",
+      // introduced: the PyPI wheels show qv 4th from 4.0.0b9 (4.0.0b8 has the old order); the
+      // reports name 4.0.0b19, the release they met it in
+      {"FA-2026-003", "flash_attn_4", 4, "4.0.0b9", "", "",
        "none in the library (the signature change is deliberate): call by keyword, as allenai/OLMo-core PR#857 and "
        "Dao-AILab/flash-attention PR#2527 do",
        "", 0, 0, "", Pass::forward,
-       "flash_attn_varlen_func called with its arguments by position (4.0.0b19 inserted qv as the 4th parameter)",
+       "flash_attn_varlen_func called with its arguments by position (4.0.0b9 inserted qv as the 4th parameter)",
        Outcome::raises, Moment::attention,
        "AttributeError: 'int' object has no attribute 'shape'",
        "allenai/OLMo-core PR#857", positional_binding},
+      // through: the newest wheel when the report was filed (4.0.0b11, built 2026-04-29)
+      {"FA-2026-004", "flash_attn_4", 4, "", "", "4.0.0b11",
+       "open when read (Dao-AILab/flash-attention PR#2528 passes 1 as the pack ratio of the SM80 forward); "
+       "Dao-AILab/flash-attention#2444's thread reports the SM80 / SM120 Pack-GQA path implemented end to end "
+       "by PR#2656 (2026-07-24)",
+       "sm_120", 120, 121, "", Pass::forward,
+       "pack_gqa=True with grouped-query heads and a causal or local mask (the SM80 forward, which SM120 inherits)",
+       Outcome::wrong_output, Moment::attention,
+       "wrong GQA outputs: the causal column limit and the key-block range are wrong for every row but row 0",
+       "Dao-AILab/flash-attention PR#2528", packed_gqa_masked},
   };
   return t;
 }

@@ -778,6 +778,29 @@ const std::vector<Invariant>& table() {
            "seeded dO of the output the caller receives). A conversion that breaks the forward breaks its gradients "
            "as well; a forward that is right can still get wrong gradients from what only the backward does.",
        .fix = "Fix the invariant reported beside it; the gradient rows named are the ones the optimizer gets wrong."},
+      {.number = 50, .id = "seqused_q.range", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "seqused_q has batch_size entries and 0 <= seqused_q[b] <= cu_seqlens_q[b + 1] - cu_seqlens_q[b] "
+                    "(FA3 and FA4, the APIs that take seqused_q)",
+       .when_broken = "a wrong count: rows of another sequence computed and overwritten, or a sequence whose rows are "
+                      "never written; a wrong length: the host check raises",
+       .explanation =
+           "seqused_q is the number of query rows each sequence uses: FA3's SeqlenInfoQK takes seqlen_q = "
+           "seqused_q[b] in place of cu_seqlens_q[b + 1] - cu_seqlens_q[b], computes and writes only those rows "
+           "(aligning the causal or window diagonal on that count) and leaves the rows after them as torch.empty "
+           "allocated them. mha_fwd checks its shape, not its values: a count past the segment computes the next "
+           "segment's rows (or rows past q) as this sequence's and overwrites their outputs; a negative count "
+           "computes nothing. The rows past seqused_q of a correct call are padding the caller must not read "
+           "(the dynamic stages skip them unless the intended sequences include them).",
+       .fix = "Pass seqused_q[b] = the number of valid query rows of sequence b, between 0 and its segment's "
+              "length in cu_seqlens_q (one entry per sequence), or leave seqused_q out to use whole segments.",
+       .references = {"Dao-AILab/flash-attention hopper/seqlen.h (SeqlenInfoQK: seqlen_q = seqused_q[bidb])",
+                      "Dao-AILab/flash-attention hopper/flash_api.cpp mha_fwd (seqused_q checks; out = torch::empty)",
+                      "Dao-AILab/flash-attention PR#1182 (seqused_q)",
+                      "flash-attn-4 4.0.0b4 - 4.0.0b36 flash_attn/cute/interface.py (seqused_q shape assert)"},
+       .upstream_message = "seqused_q must have shape (batch_size)",
+       .check = checks::seqused_q_range,
+       .apis = {Api::flash_attn_3_varlen, Api::flash_attn_4_varlen}},
   };
   return t;
 }

@@ -3,6 +3,7 @@
 // messages), plus the 32-bit index limit the kernels do not check.
 #include "contract/fa2_backward.hpp"
 #include "util/checked_math.hpp"
+#include "check/call_site.hpp"
 #include "check/static_checks.hpp"
 
 namespace ad::checks {
@@ -157,6 +158,17 @@ void input_feature(Ctx& ctx) {
                    " rejects the combination",
                {{"feature", "softcap+dropout"}, {"softcap", *m.softcap}, {"dropout", m.dropout}, {"flash_attn", ctx.fa.label()}},
                r.host_checks().message(HostCheck::softcap_dropout));
+  // an explicit FA3 / FA4 call: the arguments the caller passed against its release's signature
+  if (ctx.args)
+    if (const std::optional<CallSite> site = call_site(ctx.batch, *ctx.args); site && site->binding.type_error) {
+      const std::string raised = "TypeError: " + *site->binding.type_error;
+      Violation& v = ctx.report(Severity::error,
+                                site->function + " (" + std::string(site->signature->source) +
+                                    ") does not take the call's arguments: " + raised,
+                                {{"feature", "signature"}, {"signature", site->signature->source}},
+                                *site->binding.type_error);
+      ctx.symptom(v, "", raised);
+    }
   if (m.dropout > 0 && !r.dropout)
     ctx.report(Severity::warning,
                "dropout " + nlohmann::json(m.dropout).dump() + " requested but FA" + std::to_string(r.family) +

@@ -62,4 +62,56 @@ void input_softcap(Ctx& ctx) {
   ctx.symptom(v, flushed ? "flushed" : "");
 }
 
+// 50 seqused_q.range (FA3, FA4: the APIs that take seqused_q): FA3's SeqlenInfoQK takes a
+// sequence's query count from seqused_q when given (hopper/seqlen.h: seqlen_q = seqused_q[bidb]),
+// computes and writes only those rows and aligns the causal / window diagonal on that count; the
+// rows after them keep what torch::empty left (hopper/flash_api.cpp mha_fwd allocates out and
+// softmax_lse with torch::empty). FA4's kernels read it the same way (flash_attn/cute
+// seqlen_info). mha_fwd checks its dtype, device and shape (batch_size), not its values.
+void seqused_q_range(Ctx& ctx) {
+  const VarlenArgs* a = ctx.args && ctx.args->path != VarlenPath::dense ? ctx.args : nullptr;
+  if (!a || !a->seqused_q || a->cu_seqlens_q.rank() != 1) return;
+  const std::vector<int64_t>& used = *a->seqused_q;
+  const std::vector<int64_t>& cu = a->cu_seqlens_q.values;
+  const int64_t n = cu.empty() ? 0 : static_cast<int64_t>(cu.size()) - 1;
+  if (static_cast<int64_t>(used.size()) != n) {
+    Violation& v = ctx.report(Severity::error,
+                              "seqused_q has " + std::to_string(used.size()) + " entries for " + std::to_string(n) +
+                                  " sequences (cu_seqlens_q has " + std::to_string(cu.size()) + " entries)",
+                              {{"tensor", "seqused_q"}, {"entries", used.size()}, {"batch_size", n}},
+                              ctx.rules().host_checks().message(HostCheck::seqused_q_shape));
+    ctx.symptom(v, "shape");
+    return;
+  }
+  int64_t negative = 0, past = 0, first_negative = -1, first_past = -1;
+  for (int64_t b = 0; b < n; ++b) {
+    const int64_t u = used[static_cast<size_t>(b)], len = cu[static_cast<size_t>(b + 1)] - cu[static_cast<size_t>(b)];
+    if (u < 0 && negative++ == 0) first_negative = b;
+    if (u > len && len >= 0 && past++ == 0) first_past = b;
+  }
+  if (past > 0) {
+    const size_t b = static_cast<size_t>(first_past);
+    const int64_t len = cu[b + 1] - cu[b];
+    Violation& v = ctx.report(
+        Severity::error,
+        "seqused_q[" + std::to_string(first_past) + "] = " + std::to_string(used[b]) + " exceeds its segment's " +
+            std::to_string(len) + " query rows (" + std::to_string(past) + " of " + std::to_string(n) +
+            " sequences): the kernel computes rows " + std::to_string(cu[b] + len) + " - " +
+            std::to_string(cu[b] + used[b] - 1) + " as this sequence's, reading the next segment's queries (or rows "
+            "past q) and overwriting their outputs",
+        {{"tensor", "seqused_q"}, {"index", first_past}, {"value", used[b]}, {"segment_rows", len}, {"entries_past", past}});
+    ctx.symptom(v, "past_segment");
+  }
+  if (negative > 0) {
+    const size_t b = static_cast<size_t>(first_negative);
+    Violation& v = ctx.report(
+        Severity::error,
+        "seqused_q[" + std::to_string(first_negative) + "] = " + std::to_string(used[b]) + " is negative (" +
+            std::to_string(negative) + " of " + std::to_string(n) + " entries): no query row of the sequence is "
+            "computed, and its output rows keep whatever torch.empty left in them",
+        {{"tensor", "seqused_q"}, {"index", first_negative}, {"value", used[b]}, {"negative_entries", negative}});
+    ctx.symptom(v, "");
+  }
+}
+
 }  // namespace ad::checks

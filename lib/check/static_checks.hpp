@@ -87,6 +87,7 @@ void launch_autotune_keys(Ctx&);
 void launch_fla_grid(Ctx&);
 // checks_kernel_values.cpp
 void seqused_k_range(Ctx&);
+void seqused_q_range(Ctx&);
 void input_softcap(Ctx&);
 
 // ---- facts shared by several checks (facts.cpp) ------------------------------------------

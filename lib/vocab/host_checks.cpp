@@ -105,6 +105,10 @@ constexpr HostCheckEntry kFa3Entries[] = {
      "cu_seqlens_q must have shape (batch_size + 1)", kFa3},
     {C::cu_seqlens_k_shape, S::varlen, "CHECK_SHAPE(cu_seqlens_k, batch_size + 1)", kRuntime,
      "cu_seqlens_k must have shape (batch_size + 1)", kFa3},
+    // seqused_q (hopper/ since Dao-AILab/flash-attention PR#1182): its dtype, device and
+    // contiguity come before its shape; the shape is what a batch file can get wrong
+    {C::seqused_q_shape, S::varlen, "CHECK_SHAPE(seqused_q, batch_size)", kRuntime, "seqused_q must have shape (batch_size)",
+     kFa3},
     {C::seqused_k_shape, S::varlen, "CHECK_SHAPE(seqused_k, batch_size)", kRuntime, "seqused_k must have shape (batch_size)",
      kFa3},
     // alignment = 16 for fp8_e4m3, 8 otherwise; the message names it (the 16-bit case here)
@@ -127,6 +131,7 @@ constexpr std::string_view kFa4Device = "inputs must be on CUDA device";
 constexpr std::string_view kFa4CuKShape = "cu_seqlens_k must have shape (batch_size + 1,)";
 constexpr std::string_view kFa4CuQShape = "cu_seqlens_q must have shape (batch_size + 1,)";
 constexpr std::string_view kFa4SequsedShape = "seqused_k must have shape (batch_size,)";
+constexpr std::string_view kFa4SequsedQShape = "seqused_q must have shape (batch_size,)";  // 4.0.0b4 - b36
 constexpr std::string_view kFa4Heads = "num_head must be divisible by num_head_kv";
 constexpr std::string_view kFa4HeadDimMax = "head_dim must be less than or equal to 256";
 constexpr std::string_view kFa4HeadDimAligned = "head_dim must be divisible by 8";  // 16 // element_size: 8 for 16-bit
@@ -134,6 +139,7 @@ constexpr std::string_view kFa4HeadDimAligned = "head_dim must be divisible by 8
 constexpr HostCheckEntry kFa4Entries[] = {
     {C::cu_seqlens_k_shape, S::varlen, "cu_seqlens_k.shape == (batch_size + 1,)", kAssertion, kFa4CuKShape, kFa4},
     {C::cu_seqlens_q_shape, S::varlen, "cu_seqlens_q.shape == (batch_size + 1,)", kAssertion, kFa4CuQShape, kFa4},
+    {C::seqused_q_shape, S::varlen, "seqused_q.shape == (batch_size,)", kAssertion, kFa4SequsedQShape, kFa4},
     {C::seqused_k_shape, S::varlen, "seqused_k.shape == (batch_size,)", kAssertion, kFa4SequsedShape, kFa4},
     {C::q_dtype, S::both, "q.dtype in [torch.float16, torch.bfloat16]", kAssertion,
      "inputs must be float16 or bfloat16", kFa4},

@@ -36,6 +36,7 @@ enum class HostCheck : uint8_t {
   cu_seqlens_q_shape,   // (batch_size + 1)
   cu_seqlens_k_shape,
   seqused_k_shape,      // (batch_size)
+  seqused_q_shape,      // (batch_size): FA3 / FA4, which take seqused_q
 };
 
 // Which entry point makes the check: both, or only the varlen one (mha_varlen_fwd,

@@ -256,6 +256,27 @@ class CudaEngine final : public Engine {
       lse_ = dlse.download();
       return ob;
     }
+    if (at.seqused_q) {
+      // FA3 / FA4's seqused_q (the segment's query length is seqused_q[b]): the CUDA kernels
+      // address FA2's segments, so the CPU twin runs on host copies, then back to the device
+      const std::vector<float> qh = q_->download(), kh = k_->download(), vh = v_->download();
+      std::vector<float> oh = out_.download();
+      lse_.assign(size_t(std::max<int64_t>(at.lse_elements, 0)), kPoison);
+      cpu::AttentionResult r = cpu::fa2_varlen_forward(plan, qh.data(), kh.data(), vh.data(), oh.data(), lse_.data(), threads_);
+      out_.upload(oh.data());
+      if (!lse_.empty()) dlse.upload(lse_);
+      ob.engine = StageEngine::cpu_twin;
+      ob.facts.why_cpu = "seqused_q (FA3 / FA4): the CUDA attention kernels take FA2's segments; this call needs the "
+                         "CPU twin's semantics";
+      ob.access = r.access;
+      ob.writes = std::move(r.writes);
+      ob.computed = std::move(r.computed);
+      ob.facts.tiles = r.tiles;
+      ob.facts.macs = r.macs;
+      ob.facts.empty_tiles = r.empty_tiles;
+      ob.facts.row_heads_without_keys = r.rows_no_keys;
+      return ob;
+    }
     cuda::DeviceBuffer<int32_t> dcu_q(at.cu_seqlens_q), dcu_k(at.cu_seqlens_k);
     cuda::DeviceBuffer<int32_t> dused;
     if (at.seqused_k) dused.upload(*at.seqused_k);

@@ -5,6 +5,7 @@
 // (sampling) and the memory bound.
 #include "exec/plan/plan.hpp"
 
+#include "check/call_site.hpp"
 #include "check/check.hpp"
 #include "check/flash_attn_rules.hpp"
 #include "contract/rotary.hpp"
@@ -88,6 +89,10 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
   auto fail = [&](std::string type, std::string message) {
     if (!at.raises) at.raises = raise(where, std::move(type), std::move(message));
   };
+  // Python binds the arguments before anything runs: an argument the release does not take
+  // raises TypeError (check/call_site.hpp; explicit FA3 / FA4 calls)
+  if (const std::optional<CallSite> site = call_site(batch, a); site && site->binding.type_error)
+    fail("TypeError", *site->binding.type_error);
 
   at.cu_seqlens_q = int32_view(a.cu_seqlens_q);
   at.cu_seqlens_k = int32_view(a.cu_seqlens_k);
@@ -95,6 +100,14 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
     std::vector<int32_t> s;
     for (int64_t v : *a.seqused_k) s.push_back(static_cast<int32_t>(v));
     at.seqused_k = s;
+  }
+  // FA3 / FA4 take seqused_q; flash-attn 2 and torch's varlen_attn have no such parameter
+  // (lib/vocab/signature: a TypeError before anything runs)
+  at.family = flash_attn_family(p.api) >= 3 ? flash_attn_family(p.api) : 2;
+  if (a.seqused_q && at.family >= 3) {
+    std::vector<int32_t> s;
+    for (int64_t v : *a.seqused_q) s.push_back(static_cast<int32_t>(v));
+    at.seqused_q = s;
   }
   at.total_q = a.total_q;
   at.total_k = a.total_k;
@@ -110,7 +123,8 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
                                             .causal = a.call.causal,
                                             .window_left = a.call.window_left,
                                             .window_right = a.call.window_right,
-                                            .dropout = dropout});
+                                            .dropout = dropout,
+                                            .family = at.family});
   at.swapped = n.swapped;
   at.ngroups = n.ngroups;
 
@@ -138,6 +152,7 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
       case HostCheck::cu_seqlens_q_shape: return a.cu_seqlens_q.rank() != 1;
       case HostCheck::cu_seqlens_k_shape: return a.cu_seqlens_k.rank() != 1 || a.cu_seqlens_k.numel() != batch_size + 1;
       case HostCheck::seqused_k_shape: return at.seqused_k && static_cast<int64_t>(at.seqused_k->size()) != batch_size;
+      case HostCheck::seqused_q_shape: return at.seqused_q && static_cast<int64_t>(at.seqused_q->size()) != batch_size;
       case HostCheck::q_dtype:
       case HostCheck::k_dtype:
       case HostCheck::v_dtype:
@@ -239,6 +254,9 @@ void plan_backward(ExecPlan& p, const Batch& batch, const VarlenArgs& a) {
   // the output's, measured against the scale of each gradient row's terms (gradient_reference)
   bw.tolerance = p.reference.tolerance;
   if (at.raises) bw.skip_reason = "the forward raises: no backward runs";
+  else if (at.seqused_q)
+    bw.skip_reason = "not run: FA3 / FA4 honour seqused_q in the backward too (Dao-AILab/flash-attention PR#1182, "
+                     "PR#2167); the checked backward addresses FA2's segments";
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1023,6 +1041,19 @@ void skip_backward_past_phantom(ExecPlan& p) {
 }
 
 }  // namespace
+
+std::vector<uint8_t> AttentionPlan::rows_past_seqused_q() const {
+  std::vector<uint8_t> past;
+  if (!seqused_q || swapped) return past;
+  const int64_t rows = std::max<int64_t>(total_q, 0);
+  past.assign(static_cast<size_t>(rows), 0);
+  for (int64_t b = 0; b < num_segments && b < static_cast<int64_t>(seqused_q->size()); ++b) {
+    const int64_t start = cu_seqlens_q[static_cast<size_t>(b)], end = cu_seqlens_q[static_cast<size_t>(b + 1)];
+    const int64_t used = std::max<int64_t>((*seqused_q)[static_cast<size_t>(b)], 0);
+    for (int64_t r = std::max<int64_t>(start + used, 0); r < std::min(end, rows); ++r) past[static_cast<size_t>(r)] = 1;
+  }
+  return past;
+}
 
 ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const ExecOptions& options) {
   ExecPlan p;

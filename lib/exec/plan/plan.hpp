@@ -112,6 +112,8 @@ struct AttentionPlan {
   std::vector<int32_t> cu_seqlens_q;     // as the kernel reads them (int32 view)
   std::vector<int32_t> cu_seqlens_k;
   std::optional<std::vector<int32_t>> seqused_k;
+  std::optional<std::vector<int32_t>> seqused_q;  // FA3 / FA4: query rows used per segment
+  int family = 2;                        // flash-attn family whose host adjustments ran (2, 3, 4)
   int32_t max_seqlen_q = 0;              // as the kernel uses it (swapped path: ngroups)
   int32_t max_seqlen_k = 0;
   int64_t total_q = 0, total_k = 0;      // rows of q/out and of k/v
@@ -129,8 +131,11 @@ struct AttentionPlan {
   // Segment b as the kernel addresses it.
   fa2::Segment segment(int64_t b) const {
     return fa2::segment(cu_seqlens_q.data(), cu_seqlens_k.data(), seqused_k ? seqused_k->data() : nullptr, b, swapped,
-                        static_cast<int32_t>(ngroups));
+                        static_cast<int32_t>(ngroups), seqused_q ? seqused_q->data() : nullptr);
   }
+  // Packed q rows past seqused_q[b] inside their segment (FA3 / FA4 compute and write only the
+  // first seqused_q[b] rows): 1 per such row, empty without seqused_q.
+  std::vector<uint8_t> rows_past_seqused_q() const;
   fa2::LseShape lse_shape() const {
     return {unpadded_lse ? fa2::LseLayout::unpadded : fa2::LseLayout::padded, total_q > 0 ? total_q : 0, num_heads,
             max_seqlen_q};

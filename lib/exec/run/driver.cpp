@@ -256,6 +256,9 @@ bool attention_stage(Run& run) {
     s.facts.rows_computed = rows_computed;
     if (at.past_rows.tiles > 0) s.facts.ctas_past_rows = at.past_rows.tiles;
     s.detail = ob.detail;
+    if (coverage.rows_past_seqused_q > 0)
+      s.detail += std::string(s.detail.empty() ? "" : "; ") + std::to_string(coverage.rows_past_seqused_q) +
+                  " rows past seqused_q are not computed (FA3 / FA4 leave them as torch.empty allocated them)";
     observe::attention(s, run.res, ob.access, coverage, total_q);
   }
   s.ms = ms_since(t0);

@@ -150,9 +150,15 @@ void attention_launch(StageRecord& s, const ExecPlan& plan) {
 Coverage coverage_of(const std::vector<uint32_t>& writes, const AttentionPlan& at) {
   Coverage c;
   const auto& cq = at.cu_seqlens_q;
+  // FA3 / FA4 leave the rows past seqused_q unwritten by contract: not counted as never written
+  const std::vector<uint8_t> past = at.rows_past_seqused_q();
   for (size_t i = 0; i < writes.size(); ++i) {
     const int64_t r = static_cast<int64_t>(i);
     const uint32_t n = writes[i];
+    if (n == 0 && i < past.size() && past[i]) {
+      ++c.rows_past_seqused_q;
+      continue;
+    }
     if (n == 0) {
       if (c.rows_never++ == 0) c.first_never = r;
       continue;
@@ -250,11 +256,15 @@ void result(StageRecord& s, ExecResult& res, const ExecPlan& plan, const ResultI
     checkable[static_cast<size_t>(r)] =
         plan.pad.enabled ? packed_checkable(source_of[static_cast<size_t>(r)]) : packed_checkable(r);
 
-  // result.finite: outputs, then the LSE of the rows computed
+  // result.finite: outputs, then the LSE of the rows computed. The rows past seqused_q hold
+  // torch.empty's contents by contract (FA3 / FA4): result.reference still compares them where an
+  // intended sequence includes them.
+  const std::vector<uint8_t> past_used = at.rows_past_seqused_q();
   int64_t nonfinite = 0, first_row = -1, first_head = -1, first_dim = -1;
   float first_val = 0;
   for (int64_t r = 0; r < rows_final; ++r) {
     if (!checkable[static_cast<size_t>(r)]) continue;
+    if (!plan.pad.enabled && r < static_cast<int64_t>(past_used.size()) && past_used[static_cast<size_t>(r)]) continue;
     const float* row = in.out_final + r * H * D;
     for (int64_t i = 0; i < H * D; ++i)
       if (!std::isfinite(row[i]) && nonfinite++ == 0) {

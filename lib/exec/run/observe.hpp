@@ -61,6 +61,7 @@ struct Coverage {
   int64_t rows_never = 0, first_never = -1;
   int64_t rows_twice = 0, first_twice = -1, first_twice_count = 0;
   int64_t rows_foreign = 0, first_foreign = -1, first_foreign_segment = -1;
+  int64_t rows_past_seqused_q = 0;  // unwritten by contract (FA3 / FA4 seqused_q), not a violation
 };
 Coverage coverage_of(const std::vector<uint32_t>& writes, const AttentionPlan& at);
 

@@ -1,0 +1,33 @@
+// The call site of an explicit call (call_site.hpp).
+#include "check/call_site.hpp"
+
+namespace ad {
+
+std::optional<CallSite> call_site(const Batch& batch, const VarlenArgs& args) {
+  if (!batch.varlen || args.path != VarlenPath::explicit_varlen) return std::nullopt;
+  const ExplicitVarlen& e = *batch.varlen;
+  const Api api = args.call.api;
+  const Signature* sig = signature_for(api, args.call.release);
+  if (!sig) return std::nullopt;
+  CallSite site;
+  site.signature = sig;
+  site.function = std::string(function_name(api));
+  CallArguments& a = site.args;
+  a.positional = {"q", "k", "v"};
+  if (is_varlen(api)) {
+    const std::vector<std::string> four = {"cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k"};
+    std::vector<std::string>& to = e.binding && *e.binding == Bound::positional ? a.positional : a.keywords;
+    to.insert(to.end(), four.begin(), four.end());
+    if (e.seqused_q) a.keywords.push_back("seqused_q");
+    if (e.seqused_k) a.keywords.push_back("seqused_k");
+  }
+  a.keywords.push_back("causal");
+  if (e.window_size) a.keywords.push_back("window_size");
+  if (batch.model.softcap && *batch.model.softcap > 0) a.keywords.push_back("softcap");
+  if (e.pack_gqa) a.keywords.push_back("pack_gqa");
+  if (e.num_splits) a.keywords.push_back("num_splits");
+  site.binding = bind_arguments(*sig, site.function, a);
+  return site;
+}
+
+}  // namespace ad
