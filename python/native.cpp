@@ -22,10 +22,12 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
+#include <nanobind/stl/array.h>
 
 #include "batch/batch.hpp"
 #include "convert/convert.hpp"
 #include "doctor/doctor.hpp"
+#include "exec/cpu/direct.hpp"
 #include "render/render.hpp"
 #include "util/xml.hpp"
 
@@ -127,6 +129,74 @@ GuardResult guard_check(const std::string& text, const std::string& origin, bool
   return std::make_tuple(errors, std::move(warnings), std::move(json));
 }
 
+
+// ---- attn_doctor.ops: one call on the caller's tensors ---------------------------------
+// A tensor crosses as (data_ptr, rows, heads, dim, stride0, stride1, stride2), strides in
+// elements; cu_seqlens as (data_ptr, entries) of int32. Python keeps the tensors alive for
+// the call; the GIL is released while the twins run.
+using TensorArg = std::array<int64_t, 7>;
+
+ad::direct::TensorView view_of(const TensorArg& t) {
+  ad::direct::TensorView v;
+  v.data = reinterpret_cast<const void*>(static_cast<uintptr_t>(t[0]));
+  v.rows = t[1], v.heads = t[2], v.dim = t[3];
+  v.stride[0] = t[4], v.stride[1] = t[5], v.stride[2] = t[6];
+  return v;
+}
+
+std::vector<int32_t> int32_values(int64_t ptr, int64_t n) {
+  const int32_t* p = reinterpret_cast<const int32_t*>(static_cast<uintptr_t>(ptr));
+  return n > 0 && p ? std::vector<int32_t>(p, p + n) : std::vector<int32_t>{};
+}
+
+ad::ElemType elem_of(int elem) {
+  if (elem < 0 || elem > 2) throw nb::value_error("elem: expected 0 (bf16), 1 (fp16) or 2 (fp32)");
+  return static_cast<ad::ElemType>(elem);
+}
+
+ad::direct::VarlenCall call_of(int elem, const TensorArg& q, const TensorArg& k, const TensorArg& v,
+                               const std::array<int64_t, 2>& cu_q, const std::array<int64_t, 2>& cu_k, int64_t max_q,
+                               int64_t max_k, float scale, float softcap, bool causal, int64_t wl, int64_t wr) {
+  ad::direct::VarlenCall c;
+  c.elem = elem_of(elem);
+  c.q = view_of(q), c.k = view_of(k), c.v = view_of(v);
+  c.cu_seqlens_q = int32_values(cu_q[0], cu_q[1]);
+  c.cu_seqlens_k = int32_values(cu_k[0], cu_k[1]);
+  c.max_seqlen_q = max_q, c.max_seqlen_k = max_k;
+  c.softmax_scale = scale, c.softcap = softcap, c.causal = causal;
+  c.window_left = wl, c.window_right = wr;
+  return c;
+}
+
+// A record as Python sees it: None when nothing was refused.
+nb::object record_dict(const ad::AccessRecord& r) {
+  if (r.count == 0) return nb::none();
+  nb::dict d;
+  d["count"] = r.count;
+  d["min_index"] = r.min_index;
+  if (r.has_first()) {
+    const ad::Access& a = r.first;
+    d["buffer"] = ad::to_string(a.buffer);
+    d["kind"] = ad::to_string(a.kind);
+    d["unit"] = ad::to_string(a.unit);
+    d["index"] = a.index;
+    d["bound"] = a.bound;
+    d["block"] = std::make_tuple(a.block[0], a.block[1], a.block[2]);
+    d["segment"] = a.segment;
+    d["row"] = a.row;
+    d["head"] = a.head;
+  }
+  return d;
+}
+
+nb::dict coverage_dict(const ad::direct::Coverage& c) {
+  nb::dict d;
+  d["unwritten"] = c.unwritten;
+  d["first_unwritten"] = c.first_unwritten;
+  d["overwritten"] = c.overwritten;
+  d["first_overwritten"] = c.first_overwritten;
+  return d;
+}
 }  // namespace
 
 NB_MODULE(_native, m) {
@@ -201,4 +271,71 @@ NB_MODULE(_native, m) {
         "None when the call holds every static invariant, else (errors, [(id, message) of warnings], report JSON "
         "or None when there is no error); metadata_only: the document was written without the index tensors' "
         "values, keep the invariants that need none");
+  m.def(
+      "varlen_host_refusal",
+      [](int elem, const TensorArg& q, const TensorArg& k, const TensorArg& v, const std::array<int64_t, 2>& cu_q,
+         const std::array<int64_t, 2>& cu_k, int64_t max_q, int64_t max_k) {
+        // only metadata is read here: cu_seqlens' sizes, never their values
+        ad::direct::VarlenCall c = call_of(elem, q, k, v, {0, 0}, {0, 0}, max_q, max_k, 1.f, 0.f, false, -1, -1);
+        c.cu_seqlens_q.assign(static_cast<size_t>(std::max<int64_t>(cu_q[1], 0)), 0);
+        c.cu_seqlens_k.assign(static_cast<size_t>(std::max<int64_t>(cu_k[1], 0)), 0);
+        return ad::direct::host_refusal(c);
+      },
+      "elem"_a, "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "max_seqlen_q"_a, "max_seqlen_k"_a,
+      "what the release would refuse on the host for a call of this shape (\"\" when nothing)");
+  m.def(
+      "varlen_fwd_cpu",
+      [](int elem, const TensorArg& q, const TensorArg& k, const TensorArg& v, const std::array<int64_t, 2>& cu_q,
+         const std::array<int64_t, 2>& cu_k, int64_t max_q, int64_t max_k, float scale, float softcap, bool causal,
+         int64_t wl, int64_t wr, int64_t out, int64_t lse, int threads) {
+        const ad::direct::VarlenCall c = call_of(elem, q, k, v, cu_q, cu_k, max_q, max_k, scale, softcap, causal, wl, wr);
+        const std::string refused = ad::direct::host_refusal(c);
+        if (!refused.empty()) throw nb::value_error(refused.c_str());
+        ad::direct::ForwardResult r;
+        {
+          nb::gil_scoped_release release;
+          r = ad::direct::varlen_forward(c, reinterpret_cast<void*>(static_cast<uintptr_t>(out)),
+                                         reinterpret_cast<float*>(static_cast<uintptr_t>(lse)), threads);
+        }
+        nb::dict d;
+        d["access"] = record_dict(r.access);
+        d["rows"] = coverage_dict(r.rows);
+        return d;
+      },
+      "elem"_a, "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "max_seqlen_q"_a, "max_seqlen_k"_a, "scale"_a,
+      "softcap"_a, "causal"_a, "window_left"_a, "window_right"_a, "out"_a, "lse"_a, "threads"_a = 1,
+      "the checked varlen forward on CPU buffers (the CPU twin): writes out and lse, returns {access: refused "
+      "accesses or None, rows: output rows unwritten / written twice}");
+  m.def(
+      "varlen_bwd_cpu",
+      [](int elem, const TensorArg& q, const TensorArg& k, const TensorArg& v, const TensorArg& out,
+         const TensorArg& dout, int64_t lse, const std::array<int64_t, 2>& cu_q, const std::array<int64_t, 2>& cu_k,
+         int64_t max_q, int64_t max_k, float scale, float softcap, bool causal, int64_t wl, int64_t wr, int64_t dq,
+         int64_t dk, int64_t dv, int threads) {
+        const ad::direct::VarlenCall c = call_of(elem, q, k, v, cu_q, cu_k, max_q, max_k, scale, softcap, causal, wl, wr);
+        const std::string refused = ad::direct::host_refusal(c);
+        if (!refused.empty()) throw nb::value_error(refused.c_str());
+        auto ptr = [](int64_t x) { return reinterpret_cast<void*>(static_cast<uintptr_t>(x)); };
+        ad::direct::BackwardResult r;
+        {
+          nb::gil_scoped_release release;
+          r = ad::direct::varlen_backward(c, view_of(out), view_of(dout),
+                                          reinterpret_cast<const float*>(static_cast<uintptr_t>(lse)), ptr(dq), ptr(dk),
+                                          ptr(dv), threads);
+        }
+        ad::AccessRecord all = r.dot_do_o;
+        all.merge(r.dq_dk_dv);
+        all.merge(r.convert_dq);
+        nb::dict d;
+        d["access"] = record_dict(all);
+        d["launches"] = nb::make_tuple(record_dict(r.dot_do_o), record_dict(r.dq_dk_dv), record_dict(r.convert_dq));
+        d["dq_rows"] = coverage_dict(r.dq_rows);
+        d["dkv_rows"] = coverage_dict(r.dkv_rows);
+        return d;
+      },
+      "elem"_a, "q"_a, "k"_a, "v"_a, "out"_a, "dout"_a, "lse"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "max_seqlen_q"_a,
+      "max_seqlen_k"_a, "scale"_a, "softcap"_a, "causal"_a, "window_left"_a, "window_right"_a, "dq"_a, "dk"_a, "dv"_a,
+      "threads"_a = 1,
+      "the checked varlen backward on CPU buffers (the CPU twin's three launches and the group sum): writes dq, dk, "
+      "dv, returns the refused accesses (all, and per launch) and the rows no launch wrote");
 }

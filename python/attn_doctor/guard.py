@@ -76,12 +76,22 @@ class VarlenError(RuntimeError):
     batch       the batch document of the call: `err.save("call.json")` writes it, and
                 `attn-doctor check call.json` replays it
     entry       the hooked function, e.g. "flash_attn.flash_attn_varlen_func"
+    kernel      (attn_doctor.ops) what the checked kernel saw: the refused accesses and the rows
+                no launch wrote (NaN) or more than one segment wrote; empty when the host
+                check stopped the call
+    batch_file  (attn_doctor.ops) where the batch file was written, or None
+    ran         the call ran (attn_doctor.ops: on the checked kernels, every refused access
+                not performed) rather than being stopped before the kernel
     """
 
-    def __init__(self, report: Dict[str, Any], batch: Dict[str, Any], entry: str):
+    def __init__(self, report: Dict[str, Any], batch: Dict[str, Any], entry: str,
+                 kernel: Optional[List[str]] = None, batch_file: Optional[str] = None, ran: bool = False):
         self.report = report
         self.batch = batch
         self.entry = entry
+        self.kernel: List[str] = list(kernel or [])
+        self.batch_file = batch_file
+        self.ran = ran
         self.violation: Dict[str, Any] = report.get("first_violation") or {}
         self.prediction: Optional[Dict[str, Any]] = report.get("prediction")
         self.id: str = self.violation.get("id", "")
@@ -104,8 +114,15 @@ class VarlenError(RuntimeError):
             lines.append(line)
         if self.fix:
             lines.append(f"fix: {self.fix}")
-        lines.append(f"({errors} error(s) in all; the call was not run. err.report holds the report, "
-                     "err.save(PATH) writes the batch file for `attn-doctor check PATH`)")
+        for line in self.kernel:
+            lines.append(f"kernel: {line}")
+        if self.ran:
+            lines.append(f"({errors} error(s) in the report; the call ran on the checked kernels, no refused access "
+                         "performed; err.report holds the report"
+                         + (f", `attn-doctor check {self.batch_file}` replays it)" if self.batch_file else ")"))
+        else:
+            lines.append(f"({errors} error(s) in all; the call was not run. err.report holds the report, "
+                         "err.save(PATH) writes the batch file for `attn-doctor check PATH`)")
         return "\n".join(lines)
 
     def save(self, path: str) -> str:
