@@ -12,6 +12,7 @@
 // Paths are taken as the file system has them (str or bytes, os.fsencode: a name need not be
 // UTF-8); every string handed back (reports, messages) is valid UTF-8, ill-formed bytes
 // written as U+FFFD, so that no message or report turns into a UnicodeDecodeError.
+#include <cstring>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -30,6 +31,11 @@
 #include "exec/cpu/direct.hpp"
 #include "render/render.hpp"
 #include "util/xml.hpp"
+#ifdef ATTN_DOCTOR_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "launch.hpp"
+#endif
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -189,6 +195,8 @@ nb::object record_dict(const ad::AccessRecord& r) {
   return d;
 }
 
+const void* as_host(int64_t x) { return reinterpret_cast<const void*>(static_cast<uintptr_t>(x)); }
+
 nb::dict coverage_dict(const ad::direct::Coverage& c) {
   nb::dict d;
   d["unwritten"] = c.unwritten;
@@ -197,6 +205,38 @@ nb::dict coverage_dict(const ad::direct::Coverage& c) {
   d["first_overwritten"] = c.first_overwritten;
   return d;
 }
+
+#ifdef ATTN_DOCTOR_WITH_CUDA
+// ---- the checked CUDA kernels on the caller's device buffers -----------------------------
+// Operands contiguous (rows, heads, dim) on one device; cu_seqlens int32 on the device (their
+// values are never read here); `record`: device memory holding an empty AccessRecord, which
+// the checked launches fill; `stream`: the caller's current stream. Launches only: nothing
+// here synchronises (the launch's own configuration error is read with cudaGetLastError,
+// which does not wait).
+void* as_ptr(int64_t x) { return reinterpret_cast<void*>(static_cast<uintptr_t>(x)); }
+
+void set_cuda_call(ad::kern::VarlenParamsBase& p, int elem, const TensorArg& q, const TensorArg& k,
+                   const TensorArg& v, int64_t cu_q, int64_t cu_k, int32_t batch, int64_t max_q, int64_t max_k,
+                   float scale, float softcap, bool causal, int64_t wl, int64_t wr) {
+  for (const TensorArg* t : {&q, &k, &v})
+    if ((*t)[6] != 1 || (*t)[5] != (*t)[3] || (*t)[4] != (*t)[2] * (*t)[3])
+      throw nb::value_error("the checked CUDA kernels take contiguous (rows, heads, dim) operands");
+  ad::kern::set_varlen_call(
+      p, elem_of(elem), {as_ptr(q[0]), q[1], static_cast<int32_t>(q[2])},
+      {as_ptr(k[0]), k[1], static_cast<int32_t>(k[2])}, {as_ptr(v[0]), v[1], static_cast<int32_t>(v[2])},
+      {static_cast<const int32_t*>(as_ptr(cu_q)), int64_t(batch) + 1},
+      {static_cast<const int32_t*>(as_ptr(cu_k)), int64_t(batch) + 1},
+      {batch, static_cast<int32_t>(q[2]), static_cast<int32_t>(k[2]), static_cast<int32_t>(q[3]),
+       static_cast<int32_t>(max_q), static_cast<int32_t>(max_k)},
+      {scale, softcap, causal, static_cast<int32_t>(wl), static_cast<int32_t>(wr)});
+  p.lse_size = q[1] * q[2];
+}
+
+void launched() {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA launch: ") + cudaGetErrorString(e));
+}
+#endif
 }  // namespace
 
 NB_MODULE(_native, m) {
@@ -338,4 +378,100 @@ NB_MODULE(_native, m) {
       "threads"_a = 1,
       "the checked varlen backward on CPU buffers (the CPU twin's three launches and the group sum): writes dq, dk, "
       "dv, returns the refused accesses (all, and per launch) and the rows no launch wrote");
+  // ---- the record (both builds: the layout is the contract's) ----
+  m.def("record_size", [] { return sizeof(ad::AccessRecord); }, "bytes of one AccessRecord");
+  m.def(
+      "empty_record",
+      [] {
+        const ad::AccessRecord r;
+        return nb::bytes(reinterpret_cast<const char*>(&r), sizeof(r));
+      },
+      "the bytes of an empty AccessRecord (what a record is reset to before a checked launch)");
+  m.def(
+      "parse_record",
+      [](int64_t ptr) {
+        ad::AccessRecord r;
+        std::memcpy(&r, as_host(ptr), sizeof(r));
+        return record_dict(r);
+      },
+      "ptr"_a, "the record at host address ptr (a pinned copy of a device record) as the CPU functions return it");
+#ifdef ATTN_DOCTOR_WITH_CUDA
+  m.def(
+      "varlen_fwd_cuda",
+      [](int elem, const TensorArg& q, const TensorArg& k, const TensorArg& v, int64_t cu_q, int64_t cu_k,
+         int32_t batch, int64_t max_q, int64_t max_k, float scale, float softcap, bool causal, int64_t wl, int64_t wr,
+         int64_t out, int64_t lse, int64_t record, int64_t stream, bool checked) {
+        ad::kern::VarlenFwdParams p;
+        set_cuda_call(p, elem, q, k, v, cu_q, cu_k, batch, max_q, max_k, scale, softcap, causal, wl, wr);
+        p.out = {as_ptr(out), q[1], static_cast<int32_t>(q[2])};
+        p.lse = static_cast<float*>(as_ptr(lse));
+        p.record = static_cast<ad::AccessRecord*>(as_ptr(record));
+        ad::kern::launch_varlen_fwd(p, checked ? ad::Checks::checked : ad::Checks::unchecked,
+                                    static_cast<cudaStream_t>(as_ptr(stream)));
+        launched();
+        return ad::kern::varlen_fwd_kernel_name(p, checked ? ad::Checks::checked : ad::Checks::unchecked);
+      },
+      "elem"_a, "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "batch"_a, "max_seqlen_q"_a,
+      "max_seqlen_k"_a, "scale"_a, "softcap"_a, "causal"_a, "window_left"_a, "window_right"_a, "out"_a, "lse"_a,
+      "record"_a, "stream"_a, "checked"_a = true,
+      "launches the varlen forward on `stream` (no synchronisation); returns the kernel's name");
+  m.def(
+      "varlen_bwd_workspace",
+      [](int64_t rows_q, int32_t heads, int32_t head_dim, int32_t batch, int64_t max_q, int64_t max_k) {
+        ad::kern::VarlenBwdParams p;
+        p.q.rows = rows_q;
+        p.num_heads = heads, p.num_heads_k = heads, p.head_dim = head_dim;
+        p.batch = batch;
+        p.max_seqlen_q = static_cast<int32_t>(max_q), p.max_seqlen_k = static_cast<int32_t>(max_k);
+        const ad::kern::BwdWorkspace w = ad::kern::varlen_bwd_workspace(p);
+        return std::make_tuple(w.softmax_d, w.dq_accum);
+      },
+      "rows_q"_a, "heads"_a, "head_dim"_a, "batch"_a, "max_seqlen_q"_a, "max_seqlen_k"_a,
+      "(softmax_d, dq_accum) fp32 elements the backward's workspaces take");
+  m.def(
+      "varlen_bwd_supported",
+      [](int elem, int32_t head_dim) {
+        ad::kern::VarlenBwdParams p;
+        p.elem = elem_of(elem);
+        p.head_dim = head_dim;
+        p.num_heads = p.num_heads_k = 1;
+        p.batch = 1;
+        p.max_seqlen_q = p.max_seqlen_k = 128;
+        return ad::kern::varlen_bwd_unsupported(p);
+      },
+      "elem"_a, "head_dim"_a, "why the checked backward cannot run this element type and head dim (\"\": it can)");
+  m.def(
+      "varlen_bwd_cuda",
+      [](int elem, const TensorArg& q, const TensorArg& k, const TensorArg& v, int64_t out, int64_t dout, int64_t lse,
+         int64_t dq, int64_t dk, int64_t dv, int64_t dk_expanded, int64_t dv_expanded, int64_t softmax_d,
+         int64_t dq_accum, int64_t cu_q, int64_t cu_k, int32_t batch, int64_t max_q, int64_t max_k, float scale,
+         float softcap, bool causal, int64_t wl, int64_t wr, int64_t record, int64_t stream, bool checked) {
+        ad::kern::VarlenBwdParams p;
+        set_cuda_call(p, elem, q, k, v, cu_q, cu_k, batch, max_q, max_k, scale, softcap, causal, wl, wr);
+        const int64_t rows_q = q[1], rows_k = k[1];
+        const int32_t heads = static_cast<int32_t>(q[2]), heads_k = static_cast<int32_t>(k[2]);
+        p.out = {as_ptr(out), rows_q, heads};
+        p.lse = static_cast<const float*>(as_ptr(lse));
+        p.dout = {as_ptr(dout), rows_q, heads};
+        p.dq = {as_ptr(dq), rows_q, heads};
+        const bool gqa = heads != heads_k;
+        p.dk = {as_ptr(gqa ? dk_expanded : dk), rows_k, gqa ? heads : heads_k};
+        p.dv = {as_ptr(gqa ? dv_expanded : dv), rows_k, gqa ? heads : heads_k};
+        p.dk_out = gqa ? as_ptr(dk) : nullptr;
+        p.dv_out = gqa ? as_ptr(dv) : nullptr;
+        const ad::kern::BwdWorkspace w = ad::kern::varlen_bwd_workspace(p);
+        p.softmax_d = static_cast<float*>(as_ptr(softmax_d));
+        p.softmax_d_size = w.softmax_d;
+        p.dq_accum = static_cast<float*>(as_ptr(dq_accum));
+        p.dq_accum_size = w.dq_accum;
+        p.record = static_cast<ad::AccessRecord*>(as_ptr(record));
+        ad::kern::launch_varlen_bwd(p, checked ? ad::Checks::checked : ad::Checks::unchecked,
+                                    static_cast<cudaStream_t>(as_ptr(stream)));
+        launched();
+      },
+      "elem"_a, "q"_a, "k"_a, "v"_a, "out"_a, "dout"_a, "lse"_a, "dq"_a, "dk"_a, "dv"_a, "dk_expanded"_a,
+      "dv_expanded"_a, "softmax_d"_a, "dq_accum"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "batch"_a, "max_seqlen_q"_a,
+      "max_seqlen_k"_a, "scale"_a, "softcap"_a, "causal"_a, "window_left"_a, "window_right"_a, "record"_a, "stream"_a,
+      "checked"_a = true, "launches the varlen backward's launches on `stream` (no synchronisation)");
+#endif
 }

@@ -58,6 +58,7 @@ _state = threading.local()
 _lock = threading.Lock()
 _policy = {"raise_at": "step"}
 _pending: List["_Pending"] = []
+_captured: List["_Pending"] = []  # launches captured in a CUDA graph: read at every check()
 _said: set = set()
 stats = {"calls": 0, "cpu": 0, "cuda": 0, "fallback": 0, "violations": 0}
 
@@ -213,8 +214,13 @@ def _drain(block: bool) -> None:
 def check() -> None:
     """Raise VarlenError for the first broken call not reported yet. On CUDA this reads the
     violation records of every call made so far: run it after a synchronisation of your own
-    (the end of a step), or it waits for those kernels."""
+    (the end of a step), or it waits for those kernels. The launches of a captured CUDA graph
+    are read again at every check (their records are those of the last replay)."""
     _drain(block=True)
+    for p in _captured:
+        finding = _finding(p.reader(True), p.stage)
+        if finding is not None:
+            _raise_for(_Pending(p.call, p.stage, finding))
 
 
 def pending() -> int:
@@ -224,6 +230,9 @@ def pending() -> int:
 
 def _record(p: _Pending) -> None:
     if p.reader is None and p.finding is None:
+        return
+    if getattr(p.reader, "captured", False):
+        _captured.append(p)
         return
     _pending.append(p)
     if _policy["raise_at"] == "call":
@@ -280,6 +289,25 @@ def _tensor_arg(t: torch.Tensor) -> Tuple[int, ...]:
 
 def _cu_arg(t: torch.Tensor) -> Tuple[int, int]:
     return (t.data_ptr(), t.numel())
+
+
+def not_covered(q: Any) -> str:
+    """Why the checked kernels (or the CPU twin) do not run a call on q ("": they do)."""
+    if _native is None:
+        return "attn_doctor._native is not built"
+    if not isinstance(q, torch.Tensor) or q.dim() != 3:
+        return "q is not a (total, heads, head_dim) tensor"
+    if q.device.type == "cpu":
+        return "" if q.dtype in _ELEM else f"dtype {q.dtype}"
+    if q.device.type != "cuda":
+        return f"device {q.device.type}"
+    if not getattr(_native, "cuda_backend_built", False):
+        return "the extension was built without CUDA"
+    if q.dtype not in (torch.bfloat16, torch.float16):
+        return f"dtype {str(q.dtype).replace('torch.', '')} (checked on CUDA: bf16, fp16)"
+    if q.shape[-1] not in CUDA_HEAD_DIMS:
+        return f"head_dim {q.shape[-1]} (checked on CUDA: {', '.join(map(str, CUDA_HEAD_DIMS))})"
+    return ""
 
 
 def _on_cuda_path(q: torch.Tensor) -> bool:
@@ -521,6 +549,29 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
                                                 "flash_attn.varlen", torch.is_grad_enabled())
     if return_attn_probs:
         return out, lse, None
+    return out
+
+
+FLASH_ATTN_ARGUMENTS = frozenset(("q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k",
+                                  "dropout_p", "softmax_scale", "causal", "window_size", "softcap", "alibi_slopes",
+                                  "deterministic", "return_attn_probs", "block_table"))
+
+
+def torch_varlen_call(b: Dict[str, Any], a: Dict[str, Any]):
+    """varlen_attn's call (any release's signature: `a` as bound, `b` under flash-attn's names
+    with causal as the release computes it) on the checked kernels."""
+    q = b["q"]
+    scale = a.get("scale")
+    s = float(scale) if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    window = a.get("window_size") or (-1, -1)
+    causal = bool(b.get("causal"))
+    wl, wr = (-1, -1) if causal else (int(window[0]), int(window[1]))
+    out, lse = torch.ops.attn_doctor.varlen_fwd(q, b["k"], b["v"], b["cu_seqlens_q"], b["cu_seqlens_k"],
+                                                int(b["max_seqlen_q"]), int(b["max_seqlen_k"]), s, causal, wl, wr,
+                                                0.0, "torch.varlen_attn", torch.is_grad_enabled())
+    aux = a.get("return_aux")
+    if aux is not None and getattr(aux, "lse", False):
+        return out, lse
     return out
 
 

@@ -225,3 +225,48 @@ class TransformersTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+STANDIN = '''
+def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p=0.0,
+                           softmax_scale=None, causal=False, window_size=(-1, -1), softcap=0.0, alibi_slopes=None,
+                           deterministic=False, return_attn_probs=False, block_table=None):
+    raise RuntimeError("the stand-in flash_attn kernel ran")
+'''
+
+SCRIPT = '''
+import sys, torch
+import flash_attn
+torch.manual_seed(0)
+q = torch.randn(20, 2, 64)
+cu = torch.tensor([0, 5, 12, 20], dtype=torch.int32)
+out = flash_attn.flash_attn_varlen_func(q, q, q, cu, cu, 8, 8, causal=True)
+print("shape", tuple(out.shape), "finite", bool(torch.isfinite(out).all()))
+bad = torch.tensor([0, 5, 12, 26], dtype=torch.int32)
+flash_attn.flash_attn_varlen_func(q, q, q, bad, bad, 14, 14, causal=True)
+'''
+
+
+@NEEDS
+class GuardKernelsTest(unittest.TestCase):
+    def test_guard_kernels_swaps_flash_attn_under_an_unchanged_script(self):
+        import os
+        import subprocess
+        import sys
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            os.makedirs(os.path.join(tmp, "flash_attn"))
+            with open(os.path.join(tmp, "flash_attn", "__init__.py"), "w") as fh:
+                fh.write(STANDIN)
+            script = os.path.join(tmp, "train.py")
+            with open(script, "w") as fh:
+                fh.write(SCRIPT)
+            env = dict(os.environ)
+            env["PYTHONPATH"] = os.pathsep.join([tmp] + [p for p in sys.path if p])
+            proc = subprocess.run([sys.executable, "-m", "attn_doctor.guard", "--kernels", "--", sys.executable, script],
+                                  env=env, capture_output=True, text=True, timeout=600)
+        self.assertIn("shape (20, 2, 64) finite True", proc.stdout, proc.stderr)
+        self.assertNotIn("stand-in flash_attn kernel ran", proc.stderr)
+        self.assertIn("VarlenError", proc.stderr)
+        self.assertIn("cu_seqlens.total", proc.stderr)
+        self.assertEqual(proc.returncode, 1, proc.stderr)
