@@ -1,6 +1,6 @@
 """`attn_implementation="attn_doctor"`: transformers models on the checked kernels.
 
-    import attn_doctor.hf                     # registers the implementation (transformers >= 4.48)
+    import attn_doctor.hf                     # registers the implementation (transformers >= 4.51)
     model = AutoModelForCausalLM.from_pretrained(..., attn_implementation="attn_doctor")
 
 The attention function is registered with transformers' AttentionInterface and its mask with
@@ -14,7 +14,9 @@ _flash_attention_forward) it takes, in this order:
   - otherwise the dense batch as B segments of the same length (no host read).
 Every call goes through attn_doctor.ops.varlen_fwd (a custom op, autograd through varlen_bwd).
 The mask path and the position-ids path read values on the host (max_seqlen is an int), as
-transformers' own flash path does.
+transformers' own flash path does. Under torch.compile position ids are not inspected (that
+would break the graph): a packed batch is passed with the flash kwargs there
+(DataCollatorWithFlattening(return_flash_attn_kwargs=True) writes them).
 """
 import math
 from typing import Any, Optional
@@ -35,6 +37,10 @@ def _window(sliding_window: Optional[int], key_length: int):
 
 def _packed_position_ids(position_ids: Any, batch_size: int) -> bool:
     if position_ids is None or batch_size != 1 or position_ids.dim() != 2:
+        return False
+    if torch.compiler.is_compiling():
+        # reading the values would break the graph: under torch.compile a packed batch comes
+        # with the flash kwargs (cu_seq_lens_q/k, max_length_q/k), as the documentation says
         return False
     if position_ids.shape[1] < 2:
         return False
@@ -70,7 +76,7 @@ def attention_forward(module: Any, query: torch.Tensor, key: torch.Tensor, value
     causal = bool(is_causal if is_causal is not None else getattr(module, "is_causal", True))
     wl, wr = _window(sliding_window, Sk)
     cap = float(softcap or 0.0)
-    grad = torch.is_grad_enabled()
+    grad = ops._training(query, key, value)
 
     def run(qp, kp, vp, cu_q, cu_k, max_q, max_k):
         out, _ = torch.ops.attn_doctor.varlen_fwd(qp, kp, vp, cu_q, cu_k, int(max_q), int(max_k), scale, causal, wl,
@@ -115,7 +121,7 @@ def attention_forward(module: Any, query: torch.Tensor, key: torch.Tensor, value
 
 def register() -> bool:
     """Registers "attn_doctor" with transformers (idempotent); False when transformers has no
-    AttentionInterface (before 4.48)."""
+    AttentionInterface (4.50 and before)."""
     try:
         from transformers import AttentionInterface
     except ImportError:

@@ -415,6 +415,11 @@ def _backward(ctx, grad_out, grad_lse):
 varlen_fwd.register_autograd(_backward, setup_context=_setup_context)
 
 
+def _training(*tensors: torch.Tensor) -> bool:
+    """The call is a training step's (the report's pass): autograd records it."""
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
 def _int32(t: torch.Tensor) -> torch.Tensor:
     """cu_seqlens as the kernel reads them; another dtype was refused by the host check."""
     return t if t.dtype == torch.int32 else t.to(torch.int32)
@@ -546,7 +551,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     wl, wr = (int(window_size[0]), int(window_size[1])) if window_size is not None else (-1, -1)
     out, lse = torch.ops.attn_doctor.varlen_fwd(q, k, v, cu_seqlens_q, cu_seqlens_k, int(max_seqlen_q),
                                                 int(max_seqlen_k), scale, bool(causal), wl, wr, float(softcap or 0.0),
-                                                "flash_attn.varlen", torch.is_grad_enabled())
+                                                "flash_attn.varlen", _training(q, k, v))
     if return_attn_probs:
         return out, lse, None
     return out
@@ -568,7 +573,7 @@ def torch_varlen_call(b: Dict[str, Any], a: Dict[str, Any]):
     wl, wr = (-1, -1) if causal else (int(window[0]), int(window[1]))
     out, lse = torch.ops.attn_doctor.varlen_fwd(q, b["k"], b["v"], b["cu_seqlens_q"], b["cu_seqlens_k"],
                                                 int(b["max_seqlen_q"]), int(b["max_seqlen_k"]), s, causal, wl, wr,
-                                                0.0, "torch.varlen_attn", torch.is_grad_enabled())
+                                                0.0, "torch.varlen_attn", _training(q, b["k"], b["v"]))
     aux = a.get("return_aux")
     if aux is not None and getattr(aux, "lse", False):
         return out, lse
@@ -585,7 +590,7 @@ def varlen_attn(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, return_a
     causal = window == (-1, 0)
     wl, wr = (-1, -1) if causal else (int(window_size[0]), int(window_size[1]))
     out, lse = torch.ops.attn_doctor.varlen_fwd(query, key, value, cu_seq_q, cu_seq_k, int(max_q), int(max_k), s,
-                                                causal, wl, wr, 0.0, "torch.varlen_attn", torch.is_grad_enabled())
+                                                causal, wl, wr, 0.0, "torch.varlen_attn", _training(query, key, value))
     if return_aux is not None and getattr(return_aux, "lse", False):
         return out, lse
     return out
