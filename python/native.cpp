@@ -12,6 +12,7 @@
 // Paths are taken as the file system has them (str or bytes, os.fsencode: a name need not be
 // UTF-8); every string handed back (reports, messages) is valid UTF-8, ill-formed bytes
 // written as U+FFFD, so that no message or report turns into a UnicodeDecodeError.
+#include <cstring>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -22,12 +23,19 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
+#include <nanobind/stl/array.h>
 
 #include "batch/batch.hpp"
 #include "convert/convert.hpp"
 #include "doctor/doctor.hpp"
+#include "exec/cpu/direct.hpp"
 #include "render/render.hpp"
 #include "util/xml.hpp"
+#ifdef ATTN_DOCTOR_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "launch.hpp"
+#endif
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -127,6 +135,108 @@ GuardResult guard_check(const std::string& text, const std::string& origin, bool
   return std::make_tuple(errors, std::move(warnings), std::move(json));
 }
 
+
+// ---- attn_doctor.ops: one call on the caller's tensors ---------------------------------
+// A tensor crosses as (data_ptr, rows, heads, dim, stride0, stride1, stride2), strides in
+// elements; cu_seqlens as (data_ptr, entries) of int32. Python keeps the tensors alive for
+// the call; the GIL is released while the twins run.
+using TensorArg = std::array<int64_t, 7>;
+
+ad::direct::TensorView view_of(const TensorArg& t) {
+  ad::direct::TensorView v;
+  v.data = reinterpret_cast<const void*>(static_cast<uintptr_t>(t[0]));
+  v.rows = t[1], v.heads = t[2], v.dim = t[3];
+  v.stride[0] = t[4], v.stride[1] = t[5], v.stride[2] = t[6];
+  return v;
+}
+
+std::vector<int32_t> int32_values(int64_t ptr, int64_t n) {
+  const int32_t* p = reinterpret_cast<const int32_t*>(static_cast<uintptr_t>(ptr));
+  return n > 0 && p ? std::vector<int32_t>(p, p + n) : std::vector<int32_t>{};
+}
+
+ad::ElemType elem_of(int elem) {
+  if (elem < 0 || elem > 2) throw nb::value_error("elem: expected 0 (bf16), 1 (fp16) or 2 (fp32)");
+  return static_cast<ad::ElemType>(elem);
+}
+
+ad::direct::VarlenCall call_of(int elem, const TensorArg& q, const TensorArg& k, const TensorArg& v,
+                               const std::array<int64_t, 2>& cu_q, const std::array<int64_t, 2>& cu_k, int64_t max_q,
+                               int64_t max_k, float scale, float softcap, bool causal, int64_t wl, int64_t wr) {
+  ad::direct::VarlenCall c;
+  c.elem = elem_of(elem);
+  c.q = view_of(q), c.k = view_of(k), c.v = view_of(v);
+  c.cu_seqlens_q = int32_values(cu_q[0], cu_q[1]);
+  c.cu_seqlens_k = int32_values(cu_k[0], cu_k[1]);
+  c.max_seqlen_q = max_q, c.max_seqlen_k = max_k;
+  c.softmax_scale = scale, c.softcap = softcap, c.causal = causal;
+  c.window_left = wl, c.window_right = wr;
+  return c;
+}
+
+// A record as Python sees it: None when nothing was refused.
+nb::object record_dict(const ad::AccessRecord& r) {
+  if (r.count == 0) return nb::none();
+  nb::dict d;
+  d["count"] = r.count;
+  d["min_index"] = r.min_index;
+  if (r.has_first()) {
+    const ad::Access& a = r.first;
+    d["buffer"] = ad::to_string(a.buffer);
+    d["kind"] = ad::to_string(a.kind);
+    d["unit"] = ad::to_string(a.unit);
+    d["index"] = a.index;
+    d["bound"] = a.bound;
+    d["block"] = std::make_tuple(a.block[0], a.block[1], a.block[2]);
+    d["segment"] = a.segment;
+    d["row"] = a.row;
+    d["head"] = a.head;
+  }
+  return d;
+}
+
+const void* as_host(int64_t x) { return reinterpret_cast<const void*>(static_cast<uintptr_t>(x)); }
+
+nb::dict coverage_dict(const ad::direct::Coverage& c) {
+  nb::dict d;
+  d["unwritten"] = c.unwritten;
+  d["first_unwritten"] = c.first_unwritten;
+  d["overwritten"] = c.overwritten;
+  d["first_overwritten"] = c.first_overwritten;
+  return d;
+}
+
+#ifdef ATTN_DOCTOR_WITH_CUDA
+// ---- the checked CUDA kernels on the caller's device buffers -----------------------------
+// Operands contiguous (rows, heads, dim) on one device; cu_seqlens int32 on the device (their
+// values are never read here); `record`: device memory holding an empty AccessRecord, which
+// the checked launches fill; `stream`: the caller's current stream. Launches only: nothing
+// here synchronises (the launch's own configuration error is read with cudaGetLastError,
+// which does not wait).
+void* as_ptr(int64_t x) { return reinterpret_cast<void*>(static_cast<uintptr_t>(x)); }
+
+void set_cuda_call(ad::kern::VarlenParamsBase& p, int elem, const TensorArg& q, const TensorArg& k,
+                   const TensorArg& v, int64_t cu_q, int64_t cu_k, int32_t batch, int64_t max_q, int64_t max_k,
+                   float scale, float softcap, bool causal, int64_t wl, int64_t wr) {
+  for (const TensorArg* t : {&q, &k, &v})
+    if ((*t)[6] != 1 || (*t)[5] != (*t)[3] || (*t)[4] != (*t)[2] * (*t)[3])
+      throw nb::value_error("the checked CUDA kernels take contiguous (rows, heads, dim) operands");
+  ad::kern::set_varlen_call(
+      p, elem_of(elem), {as_ptr(q[0]), q[1], static_cast<int32_t>(q[2])},
+      {as_ptr(k[0]), k[1], static_cast<int32_t>(k[2])}, {as_ptr(v[0]), v[1], static_cast<int32_t>(v[2])},
+      {static_cast<const int32_t*>(as_ptr(cu_q)), int64_t(batch) + 1},
+      {static_cast<const int32_t*>(as_ptr(cu_k)), int64_t(batch) + 1},
+      {batch, static_cast<int32_t>(q[2]), static_cast<int32_t>(k[2]), static_cast<int32_t>(q[3]),
+       static_cast<int32_t>(max_q), static_cast<int32_t>(max_k)},
+      {scale, softcap, causal, static_cast<int32_t>(wl), static_cast<int32_t>(wr)});
+  p.lse_size = q[1] * q[2];
+}
+
+void launched() {
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA launch: ") + cudaGetErrorString(e));
+}
+#endif
 }  // namespace
 
 NB_MODULE(_native, m) {
@@ -201,4 +311,167 @@ NB_MODULE(_native, m) {
         "None when the call holds every static invariant, else (errors, [(id, message) of warnings], report JSON "
         "or None when there is no error); metadata_only: the document was written without the index tensors' "
         "values, keep the invariants that need none");
+  m.def(
+      "varlen_host_refusal",
+      [](int elem, const TensorArg& q, const TensorArg& k, const TensorArg& v, const std::array<int64_t, 2>& cu_q,
+         const std::array<int64_t, 2>& cu_k, int64_t max_q, int64_t max_k) {
+        // only metadata is read here: cu_seqlens' sizes, never their values
+        ad::direct::VarlenCall c = call_of(elem, q, k, v, {0, 0}, {0, 0}, max_q, max_k, 1.f, 0.f, false, -1, -1);
+        c.cu_seqlens_q.assign(static_cast<size_t>(std::max<int64_t>(cu_q[1], 0)), 0);
+        c.cu_seqlens_k.assign(static_cast<size_t>(std::max<int64_t>(cu_k[1], 0)), 0);
+        return ad::direct::host_refusal(c);
+      },
+      "elem"_a, "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "max_seqlen_q"_a, "max_seqlen_k"_a,
+      "what the release would refuse on the host for a call of this shape (\"\" when nothing)");
+  m.def(
+      "varlen_fwd_cpu",
+      [](int elem, const TensorArg& q, const TensorArg& k, const TensorArg& v, const std::array<int64_t, 2>& cu_q,
+         const std::array<int64_t, 2>& cu_k, int64_t max_q, int64_t max_k, float scale, float softcap, bool causal,
+         int64_t wl, int64_t wr, int64_t out, int64_t lse, int threads) {
+        const ad::direct::VarlenCall c = call_of(elem, q, k, v, cu_q, cu_k, max_q, max_k, scale, softcap, causal, wl, wr);
+        const std::string refused = ad::direct::host_refusal(c);
+        if (!refused.empty()) throw nb::value_error(refused.c_str());
+        ad::direct::ForwardResult r;
+        {
+          nb::gil_scoped_release release;
+          r = ad::direct::varlen_forward(c, reinterpret_cast<void*>(static_cast<uintptr_t>(out)),
+                                         reinterpret_cast<float*>(static_cast<uintptr_t>(lse)), threads);
+        }
+        nb::dict d;
+        d["access"] = record_dict(r.access);
+        d["rows"] = coverage_dict(r.rows);
+        return d;
+      },
+      "elem"_a, "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "max_seqlen_q"_a, "max_seqlen_k"_a, "scale"_a,
+      "softcap"_a, "causal"_a, "window_left"_a, "window_right"_a, "out"_a, "lse"_a, "threads"_a = 1,
+      "the checked varlen forward on CPU buffers (the CPU twin): writes out and lse, returns {access: refused "
+      "accesses or None, rows: output rows unwritten / written twice}");
+  m.def(
+      "varlen_bwd_cpu",
+      [](int elem, const TensorArg& q, const TensorArg& k, const TensorArg& v, const TensorArg& out,
+         const TensorArg& dout, int64_t lse, const std::array<int64_t, 2>& cu_q, const std::array<int64_t, 2>& cu_k,
+         int64_t max_q, int64_t max_k, float scale, float softcap, bool causal, int64_t wl, int64_t wr, int64_t dq,
+         int64_t dk, int64_t dv, int threads) {
+        const ad::direct::VarlenCall c = call_of(elem, q, k, v, cu_q, cu_k, max_q, max_k, scale, softcap, causal, wl, wr);
+        const std::string refused = ad::direct::host_refusal(c);
+        if (!refused.empty()) throw nb::value_error(refused.c_str());
+        auto ptr = [](int64_t x) { return reinterpret_cast<void*>(static_cast<uintptr_t>(x)); };
+        ad::direct::BackwardResult r;
+        {
+          nb::gil_scoped_release release;
+          r = ad::direct::varlen_backward(c, view_of(out), view_of(dout),
+                                          reinterpret_cast<const float*>(static_cast<uintptr_t>(lse)), ptr(dq), ptr(dk),
+                                          ptr(dv), threads);
+        }
+        ad::AccessRecord all = r.dot_do_o;
+        all.merge(r.dq_dk_dv);
+        all.merge(r.convert_dq);
+        nb::dict d;
+        d["access"] = record_dict(all);
+        d["launches"] = nb::make_tuple(record_dict(r.dot_do_o), record_dict(r.dq_dk_dv), record_dict(r.convert_dq));
+        d["dq_rows"] = coverage_dict(r.dq_rows);
+        d["dkv_rows"] = coverage_dict(r.dkv_rows);
+        return d;
+      },
+      "elem"_a, "q"_a, "k"_a, "v"_a, "out"_a, "dout"_a, "lse"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "max_seqlen_q"_a,
+      "max_seqlen_k"_a, "scale"_a, "softcap"_a, "causal"_a, "window_left"_a, "window_right"_a, "dq"_a, "dk"_a, "dv"_a,
+      "threads"_a = 1,
+      "the checked varlen backward on CPU buffers (the CPU twin's three launches and the group sum): writes dq, dk, "
+      "dv, returns the refused accesses (all, and per launch) and the rows no launch wrote");
+  // ---- the record (both builds: the layout is the contract's) ----
+  m.def("record_size", [] { return sizeof(ad::AccessRecord); }, "bytes of one AccessRecord");
+  m.def(
+      "empty_record",
+      [] {
+        const ad::AccessRecord r;
+        return nb::bytes(reinterpret_cast<const char*>(&r), sizeof(r));
+      },
+      "the bytes of an empty AccessRecord (what a record is reset to before a checked launch)");
+  m.def(
+      "parse_record",
+      [](int64_t ptr) {
+        ad::AccessRecord r;
+        std::memcpy(&r, as_host(ptr), sizeof(r));
+        return record_dict(r);
+      },
+      "ptr"_a, "the record at host address ptr (a pinned copy of a device record) as the CPU functions return it");
+#ifdef ATTN_DOCTOR_WITH_CUDA
+  m.def(
+      "varlen_fwd_cuda",
+      [](int elem, const TensorArg& q, const TensorArg& k, const TensorArg& v, int64_t cu_q, int64_t cu_k,
+         int32_t batch, int64_t max_q, int64_t max_k, float scale, float softcap, bool causal, int64_t wl, int64_t wr,
+         int64_t out, int64_t lse, int64_t record, int64_t stream, bool checked) {
+        ad::kern::VarlenFwdParams p;
+        set_cuda_call(p, elem, q, k, v, cu_q, cu_k, batch, max_q, max_k, scale, softcap, causal, wl, wr);
+        p.out = {as_ptr(out), q[1], static_cast<int32_t>(q[2])};
+        p.lse = static_cast<float*>(as_ptr(lse));
+        p.record = static_cast<ad::AccessRecord*>(as_ptr(record));
+        ad::kern::launch_varlen_fwd(p, checked ? ad::Checks::checked : ad::Checks::unchecked,
+                                    static_cast<cudaStream_t>(as_ptr(stream)));
+        launched();
+        return ad::kern::varlen_fwd_kernel_name(p, checked ? ad::Checks::checked : ad::Checks::unchecked);
+      },
+      "elem"_a, "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "batch"_a, "max_seqlen_q"_a,
+      "max_seqlen_k"_a, "scale"_a, "softcap"_a, "causal"_a, "window_left"_a, "window_right"_a, "out"_a, "lse"_a,
+      "record"_a, "stream"_a, "checked"_a = true,
+      "launches the varlen forward on `stream` (no synchronisation); returns the kernel's name");
+  m.def(
+      "varlen_bwd_workspace",
+      [](int64_t rows_q, int32_t heads, int32_t head_dim, int32_t batch, int64_t max_q, int64_t max_k) {
+        ad::kern::VarlenBwdParams p;
+        p.q.rows = rows_q;
+        p.num_heads = heads, p.num_heads_k = heads, p.head_dim = head_dim;
+        p.batch = batch;
+        p.max_seqlen_q = static_cast<int32_t>(max_q), p.max_seqlen_k = static_cast<int32_t>(max_k);
+        const ad::kern::BwdWorkspace w = ad::kern::varlen_bwd_workspace(p);
+        return std::make_tuple(w.softmax_d, w.dq_accum);
+      },
+      "rows_q"_a, "heads"_a, "head_dim"_a, "batch"_a, "max_seqlen_q"_a, "max_seqlen_k"_a,
+      "(softmax_d, dq_accum) fp32 elements the backward's workspaces take");
+  m.def(
+      "varlen_bwd_supported",
+      [](int elem, int32_t head_dim) {
+        ad::kern::VarlenBwdParams p;
+        p.elem = elem_of(elem);
+        p.head_dim = head_dim;
+        p.num_heads = p.num_heads_k = 1;
+        p.batch = 1;
+        p.max_seqlen_q = p.max_seqlen_k = 128;
+        return ad::kern::varlen_bwd_unsupported(p);
+      },
+      "elem"_a, "head_dim"_a, "why the checked backward cannot run this element type and head dim (\"\": it can)");
+  m.def(
+      "varlen_bwd_cuda",
+      [](int elem, const TensorArg& q, const TensorArg& k, const TensorArg& v, int64_t out, int64_t dout, int64_t lse,
+         int64_t dq, int64_t dk, int64_t dv, int64_t dk_expanded, int64_t dv_expanded, int64_t softmax_d,
+         int64_t dq_accum, int64_t cu_q, int64_t cu_k, int32_t batch, int64_t max_q, int64_t max_k, float scale,
+         float softcap, bool causal, int64_t wl, int64_t wr, int64_t record, int64_t stream, bool checked) {
+        ad::kern::VarlenBwdParams p;
+        set_cuda_call(p, elem, q, k, v, cu_q, cu_k, batch, max_q, max_k, scale, softcap, causal, wl, wr);
+        const int64_t rows_q = q[1], rows_k = k[1];
+        const int32_t heads = static_cast<int32_t>(q[2]), heads_k = static_cast<int32_t>(k[2]);
+        p.out = {as_ptr(out), rows_q, heads};
+        p.lse = static_cast<const float*>(as_ptr(lse));
+        p.dout = {as_ptr(dout), rows_q, heads};
+        p.dq = {as_ptr(dq), rows_q, heads};
+        const bool gqa = heads != heads_k;
+        p.dk = {as_ptr(gqa ? dk_expanded : dk), rows_k, gqa ? heads : heads_k};
+        p.dv = {as_ptr(gqa ? dv_expanded : dv), rows_k, gqa ? heads : heads_k};
+        p.dk_out = gqa ? as_ptr(dk) : nullptr;
+        p.dv_out = gqa ? as_ptr(dv) : nullptr;
+        const ad::kern::BwdWorkspace w = ad::kern::varlen_bwd_workspace(p);
+        p.softmax_d = static_cast<float*>(as_ptr(softmax_d));
+        p.softmax_d_size = w.softmax_d;
+        p.dq_accum = static_cast<float*>(as_ptr(dq_accum));
+        p.dq_accum_size = w.dq_accum;
+        p.record = static_cast<ad::AccessRecord*>(as_ptr(record));
+        ad::kern::launch_varlen_bwd(p, checked ? ad::Checks::checked : ad::Checks::unchecked,
+                                    static_cast<cudaStream_t>(as_ptr(stream)));
+        launched();
+      },
+      "elem"_a, "q"_a, "k"_a, "v"_a, "out"_a, "dout"_a, "lse"_a, "dq"_a, "dk"_a, "dv"_a, "dk_expanded"_a,
+      "dv_expanded"_a, "softmax_d"_a, "dq_accum"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "batch"_a, "max_seqlen_q"_a,
+      "max_seqlen_k"_a, "scale"_a, "softcap"_a, "causal"_a, "window_left"_a, "window_right"_a, "record"_a, "stream"_a,
+      "checked"_a = true, "launches the varlen backward's launches on `stream` (no synchronisation)");
+#endif
 }

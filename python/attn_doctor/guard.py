@@ -5,7 +5,7 @@
     with attn_doctor.guard():            # or attn_doctor.guard.install() for the whole process
         trainer.train()
 
-    python -m attn_doctor.guard [--no-sync] [--nested] [--strict] -- python train.py ...
+    python -m attn_doctor.guard [--no-sync] [--nested] [--strict] [--kernels] -- python train.py ...
 
 Before each hooked call (the capture's hooks: transformers' `_flash_attention_forward`,
 `flash_attn_varlen_func` / `flash_attn_func`, FLA's `RotaryEmbedding.forward`), the
@@ -76,12 +76,22 @@ class VarlenError(RuntimeError):
     batch       the batch document of the call: `err.save("call.json")` writes it, and
                 `attn-doctor check call.json` replays it
     entry       the hooked function, e.g. "flash_attn.flash_attn_varlen_func"
+    kernel      (attn_doctor.ops) what the checked kernel saw: the refused accesses and the rows
+                no launch wrote (NaN) or more than one segment wrote; empty when the host
+                check stopped the call
+    batch_file  (attn_doctor.ops) where the batch file was written, or None
+    ran         the call ran (attn_doctor.ops: on the checked kernels, every refused access
+                not performed) rather than being stopped before the kernel
     """
 
-    def __init__(self, report: Dict[str, Any], batch: Dict[str, Any], entry: str):
+    def __init__(self, report: Dict[str, Any], batch: Dict[str, Any], entry: str,
+                 kernel: Optional[List[str]] = None, batch_file: Optional[str] = None, ran: bool = False):
         self.report = report
         self.batch = batch
         self.entry = entry
+        self.kernel: List[str] = list(kernel or [])
+        self.batch_file = batch_file
+        self.ran = ran
         self.violation: Dict[str, Any] = report.get("first_violation") or {}
         self.prediction: Optional[Dict[str, Any]] = report.get("prediction")
         self.id: str = self.violation.get("id", "")
@@ -104,8 +114,15 @@ class VarlenError(RuntimeError):
             lines.append(line)
         if self.fix:
             lines.append(f"fix: {self.fix}")
-        lines.append(f"({errors} error(s) in all; the call was not run. err.report holds the report, "
-                     "err.save(PATH) writes the batch file for `attn-doctor check PATH`)")
+        for line in self.kernel:
+            lines.append(f"kernel: {line}")
+        if self.ran:
+            lines.append(f"({errors} error(s) in the report; the call ran on the checked kernels, no refused access "
+                         "performed; err.report holds the report"
+                         + (f", `attn-doctor check {self.batch_file}` replays it)" if self.batch_file else ")"))
+        else:
+            lines.append(f"({errors} error(s) in all; the call was not run. err.report holds the report, "
+                         "err.save(PATH) writes the batch file for `attn-doctor check PATH`)")
         return "\n".join(lines)
 
     def save(self, path: str) -> str:
@@ -129,16 +146,21 @@ class Guard:
     nested    also check kernel calls made inside a checked transformers call
     strict    warnings count as errors (raise)
     warnings  "log" (once per invariant, the default), "ignore"
+    kernels   run flash_attn_varlen_func and torch's varlen_attn on attn_doctor.ops (the checked
+              kernels: every access checked on the device, no host read of index values) where
+              they cover the call; other calls run the real kernel after the host check, and
+              say so once
     """
 
     def __init__(self, sync: bool = True, nested: bool = False, strict: bool = False,
-                 warnings: str = "log", cache_size: int = 64):
+                 warnings: str = "log", cache_size: int = 64, kernels: bool = False):
         if _native is None:
             raise RuntimeError("the guard needs attn_doctor's extension (attn_doctor._native); "
                                "install the package with `pip install .` from the attn-doctor repository")
         if warnings not in ("log", "ignore"):
             raise ValueError(f"warnings must be 'log' or 'ignore', not {warnings!r}")
         self.sync, self.nested, self.strict, self.warnings = sync, nested, strict, warnings
+        self.kernels = kernels
         self.cache_size = cache_size
         # counters: calls seen, checked by the extension, answered from the verdict cache,
         # checked without values (no sync), raised
@@ -196,6 +218,8 @@ class Guard:
         if inside_checked and not self.nested:
             return frame
         frame.checked = True
+        if self.kernels and self.kernel_for(kind, original, args, kwargs) is not None:
+            return frame  # the checked kernels check this call (on the device)
         try:
             self._check(kind, original, args, kwargs, module)
         except VarlenError:
@@ -279,6 +303,37 @@ class Guard:
             with self._lock:
                 self.stats["raised"] += 1
             raise VarlenError(json.loads(report), doc, entry)
+
+    _KERNEL_KINDS = ("flash_attn_varlen", "torch_varlen")
+
+    def kernel_for(self, kind: str, original: Any, args: tuple, kwargs: dict) -> Any:
+        """The attn_doctor.ops function that runs this call on the checked kernels, or None
+        (another entry, an argument they do not run, a tensor they do not cover: the real
+        kernel runs after the host check, and the first such call says so)."""
+        if kind not in self._KERNEL_KINDS:
+            return None
+        try:
+            from . import ops
+            a = records.bind_arguments(original, args, kwargs)
+        except Exception as exc:
+            self._warn_once(("kernels", "import"), f"--kernels: attn_doctor.ops unavailable ({exc!r})")
+            return None
+        q = a.get("q", a.get("query"))
+        why = ops.not_covered(q)
+        if kind == "flash_attn_varlen":
+            if a.get("dropout_p") or a.get("alibi_slopes") is not None or a.get("block_table") is not None:
+                why = why or "dropout, ALiBi or a paged KV cache"
+        elif a.get("seqused_k") is not None or a.get("block_table") is not None or a.get("num_splits"):
+            why = why or "seqused_k, block_table or num_splits"
+        if why:
+            self._warn_once(("kernels", kind, why), f"--kernels: a call into {ENTRY_NAMES.get(kind, kind)} runs the "
+                            f"real kernel with the host checks: {why}")
+            return None
+        if kind == "flash_attn_varlen":
+            return lambda *_a, **_k: ops.flash_attn_varlen_func(**{n: x for n, x in a.items()
+                                                                 if n in ops.FLASH_ATTN_ARGUMENTS})
+        b = records.torch_varlen_arguments(a)
+        return lambda *_a, **_k: ops.torch_varlen_call(b, a)
 
     def _warn_once(self, key: Any, message: str) -> None:
         if key in self._warned:
@@ -391,6 +446,9 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--nested", action="store_true",
                         help="also check kernel calls made inside a checked transformers call")
     parser.add_argument("--strict", action="store_true", help="warnings raise too")
+    parser.add_argument("--kernels", action="store_true",
+                        help="run flash_attn_varlen_func and torch's varlen_attn on attn-doctor's checked "
+                             "kernels (attn_doctor.ops): every access checked on the device, no host sync")
     parser.add_argument("--quiet-warnings", action="store_true", help="do not log warnings")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- followed by the command to run")
     args = parser.parse_args(list(argv))
@@ -412,6 +470,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     from .capture import bootstrap_environment
     config = {"sync": not args.no_sync, "nested": args.nested, "strict": args.strict,
               "warnings": "ignore" if args.quiet_warnings else "log"}
+    if args.kernels:
+        config["kernels"] = True
     env = bootstrap_environment(dict(os.environ))
     env["ATTN_DOCTOR_GUARD"] = json.dumps(config, sort_keys=True)
     try:

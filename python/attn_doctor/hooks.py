@@ -376,7 +376,10 @@ def _make_wrapper(original: Any, kind: str) -> Callable:
         try:
             if guard is not None:
                 token = guard._enter(kind, original, args, kwargs)
-            result = original(*args, **kwargs)
+            # the guard with kernels=True runs flash-attn's and torch's varlen calls on
+            # attn_doctor.ops (the checked kernels) where they cover the call
+            run = guard.kernel_for(kind, original, args, kwargs) if guard is not None and guard.kernels else None
+            result = (run or original)(*args, **kwargs)
         except BaseException as exc:
             if guard is not None:
                 guard._exit(token)

@@ -1,0 +1,256 @@
+"""attn_doctor.ops on a CUDA device: correctness against an fp32 reference, the three raise
+policies on a broken call, a CUDA-graph capture, torch.compile(fullgraph=True) of a tiny Llama
+on attn_implementation="attn_doctor", and the per-call cost of the no-sync violation readout
+(pinned ring + event, pinned ring + sentinel poll) against the same checked kernel without a
+readout and the unchecked kernel. Run by bench/gpu/ops_gpu.sh after it built the extension.
+Writes ops-gpu.json and prints a table."""
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+
+import torch
+
+import attn_doctor
+from attn_doctor import _cuda_ops, _native, ops
+
+
+def reference(q, k, v, cu, causal):
+    outs = []
+    g = q.shape[1] // k.shape[1]
+    for b in range(len(cu) - 1):
+        a, e = int(cu[b]), int(cu[b + 1])
+        qs = q[a:e].float().transpose(0, 1)
+        ks = k[a:e].float().transpose(0, 1).repeat_interleave(g, 0)
+        vs = v[a:e].float().transpose(0, 1).repeat_interleave(g, 0)
+        outs.append(torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, is_causal=causal).transpose(0, 1))
+    return torch.cat(outs)
+
+
+def rel(a, b):
+    return ((a.float() - b.float()).norm() / b.float().norm()).item()
+
+
+def correctness(results):
+    rows = []
+    for dtype in (torch.bfloat16, torch.float16):
+        for D in (64, 128):
+            for H, Hk in ((8, 8), (8, 2)):
+                torch.manual_seed(D + H + Hk)
+                lens = [37, 200, 5, 411, 128]
+                cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32, device="cuda")
+                T = sum(lens)
+                q = torch.randn(T, H, D, dtype=dtype, device="cuda", requires_grad=True)
+                k = torch.randn(T, Hk, D, dtype=dtype, device="cuda", requires_grad=True)
+                v = torch.randn(T, Hk, D, dtype=dtype, device="cuda", requires_grad=True)
+                out = ops.flash_attn_varlen_func(q, k, v, cu, cu, max(lens), max(lens), causal=True)
+                ref_in = [t.detach().float().requires_grad_() for t in (q, k, v)]
+                ref = reference(*ref_in, cu.cpu(), True)
+                g = torch.randn_like(out)
+                out.backward(g)
+                ref.backward(g.float())
+                torch.cuda.synchronize()
+                ops.check()
+                row = {"dtype": str(dtype).replace("torch.", ""), "head_dim": D, "heads": H, "kv_heads": Hk,
+                       "out_rel": rel(out, ref), "dq_rel": rel(q.grad, ref_in[0].grad),
+                       "dk_rel": rel(k.grad, ref_in[1].grad), "dv_rel": rel(v.grad, ref_in[2].grad)}
+                row["ok"] = all(row[x] < 2e-2 for x in ("out_rel", "dq_rel", "dk_rel", "dv_rel"))
+                rows.append(row)
+    results["correctness"] = rows
+    print("correctness:", sum(r["ok"] for r in rows), "of", len(rows), "within 2e-2 (relative L2, fp32 reference)")
+    for r in rows:
+        print("  ", r)
+
+
+def broken(results):
+    out = {}
+    T, H, D = 64, 4, 64
+    q = torch.randn(T, H, D, dtype=torch.bfloat16, device="cuda")
+    good = torch.tensor([0, 30, 64], dtype=torch.int32, device="cuda")
+    bad = torch.tensor([0, 30, 90], dtype=torch.int32, device="cuda")  # 26 rows past q
+    for policy in ("call", "step", "sync"):
+        ops.set_policy(policy)
+        ops._pending.clear()
+        where = None
+        try:
+            ops.flash_attn_varlen_func(q, q, q, bad, bad, 60, 60, causal=True)
+            where = "not at the call"
+            ops.flash_attn_varlen_func(q, q, q, good, good, 34, 34, causal=True)
+            torch.cuda.synchronize()
+            ops.flash_attn_varlen_func(q, q, q, good, good, 34, 34, causal=True)
+            where = "not at the next calls"
+            ops.check()
+            where = "never"
+        except attn_doctor.VarlenError as err:
+            out[policy] = {"raised": where or "at the call", "id": err.id, "kernel": err.kernel,
+                           "batch_file": err.batch_file, "text": str(err)}
+    ops.set_policy("step")
+    results["policies"] = out
+    for p, r in out.items():
+        print(f"policy {p}: raised {r['raised']}: {r['id']}; {r['kernel'][:1]}")
+
+
+def graphs(results):
+    ops.set_policy("sync")
+    ops._pending.clear()
+    T, H, D = 256, 8, 128
+    q = torch.randn(T, H, D, dtype=torch.bfloat16, device="cuda")
+    cu = torch.tensor([0, 100, 256], dtype=torch.int32, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            ops.flash_attn_varlen_func(q, q, q, cu, cu, 156, 156, causal=True)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    ops.check()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        out = ops.flash_attn_varlen_func(q, q, q, cu, cu, 156, 156, causal=True)
+    q.copy_(torch.randn_like(q))
+    g.replay()
+    torch.cuda.synchronize()
+    ops.check()
+    err_clean = rel(out, reference(q, q, q, cu.cpu(), True))
+    # the same graph, then cu_seqlens edited in place to run past q: the replay's record says so
+    cu.copy_(torch.tensor([0, 100, 300], dtype=torch.int32))
+    g.replay()
+    torch.cuda.synchronize()
+    caught = None
+    try:
+        ops.check()
+    except attn_doctor.VarlenError as err:
+        caught = err.kernel
+    ops._captured.clear()
+    ops.set_policy("step")
+    results["cuda_graph"] = {"replay_rel_err": err_clean, "broken_replay_caught": caught}
+    print("cuda graph: replay rel err", err_clean, "; broken replay:", caught)
+
+
+def compiled(results):
+    import attn_doctor.hf  # noqa: F401
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    cfg = dict(vocab_size=512, hidden_size=512, intermediate_size=1024, num_hidden_layers=2, num_attention_heads=8,
+               num_key_value_heads=2, max_position_embeddings=4096)
+    model = LlamaForCausalLM(LlamaConfig(attn_implementation="attn_doctor", **cfg)).cuda().to(torch.bfloat16)
+    ref = LlamaForCausalLM(LlamaConfig(attn_implementation="sdpa", **cfg)).cuda().to(torch.bfloat16)
+    ref.load_state_dict(model.state_dict())
+    lens = [300, 700, 24]
+    ids = torch.randint(0, 512, (1, sum(lens)), device="cuda")
+    pos = torch.cat([torch.arange(n) for n in lens])[None].cuda()
+    cu = torch.tensor([0, 300, 1000, 1024], dtype=torch.int32, device="cuda")
+    kw = dict(input_ids=ids, position_ids=pos, cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=700, max_length_k=700)
+    c = torch.compile(model, fullgraph=True)
+    t0 = time.time()
+    logits = c(**kw).logits
+    loss = torch.nn.functional.cross_entropy(logits[0, :-1].float(), ids[0, 1:])
+    loss.backward()
+    torch.cuda.synchronize()
+    compile_s = time.time() - t0
+    ops.check()
+    # sdpa on each sequence alone
+    parts, s = [], 0
+    for n in lens:
+        parts.append(ref(input_ids=ids[:, s:s + n]).logits)
+        s += n
+    ref_logits = torch.cat(parts, 1)
+    results["compile"] = {"fullgraph": True, "first_step_s": compile_s, "logits_rel_err": rel(logits, ref_logits),
+                          "loss": loss.item()}
+    print("torch.compile fullgraph:", results["compile"])
+
+
+def timing(results, iters=200):
+    rows = []
+    shapes = [("small", [512] * 4, 16, 16, 128), ("medium", [2048] * 8, 16, 16, 128), ("d64", [1024] * 8, 16, 16, 64)]
+    for name, lens, H, Hk, D in shapes:
+        T = sum(lens)
+        cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32, device="cuda")
+        q = torch.randn(T, H, D, dtype=torch.bfloat16, device="cuda")
+        k = torch.randn(T, Hk, D, dtype=torch.bfloat16, device="cuda")
+        v = torch.randn(T, Hk, D, dtype=torch.bfloat16, device="cuda")
+        out = torch.empty_like(q)
+        lse = torch.empty((H, T), dtype=torch.float32, device="cuda")
+        ring = _cuda_ops._ring(q.device)
+        rec = ring.empty.clone()
+        stream = torch.cuda.current_stream()
+        arg = _cuda_ops._arg
+        mx = max(lens)
+        scale = 1 / math.sqrt(D)
+
+        def bare(checked):
+            return lambda: _native.varlen_fwd_cuda(0, arg(q), arg(k), arg(v), cu.data_ptr(), cu.data_ptr(),
+                                                   len(lens), mx, mx, scale, 0.0, True, -1, -1, out.data_ptr(),
+                                                   lse.data_ptr(), rec.data_ptr(), stream.cuda_stream, checked)
+
+        def op(mode):
+            def f():
+                _cuda_ops.READOUT = mode
+                ops.flash_attn_varlen_func(q, k, v, cu, cu, mx, mx, causal=True)
+            return f
+
+        variants = [("unchecked kernel (no record)", bare(False)), ("checked kernel, record not read", bare(True)),
+                    ("op, readout event", op("event")), ("op, readout poll", op("poll"))]
+        try:
+            from torch.nn.attention.varlen import varlen_attn
+            variants.append(("torch varlen_attn (FA2)", lambda: varlen_attn(q, k, v, cu, cu, mx, mx,
+                                                                            window_size=(-1, 0))))
+        except Exception:
+            pass
+        for label, fn in variants:
+            for _ in range(10):
+                fn()
+            torch.cuda.synchronize()
+            ops.check()
+            dev, wall = [], []
+            for _ in range(5):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                t0 = time.perf_counter()
+                a.record()
+                for _ in range(iters):
+                    fn()
+                b.record()
+                b.synchronize()
+                wall.append((time.perf_counter() - t0) / iters * 1e6)
+                dev.append(a.elapsed_time(b) / iters * 1e3)
+                ops.check()
+            rows.append({"shape": name, "tokens": T, "heads": H, "head_dim": D, "variant": label,
+                         "us_per_call_stream": statistics.median(dev), "us_per_call_wall": statistics.median(wall),
+                         "spread_stream": max(dev) - min(dev)})
+    _cuda_ops.READOUT = "poll"
+    results["timing"] = rows
+    print(f"{'shape':8} {'variant':34} {'us/call (stream)':>17} {'us/call (host)':>15}")
+    for r in rows:
+        print(f"{r['shape']:8} {r['variant']:34} {r['us_per_call_stream']:17.1f} {r['us_per_call_wall']:15.1f}")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", default=".")
+    args = parser.parse_args()
+    results = {"device": torch.cuda.get_device_name(), "torch": torch.__version__,
+               "cuda_backend_built": _native.cuda_backend_built}
+    try:
+        import transformers
+        results["transformers"] = transformers.__version__
+    except ImportError:
+        pass
+    print(results)
+    status = 0
+    for step in (correctness, broken, graphs, compiled, timing):
+        try:
+            step(results)
+        except Exception as exc:
+            import traceback
+            traceback.print_exc()
+            results.setdefault("failed", []).append(f"{step.__name__}: {exc!r}")
+            status = 1
+        with open(f"{args.out}/ops-gpu.json", "w") as fh:
+            json.dump(results, fh, indent=1)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

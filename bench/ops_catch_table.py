@@ -1,0 +1,203 @@
+"""What attn_doctor.ops catches of the oracle's cases, and where.
+
+For each case of tests/golden/oracle (the outcomes measured on an H100 with the real stack),
+the effective varlen call its batch file makes (the report's `varlen` block: what the replayed
+release passes to the kernel) runs through the backend on random inputs of the batch's shape
+and dtype, forward and, for a training case, backward:
+  - caught in a kernel: the launch refused an access (which buffer, row) or left output rows
+    unwritten / wrote a row from two segments;
+  - caught on the host: the static checks raise an error-severity violation for the call (what
+    the ops run before launching on CPU tensors, and the guard runs on any);
+  - missed: neither.
+Runs the CPU twin (the same contract as the CUDA kernels, exact), in this process:
+
+    ATTN_DOCTOR_NATIVE_DIR=build/python/attn_doctor PYTHONPATH=python python bench/ops_catch_table.py \
+        --json bench/results/ops-catch-cpu-2026-11-27.json --markdown docs/backend-catch.md
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+
+import torch
+
+from attn_doctor import _native, ops
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+LIMIT = 1 << 26  # elements of q: larger calls are not run here (said per case)
+
+
+def _max(x):
+    """max_seqlen as the batch's varlen block gives it: an int, or {"tensor": int} (0-d)."""
+    return int(x["tensor"] if isinstance(x, dict) else x)
+
+
+def _arg(t):
+    return (t.data_ptr(), t.shape[0], t.shape[1], t.shape[2], t.stride(0), t.stride(1), t.stride(2))
+
+
+def run_case(path):
+    case = json.load(open(path))
+    row = {"case": case["id"], "forward": (case.get("forward") or {}).get("outcome"),
+           "backward": (case.get("backward") or {}).get("outcome")}
+    batch_path = os.path.join(ROOT, case["batch"])
+    batch = json.load(open(batch_path))
+    _, text = _native.check_file(batch_path, backend="none", format="json", full=True)
+    report = json.loads(text)
+    errors = [v for v in report.get("violations", []) if v.get("severity") == "error"]
+    row["host"] = errors[0]["id"] if errors else None
+    varlen = report.get("varlen") or {}
+    model = batch.get("model", {})
+    if varlen.get("seqused_k") is not None:
+        row["kernel"] = None
+        row["note"] = "not run: the ops take no seqused_k (flash_attn_varlen_func's Python signature has none)"
+        return row
+    if varlen.get("max_seqlen_q") is None or varlen.get("max_seqlen_k") is None:
+        row["kernel"] = None
+        row["note"] = "no max_seqlen reaches the kernel call (the release raises first)"
+        return row
+    if not varlen.get("cu_seqlens_q") or "total_q" not in varlen:
+        row["kernel"] = None
+        row["note"] = "no varlen kernel call to run (the release raises first, or not a varlen call)"
+        return row
+    H, Hk, D = model.get("num_heads"), model.get("num_kv_heads", model.get("num_heads")), model.get("head_dim")
+    dtype = _DTYPES.get(model.get("dtype", "bf16"), torch.bfloat16)
+    tq, tk = int(varlen["total_q"]), int(varlen.get("total_k", varlen["total_q"]))
+    if tq * H * D > LIMIT or tk * Hk * D > LIMIT:
+        row["kernel"] = None
+        row["note"] = f"not run here: {tq} x {H} x {D} elements"
+        return row
+    refusal = _native.varlen_host_refusal(2, (0, tq, H, D, H * D, D, 1), (0, tk, Hk, D, Hk * D, D, 1),
+                                          (0, tk, Hk, D, Hk * D, D, 1), (0, len(varlen["cu_seqlens_q"])),
+                                          (0, len(varlen.get("cu_seqlens_k", varlen["cu_seqlens_q"]))),
+                                          _max(varlen.get("max_seqlen_q")), _max(varlen.get("max_seqlen_k")))
+    if refusal:
+        row["kernel"] = None
+        row["note"] = f"the launch is refused on the host: {refusal}"
+        return row
+    torch.manual_seed(0)
+    q = torch.randn(tq, H, D).to(dtype)
+    k = torch.randn(tk, Hk, D).to(dtype)
+    v = torch.randn(tk, Hk, D).to(dtype)
+    cu_q = torch.tensor(varlen["cu_seqlens_q"], dtype=torch.int64).clamp(-2**31, 2**31 - 1).to(torch.int32)
+    cu_k = torch.tensor(varlen.get("cu_seqlens_k", varlen["cu_seqlens_q"]), dtype=torch.int64)
+    cu_k = cu_k.clamp(-2**31, 2**31 - 1).to(torch.int32)
+    window = varlen.get("window_size") or [-1, -1]
+    causal = bool(varlen.get("causal", model.get("causal", False)))
+    softcap = float(varlen.get("softcap") or model.get("softcap") or 0.0)
+    scale = 1.0 / math.sqrt(D)
+    mq, mk = _max(varlen.get("max_seqlen_q")), _max(varlen.get("max_seqlen_k"))
+    call = ops._Call("flash_attn.varlen", q, k, v, cu_q, cu_k, mq, mk, scale, causal, tuple(window), softcap,
+                     "training" if batch.get("pass") == "training" else "inference")
+    try:
+        ops._static_check(call)
+        row["ops_host"] = None
+    except Exception as err:  # VarlenError: what the ops raise before launching on CPU tensors
+        row["ops_host"] = getattr(err, "id", repr(err))
+    out = torch.empty_like(q)
+    lse = torch.empty((H, tq), dtype=torch.float32)
+    elem = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}[dtype]
+    fwd = _native.varlen_fwd_cpu(elem, _arg(q), _arg(k), _arg(v), (cu_q.data_ptr(), cu_q.numel()),
+                                 (cu_k.data_ptr(), cu_k.numel()), mq, mk, scale, softcap, causal, int(window[0]),
+                                 int(window[1]), out.data_ptr(), lse.data_ptr(), torch.get_num_threads())
+    finding = ops._finding(fwd, "forward")
+    seen = []
+    if finding:
+        if finding["access"]:
+            a = finding["access"]
+            seen.append(f"forward: {a['count']} refused, first {a['kind']} of {a['buffer']} row {a['row']}")
+        seen += [f"forward: {x}" for x in finding["rows"]]
+    if batch.get("pass") == "training" and row["backward"] is not None:
+        dout = torch.randn_like(q)
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        bwd = _native.varlen_bwd_cpu(elem, _arg(q), _arg(k), _arg(v), _arg(out), _arg(dout), lse.data_ptr(),
+                                     (cu_q.data_ptr(), cu_q.numel()), (cu_k.data_ptr(), cu_k.numel()), mq, mk, scale,
+                                     softcap, causal, int(window[0]), int(window[1]), dq.data_ptr(), dk.data_ptr(),
+                                     dv.data_ptr(), torch.get_num_threads())
+        finding = ops._finding(bwd, "backward")
+        if finding:
+            if finding["access"]:
+                a = finding["access"]
+                seen.append(f"backward: {a['count']} refused, first {a['kind']} of {a['buffer']} row {a['row']}")
+            seen += [f"backward: {x}" for x in finding["rows"]]
+    row["kernel"] = "; ".join(seen) or None
+    return row
+
+
+def verdict(row):
+    bad = {row["forward"], row["backward"]} - {"ok", None}
+    if row["kernel"] and row["host"]:
+        where = "kernel and host"
+    elif row["kernel"]:
+        where = "kernel"
+    elif row["host"]:
+        where = "host"
+    elif row.get("note", "").startswith("not run"):
+        where = "not run"
+    else:
+        where = "missed" if bad else "clean"
+    return where
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--json")
+    parser.add_argument("--markdown")
+    args = parser.parse_args()
+    rows = []
+    for path in sorted(glob.glob(os.path.join(ROOT, "tests/golden/oracle/*.json"))):
+        if path.endswith("RUN.json"):
+            continue
+        try:
+            row = run_case(path)
+        except Exception as exc:
+            row = {"case": os.path.basename(path)[:-5], "error": repr(exc)}
+        row["where"] = verdict(row) if "error" not in row else "error"
+        rows.append(row)
+        print(f"{row['case']:60} {row.get('forward')!s:14} {row.get('backward')!s:15} {row['where']}", flush=True)
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump({"command": " ".join(sys.argv), "torch": torch.__version__, "rows": rows}, fh, indent=1)
+    if args.markdown:
+        write_markdown(args.markdown, rows)
+
+
+def write_markdown(path, rows):
+    silent = ("out_of_bounds", "wrong_output", "wrong_gradient")
+    lines = []
+    count = {}
+    for r in rows:
+        key = r["where"]
+        count[key] = count.get(key, 0) + 1
+    lines.append("| case | oracle: forward | oracle: backward | caught | in the kernel | on the host: the batch | on the host: the kernel call |")
+    lines.append("|---|---|---|---|---|---|---|")
+    for r in rows:
+        if r.get("forward") == "ok" and r.get("backward") in ("ok", None) and r["where"] == "clean":
+            continue
+        lines.append(f"| `{r['case']}` | {r.get('forward')} | {r.get('backward')} | {r['where']} | "
+                     f"{(r.get('kernel') or r.get('note') or r.get('error') or '').replace('|', '/')} | "
+                     f"{'`' + r['host'] + '`' if r.get('host') else ''} | "
+                     f"{'`' + r['ops_host'] + '`' if r.get('ops_host') else ''} |")
+    silent_rows = [r for r in rows if r.get("forward") in silent or r.get("backward") in silent]
+    missed = [r["case"] for r in silent_rows if r["where"] in ("missed", "clean", "not run")]
+    healthy = [r for r in rows if r.get("forward") == "ok" and r.get("backward") in ("ok", None)]
+    false_alarm = [r["case"] for r in healthy if r["where"] in ("kernel", "host", "kernel and host")]
+    with open(path) as fh:
+        text = fh.read()
+    begin, end = "<!-- BEGIN GENERATED: bench/ops_catch_table.py -->", "<!-- END GENERATED -->"
+    body = "\n".join([begin, "",
+                      f"{len(rows)} oracle cases; silent outcomes (out_of_bounds, wrong_output, wrong_gradient): "
+                      f"{len(silent_rows)}, missed: {len(missed)}" + (f" ({', '.join(missed)})" if missed else "") +
+                      f". Healthy cases ({len(healthy)}) flagged: {len(false_alarm)}"
+                      + (f" ({', '.join(false_alarm)})" if false_alarm else "") + ".", "",
+                      *lines, "", end])
+    text = text[:text.index(begin)] + body + text[text.index(end) + len(end):]
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+if __name__ == "__main__":
+    main()
