@@ -10,14 +10,20 @@
     with attn_doctor.capture("captures"):          # write the first failing call as a batch
         trainer.train()                            # file, and diagnose it
 
+    from attn_doctor import ops                    # train on the checked kernels (needs torch):
+    out = ops.flash_attn_varlen_func(q, k, v, cu_q, cu_k, max_q, max_k, causal=True)
+    import attn_doctor.hf                          # attn_implementation="attn_doctor"
+
 or, without touching the script:
 
     python -m attn_doctor.guard -- python train.py ...
+    python -m attn_doctor.guard --kernels -- python train.py ...   # on the checked kernels
     python -m attn_doctor.capture --out captures -- python train.py ...
     python -m attn_doctor check captures/call-000003.json      # the attn-doctor binary
 
 torch, transformers, flash-attn and flash-linear-attention are never imported here: the
-hooks attach to whichever of them the run loads.
+hooks attach to whichever of them the run loads (attn_doctor.ops and attn_doctor.hf import
+torch, and transformers, when imported themselves).
 """
 import os as _os
 import re as _re

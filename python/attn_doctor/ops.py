@@ -325,7 +325,7 @@ def varlen_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: 
     with _lock:
         stats["calls"] += 1
     call = _Call(api, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                 (window_left, window_right), softcap, "training" if training else "inference")
+                 (window_left, window_right), softcap, "training" if training else "forward")
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
     if q.device.type == "cpu" and _native is not None and q.dtype in _ELEM:
