@@ -6,7 +6,6 @@
 #include "vocab/signature.hpp"
 
 #include <algorithm>
-#include <array>
 
 namespace ad {
 
@@ -129,7 +128,8 @@ constexpr Parameter kFa4Dense_b32[] = {
 constexpr std::string_view kFa3Source = "flash_attn_3 3.0.0b1 hopper/flash_attn_interface.py";
 
 // clang-format off
-const std::array<Signature, 14> kSignatures = {{
+// Appended per API; an API's tables in release order.
+const Signature kSignatures[] = {
     {Api::flash_attn_3_varlen, "", kFa3Source, kFa3Varlen},
     {Api::flash_attn_3_dense, "", kFa3Source, kFa3Dense},
     {Api::flash_attn_4_varlen, "4.0.0b4", "flash-attn-4 4.0.0b4 flash_attn/cute/interface.py (same through 4.0.0b8)", kFa4Varlen_b4},
@@ -144,7 +144,7 @@ const std::array<Signature, 14> kSignatures = {{
     {Api::flash_attn_4_dense, "4.0.0b11", "flash-attn-4 4.0.0b11 flash_attn/cute/interface.py (same through 4.0.0b16)", kFa4Dense_b11},
     {Api::flash_attn_4_dense, "4.0.0b17", "flash-attn-4 4.0.0b17 flash_attn/cute/interface.py (same through 4.0.0b31)", kFa4Dense_b17},
     {Api::flash_attn_4_dense, "4.0.0b32", "flash-attn-4 4.0.0b32 flash_attn/cute/interface.py (same through 4.0.0b36)", kFa4Dense_b32},
-}};
+};
 // clang-format on
 
 std::string py_quote(std::string_view s) { return "'" + std::string(s) + "'"; }
