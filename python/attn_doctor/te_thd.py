@@ -7,11 +7,14 @@ with the API `transformer_engine.dot_product_attention`, the padded offsets and
 ran under context parallelism. The capture's hook (hooks.py, entry kind "te_dpa") calls it; a
 ring-attention script that reproduces TE's sharding can call it directly for each rank.
 
-torch is never imported here: tensors are read through their own methods.
+torch is imported only to ask a process group for its rank and size.
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Dict, List, Optional, Sequence
+
+from . import _tensors as T
 
 API = "transformer_engine.dot_product_attention"
 
@@ -25,31 +28,33 @@ FORWARD_PARAMETERS = (
 )
 
 
-def _ints(t: Any) -> Optional[List[int]]:
+def _ints(t: Any, read: Any = None) -> Optional[List[int]]:
+    """A 1-D index tensor's values (through `read`, the capture's host cache, when given)."""
     if t is None:
         return None
-    if hasattr(t, "detach"):
-        t = t.detach()
-        if hasattr(t, "cpu"):
-            t = t.cpu()
-        return [int(x) for x in t.reshape(-1).tolist()]
+    if T.is_tensor(t):
+        return [int(x) for x in (read(t) if read is not None else T.flatten(T.host_list(t)))]
     return [int(x) for x in t]
 
 
-def _dtype_name(t: Any) -> Optional[str]:
-    d = getattr(t, "dtype", None)
-    if d is None:
-        return None
-    return {"torch.int32": "int32", "torch.int64": "int64", "torch.bfloat16": "bf16",
-            "torch.float16": "fp16", "torch.float32": "fp32"}.get(str(d), str(d).replace("torch.", ""))
-
-
 def _scalar(x: Any) -> Optional[int]:
-    if x is None:
-        return None
-    if hasattr(x, "item"):
-        return int(x.item())
-    return int(x)
+    value, _ = T.scalar_arg(x)
+    return value
+
+
+_CALLS = threading.local()
+
+
+def next_call() -> int:
+    """Count one DotProductAttention call of this thread (the hook calls it before the guard
+    and the capture see the call): the n-th call of every rank gets the same call id."""
+    n = getattr(_CALLS, "n", 0) + 1
+    _CALLS.n = n
+    return n
+
+
+def current_call() -> int:
+    return getattr(_CALLS, "n", 0)
 
 
 def thd_call_document(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_kv: Any,
@@ -59,43 +64,46 @@ def thd_call_document(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_kv: 
                       cp_size: int = 1, cp_rank: int = 0, cp_comm_type: str = "p2p",
                       call: Optional[str] = None, chunks: Optional[Sequence[Sequence[int]]] = None,
                       versions: Optional[Dict[str, str]] = None, name: Optional[str] = None,
-                      description: Optional[str] = None) -> Dict[str, Any]:
+                      description: Optional[str] = None, read: Any = None) -> Dict[str, Any]:
     """The batch document of one THD call on one rank. The values are the ones the call
     received (global offsets under context parallelism, as TE takes them); `chunks`, when the
     caller knows it, lists for each sequence the chunk indices (of 2*cp_size) this rank's rows
     hold."""
-    shape_q = list(q.shape)
-    shape_k = list(k.shape)
+    shape_q, shape_k = T.shape(q), T.shape(k)
     if len(shape_q) != 3 or len(shape_k) != 3:
         raise ValueError(f"qkv_format='thd' takes 3-D q, k, v ([t, h, d]); got q {shape_q}, k {shape_k}")
-    varlen: Dict[str, Any] = {"api": API, "cu_seqlens_q": _ints(cu_seqlens_q)}
-    if cu_seqlens_kv is not None and _ints(cu_seqlens_kv) != varlen["cu_seqlens_q"]:
-        varlen["cu_seqlens_k"] = _ints(cu_seqlens_kv)
+    cu_q, cu_kv = _ints(cu_seqlens_q, read), _ints(cu_seqlens_kv, read)
+    varlen: Dict[str, Any] = {"api": API, "cu_seqlens_q": cu_q}
+    if cu_kv is not None and cu_kv != cu_q:
+        varlen["cu_seqlens_k"] = cu_kv
     if cu_seqlens_q_padded is not None:
-        varlen["cu_seqlens_q_padded"] = _ints(cu_seqlens_q_padded)
+        varlen["cu_seqlens_q_padded"] = _ints(cu_seqlens_q_padded, read)
     if cu_seqlens_kv_padded is not None:
-        varlen["cu_seqlens_kv_padded"] = _ints(cu_seqlens_kv_padded)
+        varlen["cu_seqlens_kv_padded"] = _ints(cu_seqlens_kv_padded, read)
     if max_seqlen_q is not None:
         varlen["max_seqlen_q"] = _scalar(max_seqlen_q)
     if max_seqlen_kv is not None:
         varlen["max_seqlen_k"] = _scalar(max_seqlen_kv)
-    varlen["total_q"] = int(shape_q[0])
-    varlen["total_k"] = int(shape_k[0])
+    varlen["total_q"] = shape_q[0]
+    varlen["total_k"] = shape_k[0]
     if pad_between_seqs is not None:
         varlen["pad_between_seqs"] = bool(pad_between_seqs)
+    if attn_mask_type:
+        varlen["attn_mask_type"] = attn_mask_type
     tensors: Dict[str, Any] = {}
     for key, t in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_kv)):
-        dt = _dtype_name(t)
-        if dt is not None and dt != "int32":
-            tensors[key] = {"dtype": dt}
-    env: Dict[str, Any] = {"device": str(getattr(q, "device", "cuda:0"))}
+        if T.is_tensor(t) and T.dtype_name(t) != "int32":
+            tensors[key] = {"dtype": T.dtype_name(t)}
+    env: Dict[str, Any] = {}
     for lib, version in sorted((versions or {}).items()):
         env[lib] = version
+    env["device"] = T.device_name(q)
+    dtype = T.dtype_name(q)
     model = {
-        "num_heads": int(shape_q[1]),
-        "num_kv_heads": int(shape_k[1]),
-        "head_dim": int(shape_q[2]),
-        "dtype": _dtype_name(q) or "bf16",
+        "num_heads": shape_q[1],
+        "num_kv_heads": shape_k[1],
+        "head_dim": shape_q[2],
+        "dtype": dtype if dtype in T.MODEL_DTYPES else "fp32",
         "causal": "causal" in (attn_mask_type or ""),
     }
     doc: Dict[str, Any] = {
@@ -120,23 +128,45 @@ def thd_call_document(q: Any, k: Any, v: Any, cu_seqlens_q: Any, cu_seqlens_kv: 
 
 
 def process_group_facts(cp_group: Any) -> Dict[str, int]:
-    """cp_size and cp_rank of a torch.distributed process group (size 1, rank 0 when there is
-    none, or when torch.distributed is not initialised)."""
-    if cp_group is None:
-        return {"cp_size": 1, "cp_rank": 0}
-    if isinstance(cp_group, (list, tuple)):  # "a2a+p2p": [a2a group, p2p group]
-        size, rank = 1, 0
-        for g in cp_group:
-            f = process_group_facts(g)
-            rank = rank * f["cp_size"] + f["cp_rank"]
-            size *= f["cp_size"]
-        return {"cp_size": size, "cp_rank": rank}
-    try:
-        import torch.distributed as dist  # only when a group was passed: torch is loaded
-        if dist.is_available() and dist.is_initialized():
-            return {"cp_size": int(dist.get_world_size(cp_group)), "cp_rank": int(dist.get_rank(cp_group))}
-    except Exception:
-        pass
-    size = getattr(cp_group, "size", None)
-    rank = getattr(cp_group, "rank", None)
-    return {"cp_size": int(size() if callable(size) else 1), "cp_rank": int(rank() if callable(rank) else 0)}
+    """cp_size and cp_rank of a torch.distributed process group: size 1, rank 0 without one.
+    A list of groups ("a2a+p2p") multiplies the sizes; TE rejects thd there, so its rank is
+    the last group's (recorded, not used by any check)."""
+    groups = list(cp_group) if isinstance(cp_group, (list, tuple)) else [cp_group]
+    size, rank = 1, 0
+    for g in groups:
+        if g is None:
+            continue
+        try:
+            import torch.distributed as dist  # torch is loaded: a group was passed
+            if dist.is_available() and dist.is_initialized():
+                size *= int(dist.get_world_size(g))
+                rank = int(dist.get_rank(g))
+                continue
+        except Exception:
+            pass
+        n, r = getattr(g, "size", None), getattr(g, "rank", None)
+        size *= int(n() if callable(n) else 1)
+        rank = int(r() if callable(r) else 0)
+    return {"cp_size": size, "cp_rank": rank}
+
+
+def te_dpa_call(ctx: Any, a: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    """The capture's and the guard's builder for `DotProductAttention.forward(self, query_layer,
+    key_layer, value_layer, ..., qkv_format, cu_seqlens_q, ...)`: the document of a THD call,
+    None for any other format (not recorded, not checked)."""
+    module = a.get("self")
+    qkv_format = a.get("qkv_format") or getattr(module, "qkv_format", None)
+    if qkv_format != "thd":
+        return None
+    q, k = a.get("query_layer"), a.get("key_layer")
+    facts = process_group_facts(getattr(module, "cp_group", None))
+    mask_type = a.get("attn_mask_type") or getattr(module, "attn_mask_type", None)
+    versions = dict(getattr(ctx, "versions", {}) or {})
+    doc = thd_call_document(
+        q, k, a.get("value_layer"), a.get("cu_seqlens_q"), a.get("cu_seqlens_kv"),
+        a.get("cu_seqlens_q_padded"), a.get("cu_seqlens_kv_padded"), a.get("max_seqlen_q"), a.get("max_seqlen_kv"),
+        attn_mask_type=mask_type, pad_between_seqs=a.get("pad_between_seqs"), cp_size=facts["cp_size"],
+        cp_rank=facts["cp_rank"], cp_comm_type=getattr(module, "cp_comm_type", None) or "p2p",
+        call=f"te-dpa-{current_call()}", versions=versions, name=getattr(ctx, "name", "") or None,
+        description=getattr(ctx, "description", "") or None, read=ctx.cache.get)
+    return doc
