@@ -832,7 +832,7 @@ const std::vector<Invariant>& table() {
        .fix = "Pad every sequence to a multiple of 2 x CP and pass the padded offsets as cu_seqlens_q_padded/"
               "cu_seqlens_kv_padded (Megatron's pad_seq_to_mult; TE's own CP tests do the same).",
        .references = {"NVIDIA/TransformerEngine#1930", "NVIDIA/TransformerEngine PR#2129",
-                      "NVIDIA/TransformerEngine v2.12 .../context_parallel.py (get_seq_chunk_ids_for_reordering, "
+                      "NVIDIA/TransformerEngine v2.12 .../context_parallel.py (get_seq_chunk_ids_for_reordering_after_attn, "
                       "AttnFuncWithCPAndKVP2P)"},
        .upstream_message = "",
        .check = checks::te_cp_padding_multiple,
@@ -886,7 +886,7 @@ const std::vector<Invariant>& table() {
            "causal structure while some chunks are held twice and others by nobody.",
        .fix = "Reorder the tokens with TE's thd_get_partitioned_indices (or Megatron's get_batch_on_this_cp_rank) "
               "before the forward.",
-       .references = {"NVIDIA/TransformerEngine v2.12 .../context_parallel.py (get_seq_chunk_ids_for_reordering)",
+       .references = {"NVIDIA/TransformerEngine v2.12 .../context_parallel.py (get_seq_chunk_ids_for_reordering_after_attn)",
                       "NVIDIA/TransformerEngine PR#2129 (get_thd_batch_on_this_cp_rank)"},
        .upstream_message = "",
        .check = checks::te_cp_chunks,

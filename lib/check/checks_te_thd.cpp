@@ -1,7 +1,7 @@
 // Static: Transformer Engine's DotProductAttention with qkv_format "thd" (ids 50-55), per
 // docs/spec/transformer-engine-thd.md. Each check reads the batch's varlen block (the call as
-// TE received it: global offsets under context parallelism) and, for 53-55, its
-// context_parallel block. Linear in the number of sequences.
+// TE received it: global offsets under context parallelism) and, for 52-55, its
+// context_parallel block (56, te.cp_group, is te_thd.cpp's group check). Linear in the number of sequences.
 #include <string>
 #include <vector>
 
@@ -35,8 +35,9 @@ void te_thd_arguments(Ctx& ctx) {
   if (!v) return;
   const auto& release = ctx.batch.environment.transformer_engine;
   if (const auto failed = te_thd_host_check(ctx.batch)) {
-    Violation& viol = ctx.report(Severity::error, failed->what, {{"check", failed->check}, {"release", te_release_text(release)}},
-                                 failed->message);
+    Violation& viol = ctx.report(Severity::error,
+                                 failed->what + ": Transformer Engine raises AssertionError(\"" + failed->message + "\")",
+                                 {{"check", failed->check}, {"release", te_release_text(release)}}, failed->message);
     ctx.symptom(viol, "", "AssertionError: " + failed->message);
   }
 }
@@ -47,7 +48,10 @@ void te_padded_offsets(Ctx& ctx) {
   const ExplicitVarlen* v = te_call(ctx);
   if (!v || v->cu_seqlens_q.rank() != 1) return;
   const int64_t factor = ctx.batch.context_parallel ? ctx.batch.context_parallel->size : 1;
+  // k/v's offsets are checked only where they differ from q's (self-attention passes one set)
+  const bool same = v->cu_seqlens_kv_padded == v->cu_seqlens_q_padded && v->cu_seqlens_k.values == v->cu_seqlens_q.values;
   for (bool q : {true, false}) {
+    if (!q && same) break;
     const std::vector<int64_t>& actual = q ? v->cu_seqlens_q.values : v->cu_seqlens_k.values;
     const auto& padded_opt = q ? v->cu_seqlens_q_padded : v->cu_seqlens_kv_padded;
     const char* name = q ? "cu_seqlens_q_padded" : "cu_seqlens_kv_padded";
@@ -83,7 +87,6 @@ void te_padded_offsets(Ctx& ctx) {
           {{"tensor", name}, {"last", padded.back()}, {"rows", rows}});
       ctx.symptom(viol, "overrun");
     }
-    if (q && v->cu_seqlens_kv_padded == v->cu_seqlens_q_padded && actual == v->cu_seqlens_k.values) break;
   }
 }
 
