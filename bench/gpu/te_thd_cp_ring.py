@@ -101,7 +101,7 @@ def main_case(case: str, out_dir: str) -> int:
     # the capture: the call this rank made, as the hook writes it
     doc = thd_call_document(q, k, v, cu_t, cu_t, cu_pad_t, cu_pad_t, max_seqlen, max_seqlen,
                             attn_mask_type="padding_causal", pad_between_seqs=None, cp_size=cp, cp_rank=rank,
-                            cp_comm_type="p2p", call="te-thd-cp-step-0", chunks=chunks,
+                            cp_comm_type="p2p", call=f"te-thd-cp-{case}-step-0", chunks=chunks,
                             versions={"torch": torch.__version__.split("+")[0]},
                             name=f"te-thd-cp2-{case}-rank{rank}",
                             description=f"Measured on two GPUs (bench/gpu/te_thd_cp_ring.py, case {case}): "
