@@ -31,19 +31,25 @@ TEST_CASE("te thd: a healthy context-parallel rank holds", "[te_thd]") {
 }
 
 TEST_CASE("te thd: sequences not padded to 2 x CP", "[te_thd]") {
-  auto r = run(te_call(R"("cu_seqlens_q": [0, 7, 13], "cu_seqlens_q_padded": [0, 7, 13],
-                          "cu_seqlens_kv_padded": [0, 7, 13], "total_q": 6, "total_k": 6)",
+  // lengths 7 and 6 padded to 8 and 6: the second is not a multiple of 2 x CP = 4
+  auto r = run(te_call(R"("cu_seqlens_q": [0, 7, 13], "cu_seqlens_q_padded": [0, 8, 14],
+                          "cu_seqlens_kv_padded": [0, 8, 14], "total_q": 7, "total_k": 7)",
                        R"({"size": 2, "rank": 0})"));
   INFO(r.describe());
   REQUIRE(r.first() == "te.cp_padding_multiple");
-  CHECK(r.get("te.cp_padding_multiple").evidence["segment"] == 0);
-  CHECK(r.get("te.cp_padding_multiple").evidence["unaligned"] == 2);
-  // padding-free path with actual lengths that are not multiples of 4 (TE#3331's mechanism)
-  CHECK(r.has("te.pad_between_seqs"));
-  // 13 / 2 is not whole: the rank cannot hold its share
-  CHECK(r.has("te.cp_shard"));
+  CHECK(r.get("te.cp_padding_multiple").evidence["segment"] == 1);
+  CHECK(r.get("te.cp_padding_multiple").evidence["unaligned"] == 1);
+  CHECK(r.ids() == std::vector<std::string>{"te.cp_padding_multiple"});  // pad_between_seqs inferred True
   REQUIRE(r.get("te.cp_padding_multiple").symptom);
   CHECK(r.get("te.cp_padding_multiple").symptom->outcome == ad::Outcome::wrong_output);
+  // not padded at all: the padding-free path too (TE#3331's mechanism), and 13 rows do not split
+  auto bare = run(te_call(R"("cu_seqlens_q": [0, 7, 13], "cu_seqlens_q_padded": [0, 7, 13],
+                             "cu_seqlens_kv_padded": [0, 7, 13], "total_q": 7, "total_k": 7)",
+                          R"({"size": 2, "rank": 0})"));
+  INFO(bare.describe());
+  CHECK(bare.first() == "te.cp_padding_multiple");
+  CHECK(bare.has("te.pad_between_seqs"));
+  CHECK(bare.has("te.cp_shard"));
 }
 
 TEST_CASE("te thd: tail padding infers pad_between_seqs False; passing True fixes it", "[te_thd]") {
