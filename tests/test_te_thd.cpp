@@ -52,7 +52,7 @@ TEST_CASE("te thd: sequences not padded to 2 x CP", "[te_thd]") {
   CHECK(bare.has("te.cp_shard"));
 }
 
-TEST_CASE("te thd: tail padding infers pad_between_seqs False; passing True fixes it", "[te_thd]") {
+TEST_CASE("te thd: tail padding infers pad_between_seqs False, and passing True fixes it", "[te_thd]") {
   const std::string v = R"("cu_seqlens_q": [0, 698], "cu_seqlens_q_padded": [0, 704], "cu_seqlens_kv_padded": [0, 704],
                            "total_q": 176, "total_k": 176)";
   auto inferred = run(te_call(v, R"({"size": 4, "rank": 0})"));

@@ -89,12 +89,12 @@ class GuardTest(unittest.TestCase):
             import transformer_engine.pytorch as te
             dpa = te.DotProductAttention(8, 64, num_gqa_groups=2, qkv_format="thd",
                                          attn_mask_type="padding_causal", cp_group=te.FakeGroup(2, 0))
-            # 7 and 6 tokens: not multiples of 2 x CP = 4, and the padded offsets equal the actual ones
-            q, k, v, cu, padded = thd_inputs(6, [0, 7, 13], [0, 7, 13])
+            # 7 and 6 tokens padded to 8 and 6: 6 is not a multiple of 2 x CP = 4
+            q, k, v, cu, padded = thd_inputs(7, [0, 7, 13], [0, 8, 14])
             with attn_doctor.guard():
                 with self.assertRaises(attn_doctor.VarlenError) as caught:
                     dpa(q, k, v, cu_seqlens_q=cu, cu_seqlens_kv=cu, cu_seqlens_q_padded=padded,
-                        cu_seqlens_kv_padded=padded, max_seqlen_q=7, max_seqlen_kv=7)
+                        cu_seqlens_kv_padded=padded, max_seqlen_q=8, max_seqlen_kv=8)
             self.assertEqual(te.CALLS, [])  # stopped before the forward ran
             self.assertIn("te.cp_padding_multiple", str(caught.exception))
 

@@ -154,7 +154,7 @@ CASES = {
         '/batch/seq_idx: expected seq_idx 4 wide (the query length), found 3 wide', {}),
     # Transformer Engine THD and context parallelism (transformer-engine-thd.md)
     "te-cp-rank-out-of-range": (('{%s, %s, %s, "context_parallel": {"size": 2, "rank": 2}}' % (F, M, TE)).encode(),
-                                "/context_parallel/rank: expected a rank from 0 to 1 (size 2), found 2", {}),
+                                "/context_parallel/rank: expected a rank from 0 to 1 (size 2), found the integer 2", {}),
     "te-padded-offsets-without-te-api": (
         ('{%s, %s, "varlen": {"api": "flash_attn_2.varlen", "cu_seqlens_q": [0, 8, 16], "cu_seqlens_q_padded": [0, 8, 16]}}'
          % (F, M)).encode(),
