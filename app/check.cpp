@@ -6,9 +6,11 @@
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <memory>
 
 #include "batch/batch.hpp"
+#include "check/te_thd.hpp"
 #include "cli.hpp"
 #include "html_file.hpp"
 #include "doctor/doctor.hpp"
@@ -87,6 +89,82 @@ std::string github_annotation(const std::string& level, const std::string& file,
          "::" + github_escape(message, false) + "\n";
 }
 
+namespace {
+
+// The group check (docs/spec/transformer-engine-thd.md "The group check"): the captures that
+// name one call are checked against each other; a group of one capture is not a group. Prints
+// one group report per call after the files' own reports; returns the worst exit code.
+int check_cp_groups(const std::vector<std::pair<std::string, std::shared_ptr<const Batch>>>& captures,
+                    const std::string& format, bool strict, bool first_output, bool quiet) {
+  std::vector<std::string> calls;  // in the order first seen
+  std::map<std::string, std::vector<CpGroupMember>> groups;
+  for (const auto& [file, batch] : captures) {
+    const std::string& call = batch->context_parallel->call;
+    if (!groups.count(call)) calls.push_back(call);
+    groups[call].push_back(CpGroupMember{file, batch.get()});
+  }
+  int worst = 0;
+  for (const std::string& call : calls) {
+    const auto& members = groups[call];
+    if (members.size() < 2) continue;
+    CpGroupReport g;
+    try {
+      g = check_cp_group(members);
+    } catch (const InputError& e) {
+      std::fprintf(stderr, "attn-doctor: invalid input: %s\n", e.what());
+      if (format == "json")
+        std::cout << nlohmann::json{{"group", call}, {"input", e.file()}, {"status", "invalid"}, {"error", e.what()}}.dump()
+                  << std::endl;
+      else if (format == "github")
+        std::cout << github_annotation("error", e.file(), "attn-doctor: invalid input", e.what());
+      worst = 2;
+      continue;
+    }
+    const bool failed = !g.findings.empty();
+    (void)strict;  // every group finding is an error
+    worst = std::max(worst, failed ? 1 : 0);
+    if (format == "json") {
+      nlohmann::json j;
+      j["tool"] = "attn-doctor";
+      j["kind"] = "context_parallel_group";
+      j["call"] = g.call;
+      j["size"] = g.size;
+      j["status"] = failed ? "violation" : "ok";
+      j["ranks"] = nlohmann::json::array();
+      for (size_t r = 0; r < g.files.size(); ++r) j["ranks"].push_back({{"rank", r}, {"input", g.files[r]}});
+      j["violations"] = nlohmann::json::array();
+      for (const CpGroupFinding& f : g.findings) {
+        nlohmann::json v = {{"id", f.violation.id},           {"severity", to_string(f.violation.severity)},
+                            {"message", f.violation.message}, {"rank", f.rank},
+                            {"input", f.file},                {"segment", f.segment ? nlohmann::json(*f.segment) : nlohmann::json(nullptr)},
+                            {"evidence", f.violation.evidence}, {"fix", f.violation.fix},
+                            {"references", f.violation.references}};
+        j["violations"].push_back(v);
+      }
+      std::cout << j.dump() << std::endl;
+    } else if (format == "github") {
+      for (const CpGroupFinding& f : g.findings)
+        std::cout << github_annotation("error", f.file, "attn-doctor: " + f.violation.id,
+                                       f.violation.message + "\nfix: " + f.violation.fix);
+    } else if (quiet) {
+      std::cout << (failed ? "violation te.cp_group" : "ok") << "  group " << g.call << std::endl;
+    } else {
+      if (!first_output) std::cout << "\n";
+      std::cout << "attn-doctor group check: call " << g.call << ", " << g.size << " ranks\n";
+      for (size_t r = 0; r < g.files.size(); ++r) std::cout << "  rank " << r << ": " << g.files[r] << "\n";
+      if (!failed) std::cout << "ok: the shards agree with each other and with the global batch\n";
+      for (const CpGroupFinding& f : g.findings) {
+        std::cout << "error te.cp_group: rank " << f.rank << (f.segment ? ", sequence " + std::to_string(*f.segment) : "")
+                  << "\n  " << f.violation.message << "\n  fix: " << f.violation.fix << "\n";
+      }
+    }
+    first_output = false;
+  }
+  return worst;
+}
+
+}  // namespace
+
 Subcommand add_check(CLI::App& root, const Globals& globals) {
   auto args = std::make_shared<CheckArgs>();
   CLI::App* sub = root.add_subcommand("check", "check batch files: replay, static invariants, checked execution");
@@ -153,6 +231,8 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
 
     int worst = 0;
     bool first_output = true;
+    // the captures of a context-parallel call (context_parallel.call), kept for the group check
+    std::vector<std::pair<std::string, std::shared_ptr<const Batch>>> cp_captures;
     for (const auto& path : files) {
       const bool from_stdin = path == "-";
       const std::string file = from_stdin ? kStdinName : path.string();
@@ -167,6 +247,8 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
           log::info("wrote " + args->html);
         }
         code = exit_code_for(diagnosis.report, args->strict);
+        if (several && batch.context_parallel && !batch.context_parallel->call.empty())
+          cp_captures.emplace_back(file, std::make_shared<const Batch>(std::move(batch)));
       } catch (const InputError& e) {
         if (!several) throw;  // main: exit 2 with the message
         // the others are still checked; this one is reported where its report would be
@@ -197,6 +279,7 @@ Subcommand add_check(CLI::App& root, const Globals& globals) {
       }
       first_output = false;
     }
+    worst = std::max(worst, check_cp_groups(cp_captures, args->format, args->strict, first_output, globals.quiet));
     return worst;
   };
   return s;

@@ -53,12 +53,18 @@ OBJECTS = {
     ("collator_spec", "n"): ("/collator", "#/$defs/collator"),
     ("collator_spec", "o"): ("/collator/options", "#/$defs/collatorOptions"),
     ("collator_spec", "e"): ("/collator/examples/0", "#/$defs/collatorExampleObject"),
+    ("context_parallel", "n"): ("/context_parallel", "#/$defs/contextParallel"),
 }
 
 # Rejected files whose rule a JSON Schema cannot state (the loader's checks beyond types,
 # keys and ranges: batch-format.md lists them).
 CANNOT_EXPRESS = {
     "batch-length-edge.json": "B x max(Lq, Lk) below 2^40",
+    "te-cp-rank-out-of-range.json": "context_parallel.rank below its size",
+    "te-cp-chunk-out-of-range.json": "a chunk index below 2 x context_parallel.size",
+    "te-cp-chunks-per-sequence.json": "one chunk pair per sequence of cu_seqlens_q",
+    "te-padded-offsets-without-te-api.json": "Transformer Engine's keys only with its api",
+    "te-context-parallel-without-te-api.json": "context_parallel only beside a Transformer Engine varlen block",
     "ragged.json": "arrays are not ragged",
     "ragged-mask.json": "arrays are not ragged",
     "hf-config-names-conflict.json": "a key given both ways has the same value",

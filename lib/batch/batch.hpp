@@ -47,6 +47,7 @@ struct Environment {
   std::optional<Version> trl;           // TRL: the release whose collator a `collator` block replays
   std::string device = "cuda:0";
   std::optional<GpuArch> gpu_arch;      // the GPU the call ran on (FA4 and cuDNN pick kernels by it)
+  std::optional<Version> transformer_engine;  // Transformer Engine (DotProductAttention, qkv_format "thd")
 };
 
 struct Model {
@@ -172,6 +173,25 @@ struct ExplicitVarlen {
   std::optional<Bound> binding;             // how the caller passed the arguments
   std::optional<bool> pack_gqa;             // FA3 / FA4
   std::optional<int64_t> num_splits;        // FA3 / FA4 / torch varlen_attn
+  // Transformer Engine's THD arguments (docs/spec/transformer-engine-thd.md): the offsets of
+  // each sequence's first row with the padding after it (absent: not passed), whether padding
+  // lies between sequences (absent: TE infers it), and attn_mask_type as passed ("" absent).
+  std::optional<std::vector<int64_t>> cu_seqlens_q_padded;
+  std::optional<std::vector<int64_t>> cu_seqlens_kv_padded;
+  std::optional<bool> pad_between_seqs;
+  std::string attn_mask_type;
+};
+
+// `context_parallel` (docs/spec/transformer-engine-thd.md): the rank of a context-parallel
+// group that made this call. The varlen block holds the call's global offsets (TE divides
+// them by `size` itself); q's rows are this rank's shard.
+struct ContextParallel {
+  int64_t size = 1;
+  int64_t rank = 0;
+  std::string comm_type = "p2p";  // p2p | all_gather | a2a | a2a+p2p
+  std::string call;               // names the call: the captures of one call share it ("" absent)
+  // per sequence, the two chunks (of 2 * size) this rank's rows hold, when the caller knows it
+  std::optional<std::vector<std::pair<int64_t, int64_t>>> chunks;
 };
 
 struct TensorOverride {
@@ -294,6 +314,7 @@ struct Batch {
   std::optional<Launch> launch;
   std::optional<FlaOp> fla_op;
   std::vector<Layer> layers;                       // hybrid models; empty: not described
+  std::optional<ContextParallel> context_parallel; // one rank of a context-parallel call
   Intent intent;                                   // given, or derived by the loader
   std::optional<Expect> expect;
   std::optional<CollatorRecord> collator;          // the `collator` block's replay, when given

@@ -378,7 +378,8 @@ struct Loader {
   // ---- sections -------------------------------------------------------------------------
 
   Environment environment(const Node& n) {
-    n.expect_object({"transformers", "flash_attn", "flash_attn_4", "fla", "triton", "torch", "device", "gpu_arch", "trl"});
+    n.expect_object({"transformers", "flash_attn", "flash_attn_4", "fla", "triton", "torch", "device", "gpu_arch", "trl",
+                     "transformer_engine"});
     Environment e;
     auto version = [&](const char* key) -> std::optional<Version> {
       auto v = n.get(key);
@@ -394,6 +395,7 @@ struct Loader {
     e.fla = version("fla");
     e.flash_attn_4 = version("flash_attn_4");
     e.trl = version("trl");
+    e.transformer_engine = version("transformer_engine");
     if (auto d = n.get("device")) e.device = device(*d);
     if (auto g = n.get("gpu_arch")) {
       e.gpu_arch = parse_gpu_arch(g->as_string());
@@ -630,11 +632,58 @@ struct Loader {
     if (auto b = n.get("binding")) v.binding = b->as_enum({"keyword", "positional"}) == "keyword" ? Bound::keyword : Bound::positional;
     if (auto p = n.get("pack_gqa")) v.pack_gqa = p->as_bool();
     if (auto s = n.get("num_splits")) v.num_splits = s->as_int(0, 1 << 20);
+    te_thd(n, v);
+  }
+
+  // Transformer Engine's THD arguments (docs/spec/transformer-engine-thd.md): values as passed;
+  // the te.* invariants judge them.
+  void te_thd(const Node& n, ExplicitVarlen& v) {
+    for (const char* key : {"cu_seqlens_q_padded", "cu_seqlens_kv_padded", "pad_between_seqs", "attn_mask_type"})
+      if (n.has(key) && v.api != Api::te_dot_product_attention)
+        n.at(key).fail("\"api\": \"transformer_engine.dot_product_attention\" beside " + std::string(key) +
+                       " (a Transformer Engine argument)",
+                       v.api ? "api " + to_string(*v.api) : std::string("no api"));
+    if (auto c = n.get("cu_seqlens_q_padded")) v.cu_seqlens_q_padded = c->as_int_array(-kMaxIndex, kMaxIndex, limits.max_array_elements);
+    if (auto c = n.get("cu_seqlens_kv_padded")) v.cu_seqlens_kv_padded = c->as_int_array(-kMaxIndex, kMaxIndex, limits.max_array_elements);
+    if (auto p = n.get("pad_between_seqs")) v.pad_between_seqs = p->as_bool();
+    if (auto m = n.get("attn_mask_type"))
+      v.attn_mask_type = m->as_enum({"no_mask", "padding", "causal", "padding_causal", "causal_bottom_right",
+                                     "padding_causal_bottom_right", "arbitrary"});
+  }
+
+  ContextParallel context_parallel(const Node& n, const std::optional<ExplicitVarlen>& v) {
+    n.expect_object({"size", "rank", "comm_type", "call", "chunks"});
+    if (!v || v->api != Api::te_dot_product_attention)
+      n.fail("a \"varlen\" block with \"api\": \"transformer_engine.dot_product_attention\" beside it",
+             !v ? std::string("no varlen block") : v->api ? "api " + to_string(*v->api) : std::string("no api"));
+    ContextParallel cp;
+    cp.size = n.at("size").as_int(1, 1 << 20);
+    auto r = n.at("rank");
+    cp.rank = r.as_int(0, 1 << 20);
+    if (cp.rank >= cp.size) r.fail("a rank from 0 to " + std::to_string(cp.size - 1) + " (size " + std::to_string(cp.size) + ")");
+    if (auto c = n.get("comm_type")) cp.comm_type = c->as_enum({"p2p", "all_gather", "a2a", "a2a+p2p"});
+    if (auto c = n.get("call")) cp.call = c->as_string();
+    if (auto c = n.get("chunks")) {
+      const int64_t sequences = v->cu_seqlens_q.rank() == 1 ? std::max<int64_t>(0, v->cu_seqlens_q.numel() - 1) : -1;
+      if (!c->is_array()) c->fail("an array of [first, second] chunk pairs, one per sequence");
+      std::vector<std::pair<int64_t, int64_t>> pairs;
+      for (size_t i = 0; i < c->size(); ++i) {
+        std::vector<int64_t> p = (*c)[i].as_int_array(0, 2 * cp.size - 1, 2);
+        if (p.size() != 2) (*c)[i].fail("[first, second]: two chunk indices from 0 to " + std::to_string(2 * cp.size - 1),
+                                        std::to_string(p.size()) + " values");
+        pairs.emplace_back(p[0], p[1]);
+      }
+      if (sequences >= 0 && static_cast<int64_t>(pairs.size()) != sequences)
+        c->fail(std::to_string(sequences) + " pairs (one per sequence of cu_seqlens_q)", std::to_string(pairs.size()) + " pairs");
+      cp.chunks = std::move(pairs);
+    }
+    return cp;
   }
 
   ExplicitVarlen varlen(const Node& n) {
     n.expect_object({"cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "seqused_k", "total_q", "total_k",
-                     "cu_seqlens_file", "cu_seqlens_k_file", "api", "seqused_q", "window_size", "binding", "pack_gqa", "num_splits"});
+                     "cu_seqlens_file", "cu_seqlens_k_file", "api", "seqused_q", "window_size", "binding", "pack_gqa", "num_splits",
+                     "cu_seqlens_q_padded", "cu_seqlens_kv_padded", "pad_between_seqs", "attn_mask_type"});
     ExplicitVarlen v;
     if (n.has("cu_seqlens_q") == n.has("cu_seqlens_file"))
       n.fail("exactly one of \"cu_seqlens_q\" and \"cu_seqlens_file\"",
@@ -973,7 +1022,8 @@ struct Loader {
 
   Batch batch(const Node& root) {
     root.expect_object({"format", "name", "description", "references", "pass", "environment", "model", "batch",
-                        "varlen", "tensors", "rotary", "launch", "fla_op", "intent", "expect", "$schema", "collator", "layers"});
+                        "varlen", "tensors", "rotary", "launch", "fla_op", "intent", "expect", "$schema", "collator", "layers",
+                        "context_parallel"});
     Batch b;
     // the JSON Schema an editor validates the file against (docs/spec/batch.schema.json): a
     // string, otherwise ignored
@@ -1009,6 +1059,7 @@ struct Loader {
       if (!b.batch) v->fail("a \"batch\" block beside \"layers\" (the layers are fed from it)", "no batch block");
       b.layers = layers(*v);
     }
+    if (auto v = root.get("context_parallel")) b.context_parallel = context_parallel(*v, b.varlen);
     if (auto v = root.get("expect")) b.expect = expect(*v);
     // dtype of explicit cu_seqlens: the override, else int32 (JSON) or the .npy dtype
     if (b.varlen) {

@@ -801,6 +801,134 @@ const std::vector<Invariant>& table() {
        .upstream_message = "seqused_q must have shape (batch_size)",
        .check = checks::seqused_q_range,
        .apis = {Api::flash_attn_3_varlen, Api::flash_attn_4_varlen}},
+      // ---- Transformer Engine DotProductAttention, qkv_format "thd" (checks_te_thd.cpp, te_thd.cpp;
+      // docs/spec/transformer-engine-thd.md) ------------------------------------------------------
+      {.number = 51, .id = "te.thd_arguments", .group = G::input, .stage = "input",
+       .severity_rule = "error (TE's host check raises)",
+       .statement = "a THD call passes a padding mask type, 1-D int32 cu_seqlens_q/kv of one shape, and under context "
+                    "parallelism cu_seqlens_q/kv_padded",
+       .when_broken = "raises AssertionError before any kernel runs",
+       .explanation =
+           "DotProductAttention.forward checks a qkv_format=\"thd\" call on the host, in this order: attn_mask_type "
+           "must contain \"padding\", cu_seqlens_q and cu_seqlens_kv must both be 1-D of one shape, both int32. The "
+           "context-parallel entry (attn_forward_func_with_cp) then requires the padded offsets: THD with CP always "
+           "needs them, since TE splits each sequence by its padded length. The messages are the release's own (1.x, "
+           "2.0 - 2.7 and 2.8 on word the last one differently).",
+       .fix = "Pass attn_mask_type=\"padding_causal\" (or \"padding\"), int32 cu_seqlens of shape [batch_size + 1], and "
+              "under context parallelism cu_seqlens_q_padded/cu_seqlens_kv_padded (equal to cu_seqlens when nothing is "
+              "padded).",
+       .references = {"NVIDIA/TransformerEngine v2.12 transformer_engine/pytorch/attention/dot_product_attention/"
+                      "dot_product_attention.py (DotProductAttention.forward)",
+                      "NVIDIA/TransformerEngine v2.12 .../context_parallel.py (attn_forward_func_with_cp)",
+                      "NVIDIA/TransformerEngine v1.13 transformer_engine/pytorch/attention.py"},
+       .upstream_message = "Attention mask type must be padding or padding_causal for qkv_format=thd!",
+       .check = checks::te_thd_arguments,
+       .apis = {Api::te_dot_product_attention}},
+      {.number = 52, .id = "te.padded_offsets", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "cu_seqlens_q/kv_padded have one entry per sequence plus one, start at 0, never precede the actual "
+                    "offsets, give each sequence at least its actual length, and end within the rows (x CP)",
+       .when_broken = "a sequence read from the wrong rows, or rows past the tensor: wrong output, NaN",
+       .explanation =
+           "With THD, cu_seqlens_q holds the actual lengths and cu_seqlens_q_padded where each sequence starts in q "
+           "(its padding after it). The fused (cuDNN) backend reads sequence b's actual tokens from its padded "
+           "offset; the flash-attn backend with pad_between_seqs skips the padding by the same offsets. Padded offsets "
+           "that leave a sequence less room than its actual length make it run into the next one. Users who could "
+           "not tell the two arrays apart and set them to different values got NaN (TransformerEngine#1409).",
+       .fix = "Build both from the same lengths: cu_seqlens from the actual lengths, cu_seqlens_padded from the lengths "
+              "after padding (each >= the actual one), both starting at 0 and int32.",
+       .references = {"NVIDIA/TransformerEngine#1409", "NVIDIA/TransformerEngine#2892",
+                      "NVIDIA/TransformerEngine v2.12 .../dot_product_attention.py (cu_seqlens note)"},
+       .upstream_message = "",
+       .check = checks::te_padded_offsets,
+       .apis = {Api::te_dot_product_attention}},
+      {.number = 53, .id = "te.cp_padding_multiple", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "under context parallelism every sequence's padded length is a multiple of 2 x CP",
+       .when_broken = "tokens at the end of a sequence dropped or read twice: silently wrong output (measured on two "
+                      "GPUs)",
+       .explanation =
+           "THD context parallelism splits every sequence into 2 x CP chunks and gives rank r chunks r and "
+           "2 x CP - 1 - r (load balancing for causal attention). Each rank's offsets are cu_seqlens_padded // CP and "
+           "each half is taken by integer division, so a length that is not a multiple of 2 x CP loses its last "
+           "tokens or reads a neighbour's: a 7-token sequence at CP 2 was treated as 6 (TransformerEngine#1930).",
+       .fix = "Pad every sequence to a multiple of 2 x CP and pass the padded offsets as cu_seqlens_q_padded/"
+              "cu_seqlens_kv_padded (Megatron's pad_seq_to_mult; TE's own CP tests do the same).",
+       .references = {"NVIDIA/TransformerEngine#1930", "NVIDIA/TransformerEngine PR#2129",
+                      "NVIDIA/TransformerEngine v2.12 .../context_parallel.py (get_seq_chunk_ids_for_reordering_after_attn, "
+                      "AttnFuncWithCPAndKVP2P)"},
+       .upstream_message = "",
+       .check = checks::te_cp_padding_multiple,
+       .apis = {Api::te_dot_product_attention}},
+      {.number = 54, .id = "te.pad_between_seqs", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "the padding-free path (pad_between_seqs False, given or inferred) is taken only when there is no "
+                    "padding to skip: no padding between sequences, and under context parallelism every actual length a "
+                    "multiple of 2 x CP",
+       .when_broken = "padding attended as tokens, or real keys dropped at chunk boundaries: silently wrong output",
+       .explanation =
+           "When pad_between_seqs is None TE infers it: True exactly when cu_seqlens_q_padded[:-1] differs from "
+           "cu_seqlens_q[:-1]. That comparison ignores the padding after the last sequence, and a False passed by the "
+           "caller is believed. On the False path under context parallelism each ring step takes its offsets as "
+           "cu_seqlens_q // CP (cp_p2p_fwd_prepare_qkv), which is right only when every actual length is a multiple of "
+           "2 x CP: a tail-padded sequence loses real keys and leaves real rows zero (TransformerEngine#3331, TE <= "
+           "2.17.1; the 7-token sequence of TransformerEngine#1930 treated as 6 is the same path).",
+       .fix = "Pass pad_between_seqs=True whenever any sequence is padded (tail padding included) under context "
+              "parallelism; never pass False with padded offsets that differ.",
+       .references = {"NVIDIA/TransformerEngine#3331", "NVIDIA/TransformerEngine#1930",
+                      "NVIDIA/TransformerEngine v2.12 .../dot_product_attention.py (pad_between_seqs inference)",
+                      "NVIDIA/TransformerEngine v2.12 .../context_parallel.py (cp_p2p_fwd_prepare_qkv)"},
+       .upstream_message = "",
+       .check = checks::te_pad_between_seqs,
+       .apis = {Api::te_dot_product_attention}},
+      {.number = 55, .id = "te.cp_shard", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "under context parallelism a rank's q holds cu_seqlens_q_padded[-1] / CP rows, and max_seqlen_q "
+                    "(global) covers the largest padded sequence",
+       .when_broken = "the ring's segments do not match the rank's rows: silently wrong output (measured on two GPUs)",
+       .explanation =
+           "With THD, TE takes the global offsets and the global max_seqlen on every rank and divides them by CP "
+           "itself (AttnFuncWithCPAndKVP2P.forward). A caller that passes a rank's own offsets (already divided) has "
+           "them divided twice: the kernel sees half the rank's rows, split at the wrong places. A rank whose rows "
+           "are not the global total / CP was given a different shard than TE computes.",
+       .fix = "Pass the global cu_seqlens, cu_seqlens_padded and max_seqlen to every rank; shard only q, k, v (TE's "
+              "thd_get_partitioned_indices, Megatron's get_batch_on_this_cp_rank).",
+       .references = {"NVIDIA/TransformerEngine v2.12 .../context_parallel.py (AttnFuncWithCPAndKVP2P.forward)",
+                      "NVIDIA/TransformerEngine v2.12 .../dot_product_attention.py (max_seqlen not scaled for thd)"},
+       .upstream_message = "",
+       .check = checks::te_cp_shard,
+       .apis = {Api::te_dot_product_attention}},
+      {.number = 56, .id = "te.cp_chunks", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "rank r's rows hold chunks r and 2 x CP - 1 - r of every sequence (where the capture records it)",
+       .when_broken = "chunks missing and duplicated across ranks: silently wrong output (measured on two GPUs)",
+       .explanation =
+           "The ring's causal sections assume the load-balanced layout: on rank r the first half of each sequence's "
+           "rows is chunk r and the second half chunk 2 x CP - 1 - r. A data loader that splits each sequence into CP "
+           "contiguous pieces instead hands rank r chunks 2r and 2r + 1: the step runs, and attends with the wrong "
+           "causal structure while some chunks are held twice and others by nobody.",
+       .fix = "Reorder the tokens with TE's thd_get_partitioned_indices (or Megatron's get_batch_on_this_cp_rank) "
+              "before the forward.",
+       .references = {"NVIDIA/TransformerEngine v2.12 .../context_parallel.py (get_seq_chunk_ids_for_reordering_after_attn)",
+                      "NVIDIA/TransformerEngine PR#2129 (get_thd_batch_on_this_cp_rank)"},
+       .upstream_message = "",
+       .check = checks::te_cp_chunks,
+       .apis = {Api::te_dot_product_attention}},
+      {.number = 57, .id = "te.cp_group", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error (checked over the per-rank captures of one call: attn-doctor check with several files)",
+       .statement = "the ranks of one context-parallel call pass the same global offsets and max_seqlen, each holds "
+                    "the global padded total / CP rows, and together they hold every chunk of every sequence once",
+       .when_broken = "silently wrong output on the ranks that disagree (measured on two GPUs)",
+       .explanation =
+           "Each rank's call can look right alone and the step still be wrong: ranks that computed their offsets "
+           "from different batches, a rank given another shard size, two ranks holding the same chunk. The group "
+           "check reads the captures of one call (context_parallel.call) side by side and names the rank, its file "
+           "and the sequence at fault.",
+       .fix = "Build the global offsets once and broadcast them; shard with TE's partitioned indices on every rank.",
+       .references = {"NVIDIA/TransformerEngine v2.12 .../context_parallel.py (attn_forward_func_with_cp docstring)"},
+       .upstream_message = "",
+       .check = nullptr,
+       .apis = {Api::te_dot_product_attention}},
   };
   return t;
 }

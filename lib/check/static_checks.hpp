@@ -89,6 +89,13 @@ void launch_fla_grid(Ctx&);
 void seqused_k_range(Ctx&);
 void seqused_q_range(Ctx&);
 void input_softcap(Ctx&);
+// checks_te_thd.cpp
+void te_thd_arguments(Ctx&);
+void te_padded_offsets(Ctx&);
+void te_pad_between_seqs(Ctx&);
+void te_cp_padding_multiple(Ctx&);
+void te_cp_shard(Ctx&);
+void te_cp_chunks(Ctx&);
 
 // ---- facts shared by several checks (facts.cpp) ------------------------------------------
 

@@ -59,7 +59,20 @@ struct Report {
 // 3 a stage could not run.
 int exit_code_for(const Report& report, bool strict);
 
+// A Transformer Engine THD call's own arguments, as the report shows them (report-format.md
+// "transformer_engine"): what the varlen block and the context_parallel block recorded.
+struct TeThdFacts {
+  std::optional<Version> release;                      // environment.transformer_engine
+  std::optional<std::vector<int64_t>> cu_seqlens_q_padded, cu_seqlens_kv_padded;
+  bool pad_between_seqs = false;
+  bool pad_between_seqs_given = false;                 // false: inferred as TE does
+  std::string attn_mask_type;                          // "" when not recorded
+  std::optional<ContextParallel> context_parallel;
+  int64_t rows = 0;                                    // q's rows on this rank
+};
+
 struct Diagnosis {
+  std::optional<TeThdFacts> te_thd;       // a transformer_engine.dot_product_attention call
   Conversion conversion;                  // the replay and/or the batch's `varlen` block (empty when
                                           // the conversion stage failed)
   const RuleSetInfo* rule_set = nullptr;  // the rule set replayed (nullptr: none)

@@ -1,8 +1,10 @@
 // diagnose(): convert -> static checks -> execute -> report, with per-stage timing.
 #include "doctor/doctor.hpp"
 
+#include <algorithm>
 #include <chrono>
 
+#include "check/te_thd.hpp"
 #include "check/check.hpp"
 #include "exec/plan/plan.hpp"
 #include "util/log.hpp"
@@ -73,6 +75,25 @@ void run_pipeline(Diagnosis& d, const Batch& batch, const CheckOptions& options,
     for (const std::string& n : batch.collator->notes) r.notes.push_back("collator: " + n);
   }
   d.flash_attn = options.flash_attn ? options.flash_attn : kernel_release(batch);
+  if (batch.varlen && batch.varlen->api == Api::te_dot_product_attention) {
+    const ExplicitVarlen& v = *batch.varlen;
+    TeThdFacts f;
+    f.release = batch.environment.transformer_engine;
+    f.cu_seqlens_q_padded = v.cu_seqlens_q_padded;
+    f.cu_seqlens_kv_padded = v.cu_seqlens_kv_padded;
+    f.pad_between_seqs_given = v.pad_between_seqs.has_value();
+    // TE's inference when None: the padded offsets differ from the actual ones before the last
+    auto differs = [](const std::optional<std::vector<int64_t>>& padded, const std::vector<int64_t>& actual) {
+      return padded && padded->size() == actual.size() && !std::equal(actual.begin(), actual.end() - (actual.empty() ? 0 : 1), padded->begin());
+    };
+    f.pad_between_seqs = v.pad_between_seqs ? *v.pad_between_seqs
+                                            : differs(v.cu_seqlens_q_padded, v.cu_seqlens_q.values) ||
+                                                  differs(v.cu_seqlens_kv_padded, v.cu_seqlens_k.values);
+    f.attn_mask_type = v.attn_mask_type;
+    f.context_parallel = batch.context_parallel;
+    f.rows = v.total_q;
+    d.te_thd = std::move(f);
+  }
 
   // 1. conversion
   auto t0 = Clock::now();
@@ -142,6 +163,11 @@ void run_pipeline(Diagnosis& d, const Batch& batch, const CheckOptions& options,
   // is a capability error (exit 3); none = static checks only.
   if (options.backend == BackendChoice::none) {
     r.backend = "none";
+    return;
+  }
+  if (const std::string why = te_static_only_reason(batch); !why.empty()) {
+    r.backend = "none";
+    r.notes.push_back(why);
     return;
   }
   std::unique_ptr<Backend> backend;

@@ -348,6 +348,44 @@ const std::vector<SymptomRow>& table() {
       {"launch.fla_grid", "one_kernel", "", "", "", false, O::raises, P::forward, M::attention,
        "RuntimeError: Triton Error [CUDA]: invalid argument", "model",
        "token_shift's (N, T) grid puts more than 65535 tokens of one document on grid axis y (FLA 0.2.2 - 0.3.0)"},
+
+      // ---- Transformer Engine DotProductAttention, qkv_format "thd" (checks_te_thd.cpp) ---------
+      {"te.thd_arguments", "", "", "", "", false, O::raises, P::forward, M::attention,
+       "AssertionError: Attention mask type must be padding or padding_causal for qkv_format=thd!", "model",
+       "TE's host checks of a THD call (DotProductAttention.forward, attn_forward_func_with_cp; the check names the "
+       "release's message)"},
+      {"te.padded_offsets", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; sequences read from the wrong rows (NaN where they run into padding)",
+       "report NVIDIA/TransformerEngine#1409", "padded offsets that do not hold the actual tokens"},
+      {"te.padded_offsets", "overrun", "", "", "", false, O::out_of_bounds, P::forward, M::attention,
+       "no error; the kernel reads and writes rows past the tensors", "model",
+       "cu_seqlens_padded ending past the rows (x CP)"},
+      {"te.pad_between_seqs", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; the padding between sequences is attended as tokens", "model",
+       "pad_between_seqs=False with padded offsets that differ (context_parallel.py cp_p2p_fwd_prepare_qkv)"},
+      {"te.pad_between_seqs", "tail", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; real keys dropped and real query rows left zero at the chunk boundaries of the unaligned sequences",
+       "report NVIDIA/TransformerEngine#3331",
+       "THD + CP (p2p) with pad_between_seqs False and an actual length not a multiple of 2 x CP (TE <= 2.17.1)"},
+      {"te.cp_padding_multiple", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; the last tokens of the unaligned sequences are dropped or read twice",
+       "report NVIDIA/TransformerEngine#1930",
+       "a padded length not a multiple of 2 x CP (measured with a two-GPU ring of FA2 calls: 23 of 3900 tokens "
+       "wrong, bench/results/te-thd-cp2-h100-2026-11-27)"},
+      {"te.cp_shard", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; the ring's segments do not match the rank's rows", "model",
+       "a rank's rows not the padded total / CP (measured with a two-GPU ring of FA2 calls: 3775 of 3900 tokens "
+       "wrong, bench/results/te-thd-cp2-h100-2026-11-27)"},
+      {"te.cp_shard", "max_seqlen", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; the kernel's max_seqlen (max_seqlen_q / CP) is shorter than a rank's sequences", "model",
+       "a local max_seqlen passed where TE takes the global one"},
+      {"te.cp_chunks", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; chunks missing and held twice across the ranks", "model",
+       "a contiguous split instead of the load-balanced one (measured with a two-GPU ring of FA2 calls: 2923 of 3900 "
+       "tokens wrong, bench/results/te-thd-cp2-h100-2026-11-27)"},
+      {"te.cp_group", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; the ranks that disagree compute attention over the wrong tokens", "model",
+       "ranks of one call that disagree on the global batch or the shards"},
   };
   return t;
 }

@@ -389,6 +389,49 @@ nlohmann::json layers_json(const Diagnosis& d, int64_t width) {
 
 }  // namespace
 
+namespace {
+
+nlohmann::json te_thd_json(const TeThdFacts& f, bool full) {
+  nlohmann::json j;
+  j["release"] = f.release ? nlohmann::json(f.release->text) : nlohmann::json(nullptr);
+  j["cu_seqlens_q_padded"] = f.cu_seqlens_q_padded ? summarise_array(*f.cu_seqlens_q_padded, full) : nlohmann::json(nullptr);
+  j["cu_seqlens_kv_padded"] = f.cu_seqlens_kv_padded ? summarise_array(*f.cu_seqlens_kv_padded, full) : nlohmann::json(nullptr);
+  j["pad_between_seqs"] = f.pad_between_seqs;
+  j["pad_between_seqs_from"] = f.pad_between_seqs_given ? "given" : "inferred";
+  j["attn_mask_type"] = f.attn_mask_type.empty() ? nlohmann::json(nullptr) : nlohmann::json(f.attn_mask_type);
+  j["rows"] = f.rows;
+  if (f.context_parallel) {
+    const ContextParallel& cp = *f.context_parallel;
+    nlohmann::json c = {{"size", cp.size}, {"rank", cp.rank}, {"comm_type", cp.comm_type}};
+    c["call"] = cp.call.empty() ? nlohmann::json(nullptr) : nlohmann::json(cp.call);
+    c["chunks"] = nlohmann::json(nullptr);
+    if (cp.chunks) {
+      c["chunks"] = nlohmann::json::array();
+      for (const auto& [a, b] : *cp.chunks) c["chunks"].push_back({a, b});
+    }
+    j["context_parallel"] = c;
+  } else {
+    j["context_parallel"] = nullptr;
+  }
+  return j;
+}
+
+std::string te_thd_line(const TeThdFacts& f) {
+  std::string out = "transformer_engine " + (f.release ? f.release->text : std::string("(release not given)")) +
+                    ": qkv_format thd, " + std::to_string(f.rows) + " rows";
+  if (f.cu_seqlens_q_padded) out += ", cu_seqlens_q_padded " + std::to_string(f.cu_seqlens_q_padded->size()) + " entries";
+  out += std::string(", pad_between_seqs ") + (f.pad_between_seqs ? "true" : "false") +
+         (f.pad_between_seqs_given ? "" : " (inferred)");
+  if (!f.attn_mask_type.empty()) out += ", attn_mask_type " + f.attn_mask_type;
+  if (f.context_parallel)
+    out += "; context parallel: rank " + std::to_string(f.context_parallel->rank) + " of " +
+           std::to_string(f.context_parallel->size) + " (" + f.context_parallel->comm_type + ")" +
+           (f.context_parallel->call.empty() ? "" : ", call " + f.context_parallel->call);
+  return out;
+}
+
+}  // namespace
+
 nlohmann::json to_json(const Diagnosis& d, const RenderOptions& options) {
   const Report& r = d.report;
   const VarlenArgs* effective = d.conversion.effective();
@@ -413,6 +456,7 @@ nlohmann::json to_json(const Diagnosis& d, const RenderOptions& options) {
   if (r.collator) j["collator"] = collator_json(*r.collator, options.full);
   if (d.conversion.explicit_args && d.conversion.replayed) j["replayed"] = varlen_json(*d.conversion.replayed, options.full);
   if (!d.conversion.layers.empty()) j["layers"] = layers_json(d, d.layers_width);
+  if (d.te_thd) j["transformer_engine"] = te_thd_json(*d.te_thd, options.full);
   j["stages"] = nlohmann::json::array();
   for (const auto& s : r.stages) j["stages"].push_back(stage_json(s));
   j["notes"] = r.notes;
@@ -433,6 +477,7 @@ std::string render_text(const Diagnosis& d, const RenderOptions& options) {
   out << c.dim() << "rules: " << (rules.empty() ? "none" : rules) << "   backend: " << r.backend << c.reset() << "\n";
   for (const auto& n : r.notes) out << c.dim() << wrap("note: " + n, "  ").substr(2) << c.reset();
   if (r.collator) out << wrap(collator_line(*r.collator), "  ").substr(2);
+  if (d.te_thd) out << wrap(te_thd_line(*d.te_thd), "  ").substr(2);
   if (r.prediction) {
     // one line, continued with a hanging indent when long
     const std::string line = "prediction: " + prediction_line(*r.prediction);

@@ -260,8 +260,12 @@ class Guard:
         try:
             doc = builder(ctx, bound)
         except records.NeedsSync:
+            if kind == "te_dpa":  # TE's contract has no index-free invariants here
+                return
             doc = _metadata_document(kind, ctx, bound)
             metadata_only = True
+        if doc is None:  # a call the builder does not describe (TE outside qkv_format "thd")
+            return
         if key is None or not bound.read <= reads:  # it read an argument no key held yet
             reads |= bound.read
             key = self._key(kind, module, bound, reads)

@@ -9,6 +9,8 @@ Entry points wrapped (whichever the run has loaded, now or later):
                          XFlashAttention2.forward                         (<= 4.47, gives the module)
   flash_attn[.flash_attn_interface].flash_attn_varlen_func / flash_attn_func
   torch.nn.attention.varlen.varlen_attn                                   (torch >= 2.10)
+  transformer_engine.pytorch.DotProductAttention.forward                  (qkv_format "thd" calls;
+      other formats go straight through: te_thd.te_dpa_call)
   fla.modules[.rotary[.ops]].RotaryEmbedding.forward
   transformers.modeling_utils.PreTrainedModel.__call__ (the model entry: nn.Module.__call__
       wrapped for every model class; it records the attention mask and position ids the
@@ -37,6 +39,7 @@ import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from . import _tensors as T
+from . import te_thd
 
 # (module name, attribute, entry kind)
 FUNCTION_TARGETS: Tuple[Tuple[str, str, str], ...] = (
@@ -49,8 +52,11 @@ FUNCTION_TARGETS: Tuple[Tuple[str, str, str], ...] = (
     ("torch.nn.attention.varlen", "varlen_attn", "torch_varlen"),
 )
 ROTARY_MODULES = ("fla.modules.rotary.ops", "fla.modules.rotary", "fla.modules")
+# Transformer Engine's DotProductAttention: where 2.x defines it, where 1.x did, the package
+TE_MODULES = ("transformer_engine.pytorch.attention.dot_product_attention.dot_product_attention",
+              "transformer_engine.pytorch.attention", "transformer_engine.pytorch")
 WATCHED_PREFIXES = ("transformers.models.",)
-WATCHED = frozenset([m for m, _, _ in FUNCTION_TARGETS] + list(ROTARY_MODULES)
+WATCHED = frozenset([m for m, _, _ in FUNCTION_TARGETS] + list(ROTARY_MODULES) + list(TE_MODULES)
                     + ["transformers.modeling_utils", "transformers.integrations"])
 
 ENTRY_NAMES = {
@@ -61,6 +67,7 @@ ENTRY_NAMES = {
     "fla_rotary": "fla.RotaryEmbedding.forward",
     "model_entry": "transformers.PreTrainedModel.__call__",
     "torch_varlen": "torch.nn.attention.varlen.varlen_attn",
+    "te_dpa": "transformer_engine.pytorch.DotProductAttention.forward",
 }
 
 _MARK = "__attn_doctor_original__"
@@ -168,6 +175,12 @@ class Patcher:
                 if isinstance(cls, type) and id(cls) not in self._patched_classes:
                     self._patched_classes.add(id(cls))
                     self.wrap_attribute(cls, "forward", "fla_rotary")
+            for module_name in TE_MODULES:
+                module = sys.modules.get(module_name)
+                cls = getattr(module, "DotProductAttention", None) if module is not None else None
+                if isinstance(cls, type) and id(cls) not in self._patched_classes:
+                    self._patched_classes.add(id(cls))
+                    self.wrap_attribute(cls, "forward", "te_dpa")
             for name, module in list(sys.modules.items()):
                 if name.startswith("transformers.models.") and module is not None:
                     self._patch_model_classes(module)
@@ -371,6 +384,8 @@ def _make_wrapper(original: Any, kind: str) -> Callable:
         capture, guard = USERS.capture, USERS.guard
         if (capture is None and guard is None) or T.is_compiling():
             return original(*args, **kwargs)
+        if kind == "te_dpa":
+            te_thd.next_call()  # the call id every rank's n-th call shares
         frame = capture._begin(kind, original, args, kwargs) if capture is not None else None
         token = None
         try:

@@ -27,6 +27,7 @@ import inspect
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
+from . import te_thd
 from . import _tensors as T
 from . import hooks
 from .batchfile import FORMAT, Encoder
@@ -785,6 +786,7 @@ BUILDERS = {
     "flash_attn_dense": flash_attn_dense_call,
     "fla_rotary": fla_rotary_call,
     "torch_varlen": torch_varlen_call,
+    "te_dpa": te_thd.te_dpa_call,
 }
 
 __all__ = ["BUILDERS", "Context", "call_pass", "HostCache", "NeedsSync", "bind_arguments", "document",

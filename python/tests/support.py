@@ -7,7 +7,7 @@ import sys
 import tempfile
 
 FAKEPKGS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fakepkgs")
-FAKE_ROOTS = ("transformers", "flash_attn", "fla", "faketensor", "fake_torch_varlen")
+FAKE_ROOTS = ("transformers", "flash_attn", "fla", "faketensor", "fake_torch_varlen", "transformer_engine")
 
 
 def purge_fakes():

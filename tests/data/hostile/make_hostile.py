@@ -7,6 +7,8 @@ import json, os, struct
 HERE = os.path.dirname(os.path.abspath(__file__))
 M = '"model": {"num_heads": 8, "head_dim": 64}'
 F = '"format": "attn-doctor/batch@1"'
+TE = ('"varlen": {"api": "transformer_engine.dot_product_attention", "cu_seqlens_q": [0, 8, 16], '
+      '"cu_seqlens_q_padded": [0, 8, 16], "cu_seqlens_kv_padded": [0, 8, 16], "total_q": 8, "total_k": 8}')
 
 
 def npy(descr, shape, data, fortran=False, magic=b"\x93NUMPY", major=1):
@@ -150,6 +152,24 @@ CASES = {
     "layers-seq-idx-narrow": (
         ('{%s, %s, "batch": {"query_length": 4, "seq_idx": [[0, 0, 1]]}, "layers": [{"kind": "gated_deltanet"}]}' % (F, M)).encode(),
         '/batch/seq_idx: expected seq_idx 4 wide (the query length), found 3 wide', {}),
+    # Transformer Engine THD and context parallelism (transformer-engine-thd.md)
+    "te-cp-rank-out-of-range": (('{%s, %s, %s, "context_parallel": {"size": 2, "rank": 2}}' % (F, M, TE)).encode(),
+                                "/context_parallel/rank: expected a rank from 0 to 1 (size 2), found the integer 2", {}),
+    "te-padded-offsets-without-te-api": (
+        ('{%s, %s, "varlen": {"api": "flash_attn_2.varlen", "cu_seqlens_q": [0, 8, 16], "cu_seqlens_q_padded": [0, 8, 16]}}'
+         % (F, M)).encode(),
+        '/varlen/cu_seqlens_q_padded: expected "api": "transformer_engine.dot_product_attention" beside cu_seqlens_q_padded '
+        "(a Transformer Engine argument), found api flash_attn_2.varlen", {}),
+    "te-context-parallel-without-te-api": (
+        ('{%s, %s, "varlen": {"cu_seqlens_q": [0, 8, 16]}, "context_parallel": {"size": 2, "rank": 0}}' % (F, M)).encode(),
+        '/context_parallel: expected a "varlen" block with "api": "transformer_engine.dot_product_attention" beside it, '
+        "found no api", {}),
+    "te-cp-chunks-per-sequence": (
+        ('{%s, %s, %s, "context_parallel": {"size": 2, "rank": 0, "chunks": [[0, 3]]}}' % (F, M, TE)).encode(),
+        "/context_parallel/chunks: expected 2 pairs (one per sequence of cu_seqlens_q), found 1 pairs", {}),
+    "te-cp-chunk-out-of-range": (
+        ('{%s, %s, %s, "context_parallel": {"size": 2, "rank": 0, "chunks": [[0, 4], [0, 3]]}}' % (F, M, TE)).encode(),
+        "/context_parallel/chunks/0/1", {}),
 }
 
 
