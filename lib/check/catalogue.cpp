@@ -339,8 +339,8 @@ const std::vector<Invariant>& table() {
            "conversion (mask, position ids or cu_seq_lens kwargs), and to linear-attention layers, which take theirs "
            "from somewhere else. transformers' Qwen3-Next / Qwen3.5 GatedDeltaNet layers never read position ids: up to "
            "5.8.0 they pass no boundaries at all, from 5.9.0 the delta rule takes the cu_seq_lens_q kwarg (only through "
-           "the fla kernel; the torch fallback ignores it) and the convolution the seq_idx kwarg (only through "
-           "causal-conv1d). FLA's own GatedDeltaNet layer up to 0.4.2 replaces the caller's cu_seqlens with one "
+           "the fla kernel; the torch fallback ignores it, and from 5.20.0 raises ValueError on it) and the "
+           "convolution the seq_idx kwarg (only through causal-conv1d; the same for its fallback). FLA's own GatedDeltaNet layer up to 0.4.2 replaces the caller's cu_seqlens with one "
            "sequence per row of the attention mask; 0.5.0 - 0.5.2 keep them but then fail to repad when a mask is "
            "given too. Packed sequences that the attention layers keep apart are then mixed by the recurrent state "
            "and the convolution, or a sequence is cut in two, with no error.",

@@ -98,7 +98,12 @@ std::optional<ModelMaskCall> model_mask_call(const Batch& batch, const Call& c, 
     p.handed_on = std::move(handed);
   }
   if (position_ids_passed && !out.call.position_ids) {
-    const int64_t past = c.kv_length > c.query_length ? c.kv_length - c.query_length : 0;
+    // the tokens already cached: the cache's past_length where the batch gives one (a static
+    // cache holds more slots than tokens), else the keys beyond the queries
+    const auto& cache = batch.batch->cache;
+    const int64_t past = cache && cache->past_length ? *cache->past_length
+                         : c.kv_length > c.query_length ? c.kv_length - c.query_length
+                                                        : 0;
     std::vector<int64_t> ids;
     ids.reserve(static_cast<size_t>(c.query_length));
     for (int64_t i = 0; i < c.query_length; ++i) ids.push_back(past + i);
