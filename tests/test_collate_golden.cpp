@@ -315,3 +315,35 @@ TEST_CASE("collate goldens: LlamaFactory's patched _get_unpad_data as each relea
     }
   }
 }
+
+TEST_CASE("collate: axolotl multipack hands its segment-id mask to the model, with the patch by release", "[collate]") {
+  auto load = [](const std::string& release, const std::string& options) {
+    return ad::parse_batch_text(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 2, "head_dim": 8},
+      "collator": {"name": "axolotl.multipack", "release": ")" + release + R"(", "options": )" + options +
+                                    R"(, "examples": [{"seq_lengths": [2, 3]}, {"seq_lengths": [4]}]}})",
+                                "x.json");
+  };
+  ad::Batch patched = load("0.17.0", R"({"pad_to_multiple_of": 4})");
+  CHECK(patched.collator->rule == "multipack-0.12");
+  CHECK(patched.collator->unpad_patch == "axolotl.get_unpad_data");
+  CHECK(patched.collator->handed_on == std::vector<std::string>{"attention_mask", "position_ids"});
+  REQUIRE(patched.batch->attention_mask);
+  CHECK(patched.batch->attention_mask->model_level);
+  CHECK(patched.batch->attention_mask->tensor.values == std::vector<int64_t>{1, 1, 2, 2, 2, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0});
+  // the padding's position ids count up from 0.10.0
+  CHECK(patched.batch->position_ids->tensor.values == std::vector<int64_t>{0, 1, 0, 1, 2, 0, 1, 2, 0, 1, 2, 3, 0, 1, 2, 3});
+  REQUIRE(patched.intent.sequences.size() == 3);
+  CHECK(patched.intent.sequences[2].row == 1);
+  // 0.18.0 no longer patches in-tree models
+  ad::Batch unpatched = load("0.19.0", "{}");
+  CHECK(unpatched.collator->rule == "multipack-0.18");
+  CHECK(unpatched.collator->unpad_patch.empty());
+  // squash_position_ids from 0.12.0 only; an older release raises as its dataclass does
+  CHECK_THROWS_WITH(load("0.11.0", R"({"squash_position_ids": true})"),
+                    Catch::Contains("TypeError: V2BatchSamplerDataCollatorForSeq2Seq.__init__() got an unexpected "
+                                    "keyword argument 'squash_position_ids'"));
+  // without the dataset's attention_mask column nothing is patched and no mask is emitted
+  ad::Batch no_mask = load("0.8.0", R"({"attention_mask": false})");
+  CHECK(no_mask.collator->unpad_patch.empty());
+  CHECK_FALSE(no_mask.batch->attention_mask);
+}
