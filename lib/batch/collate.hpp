@@ -78,7 +78,7 @@ struct CollatorBehaviour {
 };
 struct CollatorInfo {
   const char* name;     // canonical name, e.g. "transformers.DataCollatorWithFlattening"
-  const char* library;  // "transformers", "trl", "llamafactory"
+  const char* library;  // "transformers", "trl", "llamafactory", "axolotl"
   const char* newest;   // newest release read
   std::vector<CollatorBehaviour> behaviours;
 };
