@@ -2,17 +2,22 @@
 // tools/parity/collate.py from the releases' own collators) is replayed case by case through a
 // batch file's `collator` block and must match exactly: the keys in the collator's order, each
 // one's dtype, shape and values, or the exception the release raised. TRL's goldens also pin
-// the SFTTrainer's list of attention implementations it forwards position ids for.
+// the SFTTrainer's list of attention implementations it forwards position ids for; axolotl's
+// also pin the _get_unpad_data its patch installs, on every mask the collator emitted (as
+// emitted, and cast to bool as transformers >= 4.53 does first), and tests/golden/
+// unpad-llamafactory-*.json pin LlamaFactory's.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "batch/batch.hpp"
 #include "batch/collate.hpp"
+#include "convert/replay.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -21,10 +26,10 @@ namespace {
 
 const fs::path kGolden = fs::path(ATTN_DOCTOR_SOURCE_DIR) / "tests" / "golden";
 
-std::vector<fs::path> collate_goldens() {
+std::vector<fs::path> goldens(const std::string& prefix) {
   std::vector<fs::path> out;
   for (const auto& e : fs::directory_iterator(kGolden))
-    if (e.path().filename().string().rfind("collate-", 0) == 0 && e.path().extension() == ".json") out.push_back(e.path());
+    if (e.path().filename().string().rfind(prefix, 0) == 0 && e.path().extension() == ".json") out.push_back(e.path());
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -54,15 +59,47 @@ std::string batch_text(const json& golden, const json& c) {
   return b.dump();
 }
 
+// One tensor of a golden ({"dtype", "shape", "values"}) against the replay's.
+void check_tensor(const json& want, const std::string& dtype, const std::vector<int64_t>& shape,
+                  const std::vector<int64_t>& values) {
+  CHECK(dtype == want["dtype"].get<std::string>());
+  CHECK(shape == want["shape"].get<std::vector<int64_t>>());
+  CHECK(values == want["values"].get<std::vector<int64_t>>());
+}
+
+// A patched _get_unpad_data's golden ({"as_given": ..., "bool": ...}) against the replay's, on
+// a 2-D int64 mask and on the same mask cast to bool.
+void check_patched_unpad(const json& want, const std::string& patch, const std::vector<int64_t>& values,
+                         const std::vector<int64_t>& shape) {
+  for (const char* form : {"as_given", "bool"}) {
+    INFO(form);
+    const json& w = want[form];
+    REQUIRE_FALSE(w.contains("raised"));
+    ad::replay::MaskTensor m;
+    m.shape = shape;
+    m.values = values;
+    m.boolean = std::string(form) == "bool";
+    if (m.boolean)
+      for (int64_t& v : m.values) v = v != 0;
+    const ad::replay::UnpadData u = ad::replay::patched_unpad_data(m, patch);
+    check_tensor(w["indices"], "int64", u.indices.shape, u.indices.values);
+    check_tensor(w["cu_seqlens"], "int32", u.cu_seqlens.shape, u.cu_seqlens.values);
+    CHECK(u.max_seqlen == w["max_seqlen"]["value"].get<int64_t>());
+    // LlamaFactory's counts keep a bool mask's dtype: max_seqlen is a bool
+    CHECK(w["max_seqlen"]["type"] == (m.boolean && patch == "llamafactory.get_unpad_data" ? "bool" : "int"));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("collate goldens: the replay emits what every real release's collator emitted", "[collate][golden]") {
-  const auto files = collate_goldens();
+  const auto files = goldens("collate-");
   REQUIRE(files.size() >= 8);
-  size_t transformers_releases = 0, trl_releases = 0, cases = 0;
+  std::map<std::string, size_t> releases;
+  size_t cases = 0;
   for (const fs::path& file : files) {
     const json g = read_json(file);
-    (g["library"] == "transformers" ? transformers_releases : trl_releases) += 1;
+    releases[g["library"].get<std::string>()] += 1;
     for (const json& c : g["cases"]) {
       ++cases;
       const std::string where = file.filename().string() + " " + c["name"].get<std::string>();
@@ -101,10 +138,21 @@ TEST_CASE("collate goldens: the replay emits what every real release's collator 
       for (size_t i = 0; i < want.size(); ++i) {
         const ad::CollatorValue& v = b.collator->emitted[i];
         INFO(v.key);
-        CHECK(v.dtype == want[i]["dtype"].get<std::string>());
-        CHECK(v.shape == want[i]["shape"].get<std::vector<int64_t>>());
+        check_tensor(want[i], v.dtype, v.shape, v.values);
         CHECK(v.values_known);
-        CHECK(v.values == want[i]["values"].get<std::vector<int64_t>>());
+      }
+      if (g["library"] == "axolotl") {
+        // the patch is installed by the releases whose patch_for_multipack says so, and computes
+        // what the release's get_unpad_data computed on the emitted mask
+        const bool patches = !g["patches_transformers_unpad"].is_null();
+        CHECK(b.collator->unpad_patch == (patches && c.contains("unpad") ? "axolotl.get_unpad_data" : ""));
+        if (c.contains("unpad")) {
+          const ad::CollatorValue* m = nullptr;
+          for (const auto& v : b.collator->emitted)
+            if (v.key == "attention_mask") m = &v;
+          REQUIRE(m);
+          check_patched_unpad(c["unpad"], "axolotl.get_unpad_data", m->values, m->shape);
+        }
       }
     }
     if (g["library"] == "trl") {
@@ -117,8 +165,9 @@ TEST_CASE("collate goldens: the replay emits what every real release's collator 
     }
   }
   // the oracle's promise: at least six transformers releases and TRL
-  CHECK(transformers_releases >= 6);
-  CHECK(trl_releases >= 2);
+  CHECK(releases["transformers"] >= 6);
+  CHECK(releases["trl"] >= 2);
+  CHECK(releases["axolotl"] >= 4);
   CHECK(cases >= 100);
 }
 
@@ -200,7 +249,7 @@ TEST_CASE("collate: invalid collator blocks are input errors", "[collate]") {
   };
   CHECK(error(R"("batch": {"query_length": 4}, "collator": {"name": "trl.DataCollatorForLanguageModeling", "examples": [4]})")
             .rfind("/collator | a \"collator\" block or a \"batch\" block", 0) == 0);
-  CHECK(error(R"("collator": {"name": "axolotl.V2BatchSamplerDataCollatorForSeq2Seq", "examples": [4]})")
+  CHECK(error(R"("collator": {"name": "megatron.packed", "examples": [4]})")
             .rfind("/collator/name | a collator the replay knows", 0) == 0);
   CHECK(error(R"("collator": {"name": "transformers.DataCollatorWithFlattening", "examples": []})").rfind("/collator/examples", 0) == 0);
   CHECK(error(R"("collator": {"name": "transformers.DataCollatorWithFlattening", "examples": [{"seq_lengths": [2], "length": 3}]})")
@@ -224,8 +273,8 @@ TEST_CASE("collate: LlamaFactory neat_packing, modelled from the 0.9.4 and 0.9.5
                                     R"(", "options": {"cutoff_len": 7}, "examples": )" + examples + "}}",
                                 "x.json");
   };
-  // 0.9.4: the segment-id mask (padding to cutoff_len + 1 = 8 with 0) and position ids; only the
-  // position ids are handed on (the patched unpadding is not replayed)
+  // 0.9.4: the segment-id mask (padding to cutoff_len + 1 = 8 with 0) and position ids, both
+  // handed to the model, whose _get_unpad_data is LlamaFactory's
   ad::Batch old = load("0.9.4", R"([{"seq_lengths": [2, 3]}])");
   REQUIRE(old.collator);
   CHECK(old.collator->rule == "neat-0.9.4");
@@ -233,7 +282,10 @@ TEST_CASE("collate: LlamaFactory neat_packing, modelled from the 0.9.4 and 0.9.5
   CHECK(old.collator->emitted[1].key == "attention_mask");
   CHECK(old.collator->emitted[1].values == std::vector<int64_t>{1, 1, 2, 2, 2, 0, 0, 0});
   CHECK(old.collator->emitted[2].values == std::vector<int64_t>{0, 1, 0, 1, 2, 0, 0, 0});
-  CHECK(old.collator->handed_on == std::vector<std::string>{"position_ids"});
+  CHECK(old.collator->handed_on == std::vector<std::string>{"attention_mask", "position_ids"});
+  CHECK(old.collator->unpad_patch == "llamafactory.get_unpad_data");
+  REQUIRE(old.batch->attention_mask);
+  CHECK(old.batch->attention_mask->model_level);
   CHECK(old.intent.sequences.size() == 2);
   // 0.9.5: the padding is dropped and the mask set to None
   ad::Batch now = load("0.9.5", R"([{"seq_lengths": [2, 3]}])");
@@ -244,4 +296,54 @@ TEST_CASE("collate: LlamaFactory neat_packing, modelled from the 0.9.4 and 0.9.5
   // a row longer than cutoff_len + 1 raises as the processor does; 0.9.5 takes one row only
   CHECK_THROWS_WITH(load("0.9.5", "[9]"), Catch::Contains("ValueError: The length of packed example"));
   CHECK_THROWS_WITH(load("0.9.5", "[3, 4]"), Catch::Contains("AssertionError: bsz should be 1"));
+}
+
+TEST_CASE("collate goldens: LlamaFactory's patched _get_unpad_data as each release computed it", "[collate][golden]") {
+  const auto files = goldens("unpad-llamafactory-");
+  REQUIRE(files.size() >= 2);
+  for (const fs::path& file : files) {
+    const json g = read_json(file);
+    CHECK(g["installed_by"] == "configure_packing");
+    for (const json& c : g["cases"]) {
+      INFO(file.filename().string() + " " + c["name"].get<std::string>());
+      const json& rows = c["mask"];
+      std::vector<int64_t> values;
+      for (const json& r : rows)
+        for (const json& v : r) values.push_back(v.get<int64_t>());
+      check_patched_unpad(c, "llamafactory.get_unpad_data", values,
+                          {static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())});
+    }
+  }
+}
+
+TEST_CASE("collate: axolotl multipack hands its segment-id mask to the model, with the patch by release", "[collate]") {
+  auto load = [](const std::string& release, const std::string& options) {
+    return ad::parse_batch_text(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 2, "head_dim": 8},
+      "collator": {"name": "axolotl.multipack", "release": ")" + release + R"(", "options": )" + options +
+                                    R"(, "examples": [{"seq_lengths": [2, 3]}, {"seq_lengths": [4]}]}})",
+                                "x.json");
+  };
+  ad::Batch patched = load("0.17.0", R"({"pad_to_multiple_of": 4})");
+  CHECK(patched.collator->rule == "multipack-0.12");
+  CHECK(patched.collator->unpad_patch == "axolotl.get_unpad_data");
+  CHECK(patched.collator->handed_on == std::vector<std::string>{"attention_mask", "position_ids"});
+  REQUIRE(patched.batch->attention_mask);
+  CHECK(patched.batch->attention_mask->model_level);
+  CHECK(patched.batch->attention_mask->tensor.values == std::vector<int64_t>{1, 1, 2, 2, 2, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0});
+  // the padding's position ids count up from 0.10.0
+  CHECK(patched.batch->position_ids->tensor.values == std::vector<int64_t>{0, 1, 0, 1, 2, 0, 1, 2, 0, 1, 2, 3, 0, 1, 2, 3});
+  REQUIRE(patched.intent.sequences.size() == 3);
+  CHECK(patched.intent.sequences[2].row == 1);
+  // 0.18.0 no longer patches in-tree models
+  ad::Batch unpatched = load("0.19.0", "{}");
+  CHECK(unpatched.collator->rule == "multipack-0.18");
+  CHECK(unpatched.collator->unpad_patch.empty());
+  // squash_position_ids from 0.12.0 only; an older release raises as its dataclass does
+  CHECK_THROWS_WITH(load("0.11.0", R"({"squash_position_ids": true})"),
+                    Catch::Contains("TypeError: V2BatchSamplerDataCollatorForSeq2Seq.__init__() got an unexpected "
+                                    "keyword argument 'squash_position_ids'"));
+  // without the dataset's attention_mask column nothing is patched and no mask is emitted
+  ad::Batch no_mask = load("0.8.0", R"({"attention_mask": false})");
+  CHECK(no_mask.collator->unpad_patch.empty());
+  CHECK_FALSE(no_mask.batch->attention_mask);
 }

@@ -295,6 +295,9 @@ struct CollatorRecord {
   std::vector<CollatorValue> emitted;  // in the collator's key order
   std::vector<std::string> handed_on;  // the batch keys the emitted values became
   std::vector<std::string> notes;
+  // The trainer replaces transformers' _get_unpad_data with its own (docs/spec/conversions.md#collators):
+  // "axolotl.get_unpad_data" or "llamafactory.get_unpad_data"; "" when the model keeps its own.
+  std::string unpad_patch;
 };
 
 // ---------------------------------------------------------------------------------------

@@ -35,6 +35,8 @@ const std::vector<CollatorInfo>& collator_table() {
         {"1.11.0", "trl-1.11"},
         {"1.16.0", "trl-1.16"}}},
       {"llamafactory.neat_packing", "llamafactory", "0.9.5", {{"0.9.4", "neat-0.9.4"}, {"0.9.5", "neat-0.9.5"}}},
+      {"axolotl.multipack", "axolotl", "0.19.0",
+       {{"0.8.0", "multipack-0.8"}, {"0.10.0", "multipack-0.10"}, {"0.12.0", "multipack-0.12"}, {"0.18.0", "multipack-0.18"}}},
   };
   return table;
 }
@@ -96,6 +98,7 @@ CollatorResult replay_collator(const CollatorSpec& spec) {
   const std::string lib = info->library;
   if (lib == "transformers") replay_flattening(spec, used, out);
   else if (lib == "trl") replay_trl(spec, used, out);
+  else if (lib == "axolotl") replay_multipack(spec, used, out);
   else {
     if (spec.options.attn_implementation && *spec.options.attn_implementation != "flash_attention_2") {
       out.raised = CollatorRaise{"", "attn_implementation \"flash_attention_2\" (the replay models neat_packing on "
@@ -132,10 +135,14 @@ std::string collator_batch_json(CollatorResult& result) {
     b["batch_size"] = ids->shape[0];
     b["query_length"] = ids->shape[1];
   }
-  // LlamaFactory 0.9.4's segment-id mask goes to its patched _get_unpad_data, which is not
-  // replayed (collate_llamafactory.cpp): it is reported, not handed on
-  const bool patched_unpad = rec.rule == "neat-0.9.4";
-  if (const CollatorValue* m = result.find("attention_mask"); m && m->shape.size() == 2 && !patched_unpad) {
+  // a segment-id mask the trainer hands to the model (axolotl's multipack, LlamaFactory's
+  // neat_packing): the release's mask preparation decides what reaches the attention, and the
+  // trainer's patched _get_unpad_data (record.unpad_patch) unpads it
+  const bool segment_ids = rec.name.rfind("axolotl.", 0) == 0 || rec.name.rfind("llamafactory.", 0) == 0;
+  if (const CollatorValue* m = result.find("attention_mask"); m && m->shape.size() == 2 && segment_ids) {
+    b["attention_mask"] = {{"values", rows_json(*m)}, {"level", "model"}};
+    rec.handed_on.push_back("attention_mask");
+  } else if (m && m->shape.size() == 2) {
     // transformers' mask preparation for flash attention drops a 2-D mask without a zero
     // (masking_utils.flash_attention_mask from 4.53; the models' _update_causal_mask before)
     if (!all_ones(*m)) {

@@ -6,7 +6,7 @@
 // lib/convert/: collate_hf.cpp (transformers' DataCollatorWithFlattening), collate_trl.cpp
 // (TRL's DataCollatorForLanguageModeling and the SFTTrainer's list of attention
 // implementations it forwards position ids for), collate_llamafactory.cpp (LlamaFactory's
-// neat_packing). The collator sits below the conversion: it produces the batch the conversion
+// neat_packing), collate_axolotl.cpp (axolotl's multipack). The collator sits below the conversion: it produces the batch the conversion
 // replays, so it lives on the batch floor and the loader runs it.
 #pragma once
 
@@ -43,6 +43,9 @@ struct CollatorOptions {
   std::optional<int64_t> pad_token_id;
   std::optional<std::string> attn_implementation;
   std::optional<int64_t> cutoff_len;
+  std::optional<bool> squash_position_ids;  // axolotl >= 0.12
+  std::optional<bool> attention_mask;       // axolotl: the examples carry the tokenizer's mask (default true)
+  std::optional<bool> position_ids;         // axolotl: the examples carry add_position_ids' ids (default true)
   std::vector<std::string> given;
   bool has(std::string_view key) const;
 };
@@ -75,7 +78,7 @@ struct CollatorBehaviour {
 };
 struct CollatorInfo {
   const char* name;     // canonical name, e.g. "transformers.DataCollatorWithFlattening"
-  const char* library;  // "transformers", "trl", "llamafactory"
+  const char* library;  // "transformers", "trl", "llamafactory", "axolotl"
   const char* newest;   // newest release read
   std::vector<CollatorBehaviour> behaviours;
 };
@@ -98,5 +101,6 @@ Intent collator_intent(const CollatorSpec& spec, const CollatorResult& result);
 void replay_flattening(const CollatorSpec& spec, const Version& release, CollatorResult& out);
 void replay_trl(const CollatorSpec& spec, const Version& release, CollatorResult& out);
 void replay_neat_packing(const CollatorSpec& spec, const Version& release, CollatorResult& out);
+void replay_multipack(const CollatorSpec& spec, const Version& release, CollatorResult& out);
 
 }  // namespace ad

@@ -11,9 +11,9 @@
 //
 //   0.9.4  neat-0.9.4  the collator hands the segment-id mask and the position ids on; the
 //                      model's _get_unpad_data is replaced (model/model_utils/packing.py,
-//                      configure_packing) by one that splits at the segment ids. That patched
-//                      unpadding is not replayed here: only the position ids are handed on,
-//                      and the report says so.
+//                      configure_packing, also in 0.9.3) by get_unpad_data, which counts each
+//                      segment id of every row (tests/golden/unpad-llamafactory-<release>.json):
+//                      the mask is handed on at model level and that unpadding replayed
 //   0.9.5  neat-0.9.5  the collator drops the padding (_unpad_packed_features) and sets
 //                      attention_mask to None: the position ids alone carry the boundaries;
 //                      configure_packing is gone
@@ -72,9 +72,10 @@ void replay_neat_packing(const CollatorSpec& spec, const Version& release, Colla
     em.push_back(value("attention_mask", mask, true));
     em.push_back(value("position_ids", pos, true));
     em.push_back(value("labels", labels, known));
-    out.record.notes.push_back("the segment-id attention_mask goes to LlamaFactory's patched _get_unpad_data "
-                               "(llamafactory " + out.record.replayed_as + ", model/model_utils/packing.py), which "
-                               "is not replayed: only the position ids are handed on");
+    out.record.unpad_patch = "llamafactory.get_unpad_data";
+    out.record.notes.push_back("llamafactory " + out.record.replayed_as + "'s configure_packing replaces transformers' "
+                               "_get_unpad_data with its get_unpad_data (model/model_utils/packing.py), which counts "
+                               "each segment id of the mask it receives");
     return;
   }
   // 0.9.5: one row only ("bsz should be 1 for neat packing"); the padding is dropped

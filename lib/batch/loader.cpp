@@ -924,7 +924,8 @@ struct Loader {
     if (auto o = n.get("options")) {
       o->expect_object({"return_position_ids", "return_flash_attn_kwargs", "return_seq_idx", "separator_id",
                         "position_ids_start", "padding_free", "packing", "packing_strategy", "pad_to_multiple_of",
-                        "pad_token_id", "attn_implementation", "cutoff_len"});
+                        "pad_token_id", "attn_implementation", "cutoff_len",
+                        "squash_position_ids", "attention_mask", "position_ids"});
       CollatorOptions& c = s.options;
       for (auto it = o->raw().begin(); it != o->raw().end(); ++it) c.given.push_back(it.key());
       auto flag = [&](const char* key, std::optional<bool>& out) {
@@ -938,6 +939,9 @@ struct Loader {
       flag("return_seq_idx", c.return_seq_idx);
       flag("padding_free", c.padding_free);
       flag("packing", c.packing);
+      flag("squash_position_ids", c.squash_position_ids);
+      flag("attention_mask", c.attention_mask);
+      flag("position_ids", c.position_ids);
       integer("separator_id", c.separator_id, -kMaxIndex, kMaxIndex);
       integer("position_ids_start", c.position_ids_start, 0, int64_t{1} << 20);
       integer("pad_to_multiple_of", c.pad_to_multiple_of, 1, int64_t{1} << 20);

@@ -152,6 +152,9 @@ void mask_rank(Ctx& ctx) {
 void mask_binary(Ctx& ctx) {
   const Mask* m = unpad_mask(ctx);
   if (!m || m->style != MaskStyle::values) return;  // 4-D boolean/additive masks are 0/1 by construction
+  // the trainer's own _get_unpad_data (axolotl's multipack, LlamaFactory's neat_packing) counts
+  // the segment ids instead of summing them (docs/spec/conversions.md#patched-unpadding)
+  if (ctx.batch.collator && !ctx.batch.collator->unpad_patch.empty()) return;
   const IntTensor& t = m->tensor;
   const int64_t width = t.dim(-1);
   int64_t first = -1, sum = 0, nonzero = 0;
@@ -205,13 +208,18 @@ void mask_cast_to_bool(Ctx& ctx) {
                                          std::string(p.dropped ? " and, every entry being True, hands on no mask"
                                                                : "")
                                    : "hands on no mask (it holds no 0)";
+  // LlamaFactory's replacement of _get_unpad_data on the bool mask (conversions.md#patched-unpadding)
+  const bool lf_bool = p.cast_to_bool && !p.dropped && ctx.batch.collator &&
+                       ctx.batch.collator->unpad_patch == "llamafactory.get_unpad_data";
   Violation& v = ctx.report(
       Severity::error,
       "the mask given to the model holds segment ids (" + std::to_string(p.first_segment_value) + " at row " +
           std::to_string(p.first_segment_row) + ", column " + std::to_string(p.first_segment_column) + "); " + release +
           "'s mask preparation (" + p.where + ") " + how + ": the " + std::to_string(first_segments) +
-          " packed sequences of row " + std::to_string(first_row) + " attend to each other as one" +
-          (rows > 1 ? " (" + std::to_string(rows) + " rows merge sequences)" : ""),
+          " packed sequences of row " + std::to_string(first_row) +
+          (lf_bool ? " are lost: LlamaFactory's get_unpad_data counts a bool mask into its dtype, one token per row"
+                   : " attend to each other as one") +
+          (rows > 1 && !lf_bool ? " (" + std::to_string(rows) + " rows merge sequences)" : ""),
       {{"prepared_by", p.where}, {"cast_to_bool", p.cast_to_bool}, {"dropped", p.dropped},
        {"row", first_row}, {"segments", first_segments}, {"rows_merged", rows}});
   v.location = Location::row_tokens(first_row, 0, W);

@@ -22,6 +22,7 @@ struct MaskTensor {
   std::vector<int64_t> shape;
   std::vector<int64_t> values;
   MaskStyle style = MaskStyle::values;
+  bool boolean = false;  // a torch.bool tensor (the model's mask preparation cast it)
 
   int rank() const { return static_cast<int>(shape.size()); }
   int64_t dim(int i) const { return shape.at(static_cast<size_t>(i < 0 ? rank() + i : i)); }
@@ -51,6 +52,8 @@ struct Call {
   // dtypes of the caller's cu_seq_lens_q/k tensors (batch `tensors` overrides): the kwargs
   // path hands them to flash-attn as they are; int32 when not said (what a collator builds)
   DType kwargs_dtype_q = DType::int32, kwargs_dtype_k = DType::int32;
+  // the trainer's replacement of transformers' _get_unpad_data (CollatorRecord::unpad_patch)
+  std::string unpad_patch;
 };
 
 Call call_from_batch(const Batch& batch, const std::optional<Version>& flash_attn);
@@ -73,6 +76,14 @@ struct UnpadData {
   bool pad_raises = false;
 };
 UnpadData unpad_data(const MaskTensor& mask);
+// The _get_unpad_data a packing trainer installs in transformers (`patch` as in
+// CollatorRecord::unpad_patch): lengths = for each row, the count of each segment id
+// 1 .. max(mask), the zero counts dropped, one after the other; cu_seqlens = pad(cumsum(lengths),
+// (1, 0)) int32 (1-D); indices = nonzero(mask.flatten()). axolotl <= 0.17's get_unpad_data counts
+// into int32; LlamaFactory's get_seqlens_in_batch into the mask's dtype, so on a bool mask every
+// count becomes True: one token per row, and max_seqlen is True
+// (tests/golden/collate-axolotl-*.json, tests/golden/unpad-llamafactory-*.json). A 2-D mask.
+UnpadData patched_unpad_data(const MaskTensor& mask, const std::string& patch);
 // The RuntimeError torch raises for F.pad(x, (1, 0)) on a 0-d x, raised inside `where`.
 ReplayFailure pad_of_0d_failure(const std::string& where);
 

@@ -42,6 +42,7 @@ MaskTensor mask_tensor(const Mask& m) {
   t.shape = m.tensor.shape;
   t.values = m.tensor.values;
   t.style = m.style;
+  t.boolean = m.tensor.dtype == DType::boolean;
   return t;
 }
 
@@ -72,7 +73,43 @@ Call call_from_batch(const Batch& batch, const std::optional<Version>& flash_att
   c.flash_attn = flash_attn ? *flash_attn : version_literal("2.6.3");
   if (const auto* o = batch.override_for("cu_seqlens_q"); o && o->dtype) c.kwargs_dtype_q = *o->dtype;
   if (const auto* o = batch.override_for("cu_seqlens_k"); o && o->dtype) c.kwargs_dtype_k = *o->dtype;
+  if (batch.collator) c.unpad_patch = batch.collator->unpad_patch;
   return c;
+}
+
+UnpadData patched_unpad_data(const MaskTensor& mask, const std::string& patch) {
+  if (mask.rank() != 2) throw std::logic_error("patched_unpad_data: a 2-D mask");
+  const int64_t rows = mask.dim(0), width = mask.dim(1);
+  const bool counts_as_bool = patch == "llamafactory.get_unpad_data" && mask.boolean;
+  UnpadData u;
+  std::vector<int64_t> index_values;
+  for (int64_t r = 0; r < rows; ++r) {
+    // the count of each id 1 .. max in the row, ids ascending (an id with no token counts 0 and
+    // is dropped), so only the ids present matter
+    std::vector<int64_t> row_ids;
+    for (int64_t c = 0; c < width; ++c) {
+      const size_t i = static_cast<size_t>(r * width + c);
+      if (mask.nonzero(i)) index_values.push_back(static_cast<int64_t>(i));
+      if (mask.values[i] >= 1) row_ids.push_back(mask.values[i]);
+    }
+    std::sort(row_ids.begin(), row_ids.end());
+    for (size_t a = 0; a < row_ids.size();) {
+      size_t b = a;
+      while (b < row_ids.size() && row_ids[b] == row_ids[a]) ++b;
+      u.lengths.push_back(counts_as_bool ? 1 : static_cast<int64_t>(b - a));
+      a = b;
+    }
+  }
+  u.indices = int_tensor(std::move(index_values), DType::int64);
+  u.max_seqlen = u.lengths.empty() ? 0 : *std::max_element(u.lengths.begin(), u.lengths.end());
+  std::vector<int64_t> cu{0};
+  uint32_t sum = 0;
+  for (int64_t l : u.lengths) {
+    sum += static_cast<uint32_t>(l);
+    cu.push_back(static_cast<int32_t>(sum));
+  }
+  u.cu_seqlens = int_tensor(std::move(cu), DType::int32);
+  return u;
 }
 
 UnpadData unpad_data(const MaskTensor& mask) {

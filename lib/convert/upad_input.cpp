@@ -13,7 +13,8 @@ bool flash_attn_returns_five(const Version& v) { return v >= version_literal("2.
 VarlenArgs upad_input(const Call& c, const UpadOptions& o) {
   const MaskTensor& mask = *c.mask;
   VarlenArgs a;
-  UnpadData k = unpad_data(mask);
+  const bool patched = !c.unpad_patch.empty() && mask.rank() == 2;
+  UnpadData k = patched ? patched_unpad_data(mask, c.unpad_patch) : unpad_data(mask);
   a.unpad_mask_shape = mask.shape;
   if (k.pad_raises) {
     // _get_unpad_data raises before returning: nothing of the key side exists
@@ -28,9 +29,17 @@ VarlenArgs upad_input(const Call& c, const UpadOptions& o) {
     a.steps.push_back("keys longer than the mask: cut to its last dimension (" + std::to_string(kv_len) + ")");
   }
   set_key_side(a, k, rows(c.batch, kv_len),
-               o.max_as_tensor ? MaxSeqlen{k.max_seqlen, true, DType::int32} : MaxSeqlen{k.max_seqlen, false, DType::int64});
-  a.steps.push_back("indices_k = nonzero(mask.flatten()) (" + std::to_string(k.indices.numel()) +
-                    "), cu_seqlens_k = pad(cumsum(mask.sum(-1)))");
+               // the trainer's replacement returns max().item(), a host value, whatever the release
+               o.max_as_tensor && !patched ? MaxSeqlen{k.max_seqlen, true, DType::int32}
+                                           : MaxSeqlen{k.max_seqlen, false, DType::int64});
+  if (patched)
+    a.steps.push_back("_get_unpad_data is the trainer's " + c.unpad_patch + ": indices_k = nonzero(mask.flatten()) (" +
+                      std::to_string(k.indices.numel()) + "), cu_seqlens_k = pad(cumsum(the count of each segment id " +
+                      "per row" + (mask.boolean && c.unpad_patch.rfind("llamafactory", 0) == 0
+                                       ? ", held in the bool mask's dtype: 1 each" : "") + "))");
+  else
+    a.steps.push_back("indices_k = nonzero(mask.flatten()) (" + std::to_string(k.indices.numel()) +
+                      "), cu_seqlens_k = pad(cumsum(mask.sum(-1)))");
   if (auto f = gather_failure(k.indices, a.gather_rows_k, o.key_gather, o.key_gather_where)) {
     a.failure = f;
     a.steps.push_back("the key gather reads past the (B*Lk) = " + std::to_string(a.gather_rows_k) + " rows");

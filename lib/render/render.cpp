@@ -329,6 +329,7 @@ nlohmann::json collator_json(const CollatorRecord& c, bool full) {
     j["emitted"].push_back(e);
   }
   j["handed_on"] = c.handed_on;
+  if (!c.unpad_patch.empty()) j["unpad_patch"] = c.unpad_patch;
   j["notes"] = c.notes;
   return j;
 }
