@@ -260,7 +260,7 @@ VarlenArgs replay_with(const Batch& batch, const RuleSetInfo& rules) {
     // (model_mask.cpp; from 4.53.0 masking_utils, and from 4.44.0 the model's position ids
     // reach the conversion)
     const Version first = version_literal(rules.first);
-    const bool quirk_model = batch.model.architecture == "gemma2" || batch.model.architecture == "qwen2_vl";
+    const bool quirk_model = batch.model.architecture == "gemma2" || replay::is_qwen2vl_family(batch.model.architecture);
     if (auto m = replay::model_mask_call(
             batch, call, first < version_literal("4.53.0") ? replay::MaskPrep::keep_if_zero : replay::MaskPrep::bool_cast,
             !quirk_model && !(first < version_literal("4.44.0")))) {
