@@ -126,7 +126,7 @@ TEST_CASE("advisories: a possible match is a field of the match: JSON `possible`
   CHECK(j["advisories"][0]["why"].get<std::string>().find("possible only") == std::string::npos);
   const std::string text = render_text(d, RenderOptions{});
   CHECK(text.find("3.0.0b1 may have this bug for this call") != std::string::npos);
-  CHECK(text.find("possible only: this release's builds exist with and without the fix") != std::string::npos);
+  CHECK(text.find("possible only:") != std::string::npos);
   // a definite match has no `possible` key
   CHECK_FALSE(to_json(run("fa4-4.0.0b13-hdim256-empty-query-backward-illegal-address"), RenderOptions{})["advisories"][0]
                   .contains("possible"));

@@ -41,15 +41,16 @@ TEST_CASE("Qwen2.5-VL: the same text model as Qwen2-VL from its first release (4
     Batch b = parse_batch_text(text, "levels.json");
     return *convert(b).replayed;
   };
-  // 4.57: (B, S) model-level ids reach no conversion, as Qwen2-VL's
-  CHECK(with("4.57.6").path == VarlenPath::dense);
+  // 4.57: (B, S) model-level ids reach no conversion, as Qwen2-VL's, and the step says whose quirk
+  const VarlenArgs dense = with("4.57.6");
+  CHECK(dense.path == VarlenPath::dense);
+  bool named = false;
+  for (const auto& s : dense.steps) named |= s.rfind("qwen2_5_vl: ", 0) == 0;
+  CHECK(named);
   // 4.54 - 4.56: the text axis reaches the conversion: packed
   const VarlenArgs a = with("4.54.1");
   CHECK(a.path == VarlenPath::position_ids);
   CHECK(a.cu_seqlens_q.values == std::vector<int64_t>{0, 3, 7});
-  bool named = false;
-  for (const auto& s : a.steps) named |= s.rfind("qwen2_5_vl: ", 0) == 0;
-  CHECK(named);
   // before 4.49 there is no Qwen2.5-VL: the batch is replayed as given
   CHECK(with("4.48.3").cu_seqlens_q.values == std::vector<int64_t>{0, 3, 7});
 }
