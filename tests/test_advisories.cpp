@@ -59,9 +59,10 @@ TEST_CASE("advisories: every advisory has a repro case it matches and a twin it 
     CHECK(matched(hit, p.advisory));
     // the match is a finding of its own: its symptom is the call's prediction here
     REQUIRE(hit.report.prediction);
-    const bool possible = !hit.report.advisories.empty() &&
-                          hit.report.advisories.front().why.find("possible only:") != std::string::npos;
+    const bool possible = !hit.report.advisories.empty() && hit.report.advisories.front().possible;
+    CHECK(possible == find_advisory(p.advisory)->possible_only);
     if (possible) {
+      CHECK(hit.report.advisories.front().why.find("possible only:") == std::string::npos);  // a field, not a marker
       CHECK(hit.report.prediction->invariant != p.advisory);  // listed, not predicted
     } else {
       CHECK(hit.report.prediction->invariant == p.advisory);
@@ -115,6 +116,21 @@ TEST_CASE("advisories: the JSON report names the match, its release and why, and
   CheckOptions o;
   o.backend = BackendChoice::none;
   CHECK(diagnose(b, o, file).report.advisories.empty());
+}
+
+TEST_CASE("advisories: a possible match is a field of the match: JSON `possible`, text \"may have\"", "[advisories]") {
+  const Diagnosis d = run("fa3-3.0.0b1-int32-sizes-1m-tokens");
+  REQUIRE(d.report.advisories.size() == 1);
+  CHECK(d.report.advisories[0].possible);
+  const nlohmann::json j = to_json(d, RenderOptions{});
+  CHECK(j["advisories"][0]["possible"] == true);
+  CHECK(j["advisories"][0]["why"].get<std::string>().find("possible only") == std::string::npos);
+  const std::string text = render_text(d, RenderOptions{});
+  CHECK(text.find("3.0.0b1 may have this bug for this call") != std::string::npos);
+  CHECK(text.find("possible only:") != std::string::npos);
+  // a definite match has no `possible` key
+  CHECK_FALSE(to_json(run("fa4-4.0.0b13-hdim256-empty-query-backward-illegal-address"), RenderOptions{})["advisories"][0]
+                  .contains("possible"));
 }
 
 TEST_CASE("advisories: an architecture-specific row matches a batch without gpu_arch and says so", "[advisories]") {

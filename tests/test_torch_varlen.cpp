@@ -103,3 +103,63 @@ TEST_CASE("torch varlen_attn: FA2 varlen's own invariants run for it (the bundle
   INFO(r.describe());
   CHECK(r.has("max_seqlen.single_query"));
 }
+
+TEST_CASE("torch varlen_attn: an argument the release's signature does not take is its TypeError", "[torch_varlen][api]") {
+  auto with = [](const std::string& torch, const std::string& extra) {
+    return R"({"format": "attn-doctor/batch@1", "environment": {)" + torch + R"("device": "cuda:0"},
+      "model": {"num_heads": 8, "num_kv_heads": 2, "head_dim": 64},
+      "varlen": {"api": "torch.varlen_attn", "cu_seqlens_q": [0, 6, 11, 16], "max_seqlen_q": 6)" +
+           extra + "}}";
+  };
+  SECTION("2.11 has no seqused_k (measured: oracle-torch-varlen-seqused-k)") {
+    Result r = run(with(R"("torch": "2.11.0", )", R"(, "window_size": [-1, 0], "seqused_k": [6, 5, 5])"));
+    INFO(r.describe());
+    REQUIRE(r.has("input.feature"));
+    CHECK(r.get("input.feature").evidence.value("upstream_message", "") ==
+          "varlen_attn() got an unexpected keyword argument 'seqused_k'");
+    REQUIRE(r.get("input.feature").symptom);
+    CHECK(r.get("input.feature").symptom->outcome == ad::Outcome::raises);
+  }
+  SECTION("2.12 documents seqused_k: no TypeError; a later unknown release takes 2.12's signature") {
+    for (const char* v : {R"("torch": "2.12.0", )", R"("torch": "2.14.1+cu130", )"}) {
+      Result r = run(with(v, R"(, "window_size": [-1, 0], "seqused_k": [6, 5, 5])"));
+      INFO(r.describe());
+      CHECK_FALSE(r.has("input.feature"));
+    }
+  }
+  SECTION("2.10 has no window_size (is_causal instead)") {
+    Result r = run(with(R"("torch": "2.10.0", )", R"(, "window_size": [-1, 0])"));
+    INFO(r.describe());
+    REQUIRE(r.has("input.feature"));
+    CHECK(r.get("input.feature").evidence.value("upstream_message", "") ==
+          "varlen_attn() got an unexpected keyword argument 'window_size'");
+  }
+  SECTION("the 2.11 call without extra arguments is healthy") {
+    Result r = run(with(R"("torch": "2.11.0", )", R"(, "window_size": [-1, 0])"));
+    INFO(r.describe());
+    CHECK(r.violations.empty());
+  }
+  SECTION("the execution plan raises the TypeError before anything runs") {
+    ad::ExecPlan p = plan_of(with(R"("torch": "2.11.0", )", R"(, "seqused_k": [6, 5, 5], "cu_seqlens_k": [0, 6, 11, 17])"));
+    REQUIRE(p.attention.raises);
+    CHECK(p.attention.raises->type == "TypeError");
+    CHECK(p.attention.raises->message == "varlen_attn() got an unexpected keyword argument 'seqused_k'");
+  }
+}
+
+TEST_CASE("signatures: by release, keyword and positional errors", "[api]") {
+  const ad::Signature* s211 = ad::signature_for(ad::Api::torch_varlen_attn, ad::version_literal("2.11.0+cu130"));
+  REQUIRE(s211);
+  CHECK(s211->first == "2.11.0");
+  CHECK(s211->takes("window_size"));
+  CHECK_FALSE(s211->takes("seqused_k"));
+  CHECK(ad::signature_for(ad::Api::torch_varlen_attn, ad::version_literal("2.9.1"))->first == "2.10.0");
+  CHECK(ad::signature_for(ad::Api::torch_varlen_attn, ad::version_literal("2.13.0"))->first == "2.12.0");
+  CHECK(ad::signature_for(ad::Api::flash_attn_2_varlen, ad::version_literal("2.8.3")) == nullptr);
+  std::vector<ad::BoundArgument> eight;
+  for (int i = 0; i < 8; ++i) eight.push_back({"p" + std::to_string(i), ad::Bound::positional});
+  CHECK(ad::signature_error(*s211, eight) == "varlen_attn() takes 7 positional arguments but 8 were given");
+  const ad::Signature* s210 = ad::signature_for(ad::Api::torch_varlen_attn, ad::version_literal("2.10.0"));
+  CHECK_FALSE(ad::signature_error(*s210, eight));  // is_causal may be the eighth
+  CHECK_FALSE(ad::signature_error(*s211, std::vector<ad::BoundArgument>{{"scale", ad::Bound::keyword}}));
+}

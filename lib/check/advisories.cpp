@@ -10,9 +10,6 @@
 
 namespace ad {
 
-// The mark of a possible match (the release's builds exist with and without the fix).
-const char* const kPossibleOnly = "possible only: this release's builds exist with and without the fix";
-
 namespace {
 
 // Segment lengths of a cu_seqlens tensor (empty when it is not a monotone 1-D prefix sum).
@@ -149,7 +146,7 @@ const std::vector<Advisory>& table() {
        "q, k or v with 2^31 elements or more",
        Outcome::raises, Moment::attention,
        "Floating Point Exception (int32 overflow of the tensor-size parameters)",
-       "Dao-AILab/flash-attention PR#1841", elements_past_int32},
+       "Dao-AILab/flash-attention PR#1841", elements_past_int32, true},
       {"FA-2026-001", "flash_attn_4", 4, "", "", "4.0.0b13",
        "Dao-AILab/flash-attention PR#2568 (merged 2026-05-15): zero-length query and key segments in the sm100 "
        "head-dim-256 kernels",
@@ -259,9 +256,9 @@ std::vector<AdvisoryMatch> match_advisories(const Batch& batch, const Conversion
     m.advisory = &a;
     m.release = release->text;
     m.why = *why + arch_note;
-    // FA3's 3.0.0b1 names builds from before and after PR#1841: the match is possible only, and
-    // a possible match is listed but stays out of the prediction (check/prediction.cpp)
-    if (a.id == "FA-2025-001") m.why += std::string("; ") + kPossibleOnly;
+    // a release that names builds from before and after the fix (FA3's 3.0.0b1 and PR#1841):
+    // the match is possible only, listed but kept out of the prediction (check/prediction.cpp)
+    m.possible = a.possible_only;
     m.symptom.outcome = a.outcome;
     m.symptom.pass = a.pass;
     m.symptom.at = a.at;

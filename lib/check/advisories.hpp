@@ -49,6 +49,9 @@ struct Advisory {
   // The condition on the call beyond release, architecture and pass; nullopt: no match, else
   // why it matched (the segment, the amounts).
   std::optional<std::string> (*matches)(const AdvisoryCall&);
+  // The release names builds with and without the fix (FA3's 3.0.0b1 before and after PR#1841):
+  // a match is possible only (AdvisoryMatch::possible).
+  bool possible_only = false;
 };
 
 std::span<const Advisory> advisories();
@@ -61,6 +64,8 @@ struct AdvisoryMatch {
   const Advisory* advisory = nullptr;
   std::string release;  // the release that matched
   std::string why;      // the condition's evidence, and any fact the batch does not record
+  bool possible = false;  // the release may or may not carry the bug (Advisory::possible_only):
+                          // listed, kept out of the prediction
   Symptom symptom;      // the advisory's symptom for the prediction (basis "report <ref>")
 };
 
@@ -72,5 +77,8 @@ std::vector<AdvisoryMatch> match_advisories(const Batch& batch, const Conversion
 
 // The table as docs/prediction.md embeds it.
 std::string advisories_markdown();
+
+// Why a possible match is only possible, in words (the text report and docs).
+inline constexpr std::string_view kPossibleOnly = "possible only: this release's builds exist with and without the fix";
 
 }  // namespace ad

@@ -246,7 +246,8 @@ const std::vector<Invariant>& table() {
        .apis = kAllApis},
       {.number = 10, .id = "position_ids.rank", .group = G::conversion, .stage = "conversion",
        .severity_rule = "error",
-       .statement = "position ids reaching packing detection are (B, S) (or (S) with B == 1)",
+       .statement = "position ids reaching packing detection are (B, S) (or (S) with B == 1 up to 4.54: from 4.55 "
+                    "_is_packed_sequence reads shape[1], an IndexError on (S) ids)",
        .when_broken = "3-D mRoPE ids read as packing -> cu_seqlens = [0, S, 2S, 3S] -> illegal memory access",
        .explanation =
            "Packing detection flattens position_ids and opens a segment wherever the value restarts. Qwen2-VL-style "
@@ -255,7 +256,7 @@ const std::vector<Invariant>& table() {
        .fix = "Hand packing detection (B, S) text position ids (one axis of the mRoPE ids), or use a transformers "
               "release that handles 3-D ids there.",
        .references = {"huggingface/transformers#38007", "huggingface/transformers#39168",
-                      "huggingface/transformers#44643", "Dao-AILab/flash-attention#2381"},
+                      "huggingface/transformers#44643", "Dao-AILab/flash-attention#2381", "huggingface/transformers#43441"},
        .upstream_message = "an illegal memory access was encountered",
        .check = checks::position_ids_rank,
        .apis = kAllApis},

@@ -261,9 +261,34 @@ void overrun_symptom(Ctx& ctx, Violation& v, const VarlenArgs& a) {
     ctx.symptom(v, "over_unreached");
     return;
   }
-  if (past_segment) ctx.symptom(v, "over_past_segment");
-  else
-    ctx.symptom(v, "over_in_segment",
+  if (past_segment) {
+    ctx.symptom(v, "over_past_segment");
+    return;
+  }
+  // torch.varlen_attn (its bundled FA2) measured: the segment that runs past the key rows reads
+  // their keys and values in its last tile, and its rows inside the tensor come out wrong (NaN
+  // where that memory held NaN) beside the invalid writes (golden
+  // oracle-torch-varlen-cu-end-past-rows): the wrong rows are what the user sees first.
+  if (a.call.api == Api::torch_varlen_attn && reach.k_end > a.total_k) {
+    std::vector<RowRange> rows;
+    const auto& cq = a.cu_seqlens_q.values;
+    const auto& ck = a.cu_seqlens_k.values;
+    for (size_t b = 0; b + 1 < cq.size() && b + 1 < ck.size(); ++b) {
+      if (ck[b + 1] <= a.total_k || ck[b] >= a.total_k) continue;
+      const int64_t first = std::max<int64_t>(cq[b], 0), last = std::min(cq[b + 1], a.total_q) - 1;
+      if (first <= last) rows.push_back({first, last});
+    }
+    if (!rows.empty()) {
+      ctx.symptom(v, "over_in_segment_keys",
+                  "no error; rows " + rows_text(rows, 4) + " of the output are wrong: their segment runs past the " +
+                      std::to_string(a.total_k) + " key rows and its last tile reads the keys and values beyond them "
+                      "(NaN where that memory holds NaN); the kernel also reads and writes " + detail +
+                      " (compute-sanitizer reports the invalid writes)",
+                  rows);
+      return;
+    }
+  }
+  ctx.symptom(v, "over_in_segment",
                 "no error; the intended rows come out right, but the kernel reads and writes " + detail +
                     ", inside the caching allocator's segments (memory corruption possible; compute-sanitizer reports it)");
 }

@@ -112,6 +112,29 @@ void input_gqa(Ctx& ctx) {
                ev, r.host_checks().message(HostCheck::heads_divide));
 }
 
+// 4 input.feature, torch.varlen_attn: an argument the torch release's signature does not take
+// (vocab/api.hpp Signature) is Python's TypeError before any check or kernel runs (measured on
+// 2.11.0: seqused_k=, oracle case oracle-torch-varlen-seqused-k). The batch records the
+// arguments beyond max_k as call-site facts; they are passed by keyword (2.11 makes them
+// keyword-only). True when it reported.
+static bool torch_signature(Ctx& ctx) {
+  if (!ctx.args || ctx.args->call.api != Api::torch_varlen_attn) return false;
+  const std::optional<TorchSignatureError> error = torch_signature_error(ctx.batch);
+  if (!error) return false;
+  const Signature& sig = *error->signature;
+  const std::optional<Version>& torch = ctx.batch.environment.torch;
+  const std::string release = torch ? "torch " + torch->text : "torch " + std::string(sig.first) + " (none given)";
+  std::string takes;
+  for (size_t i = sig.positional; i < sig.parameters.size(); ++i)
+    takes += (takes.empty() ? "" : ", ") + std::string(sig.parameters[i]);
+  Violation& v = ctx.report(Severity::error,
+                            release + "'s varlen_attn does not take this argument, so the call raises TypeError before "
+                                      "anything runs: " + error->message + " (its arguments after max_k: " + takes + ")",
+                            {{"feature", "signature"}, {"signature", sig.source}}, error->message);
+  ctx.symptom(v, "signature", "TypeError: " + error->message);
+  return true;
+}
+
 // 4 input.feature: window_size exists from 2.3.0 (transformers checks the signature and
 // silently drops the window before that); softcap from 2.6.0 (transformers <= 4.54 passes it
 // anyway -> TypeError; 4.55 - 5.17 drop it silently; 5.23 raises); softcap with dropout raises
@@ -120,6 +143,7 @@ void input_feature(Ctx& ctx) {
   const FlashAttnRules& r = ctx.rules();
   const Model& m = ctx.batch.model;
   const auto& tf = ctx.symptoms.transformers;  // --transformers, else the batch's
+  if (torch_signature(ctx)) return;  // the call raises TypeError before anything else runs
   if (m.sliding_window && *m.sliding_window > 0 && !r.window) {
     const int64_t W = *m.sliding_window, longest = longest_key_range(ctx);
     const bool matters = longest > W;

@@ -144,6 +144,13 @@ void mask_rank(Ctx& ctx) {
                              {"largest_index", last}, {"key_rows", checked::to_text(gather_rows)}},
                             upstream);
   if (!gather_faults) ctx.symptom(v, "cu_shape", upstream.find("must have shape") != std::string::npos ? std::string(shape.type) + ": " + upstream : "");
+  // the gather's assert is asynchronous: with nothing synchronising before flash-attn's host
+  // checks, the rank-3 cu_seqlens raises first (Dao-AILab/flash-attention#1857)
+  else if (cu_shape.size() > 1 && gather_assert_deferred(ctx)) {
+    v.evidence["upstream_message"] = std::string(shape.message);
+    v.evidence["then"] = upstream;  // the gather's assert, reported at the next synchronisation
+    ctx.symptom(v, "cu_shape_first", std::string(shape.type) + ": " + std::string(shape.message));
+  }
 }
 
 // 7 mask.binary: segment-id masks ([1, 1, 2, 2, 0]) reach _get_unpad_data unchanged: sum()

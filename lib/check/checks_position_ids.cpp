@@ -65,6 +65,19 @@ void position_ids_rank(Ctx& ctx) {
   if (!p) return;
   const IntTensor& t = p->tensor;
   const int64_t B = ctx.batch.batch->batch_size, S = t.dim(-1);
+  if (t.rank() == 1 && B == 1 && ctx.replayed && ctx.replayed->failure &&
+      ctx.replayed->failure->where.find("_is_packed_sequence") != std::string::npos) {
+    // 4.55 onward: _is_packed_sequence reads position_ids.shape[1] before anything else, which
+    // (S,) ids do not have (Pixtral's vision ids up to 4.57: huggingface/transformers#43441)
+    const ReplayFailure& f = *ctx.replayed->failure;
+    Violation& v = ctx.report(Severity::error,
+                              "position ids of shape " + shape_text(t.shape) + " (rank 1, no batch axis) reach packing "
+                                  "detection: the replayed release (" + ctx.replayed->rule_set + ") reads "
+                                  "position_ids.shape[1] in _is_packed_sequence and raises " + f.type + ": " + f.message,
+                              {{"shape", t.shape}, {"batch_size", B}, {"rule_set", ctx.replayed->rule_set}}, f.message);
+    ctx.symptom(v, "index_error", f.type + ": " + f.message);
+    return;
+  }
   if (t.rank() == 2 || (t.rank() == 1 && B == 1)) return;
   // what flattening produces: boundaries where the value is the minimum (0 for these ids)
   int64_t minimum = t.values.empty() ? 0 : *std::min_element(t.values.begin(), t.values.end());
@@ -173,11 +186,15 @@ void position_ids_consecutive(Ctx& ctx) {
   const PositionRows& pr = ids->rows;
   const int64_t origin = ids->origin;
   const auto& seqs = ids->sequences();
-  // (1) a jump inside an intended sequence
+  // (1) a jump inside an intended sequence. Pixtral's vision ids are grid ids by design
+  // (position_ids_in_meshgrid: row x max_width + column, from 0 in each image): they rise by more
+  // than 1 at each patch row, and boundaries come from their zeros (huggingface/transformers#43441)
+  const bool grid_ids = ctx.batch.model.architecture == "pixtral";
   for (const auto& s : seqs)
     for (int64_t c = s.start + 1; c < s.start + s.length; ++c) {
       int64_t prev = pr.at(s.row, c - 1), cur = pr.at(s.row, c);
       if (auto next = checked::add(prev, 1); next && cur == *next) continue;
+      if (grid_ids && cur > prev) continue;
       ctx.report(Severity::error,
                  "inside the intended sequence at row " + std::to_string(s.row) + ", tokens " + std::to_string(s.start) + "-" +
                      std::to_string(s.start + s.length - 1) + ", the position goes from " + std::to_string(prev) + " to " +

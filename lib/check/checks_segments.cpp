@@ -395,13 +395,19 @@ void indices_range(Ctx& ctx) {
     std::string upstream = a->failure ? (a->failure->cuda_symptom.empty() ? a->failure->message : a->failure->cuda_symptom)
                                       : "index out of bounds";
     const char* name = q ? "indices_q" : "indices_k";
-    ctx.report(Severity::error,
+    Violation& v = ctx.report(Severity::error,
                std::string(name) + "[" + std::to_string(first) + "] is " + std::to_string(value) + ", outside the " +
                    std::to_string(rows) + " rows of the " + (q ? "query" : "key/value") + " view it gathers from (" +
                    std::to_string(bad) + " of " + std::to_string(idx->numel()) + " indices)",
                {{"tensor", name}, {"position", first}, {"index", value}, {"rows", rows}, {"out_of_range", bad}},
-               upstream)
-        .location = Location::indices(q ? Side::q : Side::k, first, first + 1);
+               upstream);
+    v.location = Location::indices(q ? Side::q : Side::k, first, first + 1);
+    // The gather's assert is asynchronous: it is reported at the next synchronisation. Where
+    // nothing synchronises between the gather and flash-attn's host checks
+    // (gather_assert_deferred), a host check that fails raises first
+    // (Dao-AILab/flash-attention#1857: a 4-D mask's out-of-range gather, then "cu_seqlens_q must
+    // have shape (batch_size + 1)").
+    if (gather_assert_deferred(ctx)) ctx.symptom(v, "async");
   }
 }
 

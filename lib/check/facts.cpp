@@ -26,6 +26,16 @@ std::string replay_failure_message(const Ctx& ctx) {
   return f.cuda_symptom.empty() ? f.message : f.cuda_symptom;
 }
 
+bool gather_assert_deferred(const Ctx& ctx) {
+  const VarlenArgs* r = ctx.replayed;
+  if (!r || r->path != VarlenPath::mask || !ctx.batch.batch) return false;
+  if (r->max_seqlen_q.is_tensor || r->max_seqlen_k.is_tensor) return false;
+  const int64_t B = ctx.batch.batch->batch_size;
+  const int64_t Lq = ctx.batch.batch->query_length;
+  const int64_t Lk = r->gather_rows_k > 0 && B > 0 ? r->gather_rows_k / B : ctx.batch.batch->kv_length;
+  return Lq == Lk || Lq == 1;
+}
+
 std::optional<VarlenPath> conversion_path(const Ctx& ctx) {
   if (ctx.replayed) return ctx.replayed->path;
   if (!ctx.batch.batch) return std::nullopt;

@@ -112,6 +112,25 @@ const std::vector<FlashAttnRules>& torch_table() {
 
 std::span<const FlashAttnRules> torch_varlen_rule_sets() { return torch_table(); }
 
+std::optional<TorchSignatureError> torch_signature_error(const Batch& batch) {
+  if (!batch.varlen) return std::nullopt;
+  const ExplicitVarlen& v = *batch.varlen;
+  const std::optional<Version>& torch = batch.environment.torch;
+  const Signature* sig =
+      signature_for(Api::torch_varlen_attn, torch ? *torch : version_literal(resolve_torch_varlen(torch).rules->first));
+  if (!sig) return std::nullopt;
+  std::vector<BoundArgument> passed;
+  auto kw = [&passed](std::string name) { passed.push_back({std::move(name), Bound::keyword}); };
+  if (v.window_size) kw("window_size");
+  if (v.seqused_k) kw("seqused_k");
+  if (v.num_splits) kw("num_splits");
+  if (v.seqused_q) kw("seqused_q");
+  if (v.pack_gqa) kw("pack_gqa");
+  std::optional<std::string> error = signature_error(*sig, passed);
+  if (!error) return std::nullopt;
+  return TorchSignatureError{std::move(*error), sig};
+}
+
 ResolvedFlashAttn resolve_torch_varlen(const std::optional<Version>& torch) {
   const auto& t = torch_table();
   ResolvedFlashAttn out;

@@ -69,6 +69,16 @@ ResolvedFlashAttn resolve_flash_attn(const std::optional<Version>& release);
 std::span<const FlashAttnRules> torch_varlen_rule_sets();
 ResolvedFlashAttn resolve_torch_varlen(const std::optional<Version>& torch);
 
+// A torch.varlen_attn call against its release's signature (vocab/api.hpp Signature): the
+// arguments the batch records beyond max_k (varlen.window_size, seqused_k, num_splits, seqused_q,
+// pack_gqa) are passed by keyword; the TypeError message Python raises for the first one the
+// release does not take, else nullopt. The release is environment.torch, else the rule set's.
+struct TorchSignatureError {
+  std::string message;          // "varlen_attn() got an unexpected keyword argument 'seqused_k'"
+  const Signature* signature;   // the release's
+};
+std::optional<TorchSignatureError> torch_signature_error(const Batch& batch);
+
 // Head-dim alignment the release requires or pads to, for a dtype (FA3/FA4: 16 bytes -> 8
 // elements for 16-bit types, 16 for fp8).
 int64_t head_dim_alignment(const FlashAttnRules& rules, DType dtype);

@@ -51,11 +51,18 @@ Prediction predict_call(std::vector<Violation>& violations, const Batch& batch,
                         const std::vector<AdvisoryMatch>* advisories,
                         const std::optional<Version>& transformers_override) {
   const SymptomContext context = symptom_context(batch, flash_attn_override, transformers_override);
+  // the static checks found the unpad gather's assert deferred past flash-attn's host checks
+  // (checks::gather_assert_deferred): the dynamic stage's observation of that gather is too
+  bool gather_deferred = false;
+  for (const Violation& v : violations)
+    gather_deferred |= v.id == "indices.range" && v.symptom && v.symptom->at == Moment::attention;
   std::vector<Finding> findings;
   for (Violation& v : violations) {
     if (!v.symptom) {
       // a warning is latent: its "warning" case says what it does (nothing modelled: none)
-      v.symptom = symptom_for(v.id, v.severity == Severity::warning ? "warning" : dynamic_variant(v, batch), context);
+      std::string_view variant = v.severity == Severity::warning ? "warning" : dynamic_variant(v, batch);
+      if (v.id == "unpad.gather" && gather_deferred && variant.empty()) variant = "async";
+      v.symptom = symptom_for(v.id, variant, context);
       // a raise: the message this very case gives, where the check knows it
       if (v.symptom && v.symptom->outcome == Outcome::raises && v.evidence.contains("upstream_message") &&
           v.evidence["upstream_message"].is_string())
@@ -68,7 +75,7 @@ Prediction predict_call(std::vector<Violation>& violations, const Batch& batch,
     constexpr int kAfterCatalogue = 1 << 20;  // an advisory ranks after every invariant among equals
     int i = 0;
     for (const AdvisoryMatch& m : *advisories)
-      if (m.why.find("possible only:") == std::string::npos) findings.push_back({m.advisory->id, kAfterCatalogue + i++, &m.symptom});
+      if (!m.possible) findings.push_back({m.advisory->id, kAfterCatalogue + i++, &m.symptom});
   }
   return combine(findings, batch.pass);
 }

@@ -109,6 +109,13 @@ std::optional<VarlenPath> kernel_path(const Ctx& ctx);
 // What the user most likely saw when the replayed release itself failed ("" when it did not):
 // the CUDA symptom where the replay knows it, else the release's own exception message.
 std::string replay_failure_message(const Ctx& ctx);
+// The unpad path's key gather with an index past its view trips an asynchronous device assert,
+// reported at the next synchronisation. True when nothing synchronises between that gather and
+// flash-attn's host checks: max_seqlen reaches the kernel as host ints (taken with .item()
+// before the gather) and the query is gathered with the key indices (Lq == Lk) or built with
+// arange (Lq == 1), not unpadded on its own (unpad_input's .item() synchronises). Then a
+// failing host check raises first (Dao-AILab/flash-attention#1857).
+bool gather_assert_deferred(const Ctx& ctx);
 // The mask that reaches the unpad path (nullptr: the route does not unpad with a mask).
 const Mask* unpad_mask(const Ctx& ctx);
 // The position ids that reach packing detection (nullptr: the route ignores position ids).

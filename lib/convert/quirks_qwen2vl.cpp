@@ -1,4 +1,5 @@
-// Qwen2-VL (model.architecture "qwen2_vl"): which position ids the model hands to
+// Qwen2-VL (model.architecture "qwen2_vl", and "qwen2_5_vl", whose text model is the same code
+// from its first release, 4.49.0): which position ids the model hands to
 // `_flash_attention_forward` for text-only input, per era. Applies when the batch's position
 // ids are the model's input (`"level": "model"`: (B, S) text ids or (3, B, S) mRoPE ids) or
 // when it gives none; ids at the contract's default level are what reached the attention
@@ -19,15 +20,26 @@
 
 namespace ad::replay {
 
+bool is_qwen2vl_family(std::string_view architecture) {
+  return architecture == "qwen2_vl" || architecture == "qwen2_5_vl";
+}
+
 std::optional<LayerCall> qwen2vl_call(const Batch& batch, const Call& c, Qwen2VLEra era) {
-  if (batch.model.architecture != "qwen2_vl") return std::nullopt;
+  if (!is_qwen2vl_family(batch.model.architecture)) return std::nullopt;
   if (batch.batch && batch.batch->position_ids && !batch.batch->position_ids->model_level) return std::nullopt;
   LayerCall l;
   l.call = c;
-  auto note = [&](std::string s) { l.steps.push_back("qwen2_vl: " + std::move(s)); };
+  const std::string arch = batch.model.architecture;
+  auto note = [&](std::string s) { l.steps.push_back(arch + ": " + std::move(s)); };
+  // Qwen2.5-VL first ships in 4.49.0; its text model hands position ids on as Qwen2-VL's does
+  // in every release since (modeling_qwen2_5_vl.py and modeling_qwen2_vl.py, 4.49 - 5.x)
+  if (arch == "qwen2_5_vl" && batch.environment.transformers &&
+      *batch.environment.transformers < version_literal("4.49.0"))
+    era = Qwen2VLEra::absent;
   switch (era) {
     case Qwen2VLEra::absent:
-      note("Qwen2-VL is not part of this release; the batch is replayed as given");
+      note(std::string(arch == "qwen2_vl" ? "Qwen2-VL" : "Qwen2.5-VL") +
+           " is not part of this release; the batch is replayed as given");
       return l;
     case Qwen2VLEra::none:
       if (c.position_ids) note("the attention layer passes no position ids to the conversion");

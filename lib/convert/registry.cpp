@@ -260,7 +260,7 @@ VarlenArgs replay_with(const Batch& batch, const RuleSetInfo& rules, const std::
     // (model_mask.cpp; from 4.53.0 masking_utils, and from 4.44.0 the model's position ids
     // reach the conversion)
     const Version first = version_literal(rules.first);
-    const bool quirk_model = batch.model.architecture == "gemma2" || batch.model.architecture == "qwen2_vl";
+    const bool quirk_model = batch.model.architecture == "gemma2" || replay::is_qwen2vl_family(batch.model.architecture);
     // 5.13.0 changed masking_utils inside hf-5.4's range: the release decides where it is known
     const Version mask_release = release && !(*release < first) ? *release : first;
     if (auto m = replay::model_mask_call(

@@ -92,8 +92,10 @@ struct ModelMaskCall {
 std::optional<ModelMaskCall> model_mask_call(const Batch& batch, const Call& c, MaskPrep prep,
                                              bool position_ids_passed, bool keep_narrow = false);
 
-// Which position ids Qwen2-VL (model.architecture "qwen2_vl") hands to the conversion.
+// Which position ids Qwen2-VL (model.architecture "qwen2_vl", and "qwen2_5_vl": the same text
+// model) hands to the conversion.
 enum class Qwen2VLEra { absent, none, text_axis, four_axis };
+bool is_qwen2vl_family(std::string_view architecture);
 std::optional<LayerCall> qwen2vl_call(const Batch& batch, const Call& c, Qwen2VLEra era);
 
 }  // namespace ad::replay

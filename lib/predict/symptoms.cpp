@@ -46,6 +46,9 @@ const std::vector<SymptomRow>& table() {
       {"input.feature", "", "", "", "", false, O::raises, P::forward, M::attention,
        "TypeError: flash_attn_varlen_func() got an unexpected keyword argument 'softcap'", "model",
        "the call passes a feature the release lacks, or a combination it rejects"},
+      {"input.feature", "signature", "", "", "", false, O::raises, P::forward, M::attention,
+       "TypeError: varlen_attn() got an unexpected keyword argument 'seqused_k'", "golden oracle-torch-varlen-seqused-k",
+       "torch.varlen_attn given an argument its release's signature does not take"},
       {"input.feature", "dropped", "", "", "", false, O::wrong_output, P::forward, M::attention,
        "no error; transformers drops the feature silently, so the outputs differ from what the model computes", "model",
        "a missing sliding window the batch's key ranges exceed; softcap dropped by transformers 4.55 - 5.17"},
@@ -75,6 +78,13 @@ const std::vector<SymptomRow>& table() {
       {"mask.rank", "cu_shape", "", "", "", false, O::raises, P::forward, M::attention,
        fa2_raise(HostCheck::cu_seqlens_q_shape), "report Dao-AILab/flash-attention#742",
        "no gather index passes B x Lk: flash-attn rejects the rank-3 cu_seqlens"},
+      {"position_ids.rank", "index_error", "", "", "", false, O::raises, P::forward, M::conversion,
+       "IndexError: tuple index out of range", "report huggingface/transformers#43441",
+       "(S,) position ids on a release whose _is_packed_sequence reads position_ids.shape[1] (4.55 onward)"},
+      {"mask.rank", "cu_shape_first", "", "", "", false, O::raises, P::forward, M::attention,
+       fa2_raise(HostCheck::cu_seqlens_q_shape), "report Dao-AILab/flash-attention#1857",
+       "the key gather reads past B x Lk, but its device assert is reported at the next synchronisation and "
+       "nothing synchronises before flash-attn rejects the rank-3 cu_seqlens"},
       {"mask.rank", "pad_0d", "", "", "", false, O::raises, P::forward, M::conversion,
        "RuntimeError: Padding length should be less than or equal to two times the input dimension but got padding "
        "length 2 and input of dimension 0",
@@ -169,6 +179,11 @@ const std::vector<SymptomRow>& table() {
        "wrong across segments (measured: dq in 13 of 16 rows, dk and dv in all, errors up to 1e35)",
        "golden oracle-cu-end-past-rows-by-3-training",
        "an overrun inside the allocator's segments in a training step"},
+      {"cu_seqlens.total", "over_in_segment_keys", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; the rows of the segment that runs past the key rows come out wrong (NaN where the memory past the "
+       "tensor holds NaN), beside invalid reads and writes past the tensors",
+       "golden oracle-torch-varlen-cu-end-past-rows",
+       "torch.varlen_attn: cu_seqlens past the rows, inside the allocator segment, a segment reading keys past k/v"},
       {"cu_seqlens.total", "over_past_segment", "", "", "", false, O::illegal_address, P::forward, M::attention,
        kIllegal, "golden oracle-cu-phantom-segment-1m", "accesses reach past the allocator segment the tensor sits in"},
       {"cu_seqlens.total", "over_unreached", "", "", "", false, O::ok, P::forward, M::attention,
@@ -236,6 +251,11 @@ const std::vector<SymptomRow>& table() {
        "report hiyouga/LlamaFactory#10452", "more segments than a grid dimension holds"},
       {"indices.range", "", "", "", "", false, O::device_assert, P::forward, M::gather, kAssert,
        "report Dao-AILab/flash-attention#1156", "a gather index past its view"},
+      {"indices.range", "async", "", "", "", false, O::device_assert, P::forward, M::attention, kAssert,
+       "report Dao-AILab/flash-attention#1156",
+       "a gather index past its view, and nothing synchronises before flash-attn's host checks (max_seqlen host "
+       "ints): the assert is reported after them, so a failing host check raises first (the order of "
+       "Dao-AILab/flash-attention#1857)"},
 
       // ---- rotary -----------------------------------------------------------------------------
       {"rotary.dim", "fla", "fla", "0.6.0", "", false, O::raises, P::forward, M::rotary,
@@ -295,6 +315,10 @@ const std::vector<SymptomRow>& table() {
       // ---- dynamic (observed by the backends) -----------------------------------------------
       {"unpad.gather", "", "", "", "", false, O::device_assert, P::forward, M::gather, kAssert,
        "report Dao-AILab/flash-attention#1156", "an unpad gather index out of range"},
+      {"unpad.gather", "async", "", "", "", false, O::device_assert, P::forward, M::attention, kAssert,
+       "report Dao-AILab/flash-attention#1156",
+       "an unpad gather index out of range whose assert is reported after flash-attn's host checks (nothing "
+       "synchronises in between: the order of Dao-AILab/flash-attention#1857)"},
       {"rotary.access", "table", "", "", "", false, O::wrong_output, P::forward, M::rotary,
        "no error; positions before the cos/sin table read memory in front of it: those rows are rotated by garbage",
        "model", "the rotary kernel reads the table at a negative position"},

@@ -56,15 +56,17 @@ nlohmann::json prediction_json(const Prediction& p) {
 nlohmann::json advisory_json(const AdvisoryMatch& m) {
   const Advisory& a = *m.advisory;
   const std::string affected = affected_range(a);
-  return {{"id", a.id},
-          {"library", a.library},
-          {"release", m.release},
-          {"affected", affected},
-          {"fixed_in", a.fixed_in.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.fixed_in)},
-          {"fix", a.fix},
-          {"symptom", symptom_json(m.symptom)},
-          {"reference", a.reference},
-          {"why", m.why}};
+  nlohmann::json j = {{"id", a.id},
+                      {"library", a.library},
+                      {"release", m.release},
+                      {"affected", affected},
+                      {"fixed_in", a.fixed_in.empty() ? nlohmann::json(nullptr) : nlohmann::json(a.fixed_in)},
+                      {"fix", a.fix},
+                      {"symptom", symptom_json(m.symptom)},
+                      {"reference", a.reference},
+                      {"why", m.why}};
+  if (m.possible) j["possible"] = true;  // present only for a possible match
+  return j;
 }
 
 std::string prediction_line(const Prediction& p) {
@@ -491,12 +493,13 @@ std::string render_text(const Diagnosis& d, const RenderOptions& options) {
     out << c.dim() << wrap("reference: untrusted: " + r.intent->why, "  ").substr(2) << c.reset();
   for (const AdvisoryMatch& m : r.advisories) {
     const Advisory& a = *m.advisory;
-    out << c.bold() << "advisory " << a.id << c.reset() << ": " << a.library << " " << m.release << (m.why.find("possible only:") != std::string::npos ? " may have this bug for this call; "
+    out << c.bold() << "advisory " << a.id << c.reset() << ": " << a.library << " " << m.release << (m.possible ? " may have this bug for this call; "
                                                                  : " has this bug for this call; ")
         << (a.fixed_in.empty() ? std::string("no fixed release known") : "fixed in " + std::string(a.fixed_in)) << "\n";
     out << wrap(to_string(a.outcome) + " (" + to_string(a.pass) + "): " + std::string(a.symptom) + "  [" +
                     std::string(a.reference) + "]", "  ");
-    out << c.dim() << wrap("why: " + m.why, "  ") << c.reset();
+    out << c.dim() << wrap("why: " + m.why + (m.possible ? "; " + std::string(kPossibleOnly) : std::string()), "  ")
+        << c.reset();
     out << c.green() << wrap("fix: " + std::string(a.fix), "  ") << c.reset();
   }
   out << "\n";

@@ -89,4 +89,66 @@ std::span<const ApiContract> api_contracts() { return kContracts; }
 
 std::string to_string(Bound b) { return b == Bound::positional ? "positional" : "keyword"; }
 
+namespace {
+
+// torch.nn.attention.varlen.varlen_attn by release. 2.10.0 and 2.11.0 read from the wheels'
+// torch/nn/attention/varlen.py; 2.12 from its documentation (docs.pytorch.org/docs/2.12: the
+// wheel was not on PyPI when read). Measured on 2.11.0: seqused_k= raises TypeError (oracle case
+// oracle-torch-varlen-seqused-k).
+constexpr std::string_view kTorch210[] = {"query", "key", "value", "cu_seq_q", "cu_seq_k", "max_q", "max_k",
+                                          "is_causal", "return_aux"};
+constexpr std::string_view kTorch211[] = {"query", "key", "value", "cu_seq_q", "cu_seq_k", "max_q", "max_k",
+                                          "return_aux", "scale", "window_size"};
+constexpr std::string_view kTorch212[] = {"query", "key", "value", "cu_seq_q", "cu_seq_k", "max_q", "max_k",
+                                          "return_aux", "scale", "window_size", "enable_gqa", "seqused_k",
+                                          "block_table", "num_splits"};
+
+const std::array<Signature, 3> kSignatures = {{
+    {Api::torch_varlen_attn, "2.10.0", kTorch210, 9,
+     "torch 2.10.0 torch/nn/attention/varlen.py varlen_attn(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, "
+     "is_causal=False, return_aux=None)"},
+    {Api::torch_varlen_attn, "2.11.0", kTorch211, 7,
+     "torch 2.11.0 torch/nn/attention/varlen.py varlen_attn(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, "
+     "return_aux=None, scale=None, window_size=(-1, -1))"},
+    {Api::torch_varlen_attn, "2.12.0", kTorch212, 7,
+     "docs.pytorch.org/docs/2.12 varlen_attn(..., max_k, *, return_aux=None, scale=None, window_size=(-1, -1), "
+     "enable_gqa=False, seqused_k=None, block_table=None, num_splits=None)"},
+}};
+
+}  // namespace
+
+bool Signature::takes(std::string_view parameter) const {
+  for (std::string_view p : parameters)
+    if (p == parameter) return true;
+  return false;
+}
+
+std::span<const Signature> signatures() { return kSignatures; }
+
+const Signature* signature_for(Api api, const Version& release) {
+  Version plain = release;
+  plain.local.clear();
+  const Signature* first = nullptr;
+  const Signature* at = nullptr;
+  for (const Signature& s : kSignatures) {
+    if (s.api != api) continue;
+    if (!first) first = &s;
+    if (version_literal(s.first) <= plain) at = &s;
+  }
+  return at ? at : first;
+}
+
+std::optional<std::string> signature_error(const Signature& sig, std::span<const BoundArgument> passed) {
+  const std::string fn = std::string(function_name(sig.api)) + "()";
+  size_t by_position = 0;
+  for (const BoundArgument& a : passed) by_position += a.how == Bound::positional;
+  if (by_position > sig.positional)
+    return fn + " takes " + std::to_string(sig.positional) + " positional arguments but " +
+           std::to_string(by_position) + " were given";
+  for (const BoundArgument& a : passed)
+    if (a.how == Bound::keyword && !sig.takes(a.parameter))
+      return fn + " got an unexpected keyword argument '" + a.parameter + "'";
+  return std::nullopt;
+}
+
 }  // namespace ad

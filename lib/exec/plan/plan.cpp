@@ -136,6 +136,11 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
     const TensorOverride* o = batch.override_for(t);
     return o && o->device && o->device->rfind("cuda", 0) != 0;
   };
+  // torch's varlen_attn: an argument its release does not take is Python's TypeError, before
+  // any check (docs/spec/torch-varlen-attn.md)
+  if (p.api == Api::torch_varlen_attn)
+    if (auto sig = torch_signature_error(batch))
+      at.raises = raise("torch.nn.attention.varlen.varlen_attn", "TypeError", sig->message);
   // torch's varlen_attn: its release's rules and messages (PyTorch's bundled FA2 behind it)
   const FlashAttnRules& rules = p.api == Api::torch_varlen_attn ? *resolve_torch_varlen(batch.environment.torch).rules
                                                                 : *resolve_flash_attn(p.flash_attn_release).rules;
