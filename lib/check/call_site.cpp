@@ -7,6 +7,8 @@ std::optional<CallSite> call_site(const Batch& batch, const VarlenArgs& args) {
   if (!batch.varlen || args.path != VarlenPath::explicit_varlen) return std::nullopt;
   const ExplicitVarlen& e = *batch.varlen;
   const Api api = args.call.api;
+  // torch's varlen_attn has its own parameter names and no causal: torch_signature_error binds it
+  if (api == Api::torch_varlen_attn) return std::nullopt;
   const Signature* sig = signature_for(api, args.call.release);
   if (!sig) return std::nullopt;
   CallSite site;

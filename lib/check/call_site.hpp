@@ -26,7 +26,8 @@ struct CallSite {
 // order, which positional callers were written against), else by keyword; then, by keyword,
 // each call-site fact the batch records (seqused_q, seqused_k, window_size, pack_gqa,
 // num_splits) and softcap when the model has one. nullopt without a varlen block, or when the
-// API's release has no signature table (flash-attn 2, FLA, TE).
+// API's release has no signature table (flash-attn 2, FLA, TE), and for torch's varlen_attn
+// (its own names: torch_signature_error binds it).
 std::optional<CallSite> call_site(const Batch& batch, const VarlenArgs& args);
 
 }  // namespace ad

@@ -113,7 +113,7 @@ void input_gqa(Ctx& ctx) {
 }
 
 // 4 input.feature, torch.varlen_attn: an argument the torch release's signature does not take
-// (vocab/api.hpp Signature) is Python's TypeError before any check or kernel runs (measured on
+// (vocab/signature.hpp) is Python's TypeError before any check or kernel runs (measured on
 // 2.11.0: seqused_k=, oracle case oracle-torch-varlen-seqused-k). The batch records the
 // arguments beyond max_k as call-site facts; they are passed by keyword (2.11 makes them
 // keyword-only). True when it reported.
@@ -125,8 +125,8 @@ static bool torch_signature(Ctx& ctx) {
   const std::optional<Version>& torch = ctx.batch.environment.torch;
   const std::string release = torch ? "torch " + torch->text : "torch " + std::string(sig.first) + " (none given)";
   std::string takes;
-  for (size_t i = sig.positional; i < sig.parameters.size(); ++i)
-    takes += (takes.empty() ? "" : ", ") + std::string(sig.parameters[i]);
+  for (size_t i = 7; i < sig.parameters.size(); ++i)  // after query, key, value, cu_seq_q/k, max_q/k
+    takes += (takes.empty() ? "" : ", ") + std::string(sig.parameters[i].name);
   Violation& v = ctx.report(Severity::error,
                             release + "'s varlen_attn does not take this argument, so the call raises TypeError before "
                                       "anything runs: " + error->message + " (its arguments after max_k: " + takes + ")",

@@ -115,20 +115,25 @@ std::span<const FlashAttnRules> torch_varlen_rule_sets() { return torch_table();
 std::optional<TorchSignatureError> torch_signature_error(const Batch& batch) {
   if (!batch.varlen) return std::nullopt;
   const ExplicitVarlen& v = *batch.varlen;
+  // the release's table; no release: the rule set's (the newest known); a release before
+  // varlen_attn existed reads the first table
+  const Version first = version_literal(torch_varlen_rule_sets().front().first);
   const std::optional<Version>& torch = batch.environment.torch;
-  const Signature* sig =
-      signature_for(Api::torch_varlen_attn, torch ? *torch : version_literal(resolve_torch_varlen(torch).rules->first));
+  const Version release = !torch ? version_literal(resolve_torch_varlen(torch).rules->first) : *torch < first ? first : *torch;
+  const Signature* sig = signature_for(Api::torch_varlen_attn, release);
   if (!sig) return std::nullopt;
-  std::vector<BoundArgument> passed;
-  auto kw = [&passed](std::string name) { passed.push_back({std::move(name), Bound::keyword}); };
-  if (v.window_size) kw("window_size");
-  if (v.seqused_k) kw("seqused_k");
-  if (v.num_splits) kw("num_splits");
-  if (v.seqused_q) kw("seqused_q");
-  if (v.pack_gqa) kw("pack_gqa");
-  std::optional<std::string> error = signature_error(*sig, passed);
-  if (!error) return std::nullopt;
-  return TorchSignatureError{std::move(*error), sig};
+  // the seven tensors and lengths by position (as torch's documentation calls it), the
+  // call-site facts the batch records by keyword (2.11 makes them keyword-only)
+  CallArguments args;
+  args.positional = {"query", "key", "value", "cu_seq_q", "cu_seq_k", "max_q", "max_k"};
+  if (v.window_size) args.keywords.push_back("window_size");
+  if (v.seqused_k) args.keywords.push_back("seqused_k");
+  if (v.num_splits) args.keywords.push_back("num_splits");
+  if (v.seqused_q) args.keywords.push_back("seqused_q");
+  if (v.pack_gqa) args.keywords.push_back("pack_gqa");
+  Binding binding = bind_arguments(*sig, function_name(Api::torch_varlen_attn), args);
+  if (!binding.type_error) return std::nullopt;
+  return TorchSignatureError{std::move(*binding.type_error), sig};
 }
 
 ResolvedFlashAttn resolve_torch_varlen(const std::optional<Version>& torch) {

@@ -15,6 +15,7 @@
 
 #include "batch/batch.hpp"
 #include "vocab/host_checks.hpp"
+#include "vocab/signature.hpp"
 
 namespace ad {
 
@@ -69,7 +70,7 @@ ResolvedFlashAttn resolve_flash_attn(const std::optional<Version>& release);
 std::span<const FlashAttnRules> torch_varlen_rule_sets();
 ResolvedFlashAttn resolve_torch_varlen(const std::optional<Version>& torch);
 
-// A torch.varlen_attn call against its release's signature (vocab/api.hpp Signature): the
+// A torch.varlen_attn call against its release's signature (vocab/signature.hpp): the
 // arguments the batch records beyond max_k (varlen.window_size, seqused_k, num_splits, seqused_q,
 // pack_gqa) are passed by keyword; the TypeError message Python raises for the first one the
 // release does not take, else nullopt. The release is environment.torch, else the rule set's.

@@ -93,25 +93,4 @@ struct BoundArgument {
   bool operator==(const BoundArgument&) const = default;
 };
 
-// A release's Python signature of an API: its parameter names in order, the first `positional`
-// of them passable by position (the rest keyword-only). Python checks the call against it before
-// anything runs: an argument it does not take is a TypeError. Modelled where releases differ
-// in what they take (torch.varlen_attn: docs/spec/torch-varlen-attn.md).
-struct Signature {
-  Api api;
-  std::string_view first;                        // first release with this signature ("2.11.0")
-  std::span<const std::string_view> parameters;  // in order
-  size_t positional;                             // how many may be passed by position
-  std::string_view source;                       // where it was read
-  bool takes(std::string_view parameter) const;
-};
-// The signature in force at `release` (the nearest row at or below it, the local part ignored;
-// below the first row, the first); nullptr where the API's signatures are not modelled.
-const Signature* signature_for(Api api, const Version& release);
-std::span<const Signature> signatures();
-// Python's TypeError message for the first argument of `passed` the signature does not take
-// (nullopt: it takes them all): "varlen_attn() got an unexpected keyword argument 'seqused_k'";
-// too many by position: "varlen_attn() takes 7 positional arguments but 8 were given".
-std::optional<std::string> signature_error(const Signature& sig, std::span<const BoundArgument> passed);
-
 }  // namespace ad

@@ -127,6 +127,25 @@ constexpr Parameter kFa4Dense_b32[] = {
 
 constexpr std::string_view kFa3Source = "flash_attn_3 3.0.0b1 hopper/flash_attn_interface.py";
 
+// ---- torch.nn.attention.varlen.varlen_attn: 2.10.0 and 2.11.0 read from the wheels'
+// torch/nn/attention/varlen.py; 2.12 from its documentation (docs.pytorch.org/docs/2.12: the
+// wheel was not on PyPI when read). Measured on 2.11.0: seqused_k= raises TypeError (oracle
+// case oracle-torch-varlen-seqused-k).
+constexpr Parameter kTorch210[] = {
+    {"query", ""}, {"key", ""}, {"value", ""}, {"cu_seq_q", ""}, {"cu_seq_k", ""}, {"max_q", ""}, {"max_k", ""},
+    {"is_causal", "False"}, {"return_aux", "None"},
+};
+constexpr Parameter kTorch211[] = {
+    {"query", ""}, {"key", ""}, {"value", ""}, {"cu_seq_q", ""}, {"cu_seq_k", ""}, {"max_q", ""}, {"max_k", ""},
+    {"return_aux", "None", true}, {"scale", "None", true}, {"window_size", "(-1, -1)", true},
+};
+constexpr Parameter kTorch212[] = {
+    {"query", ""}, {"key", ""}, {"value", ""}, {"cu_seq_q", ""}, {"cu_seq_k", ""}, {"max_q", ""}, {"max_k", ""},
+    {"return_aux", "None", true}, {"scale", "None", true}, {"window_size", "(-1, -1)", true},
+    {"enable_gqa", "False", true}, {"seqused_k", "None", true}, {"block_table", "None", true},
+    {"num_splits", "None", true},
+};
+
 // clang-format off
 // Appended per API; an API's tables in release order.
 const Signature kSignatures[] = {
@@ -144,6 +163,9 @@ const Signature kSignatures[] = {
     {Api::flash_attn_4_dense, "4.0.0b11", "flash-attn-4 4.0.0b11 flash_attn/cute/interface.py (same through 4.0.0b16)", kFa4Dense_b11},
     {Api::flash_attn_4_dense, "4.0.0b17", "flash-attn-4 4.0.0b17 flash_attn/cute/interface.py (same through 4.0.0b31)", kFa4Dense_b17},
     {Api::flash_attn_4_dense, "4.0.0b32", "flash-attn-4 4.0.0b32 flash_attn/cute/interface.py (same through 4.0.0b36)", kFa4Dense_b32},
+    {Api::torch_varlen_attn, "2.10.0", "torch 2.10.0 torch/nn/attention/varlen.py", kTorch210},
+    {Api::torch_varlen_attn, "2.11.0", "torch 2.11.0 torch/nn/attention/varlen.py", kTorch211},
+    {Api::torch_varlen_attn, "2.12.0", "docs.pytorch.org/docs/2.12 torch.nn.attention.varlen.varlen_attn", kTorch212},
 };
 // clang-format on
 

@@ -136,7 +136,7 @@ CASES = {
          '"examples": [4]}}' % (F, M)).encode(),
         '/collator: expected a "collator" block or a "batch" block, not both', {}),
     "collator-unknown-library": (
-        ('{%s, %s, "collator": {"name": "axolotl.V2BatchSamplerDataCollatorForSeq2Seq", "examples": [4]}}'
+        ('{%s, %s, "collator": {"name": "megatron.PackedSequenceCollator", "examples": [4]}}'
          % (F, M)).encode(), '/collator/name: expected a collator the replay knows', {}),
     "collator-huge-examples": (
         ('{%s, %s, "collator": {"name": "transformers.DataCollatorWithFlattening", "examples": [%s]}}'
