@@ -256,11 +256,16 @@ TEST_CASE("bisect walks torch's releases for a call of torch's varlen_attn", "[b
   CHECK(a.at("ranges")[1].at("rule_sets") == json::array({"torch-2.11"}));
   CHECK_THAT(text.out, Catch::Contains("2.10.0 -> 2.11.0: verdict error -> ok"));
 
-  // the healthy call: one range, exit 0
+  // the healthy 2.11 call passes window_size, which 2.10's varlen_attn does not take (it has
+  // is_causal): 2.10 raises TypeError, 2.11 on are one healthy range
   Run healthy = run("bisect " + std::string(ATTN_DOCTOR_SOURCE_DIR) +
                     "/tests/oracle/cases/oracle-torch-varlen-healthy-causal.json --format json");
-  CHECK(healthy.exit_code == 0);
-  CHECK(axis(json::parse(healthy.out), "torch").at("ranges").size() == 1);
+  CHECK(healthy.exit_code == 1);
+  const json healthy_json = json::parse(healthy.out);
+  const json& h = axis(healthy_json, "torch");
+  REQUIRE(h.at("ranges").size() == 2);
+  CHECK(h.at("ranges")[1].at("verdict") == "ok");
+  CHECK(h.at("ranges")[1].at("rule_sets") == json::array({"torch-2.11"}));
 }
 
 TEST_CASE("bisect: the published release lists are in version order", "[bisect]") {
