@@ -2,7 +2,10 @@
 // layers.same_boundaries (lib/check/checks_layers.cpp).
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "batch/batch.hpp"
 #include "check/check.hpp"
@@ -225,4 +228,88 @@ TEST_CASE("layers: the loader's rules", "[layers][loader]") {
   CHECK(rejects(head + R"("varlen": {"cu_seqlens_q": [0, 4]}, "layers": [{"kind": "attention"}]})", "/layers"));
   CHECK(rejects(head + R"("batch": {"query_length": 4, "seq_idx": [[0, 0, 1]]}})", "/batch/seq_idx"));
   CHECK(rejects(head + R"("batch": {"query_length": 4, "seq_idx": [[0, 0, 1, 1], [0, 0, 1, 1]]}})", "/batch/seq_idx"));
+}
+
+namespace {
+
+// AReaL's Qwen3.5 layer on the packed row of three (3, 2, 4), cu_seqlens as the caller passes them
+std::string areal(const std::string& cu, bool causal_conv1d) {
+  return R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "num_kv_heads": 2, "head_dim": 64},
+    "batch": {"position_ids": {"from": "packed", "lengths": [3, 2, 4]}},
+    "layers": [{"kind": "gated_deltanet", "implementation": "areal", "cu_seqlens": )" + cu +
+         R"(, "causal_conv1d": )" + (causal_conv1d ? "true" : "false") + R"(}, {"kind": "attention"}],
+    "varlen": {"cu_seqlens_q": )" + cu + R"(, "max_seqlen_q": 4}})";
+}
+
+}  // namespace
+
+TEST_CASE("layers: AReaL's GatedDeltaNet convolution on an empty segment", "[layers]") {
+  SECTION("without causal-conv1d each segment is convolved alone: an empty one raises (areal-project/AReaL#1103)") {
+    for (const char* cu : {"[0, 3, 5, 9, 9]", "[0, 3, 3, 5, 9]"}) {
+      auto b = load(areal(cu, false));
+      auto c = ad::convert(b);
+      REQUIRE(part(c, 0, "conv1d").failure);
+      CHECK(part(c, 0, "conv1d").failure->type == "RuntimeError");
+      CHECK(part(c, 0, "conv1d").failure->message ==
+            "Only zero batch or zero channel inputs are supported, but got input shape: [1, conv_dim, 1, 0]");
+      CHECK_FALSE(part(c, 0, "delta_rule").failure);
+      CHECK_THAT(part(c, 0, "delta_rule").note, Catch::Contains("not reached"));
+      auto v = ad::run_static_checks(b, c);
+      REQUIRE(has(v, "layers.same_boundaries"));
+    }
+  }
+  SECTION("the same segments without the empty one: every layer agrees") {
+    auto b = load(areal("[0, 3, 5, 9]", false));
+    auto c = ad::convert(b);
+    CHECK_FALSE(part(c, 0, "conv1d").failure);
+    CHECK(part(c, 0, "conv1d").labels == kThree);
+    CHECK(part(c, 0, "delta_rule").labels == kThree);
+    CHECK_FALSE(has(ad::run_static_checks(b, c), "layers.same_boundaries"));
+  }
+  SECTION("with causal-conv1d the conv takes seq_idx from cu_seqlens: an empty segment is no input") {
+    auto b = load(areal("[0, 3, 5, 9, 9]", true));
+    auto c = ad::convert(b);
+    CHECK_FALSE(part(c, 0, "conv1d").failure);
+    CHECK(part(c, 0, "conv1d").labels == kThree);
+    CHECK_FALSE(has(ad::run_static_checks(b, c), "layers.same_boundaries"));
+  }
+  SECTION("without cu_seqlens the layer synthesises [0, T]: one sequence for the whole row") {
+    auto b = load(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "num_kv_heads": 2, "head_dim": 64},
+      "batch": {"position_ids": {"from": "packed", "lengths": [3, 2, 4]}},
+      "layers": [{"kind": "gated_deltanet", "implementation": "areal", "causal_conv1d": false}, {"kind": "attention"}]})");
+    auto c = ad::convert(b);
+    CHECK(part(c, 0, "conv1d").labels == std::vector<int32_t>(9, 0));
+    CHECK(has(ad::run_static_checks(b, c), "layers.same_boundaries"));
+  }
+  SECTION("the message is torch's, as measured (tests/golden/conv1d-empty-segment.json)") {
+    std::ifstream in(std::string(ATTN_DOCTOR_SOURCE_DIR) + "/tests/golden/conv1d-empty-segment.json");
+    REQUIRE(in.good());
+    const auto golden = nlohmann::json::parse(in);
+    const auto& call = golden["call"];
+    // the golden's cu_seqlens on a row of their width, its channels in place of conv_dim
+    std::string cu = call["cu_seqlens"].dump();
+    const int64_t width = call["cu_seqlens"].back().get<int64_t>();
+    auto b = load(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 8, "num_kv_heads": 2, "head_dim": 64},
+      "batch": {"query_length": )" + std::to_string(width) + R"(},
+      "layers": [{"kind": "gated_deltanet", "implementation": "areal", "cu_seqlens": )" + cu +
+                  R"(, "causal_conv1d": false}]})");
+    auto c = ad::convert(b);
+    REQUIRE(part(c, 0, "conv1d").failure);
+    std::string predicted = part(c, 0, "conv1d").failure->message;
+    predicted.replace(predicted.find("conv_dim"), 8, std::to_string(call["channels"].get<int64_t>()));
+    REQUIRE(golden["records"].size() >= 3);
+    for (const auto& rec : golden["records"]) {
+      INFO("torch " << rec["torch"].get<std::string>());
+      size_t raised = 0;
+      for (const auto& seg : rec["segments"]) {
+        const bool empty = seg["start"] == seg["end"];
+        CHECK(seg.contains("raises") == empty);
+        if (!seg.contains("raises")) continue;
+        ++raised;
+        CHECK(seg["raises"]["type"] == part(c, 0, "conv1d").failure->type);
+        CHECK(seg["raises"]["message"] == predicted);
+      }
+      CHECK(raised == 1);
+    }
+  }
 }

@@ -198,3 +198,47 @@ TEST_CASE("te thd group: one call's ranks against each other and the global batc
     }
   }
 }
+
+TEST_CASE("te thd: the sequences TE attends against the intended ones (te.sequences)", "[te_thd]") {
+  // two sources of 5 and 3 tokens padded to 8 and 8 (the pack of NVIDIA-NeMo/RL PR#4105's review)
+  auto call = [](const std::string& varlen, bool causal) {
+    return std::string(R"({"format": "attn-doctor/batch@1", "environment": {"device": "cuda:0"},
+      "model": {"num_heads": 8, "num_kv_heads": 8, "head_dim": 64, "causal": )") + (causal ? "true" : "false") + R"(},
+      "varlen": {"api": "transformer_engine.dot_product_attention", "total_q": 16, "total_k": 16, )" + varlen + R"(},
+      "intent": {"sequences": [{"start": 0, "length": 5}, {"start": 8, "length": 3}]}})";
+  };
+  const std::string as_actual = R"("cu_seqlens_q": [0, 8, 16], "cu_seqlens_q_padded": [0, 8, 16],
+      "cu_seqlens_kv_padded": [0, 8, 16], "pad_between_seqs": false)";
+  SECTION("the padded offsets passed as the actual lengths, causal: the padding after each sequence, a warning") {
+    auto r = run(call(as_actual + R"(, "attn_mask_type": "padding_causal")", true));
+    INFO(r.describe());
+    REQUIRE(r.first() == "te.sequences");
+    CHECK(r.get("te.sequences").severity == ad::Severity::warning);
+    CHECK(r.get("te.sequences").evidence["padding_tokens"] == 3);
+  }
+  SECTION("the same without a causal mask: real queries attend the padding, an error") {
+    auto r = run(call(as_actual + R"(, "attn_mask_type": "padding")", false));
+    INFO(r.describe());
+    REQUIRE(r.first() == "te.sequences");
+    CHECK(r.get("te.sequences").severity == ad::Severity::error);
+  }
+  SECTION("the true lengths with the padded offsets: every sequence is an intended one") {
+    auto r = run(call(R"("cu_seqlens_q": [0, 5, 8], "cu_seqlens_q_padded": [0, 8, 16], "cu_seqlens_kv_padded": [0, 8, 16],
+                         "pad_between_seqs": true, "attn_mask_type": "padding_causal")", true));
+    INFO(r.describe());
+    CHECK_FALSE(r.has("te.sequences"));
+  }
+  SECTION("one sequence over both sources: merged, an error") {
+    auto r = run(call(R"("cu_seqlens_q": [0, 16], "attn_mask_type": "padding_causal")", true));
+    INFO(r.describe());
+    REQUIRE(r.has("te.sequences"));
+    CHECK(r.get("te.sequences").severity == ad::Severity::error);
+    CHECK(r.get("te.sequences").evidence["intended_other"] == "rows 8-10");
+  }
+  SECTION("without an explicit intent nothing is compared") {
+    auto r = run(R"({"format": "attn-doctor/batch@1", "environment": {"device": "cuda:0"},
+      "model": {"num_heads": 8, "num_kv_heads": 8, "head_dim": 64},
+      "varlen": {"api": "transformer_engine.dot_product_attention", "total_q": 16, "total_k": 16, )" + as_actual + "}}");
+    CHECK_FALSE(r.has("te.sequences"));
+  }
+}

@@ -234,11 +234,11 @@ struct FlaOp {
 // with where it takes its sequence boundaries from.
 struct Layer {
   std::string kind;            // "attention" | "gated_deltanet"
-  std::string implementation;  // gated_deltanet: "transformers" (the model's own layer) | "fla"; attention: ""
+  std::string implementation;  // gated_deltanet: "transformers" (the model's own layer) | "fla" | "areal"; attention: ""
   int64_t count = 1;           // consecutive layers of this kind (recorded)
-  std::optional<std::vector<int64_t>> cu_seqlens;  // fla: the `cu_seqlens` keyword the caller passes
+  std::optional<std::vector<int64_t>> cu_seqlens;  // fla, areal: the `cu_seqlens` keyword the caller passes
   bool attention_mask = true;  // the layer is handed the batch's 2-D attention mask
-  bool causal_conv1d = true;   // transformers: the causal-conv1d package is installed (its conv reads seq_idx)
+  bool causal_conv1d = true;   // transformers, areal: the causal-conv1d package is installed (its conv reads seq_idx)
 };
 
 // ---------------------------------------------------------------------------------------

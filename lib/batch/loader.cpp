@@ -829,15 +829,19 @@ struct Loader {
         for (const char* key : {"implementation", "cu_seqlens", "attention_mask", "causal_conv1d"})
           if (auto k = e.get(key)) k->fail(std::string("no \"") + key + "\" on an attention layer", std::string("\"") + key + "\"");
       } else {
-        l.implementation = e.has("implementation") ? e.at("implementation").as_enum({"transformers", "fla"}) : "transformers";
+        l.implementation =
+            e.has("implementation") ? e.at("implementation").as_enum({"transformers", "fla", "areal"}) : "transformers";
         if (auto c = e.get("cu_seqlens")) {
-          if (l.implementation != "fla") c->fail("no cu_seqlens (transformers' layer reads batch.flash_kwargs.cu_seq_lens_q)", "cu_seqlens");
+          if (l.implementation == "transformers") c->fail("no cu_seqlens (transformers' layer reads batch.flash_kwargs.cu_seq_lens_q)", "cu_seqlens");
           l.cu_seqlens = c->as_int_array(-kMaxIndex, kMaxIndex, limits.max_array_elements);
           budget.take(static_cast<int64_t>(l.cu_seqlens->size()), c->path());
         }
-        if (auto m = e.get("attention_mask")) l.attention_mask = m->as_bool();
+        if (auto m = e.get("attention_mask")) {
+          if (l.implementation == "areal") m->fail("no attention_mask (AReaL's layer takes cu_seqlens only)", "attention_mask");
+          l.attention_mask = m->as_bool();
+        }
         if (auto c = e.get("causal_conv1d")) {
-          if (l.implementation != "transformers") c->fail("no causal_conv1d (FLA's layer convolves with cu_seqlens)", "causal_conv1d");
+          if (l.implementation == "fla") c->fail("no causal_conv1d (FLA's layer convolves with cu_seqlens)", "causal_conv1d");
           l.causal_conv1d = c->as_bool();
         }
       }

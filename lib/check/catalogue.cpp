@@ -344,15 +344,20 @@ const std::vector<Invariant>& table() {
            "convolution the seq_idx kwarg (only through causal-conv1d; the same for its fallback). FLA's own GatedDeltaNet layer up to 0.4.2 replaces the caller's cu_seqlens with one "
            "sequence per row of the attention mask; 0.5.0 - 0.5.2 keep them but then fail to repad when a mask is "
            "given too. Packed sequences that the attention layers keep apart are then mixed by the recurrent state "
-           "and the convolution, or a sequence is cut in two, with no error.",
+           "and the convolution, or a sequence is cut in two, with no error. AReaL's own Qwen3.5 layer without "
+           "causal-conv1d convolves each cu_seqlens segment on its own: an empty segment (a repeated cu_seqlens "
+           "value, which flash-attn accepts) is a zero-length nn.Conv1d input, and torch raises RuntimeError "
+           "(areal-project/AReaL#1103).",
        .fix = "Give the linear-attention layers the same boundaries as the attention layers: pass cu_seq_lens_q and "
               "seq_idx from the collator (DataCollatorWithFlattening(return_flash_attn_kwargs=True, "
               "return_seq_idx=True)) on transformers >= 5.9.0 with fla and causal-conv1d installed; for FLA's layers "
-              "pass cu_seqlens without an attention mask, or upgrade to fla >= 0.6.0.",
+              "pass cu_seqlens without an attention mask, or upgrade to fla >= 0.6.0; for AReaL's layer drop empty "
+              "segments from cu_seqlens (AReaL >= 1.0.3 no longer appends one).",
        .references = {"huggingface/transformers#46093", "huggingface/transformers#46851",
                       "huggingface/transformers PR#45034", "fla-org/flash-linear-attention#838", "fla-org/flash-linear-attention PR#842",
                       "huggingface/transformers v5.9.0 models/qwen3_5/modeling_qwen3_5.py (cu_seq_lens_q, seq_idx)",
-                      "fla-org/flash-linear-attention v0.4.2, v0.6.0 fla/layers/gated_deltanet.py"},
+                      "fla-org/flash-linear-attention v0.4.2, v0.6.0 fla/layers/gated_deltanet.py",
+                      "areal-project/AReaL#1103", "areal-project/AReaL v1.0.2 areal/experimental/models/archon/qwen3_5/model/model.py"},
        .upstream_message = "",
        .check = checks::layers_same_boundaries,
        .apis = kAllApis},
@@ -929,6 +934,27 @@ const std::vector<Invariant>& table() {
        .references = {"NVIDIA/TransformerEngine v2.12 .../context_parallel.py (attn_forward_func_with_cp docstring)"},
        .upstream_message = "",
        .check = nullptr,
+       .apis = {Api::te_dot_product_attention}},
+      {.number = 58, .id = "te.sequences", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error for merged, split or dropped sequences and for padding real queries attend to; warning "
+                        "for padding after a sequence that only causal queries of padding rows see (checked with an "
+                        "explicit intent, one context, the intent in the packed rows)",
+       .statement = "each sequence TE attends (cu_seqlens[i+1] - cu_seqlens[i] rows from cu_seqlens_padded[i]) is "
+                    "exactly one intended sequence",
+       .when_broken = "padding attended as tokens, or sequences merged or cut: silently wrong output",
+       .explanation =
+           "cu_seqlens_q holds the actual lengths and cu_seqlens_q_padded where each sequence starts; TE attends the "
+           "actual rows and leaves the rest out. Nothing checks that the actual lengths are the caller's real "
+           "sequences: a caller that passes its padded offsets as both arrays (with pad_between_seqs False) hands TE "
+           "sequences that end in their padding. With a causal mask the real tokens never see the padding after them "
+           "and only the padding rows' outputs are garbage; without one every query attends to it "
+           "(NVIDIA-NeMo/RL PR#4070's review: the true offsets read, validated and never used).",
+       .fix = "Pass the true cumulative lengths as cu_seqlens_q/kv and the padded ones as cu_seqlens_q/kv_padded, "
+              "with pad_between_seqs = not torch.equal(cu_seqlens, cu_seqlens_padded).",
+       .references = {"NVIDIA-NeMo/RL PR#4070", "NVIDIA-NeMo/RL PR#4105",
+                      "NVIDIA/TransformerEngine v2.12 .../dot_product_attention.py (cu_seqlens_q, cu_seqlens_q_padded)"},
+       .upstream_message = "",
+       .check = checks::te_sequences,
        .apis = {Api::te_dot_product_attention}},
   };
   return t;

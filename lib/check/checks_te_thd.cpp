@@ -2,6 +2,7 @@
 // docs/spec/transformer-engine-thd.md. Each check reads the batch's varlen block (the call as
 // TE received it: global offsets under context parallelism) and, for 52-55, its
 // context_parallel block (56, te.cp_group, is te_thd.cpp's group check). Linear in the number of sequences.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -221,6 +222,110 @@ void te_cp_chunks(Ctx& ctx) {
           " sequences)",
       {{"rank", cp->rank}, {"segment", first}, {"found", {got.first, got.second}}, {"expected", {a, b}}, {"sequences", wrong}});
   ctx.symptom(viol, "");
+}
+
+}  // namespace ad::checks
+
+namespace ad::checks {
+
+// 58 te.sequences: with the intended sequences given, each sequence TE attends is one of them.
+// TE's sequence i is the cu_seqlens[i+1] - cu_seqlens[i] rows from cu_seqlens_padded[i]
+// (cu_seqlens[i] without padded offsets); the padding between the padded offsets is left out.
+// A caller that passes the padded offsets as the actual lengths too (NVIDIA-NeMo/RL PR#4070:
+// cu_seqlens_q = cu_seqlens_q_padded, pad_between_seqs False) makes each sequence take the
+// padding after it: causal queries of the real tokens never see that padding (a warning: the
+// padding rows' outputs are discarded), non-causal ones attend to it. One context (no CP) whose
+// intent is written in the packed rows (no `batch` block); TE's other invariants cover CP.
+void te_sequences(Ctx& ctx) {
+  const ExplicitVarlen* v = te_call(ctx);
+  const Batch& b = ctx.batch;
+  if (!v || b.intent.source != IntentSource::given || b.intent.sequences.empty() || b.batch || b.context_parallel)
+    return;
+  std::vector<Span> spans = intent_spans(b);
+  std::sort(spans.begin(), spans.end(), [](const Span& x, const Span& y) { return x.start < y.start; });
+  const bool causal = v->attn_mask_type.empty() ? b.model.causal : v->attn_mask_type.find("causal") != std::string::npos;
+  const bool same = v->cu_seqlens_kv_padded == v->cu_seqlens_q_padded && v->cu_seqlens_k.values == v->cu_seqlens_q.values;
+  for (bool q : {true, false}) {
+    if (!q && same) break;
+    const IntTensor& cu_t = q ? v->cu_seqlens_q : v->cu_seqlens_k;
+    const auto& padded = q ? v->cu_seqlens_q_padded : v->cu_seqlens_kv_padded;
+    const char* side = q ? "q" : "kv";
+    if (cu_t.rank() != 1 || cu_t.values.size() < 2) continue;
+    const std::vector<int64_t>& cu = cu_t.values;
+    if (padded && padded->size() != cu.size()) continue;  // te.padded_offsets
+    bool ordered = cu.front() >= 0;
+    for (size_t i = 1; ordered && i < cu.size(); ++i) ordered = cu[i] >= cu[i - 1] && (!padded || (*padded)[i] >= (*padded)[i - 1]);
+    if (!ordered) continue;  // cu_seqlens.monotonic, te.padded_offsets
+    bool differ = false;  // padding between sequences, as TE infers it
+    for (size_t i = 0; padded && i + 1 < cu.size(); ++i) differ = differ || (*padded)[i] != cu[i];
+    if (differ && !v->pad_between_seqs.value_or(true)) continue;  // te.pad_between_seqs: the False path
+    std::string first_error, first_warning;
+    nlohmann::json error_ev, warning_ev;
+    auto note = [&](bool error, std::string text, nlohmann::json ev) {
+      std::string& slot = error ? first_error : first_warning;
+      if (!slot.empty()) return;
+      slot = std::move(text);
+      (error ? error_ev : warning_ev) = std::move(ev);
+    };
+    auto span_text = [](const Span& s) {
+      return "rows " + std::to_string(s.start) + "-" + std::to_string(s.end() - 1);
+    };
+    std::vector<char> touched(spans.size(), 0);
+    size_t k0 = 0;  // the first span that can still overlap (segments run forward)
+    for (size_t i = 0; i + 1 < cu.size(); ++i) {
+      const Span seg{padded ? (*padded)[i] : cu[i], cu[i + 1] - cu[i]};
+      if (seg.length == 0) continue;  // an empty sequence computes nothing
+      while (k0 < spans.size() && spans[k0].end() <= seg.start) ++k0;
+      std::vector<size_t> owners;
+      int64_t inside = 0;
+      for (size_t k = k0; k < spans.size() && spans[k].start < seg.end(); ++k) {
+        owners.push_back(k);
+        touched[k] = 1;
+        inside += std::min(seg.end(), spans[k].end()) - std::max(seg.start, spans[k].start);
+      }
+      const std::string what = std::string(side) + " sequence " + std::to_string(i) + " (" + span_text(seg) + ")";
+      nlohmann::json ev = {{"side", side}, {"sequence", i}, {"start", seg.start}, {"length", seg.length}};
+      if (owners.empty()) {
+        note(false, what + " holds padding alone", ev);
+        continue;
+      }
+      const Span& s = spans[owners.front()];
+      ev["intended"] = span_text(s);
+      if (owners.size() >= 2) {
+        ev["intended_other"] = span_text(spans[owners[1]]);
+        note(true, what + " spans " + std::to_string(owners.size()) + " intended sequences (" + span_text(s) + " and " +
+                       span_text(spans[owners[1]]) + "): they attend to each other",
+             ev);
+      } else if (inside < s.length) {
+        note(true, what + " covers only " + std::to_string(inside) + " of the " + std::to_string(s.length) +
+                       " tokens of the intended sequence " + span_text(s) + ": the sequence is split",
+             ev);
+      } else if (inside < seg.length) {
+        const int64_t extra = seg.length - inside;
+        ev["padding_tokens"] = extra;
+        const bool leading = seg.start < s.start;
+        if (causal && !leading)
+          note(false, what + " is the intended sequence " + span_text(s) + " plus the " + std::to_string(extra) +
+                          " padding tokens after it: causal queries of the real tokens never see them, the padding "
+                          "rows' outputs are garbage",
+               ev);
+        else
+          note(true, what + " is the intended sequence " + span_text(s) + " plus " + std::to_string(extra) +
+                         " padding tokens its queries attend to",
+               ev);
+      }
+    }
+    for (size_t k = 0; k < spans.size() && first_error.empty(); ++k)
+      if (!touched[k]) note(true, "the intended sequence " + span_text(spans[k]) + " is in no " + side + " sequence", {{"side", side}, {"intended", span_text(spans[k])}});
+    if (first_error.empty() && first_warning.empty()) continue;
+    const bool error = !first_error.empty();
+    const std::string how = std::string(" (") + (q ? "cu_seqlens_q " : "cu_seqlens_kv ") + list_text(cu) +
+                            (padded ? std::string(", ") + (q ? "cu_seqlens_q_padded " : "cu_seqlens_kv_padded ") + list_text(*padded) : "") + ")";
+    Violation& viol = ctx.report(error ? Severity::error : Severity::warning, (error ? first_error : first_warning) + how,
+                                 error ? error_ev : warning_ev);
+    ctx.symptom(viol, error ? "" : "warning");
+    return;
+  }
 }
 
 }  // namespace ad::checks

@@ -96,6 +96,7 @@ void te_pad_between_seqs(Ctx&);
 void te_cp_padding_multiple(Ctx&);
 void te_cp_shard(Ctx&);
 void te_cp_chunks(Ctx&);
+void te_sequences(Ctx&);
 
 // ---- facts shared by several checks (facts.cpp) ------------------------------------------
 

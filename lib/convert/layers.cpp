@@ -23,6 +23,17 @@
 //   From 5.20.0 that fallback refuses packed rows instead: integrations/hub_kernels.py
 //   use_kernel_func_from_hub_with_fallback raises ValueError when cu_seqlens or seq_idx reach
 //   the torch function. Recorded: tests/golden/hybrid-qwen3next-<release>.json.
+// - AReaL's own Qwen3.5 layer (areal/experimental/models/archon/qwen3_5/model/model.py,
+//   AReaL v1.0.2 - v2.0.0) takes the caller's `cu_seqlens` (`[0, T]` when none) for both: the
+//   delta rule is FLA's chunk_gated_delta_rule(cu_seqlens=...), and the convolution
+//   causal_conv1d_fn with a seq_idx built from cu_seqlens, or without causal-conv1d an
+//   nn.Conv1d run on each slice [cu[i], cu[i+1]) of the row (when cu has more than two
+//   entries). A slice of no columns (an empty segment: a repeated cu value, areal-project/AReaL#1103)
+//   reaches torch's convolution with a zero-length input, which raises before any kernel
+//   (aten/src/ATen/native/Convolution.cpp, _select_conv_backend; measured on CPU with torch
+//   2.4.0, 2.6.0 and 2.11.0: tests/golden/conv1d-empty-segment.json). transformers' layers never
+//   slice per segment (their fallback convolves the whole row), and FLA's convolution gives an
+//   empty segment no chunk, so neither meets a zero-length convolution.
 #include <algorithm>
 
 #include "convert/convert.hpp"
@@ -249,6 +260,70 @@ std::vector<LayerPart> transformers_parts(const Batch& batch, const Layer& layer
   return {rule, conv};
 }
 
+// AReaL v1.0.2 - v2.0.0 areal/experimental/models/archon/qwen3_5/model/model.py
+// GatedDeltaNet.forward: cu_seqlens indexes the row's columns (T), for every row.
+std::vector<LayerPart> areal_parts(const Layer& layer, const Grid& g) {
+  const std::string file = "AReaL v1.0.2 - v2.0.0 areal/experimental/models/archon/qwen3_5/model/model.py";
+  const std::vector<int64_t> cu = layer.cu_seqlens ? *layer.cu_seqlens : std::vector<int64_t>{0, g.width};
+  const std::string source = layer.cu_seqlens ? "cu_seqlens" : "none";
+  LayerPart rule{"delta_rule", source, file + ": fla chunk_gated_delta_rule(cu_seqlens)", {}, std::nullopt, ""};
+  LayerPart conv{"conv1d", source, "", {}, std::nullopt, ""};
+  if (!layer.cu_seqlens) rule.note = conv.note = "no cu_seqlens: the layer synthesises [0, T], one sequence per row";
+  from_flat_cu(rule, g, cu);
+  // the columns [cu[k], cu[k+1]) of each row are one sequence (labels numbered in the order
+  // met, so they stay below the token count)
+  auto per_column = [&](LayerPart& p) {
+    p.labels.assign(static_cast<size_t>(g.tokens()), -1);
+    const auto within = [&](int64_t c) { return std::min(std::max<int64_t>(c, 0), g.width); };
+    int32_t next = 0;
+    for (int64_t r = 0; r < g.rows; ++r)
+      for (size_t k = 0; k + 1 < cu.size(); ++k) {
+        const int64_t from = within(cu[k]), to = within(cu[k + 1]);
+        if (from >= to) continue;
+        for (int64_t c = from; c < to; ++c) p.labels[static_cast<size_t>(r * g.width + c)] = next;
+        ++next;
+      }
+  };
+  bool readable = cu.size() >= 2 && cu.front() >= 0;
+  for (size_t i = 1; readable && i < cu.size(); ++i) readable = cu[i] >= cu[i - 1];
+  if (layer.causal_conv1d) {
+    conv.rule = file + ": causal_conv1d_fn(seq_idx from cu_seqlens)";
+    if (!readable) {
+      conv.note = "cu_seqlens not a non-decreasing vector from 0 or above: not read";
+      return {rule, conv};
+    }
+    per_column(conv);
+    return {rule, conv};
+  }
+  conv.rule = file + ": nn.Conv1d on each cu_seqlens segment (causal-conv1d not installed)";
+  if (cu.size() <= 2) {
+    conv.labels = label_rows(g);
+    return {rule, conv};
+  }
+  // mixed_qkv[:, :, s:e] for each segment: a slice of no columns is a zero-length convolution input
+  for (size_t k = 0; k + 1 < cu.size(); ++k) {
+    if (cu[k] < 0 || cu[k + 1] < 0) break;  // negative offsets: the cu_seqlens invariants say why
+    const int64_t columns = std::max<int64_t>(0, std::min(cu[k + 1], g.width) - std::min(cu[k], g.width));
+    if (columns > 0) continue;
+    conv.failure = ReplayFailure{
+        file + " GatedDeltaNet.forward > nn.Conv1d on segment " + std::to_string(k) + " [" + std::to_string(cu[k]) +
+            ", " + std::to_string(cu[k + 1]) + ") (torch aten/src/ATen/native/Convolution.cpp _select_conv_backend)",
+        "RuntimeError",
+        "Only zero batch or zero channel inputs are supported, but got input shape: [" + std::to_string(g.rows) +
+            ", conv_dim, 1, 0]",
+        ""};
+    rule.failure.reset();
+    rule.note = rule.note.empty() ? "not reached: the convolution raises first" : rule.note + "; not reached: the convolution raises first";
+    return {rule, conv};
+  }
+  if (readable) per_column(conv);
+  else conv.note = "cu_seqlens not a non-decreasing vector from 0 or above: not read";
+  if (readable && cu.back() != g.width)
+    conv.note = "cu_seqlens[-1] is " + std::to_string(cu.back()) + ", not the row's " + std::to_string(g.width) +
+                " columns: the concatenated segments do not fill the row (what the layer then does is not modelled)";
+  return {rule, conv};
+}
+
 }  // namespace
 
 std::vector<LayerView> replay_layers(const Batch& batch, const Conversion& conversion,
@@ -279,6 +354,8 @@ std::vector<LayerView> replay_layers(const Batch& batch, const Conversion& conve
       v.parts.push_back(attention_part(batch, conversion, g));
     } else if (l.implementation == "fla") {
       v.parts.push_back(fla_part(batch, l, g));
+    } else if (l.implementation == "areal") {
+      v.parts = areal_parts(l, g);
     } else {
       v.parts = transformers_parts(batch, l, g, transformers_override);
     }

@@ -142,6 +142,10 @@ const std::vector<SymptomRow>& table() {
        "apart", "model", "a GatedDeltaNet layer whose boundaries differ from the attention layers'"},
       {"layers.same_boundaries", "raises", "", "", "", false, O::raises, P::forward, M::attention,
        "the GatedDeltaNet layer raises", "model", "FLA's layer raises on the boundaries it was given"},
+      {"layers.same_boundaries", "conv_empty_segment", "", "", "", false, O::raises, P::forward, M::attention,
+       "RuntimeError: Only zero batch or zero channel inputs are supported", "report areal-project/AReaL#1103",
+       "AReaL's GatedDeltaNet convolution fallback (nn.Conv1d per cu_seqlens segment) on an empty segment; the "
+       "message measured on CPU with torch 2.4.0, 2.6.0 and 2.11.0 (tests/golden/conv1d-empty-segment.json)"},
       {"cu_seqlens.dtype", "", "", "", "", false, O::raises, P::forward, M::attention,
        fa2_raise(HostCheck::cu_seqlens_q_dtype), "golden oracle-cu-int64-causal", "mha_varlen_fwd's dtype check"},
       {"cu_seqlens.device", "", "", "", "", false, O::raises, P::forward, M::attention,
@@ -407,6 +411,12 @@ const std::vector<SymptomRow>& table() {
        "no error; chunks missing and held twice across the ranks", "model",
        "a contiguous split instead of the load-balanced one (measured with a two-GPU ring of FA2 calls: 2923 of 3900 "
        "tokens wrong, bench/results/te-thd-cp2-h100-2026-11-27)"},
+      {"te.sequences", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; real queries attend to padding, or to another sequence, or lose part of their own", "model",
+       "TE sequences (actual lengths from the padded offsets) that are not the intended ones"},
+      {"te.sequences", "warning", "", "", "", false, O::ok, P::forward, M::attention,
+       "no error; the real rows are right, the padding rows after each sequence attend to it", "model",
+       "causal sequences that end in their padding (the padded offsets passed as the actual lengths)"},
       {"te.cp_group", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
        "no error; the ranks that disagree compute attention over the wrong tokens", "model",
        "ranks of one call that disagree on the global batch or the shards"},

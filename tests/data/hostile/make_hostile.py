@@ -152,6 +152,11 @@ CASES = {
     "layers-seq-idx-narrow": (
         ('{%s, %s, "batch": {"query_length": 4, "seq_idx": [[0, 0, 1]]}, "layers": [{"kind": "gated_deltanet"}]}' % (F, M)).encode(),
         '/batch/seq_idx: expected seq_idx 4 wide (the query length), found 3 wide', {}),
+    # AReaL's GatedDeltaNet layer takes cu_seqlens, no attention mask
+    "layers-areal-attention-mask": (
+        ('{%s, %s, "batch": {"query_length": 4}, "layers": [{"kind": "gated_deltanet", "implementation": "areal", '
+         '"cu_seqlens": [0, 4], "attention_mask": false}]}' % (F, M)).encode(),
+        '/layers/0/attention_mask: expected no attention_mask (AReaL\'s layer takes cu_seqlens only)', {}),
     # Transformer Engine THD and context parallelism (transformer-engine-thd.md)
     "te-cp-rank-out-of-range": (('{%s, %s, %s, "context_parallel": {"size": 2, "rank": 2}}' % (F, M, TE)).encode(),
                                 "/context_parallel/rank: expected a rank from 0 to 1 (size 2), found the integer 2", {}),
