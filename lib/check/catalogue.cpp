@@ -344,20 +344,15 @@ const std::vector<Invariant>& table() {
            "convolution the seq_idx kwarg (only through causal-conv1d; the same for its fallback). FLA's own GatedDeltaNet layer up to 0.4.2 replaces the caller's cu_seqlens with one "
            "sequence per row of the attention mask; 0.5.0 - 0.5.2 keep them but then fail to repad when a mask is "
            "given too. Packed sequences that the attention layers keep apart are then mixed by the recurrent state "
-           "and the convolution, or a sequence is cut in two, with no error. AReaL's own Qwen3.5 layer without "
-           "causal-conv1d convolves each cu_seqlens segment on its own: an empty segment (a repeated cu_seqlens "
-           "value, which flash-attn accepts) is a zero-length nn.Conv1d input, and torch raises RuntimeError "
-           "(areal-project/AReaL#1103).",
+           "and the convolution, or a sequence is cut in two, with no error.",
        .fix = "Give the linear-attention layers the same boundaries as the attention layers: pass cu_seq_lens_q and "
               "seq_idx from the collator (DataCollatorWithFlattening(return_flash_attn_kwargs=True, "
               "return_seq_idx=True)) on transformers >= 5.9.0 with fla and causal-conv1d installed; for FLA's layers "
-              "pass cu_seqlens without an attention mask, or upgrade to fla >= 0.6.0; for AReaL's layer drop empty "
-              "segments from cu_seqlens (AReaL >= 1.0.3 no longer appends one).",
+              "pass cu_seqlens without an attention mask, or upgrade to fla >= 0.6.0.",
        .references = {"huggingface/transformers#46093", "huggingface/transformers#46851",
                       "huggingface/transformers PR#45034", "fla-org/flash-linear-attention#838", "fla-org/flash-linear-attention PR#842",
                       "huggingface/transformers v5.9.0 models/qwen3_5/modeling_qwen3_5.py (cu_seq_lens_q, seq_idx)",
-                      "fla-org/flash-linear-attention v0.4.2, v0.6.0 fla/layers/gated_deltanet.py",
-                      "areal-project/AReaL#1103", "areal-project/AReaL v1.0.2 areal/experimental/models/archon/qwen3_5/model/model.py"},
+                      "fla-org/flash-linear-attention v0.4.2, v0.6.0 fla/layers/gated_deltanet.py"},
        .upstream_message = "",
        .check = checks::layers_same_boundaries,
        .apis = kAllApis},
