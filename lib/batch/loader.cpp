@@ -925,7 +925,7 @@ struct Loader {
       o->expect_object({"return_position_ids", "return_flash_attn_kwargs", "return_seq_idx", "separator_id",
                         "position_ids_start", "padding_free", "packing", "packing_strategy", "pad_to_multiple_of",
                         "pad_token_id", "attn_implementation", "cutoff_len",
-                        "squash_position_ids", "attention_mask", "position_ids"});
+                        "squash_position_ids", "attention_mask", "position_ids", "knapsack"});
       CollatorOptions& c = s.options;
       for (auto it = o->raw().begin(); it != o->raw().end(); ++it) c.given.push_back(it.key());
       auto flag = [&](const char* key, std::optional<bool>& out) {
@@ -942,6 +942,7 @@ struct Loader {
       flag("squash_position_ids", c.squash_position_ids);
       flag("attention_mask", c.attention_mask);
       flag("position_ids", c.position_ids);
+      flag("knapsack", c.knapsack);
       integer("separator_id", c.separator_id, -kMaxIndex, kMaxIndex);
       integer("position_ids_start", c.position_ids_start, 0, int64_t{1} << 20);
       integer("pad_to_multiple_of", c.pad_to_multiple_of, 1, int64_t{1} << 20);
