@@ -47,6 +47,7 @@ struct CollatorOptions {
   std::optional<bool> attention_mask;       // axolotl: the examples carry the tokenizer's mask (default true)
   std::optional<bool> position_ids;         // axolotl: the examples carry add_position_ids' ids (default true)
   std::optional<bool> knapsack;             // LlamaFactory: the examples are packed by the processor's greedy_knapsack
+  std::optional<int64_t> fake_mm_tokens;    // LlamaFactory: the fake image/audio tokens appended to row 0
   std::vector<std::string> given;
   bool has(std::string_view key) const;
 };

@@ -42,7 +42,7 @@ void replay_neat_packing(const CollatorSpec& spec, const Version& release, Colla
   out.record.rule = v095 ? "neat-0.9.5" : "neat-0.9.4";
   const CollatorOptions& o = spec.options;
   static const std::vector<std::string> accepts = {"cutoff_len", "attn_implementation", "pad_token_id",
-                                                   "pad_to_multiple_of", "knapsack"};
+                                                   "pad_to_multiple_of", "knapsack", "fake_mm_tokens"};
   for (const std::string& key : o.given)
     if (std::find(accepts.begin(), accepts.end(), key) == accepts.end()) {
       out.raised = CollatorRaise{"TypeError", "neat_packing takes no option '" + key + "'"};
@@ -141,22 +141,34 @@ void replay_neat_packing(const CollatorSpec& spec, const Version& release, Colla
     }
     out.packed_rows.push_back(std::move(lens));
   }
-  // DataCollatorForSeq2Seq: input_ids, attention_mask and labels to a multiple of
-  // pad_to_multiple_of; position_ids keep the row width
+  // MultiModalDataCollatorForSeq2Seq: for a batch without images (audios) and a template whose
+  // plugin has an image (audio) token, a fake one's tokens are appended to the first row, with
+  // mask 0 and label -100; the position ids are not extended
+  const int64_t fake = o.fake_mm_tokens.value_or(0);
+  if (fake > 0) {
+    known = false;
+    out.record.notes.push_back("the multimodal collator appends " + std::to_string(fake) + " fake image/audio tokens to "
+                               "row 0 (mask 0, label -100); the position ids are not extended");
+  }
+  // DataCollatorForSeq2Seq: input_ids, attention_mask and labels to the longest row, rounded up
+  // to a multiple of pad_to_multiple_of; position_ids keep the row width
   const int64_t multiple = o.pad_to_multiple_of.value_or(1);
-  const int64_t padded = (width + multiple - 1) / multiple * multiple;
-  auto widen = [&](const std::vector<int64_t>& v, int64_t fill) {
+  const int64_t longest = rows ? width + fake : width;
+  const int64_t padded = (longest + multiple - 1) / multiple * multiple;
+  auto widen = [&](const std::vector<int64_t>& v, int64_t fill, int64_t fake_fill) {
     std::vector<int64_t> w;
     w.reserve(static_cast<size_t>(rows * padded));
     for (int64_t r = 0; r < rows; ++r) {
       w.insert(w.end(), v.begin() + r * width, v.begin() + (r + 1) * width);
-      w.insert(w.end(), static_cast<size_t>(padded - width), fill);
+      const int64_t extra = r == 0 ? fake : 0;
+      w.insert(w.end(), static_cast<size_t>(extra), fake_fill);
+      w.insert(w.end(), static_cast<size_t>(padded - width - extra), fill);
     }
     return w;
   };
-  ids = widen(ids, pad_id);
-  mask = widen(mask, 0);
-  labels = widen(labels, -100);
+  ids = widen(ids, pad_id, pad_id);
+  mask = widen(mask, 0, 0);
+  labels = widen(labels, -100, -100);
   if (padded != width)
     out.record.notes.push_back("the collator pads input_ids, attention_mask and labels to " + std::to_string(padded) +
                                " (pad_to_multiple_of " + std::to_string(multiple) + "); position_ids are not among "
