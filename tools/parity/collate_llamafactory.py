@@ -2,6 +2,12 @@
 
     python collate_llamafactory.py [--releases 0.9.3,0.9.4,0.9.5]   # collate-llamafactory-<release>.json
 
+Environments (each `pip install --target DIR --no-deps`): the release under
+$PARITY_VENVS/<PARITY_PATCHED_PREFIX>llamafactory-<release>; $PARITY_VENVS/<PARITY_LF_PREFIX>lf-deps
+holding accelerate 1.7.0, peft 0.15.2, datasets 3.6.0 (pyarrow, dill, multiprocess, xxhash,
+pandas, requests, aiohttp and theirs), torchaudio 2.6.0, omegaconf 2.3.0 (antlr4 4.9.3);
+lf-trl-0.9.6, lf-trl-0.24.0 and lf-peft-0.18.1 beside it (below).
+
 Each release is imported from its wheel (`pip install --target $PARITY_VENVS/<prefix>llamafactory-<release>
 --no-deps llamafactory==<release>`) beside the packages its data modules import
 ($PARITY_LF_DEPS: accelerate, peft, datasets and theirs, torchaudio, omegaconf; trl 0.9.6 for
@@ -41,15 +47,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from collate import GOLDEN, REPO, VENVS  # noqa: E402  (the collator drivers' shared paths)
 
-PREFIX = os.environ.get("PARITY_LF_PREFIX", "h15-")
-DEPS = [p for p in os.environ.get("PARITY_LF_DEPS", f"{VENVS}/h22-lf-deps").split(":") if p]
+# the release trees lie under $PARITY_VENVS/<PARITY_PATCHED_PREFIX>llamafactory-<release> (as for
+# collate_patched.py), the packages they import under $PARITY_VENVS/<PARITY_LF_PREFIX>lf-*
+PREFIX = os.environ.get("PARITY_PATCHED_PREFIX", "")
+LF = os.environ.get("PARITY_LF_PREFIX", "")
+DEPS = [p for p in os.environ.get("PARITY_LF_DEPS", f"{VENVS}/{LF}lf-deps").split(":") if p]
 PYTHON = os.environ.get("PARITY_PYTHON", str(VENVS / "torch26" / "bin" / "python"))
 # the newest transformers each release allows (its Requires-Dist), installed under tf-<release>
 RELEASES = {"0.9.3": "4.52.4", "0.9.4": "4.56.2", "0.9.5": "5.6.0"}
 # before the shared ones: the trl each release checks for at import (0.9.3 imports it); the peft
 # 0.9.5's transformers asks for
-EXTRA = {"0.9.3": [f"{VENVS}/h22-lf-trl-0.9.6"], "0.9.4": [f"{VENVS}/h22-lf-trl-0.24.0"],
-         "0.9.5": [f"{VENVS}/h22-lf-peft-0.18.1", f"{VENVS}/h22-lf-trl-0.24.0"]}
+EXTRA = {"0.9.3": [f"{VENVS}/{LF}lf-trl-0.9.6"], "0.9.4": [f"{VENVS}/{LF}lf-trl-0.24.0"],
+         "0.9.5": [f"{VENVS}/{LF}lf-peft-0.18.1", f"{VENVS}/{LF}lf-trl-0.24.0"]}
 
 
 def words(n, base):
