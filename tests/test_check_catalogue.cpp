@@ -17,7 +17,7 @@ namespace {
 const std::vector<std::string> kSpecIds = {
     "input.dtype", "input.head_dim", "input.gqa", "input.feature", "input.int32_range", "input.softcap",
     "mask.rank", "mask.binary", "mask.cast_to_bool", "mask.kv_length", "mask.padding_side",
-    "position_ids.rank",
+    "position_ids.width", "position_ids.rank",
     "position_ids.origin", "position_ids.consecutive", "route.packed_to_dense", "route.partial_kwargs", "layers.same_boundaries",
     "cu_seqlens.dtype", "cu_seqlens.device", "cu_seqlens.shape", "cu_seqlens.start", "cu_seqlens.monotonic",
     "cu_seqlens.total", "seqused_k.range", "max_seqlen.type", "max_seqlen.covers", "max_seqlen.single_query",
@@ -43,7 +43,7 @@ const std::vector<std::string> kNumbered = {
     "backward.coverage", "backward.dq_offset", "backward.reference", "seqused_k.range", "input.softcap",
     "mask.cast_to_bool", "launch.fla_grid", "layers.same_boundaries", "seqused_q.range",
     "te.thd_arguments", "te.padded_offsets", "te.cp_padding_multiple", "te.pad_between_seqs", "te.cp_shard",
-    "te.cp_chunks", "te.cp_group", "te.sequences"};
+    "te.cp_chunks", "te.cp_group", "te.sequences", "position_ids.width"};
 
 std::string read_text(const std::string& relative) {
   std::ifstream in(std::string(ATTN_DOCTOR_SOURCE_DIR) + "/" + relative);

@@ -1,5 +1,6 @@
 // The collator replay against the real releases: every tests/golden/collate-*.json (recorded by
-// tools/parity/collate.py from the releases' own collators) is replayed case by case through a
+// tools/parity/collate.py, collate_patched.py and collate_llamafactory.py from the releases' own
+// collators) is replayed case by case through a
 // batch file's `collator` block and must match exactly: the keys in the collator's order, each
 // one's dtype, shape and values, or the exception the release raised. TRL's goldens also pin
 // the SFTTrainer's list of attention implementations it forwards position ids for; axolotl's
@@ -138,6 +139,13 @@ TEST_CASE("collate goldens: the replay emits what every real release's collator 
       for (size_t i = 0; i < want.size(); ++i) {
         const ad::CollatorValue& v = b.collator->emitted[i];
         INFO(v.key);
+        if (g["library"] == "llamafactory" && v.key == "labels") {
+          // which tokens are the prompt (label -100) is the template's: the replay gives the shape
+          CHECK(v.dtype == want[i]["dtype"].get<std::string>());
+          CHECK(v.shape == want[i]["shape"].get<std::vector<int64_t>>());
+          CHECK_FALSE(v.values_known);
+          continue;
+        }
         check_tensor(want[i], v.dtype, v.shape, v.values);
         CHECK(v.values_known);
       }
@@ -168,6 +176,7 @@ TEST_CASE("collate goldens: the replay emits what every real release's collator 
   CHECK(releases["transformers"] >= 6);
   CHECK(releases["trl"] >= 2);
   CHECK(releases["axolotl"] >= 4);
+  CHECK(releases["llamafactory"] >= 3);
   CHECK(cases >= 100);
 }
 
@@ -266,7 +275,7 @@ TEST_CASE("collate: invalid collator blocks are input errors", "[collate]") {
             .find("/collator/examples") == 0);
 }
 
-TEST_CASE("collate: LlamaFactory neat_packing, modelled from the 0.9.4 and 0.9.5 code", "[collate]") {
+TEST_CASE("collate: LlamaFactory neat_packing by release (goldens: collate-llamafactory-*.json)", "[collate]") {
   auto load = [](const std::string& release, const std::string& examples) {
     return ad::parse_batch_text(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 2, "head_dim": 8},
       "collator": {"name": "llamafactory.neat_packing", "release": ")" + release +
@@ -290,12 +299,47 @@ TEST_CASE("collate: LlamaFactory neat_packing, modelled from the 0.9.4 and 0.9.5
   // 0.9.5: the padding is dropped and the mask set to None
   ad::Batch now = load("0.9.5", R"([{"seq_lengths": [2, 3]}])");
   CHECK(now.collator->rule == "neat-0.9.5");
-  REQUIRE(now.collator->emitted.size() == 3);
-  CHECK(now.collator->emitted[1].values == std::vector<int64_t>{0, 1, 0, 1, 2});
+  REQUIRE(now.collator->emitted.size() == 4);
+  CHECK(now.collator->emitted[1].dtype == "NoneType");
+  CHECK(now.collator->emitted[2].values == std::vector<int64_t>{0, 1, 0, 1, 2});
   CHECK(now.batch->query_length == 5);
   // a row longer than cutoff_len + 1 raises as the processor does; 0.9.5 takes one row only
   CHECK_THROWS_WITH(load("0.9.5", "[9]"), Catch::Contains("ValueError: The length of packed example"));
   CHECK_THROWS_WITH(load("0.9.5", "[3, 4]"), Catch::Contains("AssertionError: bsz should be 1"));
+}
+
+TEST_CASE("collate: LlamaFactory's knapsack, its multiple-of-8 padding and the 4-D mask of sdpa", "[collate]") {
+  auto load = [](const std::string& release, const std::string& options, const std::string& examples) {
+    return ad::parse_batch_text(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 2, "head_dim": 8},
+      "collator": {"name": "llamafactory.neat_packing", "release": ")" + release + R"(", "options": )" + options +
+                                    R"(, "examples": )" + examples + "}}",
+                                "x.json");
+  };
+  // lengths 3, 2, 3 and one longer than the cutoff: dropped; the rest packed longest first, the
+  // last of equal lengths first
+  ad::Batch k = load("0.9.4", R"({"cutoff_len": 6, "knapsack": true})", "[[10, 11, 12], [20, 21], [30, 31, 32], 9]");
+  REQUIRE(k.collator);
+  CHECK(k.collator->emitted[0].values == std::vector<int64_t>{30, 31, 32, 10, 11, 12, 0, 20, 21, 0, 0, 0, 0, 0});
+  CHECK(k.collator->emitted[1].values == std::vector<int64_t>{1, 1, 1, 2, 2, 2, 0, 1, 1, 0, 0, 0, 0, 0});
+  REQUIRE(k.intent.sequences.size() == 3);
+  CHECK(k.intent.sequences[2].row == 1);
+  CHECK(k.intent.sequences[2].length == 2);
+  // pad_to_multiple_of pads the ids and the mask, not the position ids; sdpa gets a 4-D mask
+  ad::Batch s = load("0.9.5", R"({"cutoff_len": 5, "knapsack": true, "attn_implementation": "sdpa", "pad_to_multiple_of": 8})",
+                     "[[10, 11], [20, 21, 22]]");
+  REQUIRE(s.collator->emitted[1].shape == std::vector<int64_t>{1, 1, 8, 8});
+  // query 3 (document 1's first token) sees key 3 only; the padding sees nothing
+  const auto& m = s.collator->emitted[1].values;
+  CHECK(std::vector<int64_t>(m.begin() + 3 * 8, m.begin() + 4 * 8) == std::vector<int64_t>{1, 1, 1, 0, 1, 1, 1, 1});
+  CHECK(std::vector<int64_t>(m.begin() + 7 * 8, m.end()) == std::vector<int64_t>(8, 1));
+  CHECK(s.collator->emitted[2].shape == std::vector<int64_t>{1, 6});
+  CHECK(s.batch->query_length == 8);
+  REQUIRE(s.batch->position_ids);
+  CHECK(s.batch->position_ids->tensor.shape == std::vector<int64_t>{1, 6});
+  CHECK_FALSE(s.batch->attention_mask);
+  // an implementation LlamaFactory's collator does not name
+  CHECK_THROWS_WITH(load("0.9.5", R"({"cutoff_len": 5, "attn_implementation": "flex_attention"})", "[3]"),
+                    Catch::Contains("\"sdpa\" or \"eager\""));
 }
 
 TEST_CASE("collate goldens: LlamaFactory's patched _get_unpad_data as each release computed it", "[collate][golden]") {

@@ -34,7 +34,7 @@ const std::vector<CollatorInfo>& collator_table() {
         {"0.24.0", "trl-0.24"},
         {"1.11.0", "trl-1.11"},
         {"1.16.0", "trl-1.16"}}},
-      {"llamafactory.neat_packing", "llamafactory", "0.9.5", {{"0.9.4", "neat-0.9.4"}, {"0.9.5", "neat-0.9.5"}}},
+      {"llamafactory.neat_packing", "llamafactory", "0.9.5", {{"0.9.3", "neat-0.9.4"}, {"0.9.5", "neat-0.9.5"}}},
       {"axolotl.multipack", "axolotl", "0.19.0",
        {{"0.8.0", "multipack-0.8"}, {"0.10.0", "multipack-0.10"}, {"0.12.0", "multipack-0.12"}, {"0.18.0", "multipack-0.18"}}},
   };
@@ -100,9 +100,10 @@ CollatorResult replay_collator(const CollatorSpec& spec) {
   else if (lib == "trl") replay_trl(spec, used, out);
   else if (lib == "axolotl") replay_multipack(spec, used, out);
   else {
-    if (spec.options.attn_implementation && *spec.options.attn_implementation != "flash_attention_2") {
-      out.raised = CollatorRaise{"", "attn_implementation \"flash_attention_2\" (the replay models neat_packing on "
-                                     "flash-attention only; eager and sdpa get a 4-D mask)"};
+    const std::string impl = spec.options.attn_implementation.value_or("flash_attention_2");
+    if (impl != "flash_attention_2" && impl != "sdpa" && impl != "eager") {
+      out.raised = CollatorRaise{"", "attn_implementation \"flash_attention_2\", \"sdpa\" or \"eager\" (the "
+                                     "implementations LlamaFactory's collator names)"};
       return out;
     }
     replay_neat_packing(spec, used, out);
@@ -175,6 +176,17 @@ Intent collator_intent(const CollatorSpec& spec, const CollatorResult& result) {
   // flattened (one row): every example one after the other; padded rows: one example per row
   const CollatorValue* ids = result.find("input_ids");
   const bool one_row = ids && ids->shape.size() == 2 && ids->shape[0] == 1 && spec.examples.size() > 1;
+  if (!result.packed_rows.empty()) {
+    // the collator packed the rows itself (LlamaFactory): its rows, documents in order
+    for (size_t r = 0; r < result.packed_rows.size(); ++r) {
+      int64_t at = 0;
+      for (int64_t len : result.packed_rows[r]) {
+        if (len > 0) in.sequences.push_back(IntendedSequence{static_cast<int64_t>(r), at, len});
+        at += len;
+      }
+    }
+    return in;
+  }
   int64_t start = 0;
   int64_t row = 0;
   for (const CollatorExample& e : spec.examples) {

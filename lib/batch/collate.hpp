@@ -46,6 +46,8 @@ struct CollatorOptions {
   std::optional<bool> squash_position_ids;  // axolotl >= 0.12
   std::optional<bool> attention_mask;       // axolotl: the examples carry the tokenizer's mask (default true)
   std::optional<bool> position_ids;         // axolotl: the examples carry add_position_ids' ids (default true)
+  std::optional<bool> knapsack;             // LlamaFactory: the examples are packed by the processor's greedy_knapsack
+  std::optional<int64_t> fake_mm_tokens;    // LlamaFactory: the fake image/audio tokens appended to row 0
   std::vector<std::string> given;
   bool has(std::string_view key) const;
 };
@@ -67,6 +69,9 @@ struct CollatorRaise {
 struct CollatorResult {
   CollatorRecord record;                 // record.emitted: what the collator returned
   std::optional<CollatorRaise> raised;   // the release raises on these inputs
+  // the documents' lengths of each row, where the collator packed the examples itself
+  // (LlamaFactory): the intended sequences follow them
+  std::vector<std::vector<int64_t>> packed_rows;
   const CollatorValue* find(std::string_view key) const;
 };
 

@@ -929,7 +929,7 @@ struct Loader {
       o->expect_object({"return_position_ids", "return_flash_attn_kwargs", "return_seq_idx", "separator_id",
                         "position_ids_start", "padding_free", "packing", "packing_strategy", "pad_to_multiple_of",
                         "pad_token_id", "attn_implementation", "cutoff_len",
-                        "squash_position_ids", "attention_mask", "position_ids"});
+                        "squash_position_ids", "attention_mask", "position_ids", "knapsack", "fake_mm_tokens"});
       CollatorOptions& c = s.options;
       for (auto it = o->raw().begin(); it != o->raw().end(); ++it) c.given.push_back(it.key());
       auto flag = [&](const char* key, std::optional<bool>& out) {
@@ -946,11 +946,13 @@ struct Loader {
       flag("squash_position_ids", c.squash_position_ids);
       flag("attention_mask", c.attention_mask);
       flag("position_ids", c.position_ids);
+      flag("knapsack", c.knapsack);
       integer("separator_id", c.separator_id, -kMaxIndex, kMaxIndex);
       integer("position_ids_start", c.position_ids_start, 0, int64_t{1} << 20);
       integer("pad_to_multiple_of", c.pad_to_multiple_of, 1, int64_t{1} << 20);
       integer("pad_token_id", c.pad_token_id, -kMaxIndex, kMaxIndex);
       integer("cutoff_len", c.cutoff_len, 1, limits.max_dimension);
+      integer("fake_mm_tokens", c.fake_mm_tokens, 0, int64_t{1} << 20);
       if (auto v = o->get("packing_strategy")) c.packing_strategy = v->as_string();
       if (auto v = o->get("attn_implementation")) c.attn_implementation = v->as_string();
     }
@@ -1004,7 +1006,10 @@ struct Loader {
     budget.take(checked_mul(static_cast<int64_t>(s.examples.size()), checked_add(longest, pad, ex.path()), ex.path()),
                 ex.path());
     if (s.options.cutoff_len)
-      budget.take(checked_mul(static_cast<int64_t>(s.examples.size()), *s.options.cutoff_len + 1, ex.path()), ex.path());
+      budget.take(checked_mul(static_cast<int64_t>(s.examples.size()),
+                              checked_add(*s.options.cutoff_len + 1 + pad, s.options.fake_mm_tokens.value_or(0), ex.path()),
+                              ex.path()),
+                  ex.path());
     return s;
   }
 

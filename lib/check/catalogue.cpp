@@ -244,6 +244,26 @@ const std::vector<Invariant>& table() {
        .upstream_message = "",
        .check = checks::mask_padding_side,
        .apis = kAllApis},
+      {.number = 59, .id = "position_ids.width", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "the position ids given to the model have one entry per token: their last axis is the query "
+                    "length",
+       .when_broken = "the model's rotary embedding computes cos/sin for fewer (or more) positions than q has tokens "
+                      "-> RuntimeError in apply_rotary_pos_emb, before any attention",
+       .explanation =
+           "The model turns its position ids into the rotary cos/sin, one row per position id, and multiplies q and "
+           "k by them: a width other than the token count does not broadcast and the forward raises. LlamaFactory's "
+           "packing collator (0.9.3 - 0.9.5) pads input_ids, the mask and labels to a multiple of 8 "
+           "(pad_to_multiple_of, train/sft/workflow.py) but not position_ids, which are not among the tokenizer's "
+           "model inputs: with a cutoff_len that is not a multiple of 8, or the fake image tokens its multimodal "
+           "collator appends, the ids stay narrower than the batch (LlamaFactory#10736: Gemma-3/4 on SDPA, "
+           "\"The size of tensor a (4656) must match the size of tensor b (4396)\").",
+       .fix = "Pad position_ids to the padded width with the other inputs (LlamaFactory PR#10737 pads them with 0 on "
+              "the non-FA2 path), or pack with a cutoff_len that is a multiple of pad_to_multiple_of.",
+       .references = {"hiyouga/LlamaFactory#10736", "hiyouga/LlamaFactory PR#10737"},
+       .upstream_message = "The size of tensor a",
+       .check = checks::position_ids_width,
+       .apis = kAllApis},
       {.number = 10, .id = "position_ids.rank", .group = G::conversion, .stage = "conversion",
        .severity_rule = "error",
        .statement = "position ids reaching packing detection are (B, S) (or (S) with B == 1 up to 4.54: from 4.55 "

@@ -57,6 +57,24 @@ struct SortedCursor {
 
 }  // namespace
 
+// 58 position_ids.width: the model's rotary embedding makes one cos/sin row per position id and
+// multiplies q and k by them, so ids of another width than the batch's tokens raise before any
+// attention (LlamaFactory#10736: its collator pads input_ids to a multiple of 8, not the ids).
+void position_ids_width(Ctx& ctx) {
+  if (!ctx.batch.batch || !ctx.batch.batch->position_ids) return;
+  const PositionIds& p = *ctx.batch.batch->position_ids;
+  if (!p.model_level || p.tensor.rank() < 2) return;
+  const int64_t S = p.tensor.dim(-1), L = ctx.batch.batch->query_length;
+  if (S == L) return;
+  Violation& v = ctx.report(Severity::error,
+                            "the position ids given to the model have shape " + shape_text(p.tensor.shape) + " for " +
+                                std::to_string(L) + " tokens per row: the rotary cos/sin cover " + std::to_string(S) +
+                                " positions, q has " + std::to_string(L),
+                            {{"position_ids_shape", p.tensor.shape}, {"query_length", L}, {"width", S}});
+  ctx.symptom(v, "", "RuntimeError: The size of tensor a (" + std::to_string(L) + ") must match the size of tensor b (" +
+                         std::to_string(S) + ") (the model's apply_rotary_pos_emb)");
+}
+
 // 10 position_ids.rank: 3-D mRoPE ids (3, B, S) reaching packing detection are flattened to
 // 3 * B * S values; each axis restarts at 0, so cu_seqlens = [0, S, 2S, 3S] for B = 1 and the
 // kernel reads 3x the rows q has (transformers#38007, #39168, #44643; flash-attention#2381).

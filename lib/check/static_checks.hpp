@@ -52,6 +52,7 @@ void mask_cast_to_bool(Ctx&);
 void mask_kv_length(Ctx&);
 void mask_padding_side(Ctx&);
 // checks_position_ids.cpp
+void position_ids_width(Ctx&);
 void position_ids_rank(Ctx&);
 void position_ids_origin(Ctx&);
 void position_ids_consecutive(Ctx&);

@@ -127,6 +127,10 @@ const std::vector<SymptomRow>& table() {
        "no error; the unpad slice mask[:, -Lq:] picks the wrong query positions: those output rows come back wrong "
        "(zeros where it picked padding)",
        "report huggingface/transformers#35032", "a partial query sliced with mask[:, -Lq:] on right padding"},
+      {"position_ids.width", "", "", "", "", false, O::raises, P::forward, M::rotary,
+       "RuntimeError: The size of tensor a must match the size of tensor b (the model's apply_rotary_pos_emb)",
+       "report hiyouga/LlamaFactory#10736",
+       "position ids narrower or wider than the tokens the model is given: the rotary cos/sin do not broadcast"},
       {"position_ids.origin", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
        "no error; sequence boundaries are missed or invented, so sequences are merged or split",
        "report huggingface/transformers#47496", "position ids that do not start at the origin the release looks for"},

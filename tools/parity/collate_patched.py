@@ -30,7 +30,7 @@ LlamaFactory: the function configure_packing installs (llamafactory/model/model_
 packing.py get_unpad_data and get_seqlens_in_batch), executed from the release's file with
 torch and F as the names it uses (its other import, the logging helper, is not used by them),
 on segment-id masks as neat_packing builds them, int64 and cast to bool. The collator itself
-needs a chat template and a tokenizer's multimodal plugin, so it has no golden here.
+is recorded by collate_llamafactory.py, which runs the release's template and processor.
 
 The C++ replay (lib/batch/collate_axolotl.cpp, lib/convert/unpad_data.cpp patched_unpad_data)
 must reproduce every case exactly (tests/test_collate_golden.cpp).

@@ -145,6 +145,15 @@ CASES = {
         ('{%s, %s, "collator": {"name": "transformers.DataCollatorWithFlattening", "release": "4.51.3", '
          '"options": {"return_seq_idx": true}, "examples": [4]}}' % (F, M)).encode(),
         "TypeError: DefaultDataCollator.__init__() got an unexpected keyword argument 'return_seq_idx'", {}),
+    # LlamaFactory's fake multimodal tokens: a negative count, and a count past the bound
+    "collator-fake-mm-tokens-negative": (
+        ('{%s, %s, "collator": {"name": "llamafactory.neat_packing", "release": "0.9.5", '
+         '"options": {"cutoff_len": 15, "attn_implementation": "sdpa", "fake_mm_tokens": -1}, "examples": [4]}}'
+         % (F, M)).encode(), "/collator/options/fake_mm_tokens", {}),
+    "collator-knapsack-not-bool": (
+        ('{%s, %s, "collator": {"name": "llamafactory.neat_packing", "release": "0.9.5", '
+         '"options": {"cutoff_len": 15, "knapsack": "yes"}, "examples": [4]}}' % (F, M)).encode(),
+        "/collator/options/knapsack", {}),
     # hybrid models: a key of another kind of layer, and a seq_idx that is not one id per query token
     "layers-attention-cu-seqlens": (
         ('{%s, %s, "batch": {"query_length": 4}, "layers": [{"kind": "attention", "cu_seqlens": [0, 4]}]}' % (F, M)).encode(),
