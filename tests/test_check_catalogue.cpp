@@ -16,7 +16,7 @@ namespace {
 // invariants.md, in its order: the order decides "first" and must never change.
 const std::vector<std::string> kSpecIds = {
     "input.dtype", "input.head_dim", "input.gqa", "input.feature", "input.int32_range", "input.softcap",
-    "mask.rank", "mask.binary", "mask.cast_to_bool", "mask.kv_length", "mask.padding_side",
+    "mask.rank", "mask.binary", "mask.cast_to_bool", "mask.static_cache_slots", "mask.kv_length", "mask.padding_side",
     "position_ids.width", "position_ids.rank",
     "position_ids.origin", "position_ids.consecutive", "route.packed_to_dense", "route.partial_kwargs", "layers.same_boundaries",
     "cu_seqlens.dtype", "cu_seqlens.device", "cu_seqlens.shape", "cu_seqlens.start", "cu_seqlens.monotonic",
@@ -43,7 +43,7 @@ const std::vector<std::string> kNumbered = {
     "backward.coverage", "backward.dq_offset", "backward.reference", "seqused_k.range", "input.softcap",
     "mask.cast_to_bool", "launch.fla_grid", "layers.same_boundaries", "seqused_q.range",
     "te.thd_arguments", "te.padded_offsets", "te.cp_padding_multiple", "te.pad_between_seqs", "te.cp_shard",
-    "te.cp_chunks", "te.cp_group", "te.sequences", "position_ids.width"};
+    "te.cp_chunks", "te.cp_group", "te.sequences", "position_ids.width", "mask.static_cache_slots"};
 
 std::string read_text(const std::string& relative) {
   std::ifstream in(std::string(ATTN_DOCTOR_SOURCE_DIR) + "/" + relative);
@@ -101,7 +101,8 @@ TEST_CASE("catalogue: every static id has its check and the texts explain prints
 
 TEST_CASE("catalogue: violations carry the entry's order, explanation, fix and references", "[check]") {
   auto v = ad::make_violation("mask.kv_length", ad::Severity::error, "m");
-  CHECK(v.order == 10);  // table position (input.softcap sits before the mask ids, mask.cast_to_bool before it)
+  CHECK(v.order == 11);  // table position (input.softcap sits before the mask ids, mask.cast_to_bool and
+                         // mask.static_cache_slots before it)
   CHECK(v.stage == "conversion");
   CHECK_THAT(v.explanation, Catch::Contains("index out of bounds"));
   CHECK(!v.fix.empty());

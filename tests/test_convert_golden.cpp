@@ -331,14 +331,21 @@ TEST_CASE("the replay reproduces which position ids Qwen2-VL hands to the conver
 
 TEST_CASE("the replay reproduces a model-level mask's preparation (tiny Llama forward)", "[convert]") {
   std::vector<std::string> mismatches;
-  bool narrow_kept = false, narrow_dropped = false;  // the static cache's all-True mask, 5.13.0 on / before
+  // the static cache's all-True mask: kept from 5.13.0, dropped before, refused up to 4.47
+  bool narrow_kept = false, narrow_dropped = false, static_refused = false;
   const size_t compared = replay_model_scenarios(
       "model-llama-", "llama", mismatches,
       [&](Diff& d, const json& g, const json& s, const ad::Batch& batch, const ad::RuleSetInfo* rules) {
-        REQUIRE(!s["calls"].empty());
         REQUIRE(batch.batch->attention_mask->model_level);
         const std::string release = g["release"];
         ad::VarlenArgs a = ad::replay_with(batch, *rules, ad::parse_version(release));
+        if (s["outcome"]["status"] != "ok") {  // the model raised before any attention call
+          REQUIRE(s["calls"].empty());
+          compare_error(d, s["outcome"]["error"], a, false);
+          static_refused = static_refused || (release == "4.47.1" && a.failure);
+          return;
+        }
+        REQUIRE(!s["calls"].empty());
         const json& c = s["calls"][0];
         // the mask the model handed to _flash_attention_forward
         d.check(a.model_mask.has_value(), "no model-level mask preparation replayed");
@@ -363,14 +370,17 @@ TEST_CASE("the replay reproduces a model-level mask's preparation (tiny Llama fo
           if (s["scenario"] == "static_cache_all_ones") {
             narrow_kept = narrow_kept || (release == "5.13.1" && handed);
             narrow_dropped = narrow_dropped || (release == "5.5.0" && !handed);
+            narrow_dropped = narrow_dropped && a.model_mask->dropped_narrower == !handed;
           }
         }
         compare_call(d, c, a, false);
-      });
+      },
+      true);
   INFO(compared << " scenarios compared\n" << report(mismatches));
   REQUIRE(mismatches.empty());
   CHECK(narrow_kept);
   CHECK(narrow_dropped);
+  CHECK(static_refused);
 }
 
 namespace {

@@ -208,6 +208,31 @@ const std::vector<Invariant>& table() {
        .upstream_message = "",
        .check = checks::mask_cast_to_bool,
        .apis = kAllApis},
+      {.number = 60, .id = "mask.static_cache_slots", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "a static cache's empty slots are not attended: a mask given to the model that is narrower than "
+                    "the keys reaches the attention",
+       .when_broken = "no error; the dense causal call runs over every slot of the cache: queries attend the tokens "
+                      "after them and the empty slots",
+       .explanation =
+           "A static cache (generate with cache_implementation=\"static\", or a StaticCache passed to the model) "
+           "holds max_cache_len key slots, more than the tokens written so far. The model's mask covers only the "
+           "tokens. From transformers 4.48.0 (where the model's own flash-attention class, which refused a static "
+           "cache, gave way to the attention interface) up to 5.12, the mask preparation hands on no mask when every "
+           "entry is attended, so _flash_attention_forward takes the dense flash_attn_func over all slots with "
+           "causal=True. FlashAttention aligns a causal mask with the last key when there are more keys than "
+           "queries: each query then attends as many keys past its own position as there are empty slots, first "
+           "tokens after it, then the empty slots themselves. 5.13.0 keeps the mask when it is narrower than the "
+           "keys, and _upad_input cuts the keys to it.",
+       .fix = "Upgrade to transformers 5.13.0 or later; or use a dynamic cache, or sdpa, with a static cache on "
+              "older releases.",
+       .references = {"huggingface/transformers PR#46914 (5.13.0 masking_utils.py flash_attention_mask: kept when "
+                      "narrower than kv_length)",
+                      "transformers 4.48.0 - 5.12.x: the dense call over every slot, tests/golden/"
+                      "model-llama-*.json scenario static_cache_all_ones"},
+       .upstream_message = "",
+       .check = checks::mask_static_cache_slots,
+       .apis = kAllApis},
       {.number = 8, .id = "mask.kv_length", .group = G::conversion, .stage = "conversion",
        .severity_rule = "error",
        .statement = "mask width == key/value length",

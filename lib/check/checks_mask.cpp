@@ -232,6 +232,47 @@ void mask_cast_to_bool(Ctx& ctx) {
   v.location = Location::row_tokens(first_row, 0, W);
 }
 
+// 60 mask.static_cache_slots: a model-level mask narrower than the keys (a static cache holds
+// more slots than tokens) that the model's mask preparation drops because every entry is
+// attended (transformers 4.48.0 - 5.12.x; model_mask.cpp). The dense causal call then runs over
+// every slot, aligned with the last key: each query attends as many keys past its own position
+// as the cache has empty slots. 5.13.0 keeps the mask and _upad_input cuts the keys to it
+// (huggingface/transformers PR#46914).
+void mask_static_cache_slots(Ctx& ctx) {
+  if (!ctx.replayed || !ctx.replayed->model_mask || !ctx.batch.batch) return;
+  const ModelMaskPrep& p = *ctx.replayed->model_mask;
+  if (p.refused_static_cache && ctx.replayed->failure) {
+    // up to 4.47 the model's flash-attention class refuses the cache first (registry.cpp)
+    const ReplayFailure& f = *ctx.replayed->failure;
+    Violation& v = ctx.report(Severity::error,
+                              "transformers " + ctx.replayed->requested + "'s " + f.where + " refuses a static cache with " +
+                                  "flash_attention_2 before any attention runs: " + f.type + ": " + f.message,
+                              {{"prepared_by", p.where}, {"raises", f.type + ": " + f.message}},
+                              f.type + ": " + f.message);
+    ctx.symptom(v, "raises", f.type + ": " + f.message);
+    return;
+  }
+  if (!p.dropped_narrower) return;
+  const BatchInputs& b = *ctx.batch.batch;
+  const int64_t Lq = b.query_length, Lk = p.keys;
+  const int64_t past = b.cache && b.cache->past_length ? *b.cache->past_length : p.mask_width - Lq;
+  const int64_t extra = Lk - Lq - past;  // keys each query sees past its own position
+  if (extra <= 0) return;
+  const int64_t empty = Lk - p.mask_width;
+  const std::string release = ctx.replayed->requested.empty() ? ctx.replayed->rule_set
+                                                              : "transformers " + ctx.replayed->requested;
+  Violation& v = ctx.report(
+      Severity::error,
+      "the mask given to the model covers " + std::to_string(p.mask_width) + " of the " + std::to_string(Lk) +
+          " key slots (a static cache: " + std::to_string(empty) + " slots hold no token yet), every entry attended; " +
+          release + "'s mask preparation (" + p.where + ") hands on no mask, so flash_attn_func runs causal over all " +
+          std::to_string(Lk) + " slots aligned with the last: each query attends " + std::to_string(extra) +
+          " key(s) past its own position (query 0 the tokens after it, the last query the empty slots)",
+      {{"prepared_by", p.where}, {"mask_columns", p.mask_width}, {"keys", Lk}, {"empty_slots", empty},
+       {"past_length", past}, {"query_length", Lq}, {"keys_past_position", extra}});
+  v.location = Location::row_tokens(0, 0, p.mask_width);
+}
+
 // 8 mask.kv_length: the gather reads row `r * W + c` of the (B * Lk)-row key view for mask
 // entry (r, c) of a width-W mask. W > Lk: indices pass B * Lk -> "index out of bounds" (the
 // Gemma-2 sliding-window crash, flash-attention#1156 / transformers#32309; FLA decoding, FLA

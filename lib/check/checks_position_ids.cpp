@@ -57,7 +57,7 @@ struct SortedCursor {
 
 }  // namespace
 
-// 58 position_ids.width: the model's rotary embedding makes one cos/sin row per position id and
+// 59 position_ids.width: the model's rotary embedding makes one cos/sin row per position id and
 // multiplies q and k by them, so ids of another width than the batch's tokens raise before any
 // attention (LlamaFactory#10736: its collator pads input_ids to a multiple of 8, not the ids).
 void position_ids_width(Ctx& ctx) {

@@ -49,6 +49,7 @@ void input_int32_range(Ctx&);
 void mask_rank(Ctx&);
 void mask_binary(Ctx&);
 void mask_cast_to_bool(Ctx&);
+void mask_static_cache_slots(Ctx&);
 void mask_kv_length(Ctx&);
 void mask_padding_side(Ctx&);
 // checks_position_ids.cpp

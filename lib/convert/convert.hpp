@@ -68,6 +68,13 @@ struct ModelMaskPrep {
   bool had_segment_ids = false;   // the model-level mask held values other than 0 and 1
   int64_t first_segment_row = -1, first_segment_column = -1, first_segment_value = 0;
   std::optional<Mask> handed_on;  // the mask the attention received (nullopt: dropped)
+  // dropped although narrower than the keys (a static cache's slots past the tokens): the dense
+  // call reads every slot. mask_width columns against `keys` keys.
+  bool dropped_narrower = false;
+  int64_t mask_width = 0, keys = 0;
+  // the model refused the batch's static cache before any attention ran (up to 4.47): the
+  // replay's failure holds the exception
+  bool refused_static_cache = false;
 };
 
 struct VarlenArgs {

@@ -15,8 +15,10 @@
 //            From 5.13.0 it hands on None only when the mask is as wide as the keys: an all-True
 //            mask narrower than them (a static cache's slots past the tokens) is kept, and
 //            `_upad_input` cuts the keys to its width (5.13.1; model-llama-5.13.1.json,
-//            scenario static_cache_all_ones). Up to 5.12 it is dropped and the dense call reads
-//            every slot.
+//            scenario static_cache_all_ones). From 4.48 up to 5.12 it is dropped and the dense
+//            call reads every slot (huggingface/transformers PR#46914; mask.static_cache_slots).
+//            Up to 4.47 the model's FlashAttention2 class raises on a static cache instead
+//            (registry.cpp; model-llama-4.47.1.json).
 //
 // When the batch gives no position ids, the model's own (`cache_position.unsqueeze(0)`, shape
 // (1, Lq)) reach the attention function in the releases whose conversion takes them.
@@ -91,6 +93,9 @@ std::optional<ModelMaskCall> model_mask_call(const Batch& batch, const Call& c, 
       break;
     }
   }
+  p.mask_width = W;
+  p.keys = c.kv_length;
+  p.dropped_narrower = p.dropped && c.kv_length > W;
   if (p.dropped) {
     out.call.mask.reset();
   } else {

@@ -263,15 +263,29 @@ VarlenArgs replay_with(const Batch& batch, const RuleSetInfo& rules, const std::
     const bool quirk_model = batch.model.architecture == "gemma2" || replay::is_qwen2vl_family(batch.model.architecture);
     // 5.13.0 changed masking_utils inside hf-5.4's range: the release decides where it is known
     const Version mask_release = release && !(*release < first) ? *release : first;
-    if (auto m = replay::model_mask_call(
+    const auto& model_mask_given = batch.batch->attention_mask;
+    if (model_mask_given && model_mask_given->model_level && batch.batch->cache &&
+        batch.batch->cache->kind == "static" && mask_release < version_literal("4.48.0")) {
+      // up to 4.47 the model's FlashAttention2 class refuses a static cache before any
+      // attention runs (models/llama/modeling_llama.py LlamaFlashAttention2.forward; the class is
+      // gone in 4.48.0's attention interface): tests/golden/model-llama-4.43.4.json, 4.47.1.json
+      model_failure = replay::raised("LlamaFlashAttention2.forward", "ValueError",
+                                     "`static` cache implementation is not compatible with "
+                                     "`attn_implementation==flash_attention_2` make sure to use `sdpa` in the mean "
+                                     "time, and open an issue at https://github.com/huggingface/transformers");
+      pre_steps.push_back("model: the model's FlashAttention2 forward raises on a static cache (up to 4.47)");
+      model_mask = ModelMaskPrep{.where = "LlamaFlashAttention2.forward", .refused_static_cache = true};
+      call.mask.reset();  // no attention call: nothing is converted
+    } else if (auto m = replay::model_mask_call(
             batch, call, first < version_literal("4.53.0") ? replay::MaskPrep::keep_if_zero : replay::MaskPrep::bool_cast,
             !quirk_model && !(first < version_literal("4.44.0")), !(mask_release < version_literal("5.13.0")))) {
       call = m->call;
       pre_steps = m->steps;
       model_mask = std::move(m->prep);
     }
-    std::optional<replay::LayerCall> layer = replay::gemma2_layer_call(batch, call, e.gemma2);
-    if (!layer) layer = replay::qwen2vl_call(batch, call, e.qwen2vl);
+    std::optional<replay::LayerCall> layer;
+    if (!model_failure) layer = replay::gemma2_layer_call(batch, call, e.gemma2);
+    if (!layer && !model_failure) layer = replay::qwen2vl_call(batch, call, e.qwen2vl);
     if (layer) {
       call = layer->call;
       pre_steps.insert(pre_steps.end(), layer->steps.begin(), layer->steps.end());

@@ -121,6 +121,15 @@ const std::vector<SymptomRow>& table() {
        "model",
        "segment ids cast to bool (or dropped) by the model's mask preparation: one segment per row reaches the "
        "kernel (cu_seqlens [0, 12] for three packed sequences, tests/golden/model-llama-4.53.3.json)"},
+      {"mask.static_cache_slots", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; each query attends keys past its own position: the tokens after it and the cache's empty slots",
+       "model",
+       "a dense causal call with more keys than queries (tests/golden/model-llama-5.8.1.json, scenario "
+       "static_cache_all_ones: q 6, k 8)"},
+      {"mask.static_cache_slots", "raises", "", "", "", false, O::raises, P::forward, M::attention,
+       "the model raises ValueError before any attention runs", "model",
+       "transformers <= 4.47 with a static cache and flash_attention_2 (recorded on the real releases: "
+       "tests/golden/model-llama-4.43.4.json, 4.47.1.json)"},
       {"mask.kv_length", "", "", "", "", false, O::device_assert, P::forward, M::gather, kAssert,
        "report Dao-AILab/flash-attention#1156", "the unpad indices pass B x Lk"},
       {"mask.padding_side", "", "", "", "", false, O::wrong_output, P::forward, M::attention,

@@ -34,9 +34,9 @@ SCENARIOS = {
                                      "position_ids": [[0, 1, 2, 0, 1, 0]]},
     # an all-ones mask narrower than the keys: a static cache of 8 slots holds the 6 tokens
     # (masking_utils.flash_attention_mask: dropped as all True up to 5.12, kept from 5.13.0 so
-    # that _upad_input cuts the keys to the mask). Recorded from 4.53 (masking_utils) on.
+    # that _upad_input cuts the keys to the mask; up to 4.52 _update_causal_mask drops it).
     "static_cache_all_ones": {"batch": "077-llama-static-cache-all-ones.json",
-                              "attention_mask": [[1] * 6, [1] * 6], "static_cache": 8, "since": "4.53.0"},
+                              "attention_mask": [[1] * 6, [1] * 6], "static_cache": 8},
 }
 
 MODEL = {"num_heads": 4, "num_kv_heads": 2, "head_dim": 16, "hidden_size": 64, "architecture": "llama"}
