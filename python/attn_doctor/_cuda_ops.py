@@ -91,7 +91,7 @@ def _launch_record(ring: _Ring, stream) -> torch.Tensor:
     return rec
 
 
-def _reader(ring: _Ring, rec: torch.Tensor, stream, rows: Dict[str, Any]) -> Callable[[bool], Any]:
+def _reader(ring: _Ring, rec: torch.Tensor, stream, rows: Dict[str, Any], keep: Any = None) -> Callable[[bool], Any]:
     """Copies the record into a pinned slot (asynchronously) and returns reader(block): the
     record as a dict once the copy landed (None for a clean launch), or None without waiting
     when it has not landed and block is False."""
@@ -107,7 +107,7 @@ def _reader(ring: _Ring, rec: torch.Tensor, stream, rows: Dict[str, Any]) -> Cal
         event.record(stream)
     if capturing:
         ring.kept.append(slot)
-    keep = [rec]  # the device record lives until the copy is read
+    keep = [rec, keep]  # the device record (and seqused_k) live until the copy is read
 
     def read(block: bool):
         if mode == "event":
@@ -133,19 +133,34 @@ def _reader(ring: _Ring, rec: torch.Tensor, stream, rows: Dict[str, Any]) -> Cal
     return read
 
 
-def forward(q, k, v, cu_q, cu_k, max_q, max_k, scale, causal, wl, wr, softcap, out, lse, checked=True):
+def _used_ptr(seqused_k) -> int:
+    """seqused_k as the kernels read it: int32 on the device (0: none). The converted tensor is
+    kept by the caller's reader until the record is read."""
+    return 0 if seqused_k is None else seqused_k.data_ptr()
+
+
+def _used(seqused_k):
+    if seqused_k is None:
+        return None
+    t = seqused_k.reshape(-1)
+    return (t if t.dtype == torch.int32 else t.to(torch.int32)).contiguous()
+
+
+def forward(q, k, v, cu_q, cu_k, max_q, max_k, scale, causal, wl, wr, softcap, out, lse, checked=True,
+            seqused_k=None):
     ring = _ring(q.device)
     stream = torch.cuda.current_stream(q.device)
     q, k, v = _contiguous(q), _contiguous(k), _contiguous(v)
+    used = _used(seqused_k)
     rec = _launch_record(ring, stream)
     _native.varlen_fwd_cuda(_ELEM[q.dtype], _arg(q), _arg(k), _arg(v), cu_q.data_ptr(), cu_k.data_ptr(),
                             cu_q.numel() - 1, max_q, max_k, scale, softcap, causal, wl, wr, out.data_ptr(),
-                            lse.data_ptr(), rec.data_ptr(), stream.cuda_stream, checked)
-    return _reader(ring, rec, stream, {"rows": {}})
+                            lse.data_ptr(), rec.data_ptr(), stream.cuda_stream, checked, _used_ptr(used))
+    return _reader(ring, rec, stream, {"rows": {}}, keep=used)
 
 
 def backward(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, scale, causal, wl, wr, softcap, dq, dk, dv,
-             checked=True):
+             checked=True, seqused_k=None):
     ring = _ring(q.device)
     stream = torch.cuda.current_stream(q.device)
     q, k, v, dout = _contiguous(q), _contiguous(k), _contiguous(v), _contiguous(dout.to(q.dtype))
@@ -159,13 +174,14 @@ def backward(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, scale, causal, w
         ptrs = (dk_e.data_ptr(), dv_e.data_ptr())
     else:
         ptrs = (0, 0)
+    used = _used(seqused_k)
     rec = _launch_record(ring, stream)
     _native.varlen_bwd_cuda(_ELEM[q.dtype], _arg(q), _arg(k), _arg(v), out.data_ptr(), dout.data_ptr(),
                             lse.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), ptrs[0], ptrs[1],
                             softmax_d.data_ptr(), dq_accum.data_ptr(), cu_q.data_ptr(), cu_k.data_ptr(),
                             cu_q.numel() - 1, max_q, max_k, scale, softcap, causal, wl, wr, rec.data_ptr(),
-                            stream.cuda_stream, checked)
-    return _reader(ring, rec, stream, {"dq_rows": {}, "dkv_rows": {}})
+                            stream.cuda_stream, checked, _used_ptr(used))
+    return _reader(ring, rec, stream, {"dq_rows": {}, "dkv_rows": {}}, keep=used)
 
 
 def backward_supported(dtype: torch.dtype, head_dim: int) -> bool:

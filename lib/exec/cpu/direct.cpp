@@ -9,6 +9,7 @@
 #include "exec/cpu/cpu_kernels.hpp"
 #include "exec/plan/numeric.hpp"
 #include "exec/plan/plan.hpp"
+#include "exec/reference/misroute.hpp"
 
 namespace ad::direct {
 
@@ -149,6 +150,7 @@ ExecPlan plan_for(const VarlenCall& c) {
   at.unpadded_lse = true;
   at.lse_elements = c.q.heads * c.q.rows;
   at.zero_fill = c.max_seqlen_k <= 0;
+  at.seqused_k = c.seqused_k;  // the forward's segments (the backward's ignore it: ref::backward_segment)
   p.attention.past_rows = attention_tiles_past_rows(p);
 
   BackwardPlan& bw = p.backward;
@@ -180,6 +182,36 @@ ExecPlan plan_for(const VarlenCall& c) {
 
 int worker_threads(int threads) { return std::max(1, threads); }
 
+// The backward's launch check (contract/fa2_backward.hpp keys_past_grid, keys_past_seqused),
+// noted as the checked CUDA preprocess kernel records it: by dot_do_o's CTA (0, b, h) of every
+// segment that CTA runs for (len_q > 0), one note per head.
+void launch_check(const VarlenCall& c, const ExecPlan& plan, AccessRecord& rec) {
+  const fa2::bwd::Normalized& kn = plan.backward.kernel;
+  const int64_t N = plan.attention.num_segments;
+  if (kn.grid_m <= 0) return;
+  for (int64_t b = 0; b < N; ++b) {
+    const ref::BackwardSegment s = ref::backward_segment(plan.attention, b);
+    if (s.len_q <= 0) continue;
+    const fa2::bwd::KeysLeftOut grid = fa2::bwd::keys_past_grid(s.len_k, kn.n_blocks, kn.tile.block_n);
+    const fa2::bwd::KeysLeftOut used = c.seqused_k ? fa2::bwd::keys_past_seqused(s.len_k, (*c.seqused_k)[size_t(b)])
+                                                   : fa2::bwd::KeysLeftOut{};
+    for (int64_t h = 0; h < c.q.heads; ++h) {
+      const uint64_t program = order::grid_linear(0, uint64_t(b), uint64_t(h), uint64_t(kn.grid_m), uint64_t(N));
+      auto note = [&](const fa2::bwd::KeysLeftOut& k, Region region, int64_t sub) {
+        if (k.count <= 0) return;
+        const int64_t row = s.start_k + k.first;
+        rec.note(order::key(program, fa2::bwd::order_class::kDotReads, sub),
+                 Access{.buffer = Buffer::k, .kind = AccessKind::read, .unit = Unit::rows, .region = region,
+                        .index = row, .bound = k.first, .block = {0, b, h}, .segment = b, .row = row, .head = h,
+                        .tile = 0},
+                 uint64_t(k.count));
+      };
+      note(grid, Region::max_seqlen, fa2::bwd::order_class::kLaunchCheckGrid);
+      note(used, Region::seqused, fa2::bwd::order_class::kLaunchCheckSeqused);
+    }
+  }
+}
+
 }  // namespace
 
 std::string host_refusal(const VarlenCall& c) {
@@ -191,6 +223,7 @@ std::string host_refusal(const VarlenCall& c) {
     return "Number of heads in key/value must divide number of heads in query";
   if (c.k.heads != c.v.heads || c.k.rows != c.v.rows || c.k.dim != c.q.dim || c.v.dim != c.q.dim)
     return "key and value must have the same number of rows and heads, and q, k, v the same head dim";
+  if (c.seqused_k && static_cast<int64_t>(c.seqused_k->size()) != batch) return "seqused_k must have shape (batch_size)";
   if (c.max_seqlen_q > kInt32Max || c.max_seqlen_q < 0 || c.max_seqlen_k > kInt32Max || c.max_seqlen_k < 0)
     return "max_seqlen does not fit a C int";
   const int64_t grid_m = (c.max_seqlen_q + 63) / 64;
@@ -237,6 +270,7 @@ BackwardResult varlen_backward(const VarlenCall& c, const TensorView& out, const
     AttentionBackwardObservation ob =
         cpu::fa2_varlen_backward(plan, q.data(), k.data(), v.data(), o.data(), lse, g.data(), worker_threads(threads));
     res.dot_do_o = ob.dot_do_o;
+    launch_check(c, plan, res.dot_do_o);
     res.dq_dk_dv = ob.dq_dk_dv;
     res.convert_dq = ob.convert_dq;
     res.dq_rows = coverage(ob.dq_writes);

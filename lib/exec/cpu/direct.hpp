@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,10 @@ struct VarlenCall {
   float softcap = 0.f;  // 0: none
   bool causal = false;
   int64_t window_left = -1, window_right = -1;
+  // seqused_k (FA2's mha_varlen_fwd, torch's varlen_attn from 2.12, FA3): the keys segment b
+  // uses in the forward. The backward takes none (mha_varlen_bwd): its launch check records
+  // the keys between seqused_k[b] and the segment's length (contract/fa2_backward.hpp).
+  std::optional<std::vector<int32_t>> seqused_k;
 };
 
 // What mha_varlen_fwd / the launch would refuse on the host for this call ("" when nothing):
@@ -54,7 +59,10 @@ struct ForwardResult {
 ForwardResult varlen_forward(const VarlenCall& c, void* out, float* lse, int threads);
 
 struct BackwardResult {
-  AccessRecord dot_do_o, dq_dk_dv, convert_dq;  // one record per launch
+  // one record per launch; dot_do_o's holds the launch check too (the keys the backward leaves
+  // out while the forward used them: Region::max_seqlen, Region::seqused), as the checked CUDA
+  // preprocess kernel records it
+  AccessRecord dot_do_o, dq_dk_dv, convert_dq;
   Coverage dq_rows, dkv_rows;
 };
 // out, dout: as the forward returned / the caller holds them; lse: the forward's. dq (q.rows,
