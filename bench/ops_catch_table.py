@@ -28,6 +28,7 @@ from attn_doctor import _native, ops
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 LIMIT = 1 << 26  # elements of q: larger calls are not run here (said per case)
+DEVICE = "cpu"  # --device cuda: the CUDA ops' launches
 
 
 def _max(x):
@@ -51,10 +52,6 @@ def run_case(path):
     row["host"] = errors[0]["id"] if errors else None
     varlen = report.get("varlen") or {}
     model = batch.get("model", {})
-    if varlen.get("seqused_k") is not None:
-        row["kernel"] = None
-        row["note"] = "not run: the ops take no seqused_k (flash_attn_varlen_func's Python signature has none)"
-        return row
     if varlen.get("max_seqlen_q") is None or varlen.get("max_seqlen_k") is None:
         row["kernel"] = None
         row["note"] = "no max_seqlen reaches the kernel call (the release raises first)"
@@ -90,39 +87,79 @@ def run_case(path):
     softcap = float(varlen.get("softcap") or model.get("softcap") or 0.0)
     scale = 1.0 / math.sqrt(D)
     mq, mk = _max(varlen.get("max_seqlen_q")), _max(varlen.get("max_seqlen_k"))
+    used = varlen.get("seqused_k")
+    used = torch.tensor(used, dtype=torch.int64).clamp(-2**31, 2**31 - 1).to(torch.int32) if used is not None else None
+    # the backward runs where the oracle ran one (its .backward(), a training call through the ops)
+    training = batch.get("pass") == "training" or row["backward"] is not None
     call = ops._Call("flash_attn.varlen", q, k, v, cu_q, cu_k, mq, mk, scale, causal, tuple(window), softcap,
-                     "training" if batch.get("pass") == "training" else "forward")
+                     "training" if training else "forward", used)
     try:
         ops._static_check(call)
         row["ops_host"] = None
     except Exception as err:  # VarlenError: what the ops raise before launching on CPU tensors
         row["ops_host"] = getattr(err, "id", repr(err))
+    if DEVICE == "cuda":
+        return _run_cuda(row, q, k, v, cu_q, cu_k, mq, mk, scale, causal, window, softcap, used, training)
     out = torch.empty_like(q)
     lse = torch.empty((H, tq), dtype=torch.float32)
     elem = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}[dtype]
+    used_arg = (used.data_ptr(), used.numel()) if used is not None else None
     fwd = _native.varlen_fwd_cpu(elem, _arg(q), _arg(k), _arg(v), (cu_q.data_ptr(), cu_q.numel()),
                                  (cu_k.data_ptr(), cu_k.numel()), mq, mk, scale, softcap, causal, int(window[0]),
-                                 int(window[1]), out.data_ptr(), lse.data_ptr(), torch.get_num_threads())
+                                 int(window[1]), out.data_ptr(), lse.data_ptr(), torch.get_num_threads(), used_arg)
     finding = ops._finding(fwd, "forward")
-    seen = []
-    if finding:
-        if finding["access"]:
-            a = finding["access"]
-            seen.append(f"forward: {a['count']} refused, first {a['kind']} of {a['buffer']} row {a['row']}")
-        seen += [f"forward: {x}" for x in finding["rows"]]
-    if batch.get("pass") == "training" and row["backward"] is not None:
+    seen = _seen("forward", finding)
+    if training and row["backward"] is not None:
         dout = torch.randn_like(q)
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         bwd = _native.varlen_bwd_cpu(elem, _arg(q), _arg(k), _arg(v), _arg(out), _arg(dout), lse.data_ptr(),
                                      (cu_q.data_ptr(), cu_q.numel()), (cu_k.data_ptr(), cu_k.numel()), mq, mk, scale,
                                      softcap, causal, int(window[0]), int(window[1]), dq.data_ptr(), dk.data_ptr(),
-                                     dv.data_ptr(), torch.get_num_threads())
-        finding = ops._finding(bwd, "backward")
-        if finding:
-            if finding["access"]:
-                a = finding["access"]
-                seen.append(f"backward: {a['count']} refused, first {a['kind']} of {a['buffer']} row {a['row']}")
-            seen += [f"backward: {x}" for x in finding["rows"]]
+                                     dv.data_ptr(), torch.get_num_threads(), used_arg)
+        seen += _seen("backward", ops._finding(bwd, "backward"))
+    row["kernel"] = "; ".join(seen) or None
+    return row
+
+
+def _seen(stage, finding):
+    """What one launch's record says, in the table's words."""
+    if not finding:
+        return []
+    seen = []
+    a = finding["access"]
+    if a and a.get("region") in ("max_seqlen", "seqused"):
+        what = "past max_seqlen_k's grid" if a["region"] == "max_seqlen" else "between seqused_k and the segment"
+        seen.append(f"{stage}: launch check, {a['count']} key row(s) x head(s) {what} (the first: k row {a['row']})")
+    elif a:
+        seen.append(f"{stage}: {a['count']} refused, first {a['kind']} of {a['buffer']} row {a['row']}")
+    return seen + [f"{stage}: {x}" for x in finding["rows"]]
+
+
+def _run_cuda(row, q, k, v, cu_q, cu_k, mq, mk, scale, causal, window, softcap, used, training):
+    """The call through the CUDA ops' launches (attn_doctor._cuda_ops: the checked kernels, the
+    record read back from the device), each case after a synchronisation so that a fault is
+    the case's own."""
+    from attn_doctor import _cuda_ops
+    if q.dtype not in (torch.bfloat16, torch.float16) or q.shape[-1] not in ops.CUDA_HEAD_DIMS:
+        row["kernel"] = None
+        row["note"] = f"not run on CUDA: {ops.not_covered(q.cuda()) or 'no checked CUDA kernel'}"
+        return row
+    dev = torch.device("cuda")
+    q, k, v = q.to(dev), k.to(dev), v.to(dev)
+    cu_q, cu_k = cu_q.to(dev), cu_k.to(dev)
+    used = used.to(dev) if used is not None else None
+    out = torch.empty_like(q)
+    lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=dev)
+    reader = _cuda_ops.forward(q, k, v, cu_q, cu_k, mq, mk, scale, causal, int(window[0]), int(window[1]), softcap,
+                               out, lse, seqused_k=used)
+    seen = _seen("forward", ops._finding(reader(True), "forward"))
+    if training and row["backward"] is not None and _cuda_ops.backward_supported(q.dtype, q.shape[-1]):
+        dout = torch.randn_like(q)
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        reader = _cuda_ops.backward(dout, q, k, v, out, lse, cu_q, cu_k, mq, mk, scale, causal, int(window[0]),
+                                    int(window[1]), softcap, dq, dk, dv, seqused_k=used)
+        seen += _seen("backward", ops._finding(reader(True), "backward"))
+    torch.cuda.synchronize()
     row["kernel"] = "; ".join(seen) or None
     return row
 
@@ -146,7 +183,11 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--json")
     parser.add_argument("--markdown")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="cpu: the CPU twins; cuda: the checked CUDA kernels (an extension built with CUDA)")
     args = parser.parse_args()
+    global DEVICE
+    DEVICE = args.device
     rows = []
     for path in sorted(glob.glob(os.path.join(ROOT, "tests/golden/oracle/*.json"))):
         if path.endswith("RUN.json"):
@@ -160,7 +201,8 @@ def main():
         print(f"{row['case']:60} {row.get('forward')!s:14} {row.get('backward')!s:15} {row['where']}", flush=True)
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"command": " ".join(sys.argv), "torch": torch.__version__, "rows": rows}, fh, indent=1)
+            json.dump({"command": " ".join(sys.argv), "torch": torch.__version__, "device": DEVICE,
+                       "gpu": torch.cuda.get_device_name() if DEVICE == "cuda" else None, "rows": rows}, fh, indent=1)
     if args.markdown:
         write_markdown(args.markdown, rows)
 
