@@ -389,6 +389,51 @@ NB_MODULE(_native, m) {
       "the checked varlen backward on CPU buffers (the CPU twin's three launches and the group sum): writes dq, dk, "
       "dv, returns the refused accesses (all, and per launch; the launch check's keys left out in dot_do_o's) and the "
       "rows no launch wrote; seqused_k: the forward's, (pointer, entries) of int32");
+  m.def(
+      "rotary_cpu",
+      [](int elem, int contract, const TensorArg& x, int64_t out, int64_t half, bool interleaved, bool inplace,
+         int64_t cos, int64_t sin, int64_t table_rows, bool varlen, const std::array<int64_t, 2>& cu,
+         int64_t max_seqlen, int64_t seqlen, bool per_sequence, const std::vector<int64_t>& offsets, int fa_minor,
+         bool conjugate, int threads) {
+        if (contract < 0 || contract > 1) throw nb::value_error("contract: expected 0 (flash_attn) or 1 (fla)");
+        if (half < 0 || table_rows < 0) throw nb::value_error("half and table_rows must be >= 0");
+        ad::direct::RotaryCall c;
+        c.elem = elem_of(elem);
+        c.contract = static_cast<ad::RotaryContract>(contract);
+        c.x = view_of(x);
+        c.half = half, c.interleaved = interleaved, c.inplace = inplace;
+        const float* cp = static_cast<const float*>(as_host(cos));
+        const float* sp = static_cast<const float*>(as_host(sin));
+        c.cos.assign(cp, cp + table_rows * half);
+        c.sin.assign(sp, sp + table_rows * half);
+        c.table_rows = table_rows;
+        c.varlen = varlen;
+        if (varlen) c.cu_seqlens = int32_values(cu[0], cu[1]);
+        c.max_seqlen = max_seqlen, c.seqlen = seqlen;
+        c.per_sequence = per_sequence, c.offsets = offsets;
+        c.fa_minor = fa_minor, c.conjugate = conjugate;
+        ad::direct::RotaryResult r;
+        {
+          nb::gil_scoped_release release;
+          r = ad::direct::rotary(c, reinterpret_cast<void*>(static_cast<uintptr_t>(out)), threads);
+        }
+        nb::dict d;
+        d["outside_tensor"] = record_dict(r.outside_tensor);
+        d["outside_head"] = record_dict(r.outside_head);
+        d["table"] = record_dict(r.table);
+        d["rotated"] = r.rotated;
+        d["left"] = r.left;
+        d["not_visited"] = r.not_visited;
+        d["rows"] = coverage_dict(r.rows);
+        return d;
+      },
+      "elem"_a, "contract"_a, "x"_a, "out"_a, "half"_a, "interleaved"_a, "inplace"_a, "cos"_a, "sin"_a,
+      "table_rows"_a, "varlen"_a, "cu_seqlens"_a, "max_seqlen"_a, "seqlen"_a, "per_sequence"_a, "offsets"_a,
+      "fa_minor"_a = 8, "conjugate"_a = false, "threads"_a = 1,
+      "the checked rotary (flash_attn 0, FLA 1) on CPU buffers (the CPU twin): writes out (x rotated), returns the "
+      "refused accesses (outside_tensor, table), the performed ones outside the row's head, the (row, head) pairs "
+      "rotated / left (a position outside the table), the rows no program visited, and the output rows no program "
+      "wrote (a new tensor); cos, sin: fp32 (table_rows, half)");
   // ---- the record (both builds: the layout is the contract's) ----
   m.def("record_size", [] { return sizeof(ad::AccessRecord); }, "bytes of one AccessRecord");
   m.def(

@@ -597,3 +597,129 @@ def varlen_attn(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, return_a
     if return_aux is not None and getattr(return_aux, "lse", False):
         return out, lse
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# checked rotary: flash_attn's apply_rotary_emb and FLA's rotary_embedding
+
+_ROTARY = {"flash_attn": 0, "fla": 1}
+
+
+def _rotary_findings(result: Dict[str, Any]) -> List[Tuple[str, str]]:
+    """(violation id, what the twin saw) of one rotary call, the most severe first."""
+    found = []
+    for key, what in (("table", "cos/sin table"), ("outside_tensor", "tensor")):
+        a = result.get(key)
+        if a:
+            found.append(("rotary.access", f"{a['count']} access(es) outside the {what} refused; the first: "
+                          f"{a.get('kind')} of {a.get('buffer')} element {a.get('index')} (bound {a.get('bound')}), "
+                          f"row {a.get('row')}, head {a.get('head')}"))
+    a = result.get("outside_head")
+    if a:
+        found.append(("rotary.access", f"{a['count']} access(es) outside the row's head (performed: they change the "
+                      f"next head); the first: {a.get('kind')} of element {a.get('index')}, row {a.get('row')}"))
+    rows = result.get("rows") or {}
+    if rows.get("unwritten"):
+        found.append(("result.finite", f"{rows['unwritten']} output row(s) no program wrote (the new tensor's "
+                      f"torch.empty_like contents, NaN here; the first: row {rows['first_unwritten']})"))
+    elif result.get("left") and not found:
+        found.append(("rotary.table", f"{result['left']} (row, head) pair(s) at a position outside the cos/sin table "
+                      "left unrotated"))
+    if result.get("not_visited"):
+        found.append(("rotary.access", f"{result['not_visited']} row(s) of a segment past max_seqlen's grid left "
+                      "unrotated"))
+    return found
+
+
+def _rotary_run(x, cos, sin, contract, interleaved, inplace, offsets, cu, max_seqlen, conjugate, api):
+    if _native is None:
+        raise RuntimeError("attn_doctor.ops: the checked rotary needs attn_doctor._native")
+    if x.dtype not in _ELEM:
+        raise NotImplementedError(f"attn_doctor.ops: the checked rotary runs bf16, fp16 and fp32, not {x.dtype}")
+    device = x.device
+    if device.type != "cpu":
+        _say_once(("rotary", device.type), f"{api} on {device.type} tensors runs the CPU twin of the checked rotary "
+                  "kernel on a host copy (a synchronisation and two copies per call): no checked device rotary is "
+                  "bound yet")
+    varlen = cu is not None
+    shape = x.shape
+    if varlen:
+        flat = x.reshape(-1, shape[-2], shape[-1])
+        seqlen = 0
+    else:
+        if x.dim() != 4:
+            raise ValueError(f"{api}: x must be (batch, seqlen, heads, head_dim) without cu_seqlens, got {tuple(shape)}")
+        flat = x.reshape(shape[0] * shape[1], shape[2], shape[3])
+        seqlen = shape[1]
+    xc = flat.detach().to("cpu").contiguous()
+    out = torch.empty_like(xc)
+    cos_c = cos.detach().to("cpu", torch.float32).contiguous()
+    sin_c = sin.detach().to("cpu", torch.float32).contiguous()
+    if isinstance(offsets, torch.Tensor) and offsets.dim() > 0:
+        offs, per_sequence = [int(v) for v in offsets.reshape(-1).tolist()], True
+    else:
+        offs, per_sequence = [int(offsets)], False
+    cu_c = _int32(cu.detach().to("cpu")).contiguous() if varlen else None
+    result = _native.rotary_cpu(_ELEM[x.dtype], _ROTARY[contract], _tensor_arg(xc), out.data_ptr(), cos_c.shape[-1],
+                                bool(interleaved), bool(inplace), cos_c.data_ptr(), sin_c.data_ptr(), cos_c.shape[0],
+                                varlen, (cu_c.data_ptr(), cu_c.numel()) if varlen else (0, 0),
+                                int(max_seqlen or 0), int(seqlen), per_sequence, offs, 8, bool(conjugate),
+                                torch.get_num_threads())
+    found = _rotary_findings(result)
+    if found:
+        with _lock:
+            stats["violations"] += 1
+        vid, message = found[0]
+        report = {"first_violation": {"id": vid, "stage": "rotary", "severity": "error", "message": message,
+                                      "fix": "check the seqlen_offsets, cu_seqlens / max_seqlen and the cos/sin table "
+                                             "the rotary call received"}}
+        doc = {"rotary": {"implementation": contract, "dim": 2 * cos_c.shape[-1], "table_length": cos_c.shape[0],
+                          "seqlen_offset": offs if per_sequence else offs[0], "varlen": varlen,
+                          "interleaved": bool(interleaved)}}
+        raise VarlenError(report, doc, f"attn_doctor.ops ({api}{', backward' if conjugate else ''})",
+                          kernel=[m for _, m in found], ran=True)
+    return out.reshape(shape).to(device)
+
+
+class _CheckedRotary(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, cos, sin, contract, interleaved, inplace, offsets, cu, max_seqlen, api):
+        ctx.args = (cos, sin, contract, interleaved, offsets, cu, max_seqlen, api)
+        y = _rotary_run(x, cos, sin, contract, interleaved, inplace, offsets, cu, max_seqlen, False, api)
+        if inplace:
+            x.copy_(y)
+            ctx.mark_dirty(x)
+            return x
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        cos, sin, contract, interleaved, offsets, cu, max_seqlen, api = ctx.args
+        dx = _rotary_run(grad, cos, sin, contract, interleaved, False, offsets, cu, max_seqlen, True, api)
+        return dx, None, None, None, None, None, None, None, None, None
+
+
+def apply_rotary_emb(x, cos, sin, interleaved=False, inplace=False, seqlen_offsets=0, cu_seqlens=None,
+                     max_seqlen=None):
+    """flash_attn.layers.rotary.apply_rotary_emb (flash-attn 2.x's signature) on the CPU twin of
+    the checked rotary kernel (flash_attn/ops/triton/rotary.py's geometry: the grid from
+    max_seqlen, the table masked only from above). x: (batch, seqlen, heads, head_dim), or
+    (total, heads, head_dim) with cu_seqlens and max_seqlen; cos, sin: (seqlen_ro, rotary_dim / 2);
+    seqlen_offsets: an int or one per sequence. A refused access (a negative position reading
+    before the table, a row past x), rows left unrotated past the table or past max_seqlen's
+    grid raise VarlenError (rotary.access, rotary.table). The backward is the same kernel with
+    the opposite angle, checked the same way."""
+    if cu_seqlens is not None and max_seqlen is None:
+        raise AssertionError("If cu_seqlens is passed in, then max_seqlen must be passed")
+    return _CheckedRotary.apply(x, cos, sin, "flash_attn", interleaved, inplace, seqlen_offsets, cu_seqlens, max_seqlen,
+                                "flash_attn.apply_rotary_emb")
+
+
+def rotary_embedding(x, cos, sin, interleaved=False, inplace=False, seqlen_offsets=0, cu_seqlens=None):
+    """fla.modules.rotary.rotary_embedding (FLA's signature, without chunk_indices) on the CPU twin
+    of the checked rotary kernel (fla/modules/rotary: chunks of every segment, positions below 0
+    or past the table masked: the row is not written). x: [B, T, H, D] (B = 1 with cu_seqlens);
+    cos, sin: [TR, R / 2]. Output rows no program writes (a new tensor, inplace=False: FLA's
+    torch.empty_like) raise VarlenError (result.finite), as do refused accesses (rotary.access)."""
+    return _CheckedRotary.apply(x, cos, sin, "fla", interleaved, inplace, seqlen_offsets, cu_seqlens, None,
+                                "fla.rotary_embedding")

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "contract/rotary.hpp"
 #include "exec/cpu/cpu_kernels.hpp"
 #include "exec/plan/numeric.hpp"
 #include "exec/plan/plan.hpp"
@@ -280,6 +281,69 @@ BackwardResult varlen_backward(const VarlenCall& c, const TensorView& out, const
   scatter(dq32, dq, c.elem);
   scatter(dk32, dk, c.elem);
   scatter(dv32, dv, c.elem);
+  return res;
+}
+
+RotaryResult rotary(const RotaryCall& c, void* out, int threads) {
+  ExecPlan p;
+  p.elem = c.elem;
+  p.num_heads = c.x.heads;
+  p.head_dim = c.x.dim;
+  RotaryPlan& r = p.rotary;
+  r.enabled = true;
+  r.contract = c.contract;
+  r.dim = 2 * c.half;
+  r.half = c.half;
+  r.interleaved = c.interleaved;
+  r.table_rows = c.table_rows;
+  r.varlen = c.varlen;
+  r.inplace = c.contract == RotaryContract::flash_attn || c.inplace;
+  r.offsets_per_sequence = c.per_sequence;
+  r.offsets_q = c.offsets.empty() ? std::vector<int64_t>{0} : c.offsets;
+  const int64_t rows = c.x.rows, heads = c.x.heads, D = c.x.dim;
+  if (c.varlen) {
+    r.cu_q = c.cu_seqlens;
+    r.max_seqlen_q = c.max_seqlen;
+  } else {
+    r.positions_q.resize(static_cast<size_t>(rows));
+    const int64_t L = std::max<int64_t>(c.seqlen, 1);
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t b = i / L;
+      const int64_t off = c.per_sequence ? (b < static_cast<int64_t>(r.offsets_q.size()) ? r.offsets_q[size_t(b)] : 0)
+                                         : r.offsets_q.front();
+      r.positions_q[size_t(i)] = i % L + off;
+    }
+  }
+  r.block_rows = c.contract == RotaryContract::flash_attn
+                     ? rope::flash_attn_block_m(r.dim, c.interleaved, c.fa_minor)
+                     : rope::fla_block_t(c.varlen ? rows : c.seqlen);
+  const std::vector<float> x = gather(c.x, c.elem);
+  // flash_attn rotates in place and FLA's inplace=True writes x: the rows no program writes
+  // keep x; FLA's new tensor starts as torch.empty_like (NaN here)
+  std::vector<float> y = r.inplace ? x : cpu::rotary_output(p, x.data(), rows, heads);
+  const RotaryCallObservation ob =
+      cpu::rotary_apply(p, true, x.data(), y.data(), rows, heads, c.cos.data(), c.sin.data(), std::max(1, threads),
+                        c.conjugate);
+  RotaryResult res;
+  res.outside_tensor = ob.outside_tensor;
+  res.outside_head = ob.outside_head;
+  res.table = ob.table;
+  res.rotated = ob.rotated;
+  res.left = ob.past_table;
+  res.not_visited = ob.not_visited;
+  if (!r.inplace) {
+    const int64_t cols = std::min<int64_t>(2 * c.half, D);
+    std::vector<uint8_t> written(static_cast<size_t>(rows), 1);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t h = 0; h < heads && written[size_t(i)]; ++h)
+        for (int64_t e = 0; e < cols; ++e)
+          if (std::isnan(y[size_t((i * heads + h) * D + e)]) && !std::isnan(x[size_t((i * heads + h) * D + e)])) {
+            written[size_t(i)] = 0;
+            break;
+          }
+    res.rows = coverage(written);
+  }
+  scatter(y, out, c.elem);
   return res;
 }
 
