@@ -23,6 +23,7 @@ import sys
 
 import torch
 
+import attn_doctor
 from attn_doctor import _native, ops
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -41,6 +42,70 @@ def _arg(t):
 
 
 def run_case(path):
+    row, batch = _run_attention(path)
+    if "rotary" in batch and row.get("forward") is not None:
+        seen = _run_rotary(batch, training=row.get("backward") is not None)
+        if seen:
+            row["kernel"] = "; ".join(seen + ([row["kernel"]] if row.get("kernel") else []))
+            row.pop("note", None)
+    return row
+
+
+def _run_rotary(batch, training):
+    """The batch's rotary call (its `rotary` block) through the checked rotary ops on q's shape:
+    ops.apply_rotary_emb (flash_attn) or ops.rotary_embedding (fla), forward and, where the
+    oracle ran a backward, the backward; what the twin saw, or [] (clean, or not such a call)."""
+    r = batch["rotary"]
+    impl = r.get("implementation")
+    if impl not in ("flash_attn", "fla"):
+        return []
+    model = batch.get("model", {})
+    H, D = model.get("num_heads"), model.get("head_dim")
+    dtype = _DTYPES.get(model.get("dtype", "bf16"), torch.bfloat16)
+    dim = int(r.get("dim") or D)
+    table = int(r.get("table_length") or 0)
+    varlen = bool(r.get("varlen"))
+    shape = batch.get("batch") or {}
+    mask = shape.get("attention_mask") or {}
+    v = batch.get("varlen") or {}
+    if varlen:
+        cu = v.get("cu_seqlens_q")
+        if not cu or not table:
+            return []
+        rows = int(v.get("total_q", cu[-1]))
+        x = torch.randn(rows, H, D) if impl == "flash_attn" else torch.randn(1, rows, H, D)
+        cu = torch.tensor(cu, dtype=torch.int64).clamp(-2**31, 2**31 - 1).to(torch.int32)
+        max_seqlen = _max(v["max_seqlen_q"]) if v.get("max_seqlen_q") is not None else None
+    else:
+        B = int(shape.get("batch_size") or len(mask.get("lengths") or []) or 1)
+        T = int(shape.get("query_length") or mask.get("width") or 0)
+        if not T or not table:
+            return []
+        x, cu, max_seqlen = torch.randn(B, T, H, D), None, None
+    x = x.to(dtype).requires_grad_(training)
+    pos = torch.arange(table, dtype=torch.float32)
+    inv = 1.0 / (10000.0 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    freqs = torch.outer(pos, inv)
+    offs = r.get("seqlen_offset", 0)
+    offs = torch.tensor(offs, dtype=torch.int32) if isinstance(offs, list) else int(offs)
+    try:
+        if impl == "flash_attn":
+            y = ops.apply_rotary_emb(x, freqs.cos(), freqs.sin(), interleaved=bool(r.get("interleaved")),
+                                     seqlen_offsets=offs, cu_seqlens=cu, max_seqlen=max_seqlen)
+        else:
+            y = ops.rotary_embedding(x, freqs.cos(), freqs.sin(), interleaved=bool(r.get("interleaved")),
+                                     seqlen_offsets=offs, cu_seqlens=cu)
+        if training:
+            y.float().sum().backward()
+    except attn_doctor.VarlenError as err:
+        where = "rotary backward" if "backward" in err.entry else "rotary forward"
+        return [f"{where}: `{err.id}`, " + "; ".join(err.kernel)]
+    except (AssertionError, ValueError, NotImplementedError) as err:  # what the release raises on the host
+        return [f"rotary: raises on the host ({type(err).__name__}: {err})"]
+    return []
+
+
+def _run_attention(path):
     case = json.load(open(path))
     row = {"case": case["id"], "forward": (case.get("forward") or {}).get("outcome"),
            "backward": (case.get("backward") or {}).get("outcome")}
@@ -55,18 +120,18 @@ def run_case(path):
     if varlen.get("max_seqlen_q") is None or varlen.get("max_seqlen_k") is None:
         row["kernel"] = None
         row["note"] = "no max_seqlen reaches the kernel call (the release raises first)"
-        return row
+        return row, batch
     if not varlen.get("cu_seqlens_q") or "total_q" not in varlen:
         row["kernel"] = None
         row["note"] = "no varlen kernel call to run (the release raises first, or not a varlen call)"
-        return row
+        return row, batch
     H, Hk, D = model.get("num_heads"), model.get("num_kv_heads", model.get("num_heads")), model.get("head_dim")
     dtype = _DTYPES.get(model.get("dtype", "bf16"), torch.bfloat16)
     tq, tk = int(varlen["total_q"]), int(varlen.get("total_k", varlen["total_q"]))
     if tq * H * D > LIMIT or tk * Hk * D > LIMIT:
         row["kernel"] = None
         row["note"] = f"not run here: {tq} x {H} x {D} elements"
-        return row
+        return row, batch
     refusal = _native.varlen_host_refusal(2, (0, tq, H, D, H * D, D, 1), (0, tk, Hk, D, Hk * D, D, 1),
                                           (0, tk, Hk, D, Hk * D, D, 1), (0, len(varlen["cu_seqlens_q"])),
                                           (0, len(varlen.get("cu_seqlens_k", varlen["cu_seqlens_q"]))),
@@ -74,7 +139,7 @@ def run_case(path):
     if refusal:
         row["kernel"] = None
         row["note"] = f"the launch is refused on the host: {refusal}"
-        return row
+        return row, batch
     torch.manual_seed(0)
     q = torch.randn(tq, H, D).to(dtype)
     k = torch.randn(tk, Hk, D).to(dtype)
@@ -99,7 +164,7 @@ def run_case(path):
     except Exception as err:  # VarlenError: what the ops raise before launching on CPU tensors
         row["ops_host"] = getattr(err, "id", repr(err))
     if DEVICE == "cuda":
-        return _run_cuda(row, q, k, v, cu_q, cu_k, mq, mk, scale, causal, window, softcap, used, training)
+        return _run_cuda(row, q, k, v, cu_q, cu_k, mq, mk, scale, causal, window, softcap, used, training), batch
     out = torch.empty_like(q)
     lse = torch.empty((H, tq), dtype=torch.float32)
     elem = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}[dtype]
@@ -118,7 +183,7 @@ def run_case(path):
                                      dv.data_ptr(), torch.get_num_threads(), used_arg)
         seen += _seen("backward", ops._finding(bwd, "backward"))
     row["kernel"] = "; ".join(seen) or None
-    return row
+    return row, batch
 
 
 def _seen(stage, finding):
