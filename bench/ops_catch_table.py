@@ -250,45 +250,80 @@ def main():
     parser.add_argument("--markdown")
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                         help="cpu: the CPU twins; cuda: the checked CUDA kernels (an extension built with CUDA)")
+    parser.add_argument("--resume", help="a JSON-lines file: each case's row is appended as it finishes and the "
+                        "cases already there are skipped, so that a run whose process died (a device fault) goes on "
+                        "in a new one; a case started and not finished is recorded as an error")
+    parser.add_argument("--gpu-json", help="with --markdown: a --device cuda run's JSON, shown as its own column")
     args = parser.parse_args()
     global DEVICE
     DEVICE = args.device
     rows = []
+    done = {}
+    if args.resume and os.path.exists(args.resume):
+        for line in open(args.resume):
+            rec = json.loads(line)
+            if "started" in rec:
+                done.setdefault(rec["started"], {"case": rec["started"], "error": "the process died during this case",
+                                                  "where": "error"})
+            else:
+                done[rec["case"]] = rec
+    log = open(args.resume, "a") if args.resume else None
     for path in sorted(glob.glob(os.path.join(ROOT, "tests/golden/oracle/*.json"))):
         if path.endswith("RUN.json"):
             continue
+        name = os.path.basename(path)[:-5]
+        if name in done:
+            rows.append(done[name])
+            continue
+        if log:
+            log.write(json.dumps({"started": name}) + "\n")
+            log.flush()
         try:
             row = run_case(path)
         except Exception as exc:
-            row = {"case": os.path.basename(path)[:-5], "error": repr(exc)}
+            row = {"case": name, "error": repr(exc)}
         row["where"] = verdict(row) if "error" not in row else "error"
         rows.append(row)
+        if log:
+            log.write(json.dumps(row) + "\n")
+            log.flush()
         print(f"{row['case']:60} {row.get('forward')!s:14} {row.get('backward')!s:15} {row['where']}", flush=True)
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"command": " ".join(sys.argv), "torch": torch.__version__, "device": DEVICE,
                        "gpu": torch.cuda.get_device_name() if DEVICE == "cuda" else None, "rows": rows}, fh, indent=1)
     if args.markdown:
-        write_markdown(args.markdown, rows)
+        gpu = {r["case"]: r for r in json.load(open(args.gpu_json))["rows"]} if args.gpu_json else None
+        write_markdown(args.markdown, rows, gpu)
 
 
-def write_markdown(path, rows):
+def write_markdown(path, rows, gpu=None):
     silent = ("out_of_bounds", "wrong_output", "wrong_gradient")
     lines = []
     count = {}
     for r in rows:
         key = r["where"]
         count[key] = count.get(key, 0) + 1
-    lines.append("| case | oracle: forward | oracle: backward | caught | in the kernel | on the host: the batch | on the host: the kernel call |")
-    lines.append("|---|---|---|---|---|---|---|")
+    head = "| case | oracle: forward | oracle: backward | caught | in the kernel | on the host: the batch | on the host: the kernel call |"
+    lines.append(head + (" H100: caught | H100: in the CUDA kernel |" if gpu else ""))
+    lines.append("|---|---|---|---|---|---|---|" + ("---|---|" if gpu else ""))
     for r in rows:
         if r.get("forward") == "ok" and r.get("backward") in ("ok", None) and r["where"] == "clean":
             continue
         lines.append(f"| `{r['case']}` | {r.get('forward')} | {r.get('backward')} | {r['where']} | "
                      f"{(r.get('kernel') or r.get('note') or r.get('error') or '').replace('|', '/')} | "
                      f"{'`' + r['host'] + '`' if r.get('host') else ''} | "
-                     f"{'`' + r['ops_host'] + '`' if r.get('ops_host') else ''} |")
+                     f"{'`' + r['ops_host'] + '`' if r.get('ops_host') else ''} |"
+                     + (_gpu_cells(gpu.get(r["case"])) if gpu else ""))
     silent_rows = [r for r in rows if r.get("forward") in silent or r.get("backward") in silent]
+    gpu_line = []
+    if gpu:
+        g_missed = [r["case"] for r in silent_rows if gpu.get(r["case"], {}).get("where") in ("missed", "clean", "not run",
+                                                                                              "error", None)]
+        g_kernel = [r["case"] for r in silent_rows if "kernel" in (gpu.get(r["case"], {}).get("where") or "")]
+        gpu_line = [f"On the H100 (the CUDA kernels; rotary calls on the CPU twin): silent outcomes caught in a kernel: "
+                    f"{len(g_kernel)}, missed: {len(g_missed)}" + (f" ({', '.join(g_missed)})" if g_missed else "") + ".",
+                    ""]
     missed = [r["case"] for r in silent_rows if r["where"] in ("missed", "clean", "not run")]
     healthy = [r for r in rows if r.get("forward") == "ok" and r.get("backward") in ("ok", None)]
     false_alarm = [r["case"] for r in healthy if r["where"] in ("kernel", "host", "kernel and host")]
@@ -299,11 +334,18 @@ def write_markdown(path, rows):
                       f"{len(rows)} oracle cases; silent outcomes (out_of_bounds, wrong_output, wrong_gradient): "
                       f"{len(silent_rows)}, missed: {len(missed)}" + (f" ({', '.join(missed)})" if missed else "") +
                       f". Healthy cases ({len(healthy)}) flagged: {len(false_alarm)}"
-                      + (f" ({', '.join(false_alarm)})" if false_alarm else "") + ".", "",
+                      + (f" ({', '.join(false_alarm)})" if false_alarm else "") + ".", "", *gpu_line,
                       *lines, "", end])
     text = text[:text.index(begin)] + body + text[text.index(end) + len(end):]
     with open(path, "w") as fh:
         fh.write(text)
+
+
+def _gpu_cells(r):
+    if r is None:
+        return " | |"
+    what = (r.get("kernel") or r.get("note") or r.get("error") or "").replace("|", "/")
+    return f" {r.get('where')} | {what} |"
 
 
 if __name__ == "__main__":
