@@ -456,10 +456,13 @@ NB_MODULE(_native, m) {
       "varlen_fwd_cuda",
       [](int elem, const TensorArg& q, const TensorArg& k, const TensorArg& v, int64_t cu_q, int64_t cu_k,
          int32_t batch, int64_t max_q, int64_t max_k, float scale, float softcap, bool causal, int64_t wl, int64_t wr,
-         int64_t out, int64_t lse, int64_t record, int64_t stream, bool checked, int64_t seqused_k) {
+         int64_t out, int64_t lse, int64_t record, int64_t stream, bool checked, int64_t seqused_k,
+         int64_t row_writes) {
         ad::kern::VarlenFwdParams p;
         set_cuda_call(p, elem, q, k, v, cu_q, cu_k, batch, max_q, max_k, scale, softcap, causal, wl, wr);
         p.seqused_k = static_cast<const int32_t*>(as_ptr(seqused_k));
+        p.row_writes = static_cast<uint32_t*>(as_ptr(row_writes));  // coverage: q[1] counters, zeroed
+        p.row_writes_size = row_writes ? q[1] : 0;
         p.out = {as_ptr(out), q[1], static_cast<int32_t>(q[2])};
         p.lse = static_cast<float*>(as_ptr(lse));
         p.record = static_cast<ad::AccessRecord*>(as_ptr(record));
@@ -470,9 +473,10 @@ NB_MODULE(_native, m) {
       },
       "elem"_a, "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "batch"_a, "max_seqlen_q"_a,
       "max_seqlen_k"_a, "scale"_a, "softcap"_a, "causal"_a, "window_left"_a, "window_right"_a, "out"_a, "lse"_a,
-      "record"_a, "stream"_a, "checked"_a = true, "seqused_k"_a = 0,
+      "record"_a, "stream"_a, "checked"_a = true, "seqused_k"_a = 0, "row_writes"_a = 0,
       "launches the varlen forward on `stream` (no synchronisation); returns the kernel's name; seqused_k: a device "
-      "pointer to batch int32 entries, or 0");
+      "pointer to batch int32 entries, or 0; row_writes: zeroed uint32 counters, one per q row (the checked "
+      "kernel counts the writes of each output row), or 0");
   m.def(
       "varlen_bwd_workspace",
       [](int64_t rows_q, int32_t heads, int32_t head_dim, int32_t batch, int64_t max_q, int64_t max_k) {
@@ -504,12 +508,16 @@ NB_MODULE(_native, m) {
          int64_t dq, int64_t dk, int64_t dv, int64_t dk_expanded, int64_t dv_expanded, int64_t softmax_d,
          int64_t dq_accum, int64_t cu_q, int64_t cu_k, int32_t batch, int64_t max_q, int64_t max_k, float scale,
          float softcap, bool causal, int64_t wl, int64_t wr, int64_t record, int64_t stream, bool checked,
-         int64_t seqused_k) {
+         int64_t seqused_k, int64_t dq_writes, int64_t dkv_writes) {
         ad::kern::VarlenBwdParams p;
         set_cuda_call(p, elem, q, k, v, cu_q, cu_k, batch, max_q, max_k, scale, softcap, causal, wl, wr);
         p.launch_check = true;  // the keys the backward leaves out (contract/fa2_backward.hpp)
         p.seqused_k = static_cast<const int32_t*>(as_ptr(seqused_k));
         const int64_t rows_q = q[1], rows_k = k[1];
+        p.dq_writes = static_cast<uint32_t*>(as_ptr(dq_writes));  // coverage counters, zeroed (or 0)
+        p.dq_writes_size = dq_writes ? rows_q : 0;
+        p.dkv_writes = static_cast<uint32_t*>(as_ptr(dkv_writes));
+        p.dkv_writes_size = dkv_writes ? rows_k : 0;
         const int32_t heads = static_cast<int32_t>(q[2]), heads_k = static_cast<int32_t>(k[2]);
         p.out = {as_ptr(out), rows_q, heads};
         p.lse = static_cast<const float*>(as_ptr(lse));
@@ -533,8 +541,9 @@ NB_MODULE(_native, m) {
       "elem"_a, "q"_a, "k"_a, "v"_a, "out"_a, "dout"_a, "lse"_a, "dq"_a, "dk"_a, "dv"_a, "dk_expanded"_a,
       "dv_expanded"_a, "softmax_d"_a, "dq_accum"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "batch"_a, "max_seqlen_q"_a,
       "max_seqlen_k"_a, "scale"_a, "softcap"_a, "causal"_a, "window_left"_a, "window_right"_a, "record"_a, "stream"_a,
-      "checked"_a = true, "seqused_k"_a = 0,
+      "checked"_a = true, "seqused_k"_a = 0, "dq_writes"_a = 0, "dkv_writes"_a = 0,
       "launches the varlen backward's launches on `stream` (no synchronisation), with the launch check; seqused_k: "
-      "the forward's (a device pointer to batch int32 entries, or 0)");
+      "the forward's (a device pointer to batch int32 entries, or 0); dq_writes / dkv_writes: zeroed uint32 "
+      "counters per q / k row (coverage), or 0");
 #endif
 }
