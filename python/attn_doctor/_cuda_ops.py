@@ -180,22 +180,22 @@ def _used(seqused_k):
 
 
 def forward(q, k, v, cu_q, cu_k, max_q, max_k, scale, causal, wl, wr, softcap, out, lse, checked=True,
-            seqused_k=None):
+            seqused_k=None, rows=True):
     ring = _ring(q.device)
     stream = torch.cuda.current_stream(q.device)
     q, k, v = _contiguous(q), _contiguous(k), _contiguous(v)
     used = _used(seqused_k)
-    writes = torch.zeros(q.shape[0], dtype=torch.int32, device=q.device)
+    writes = torch.zeros(q.shape[0], dtype=torch.int32, device=q.device) if rows else None
     rec = _launch_record(ring, stream)
     _native.varlen_fwd_cuda(_ELEM[q.dtype], _arg(q), _arg(k), _arg(v), cu_q.data_ptr(), cu_k.data_ptr(),
                             cu_q.numel() - 1, max_q, max_k, scale, softcap, causal, wl, wr, out.data_ptr(),
                             lse.data_ptr(), rec.data_ptr(), stream.cuda_stream, checked, _used_ptr(used),
-                            writes.data_ptr())
-    return _reader(ring, rec, stream, {"rows": {}}, keep=(used, writes), coverage={"rows": writes})
+                            writes.data_ptr() if rows else 0)
+    return _reader(ring, rec, stream, {"rows": {}}, keep=(used, writes), coverage={"rows": writes} if rows else None)
 
 
 def backward(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, scale, causal, wl, wr, softcap, dq, dk, dv,
-             checked=True, seqused_k=None):
+             checked=True, seqused_k=None, rows=True):
     ring = _ring(q.device)
     stream = torch.cuda.current_stream(q.device)
     q, k, v, dout = _contiguous(q), _contiguous(k), _contiguous(v), _contiguous(dout.to(q.dtype))
@@ -210,16 +210,17 @@ def backward(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, scale, causal, w
     else:
         ptrs = (0, 0)
     used = _used(seqused_k)
-    dq_w = torch.zeros(q.shape[0], dtype=torch.int32, device=q.device)
-    dkv_w = torch.zeros(k.shape[0], dtype=torch.int32, device=q.device)
+    dq_w = torch.zeros(q.shape[0], dtype=torch.int32, device=q.device) if rows else None
+    dkv_w = torch.zeros(k.shape[0], dtype=torch.int32, device=q.device) if rows else None
     rec = _launch_record(ring, stream)
     _native.varlen_bwd_cuda(_ELEM[q.dtype], _arg(q), _arg(k), _arg(v), out.data_ptr(), dout.data_ptr(),
                             lse.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), ptrs[0], ptrs[1],
                             softmax_d.data_ptr(), dq_accum.data_ptr(), cu_q.data_ptr(), cu_k.data_ptr(),
                             cu_q.numel() - 1, max_q, max_k, scale, softcap, causal, wl, wr, rec.data_ptr(),
-                            stream.cuda_stream, checked, _used_ptr(used), dq_w.data_ptr(), dkv_w.data_ptr())
+                            stream.cuda_stream, checked, _used_ptr(used), dq_w.data_ptr() if rows else 0,
+                            dkv_w.data_ptr() if rows else 0)
     return _reader(ring, rec, stream, {"dq_rows": {}, "dkv_rows": {}}, keep=(used, dq_w, dkv_w),
-                   coverage={"dq_rows": dq_w, "dkv_rows": dkv_w})
+                   coverage={"dq_rows": dq_w, "dkv_rows": dkv_w} if rows else None)
 
 
 def backward_supported(dtype: torch.dtype, head_dim: int) -> bool:

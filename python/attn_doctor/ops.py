@@ -56,18 +56,23 @@ _INLINE = 1 << 62
 
 _state = threading.local()
 _lock = threading.Lock()
-_policy = {"raise_at": "step"}
+_policy = {"raise_at": "step", "rows": True}
 _pending: List["_Pending"] = []
 _captured: List["_Pending"] = []  # launches captured in a CUDA graph: read at every check()
 _said: set = set()
 stats = {"calls": 0, "cpu": 0, "cuda": 0, "fallback": 0, "violations": 0}
 
 
-def set_policy(raise_at: str = "step") -> None:
-    """Where a violation is raised: "call", "step" (default) or "sync" (module docstring)."""
+def set_policy(raise_at: str = "step", rows: bool = True) -> None:
+    """Where a violation is raised: "call", "step" (default) or "sync" (module docstring).
+    rows: on CUDA, count the writes of every output / dq / dk-dv row in the checked kernels and
+    report rows no launch wrote or two segments wrote (the CPU twin always does). It costs a
+    zeroed counter per row and a device-side summary per launch (measured on an H100 in
+    docs/backend-catch.md); rows=False leaves the refused accesses and the launch check only."""
     if raise_at not in ("call", "step", "sync"):
         raise ValueError(f"raise_at must be 'call', 'step' or 'sync', not {raise_at!r}")
     _policy["raise_at"] = raise_at
+    _policy["rows"] = bool(rows)
 
 
 def policy() -> str:
@@ -356,7 +361,8 @@ def varlen_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: 
         with _lock:
             stats["cuda"] += 1
         reader = _cuda_ops.forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
-                                   causal, window_left, window_right, softcap, out, lse, seqused_k=seqused_k)
+                                   causal, window_left, window_right, softcap, out, lse, seqused_k=seqused_k,
+                                   rows=_policy["rows"])
         _record(_Pending(call, "forward", reader=reader))
         return out, lse
     return _fallback_fwd(call, out, lse)
@@ -403,7 +409,7 @@ def varlen_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
             stats["cuda"] += 1
         reader = _cuda_ops.backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                                     softmax_scale, causal, window_left, window_right, softcap, dq, dk, dv,
-                                    seqused_k=seqused_k)
+                                    seqused_k=seqused_k, rows=_policy["rows"])
         _record(_Pending(call, "backward", reader=reader))
         return dq, dk, dv
     return _fallback_bwd(call, dout, dq, dk, dv)
