@@ -174,6 +174,56 @@ class OpsTest(unittest.TestCase):
                                        dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
         self.assertIsNone(r["access"])
 
+    def _table(self, rows, dim):
+        inv = 1.0 / (10000.0 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+        f = torch.outer(torch.arange(rows, dtype=torch.float32), inv)
+        return f.cos(), f.sin()
+
+    def test_checked_rotary_matches_the_rotation_and_its_backward(self):
+        torch.manual_seed(7)
+        x = torch.randn(2, 16, 2, 32, requires_grad=True)
+        cos, sin = self._table(16, 32)
+        for rotate in (self.ops.rotary_embedding, self.ops.apply_rotary_emb):
+            y = rotate(x, cos, sin)
+            x1, x2 = x[..., :16], x[..., 16:]
+            c, s_ = cos[None, :, None], sin[None, :, None]
+            want = torch.cat([x1 * c - x2 * s_, x1 * s_ + x2 * c], -1)
+            self.assertLess((y - want).abs().max().item(), 1e-5)
+            g = torch.randn_like(y)
+            (gx,) = torch.autograd.grad(y, x, g)
+            (wx,) = torch.autograd.grad(want, x, g)
+            self.assertLess((gx - wx).abs().max().item(), 1e-5)
+
+    def test_checked_rotary_left_padding_offsets(self):
+        # FLA's left-padding offsets (fla-org/flash-linear-attention#967): FLA masks the negative
+        # positions and leaves those rows of its new tensor unwritten; flash_attn's kernel masks
+        # the table only from above and reads before it (refused here)
+        from attn_doctor import VarlenError
+        x = torch.randn(2, 16, 2, 32, dtype=torch.bfloat16)
+        cos, sin = self._table(16, 32)
+        offsets = torch.tensor([0, -4], dtype=torch.int32)
+        with self.assertRaises(VarlenError) as caught:
+            self.ops.rotary_embedding(x, cos, sin, seqlen_offsets=offsets)
+        self.assertEqual(caught.exception.id, "result.finite")
+        self.assertIn("4 output row(s) no program wrote", caught.exception.kernel[0])
+        self.assertIn("row 16", caught.exception.kernel[0])  # the second sequence's first row
+        with self.assertRaises(VarlenError) as caught:
+            self.ops.apply_rotary_emb(x, cos, sin, seqlen_offsets=offsets)
+        self.assertEqual(caught.exception.id, "rotary.access")
+        self.assertIn("8 access(es) outside the cos/sin table", caught.exception.kernel[0])  # 4 rows x 2 heads
+        self.ops.rotary_embedding(x, cos, sin, seqlen_offsets=torch.tensor([0, 0], dtype=torch.int32))
+
+    def test_checked_rotary_varlen_rows_past_max_seqlen(self):
+        # flash_attn's grid comes from max_seqlen: rows of a longer segment are never rotated
+        from attn_doctor import VarlenError
+        x = torch.randn(24, 2, 32)
+        cos, sin = self._table(24, 32)
+        cu = torch.tensor([0, 20, 24], dtype=torch.int32)
+        self.ops.apply_rotary_emb(x, cos, sin, cu_seqlens=cu, max_seqlen=20)
+        with self.assertRaises(VarlenError) as caught:
+            self.ops.apply_rotary_emb(x, cos, sin, cu_seqlens=cu, max_seqlen=8)
+        self.assertIn("12 row(s) of a segment past max_seqlen's grid", "; ".join(caught.exception.kernel))
+
     def _buffers(self, q):
         self._out = torch.empty_like(q)
         self._lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32)
