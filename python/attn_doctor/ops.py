@@ -21,6 +21,12 @@ When the error is raised (`set_policy(raise_at=...)`):
   "sync"  only at `check()`, which the caller runs after a synchronisation of its own.
 On CPU everything is synchronous: "step" and "sync" only move where the error surfaces.
 
+seqused_k (torch.ops.attn_doctor.varlen_fwd's last argument, varlen_attn's keyword): the forward
+uses the first seqused_k[b] keys of segment b; the backward (FA2's, which takes none) records
+the keys it runs and the forward did not, and the keys past max_seqlen_k's grid (its launch
+check). apply_rotary_emb / rotary_embedding run the checked rotary (flash_attn's, FLA's) on the
+CPU twin.
+
 Calls the checked kernels do not cover (a head dim or dtype without a checked CUDA kernel, an
 extension built without CUDA) run the real kernel the process has, after the host checks of
 the guard, and say so once (logger "attn_doctor.ops").
