@@ -9,10 +9,14 @@ and dtype, forward and, for a training case, backward:
   - caught on the host: the static checks raise an error-severity violation for the call (what
     the ops run before launching on CPU tensors, and the guard runs on any);
   - missed: neither.
-Runs the CPU twin (the same contract as the CUDA kernels, exact), in this process:
+A batch with a `rotary` block also runs its rotary call through the checked rotary ops.
+Runs the CPU twin (the same contract as the CUDA kernels, exact), in this process, or with
+--device cuda the checked CUDA kernels (an extension built with CUDA; --resume goes on in a new
+process after one died):
 
     ATTN_DOCTOR_NATIVE_DIR=build/python/attn_doctor PYTHONPATH=python python bench/ops_catch_table.py \
-        --json bench/results/ops-catch-cpu-2026-11-27.json --markdown docs/backend-catch.md
+        --json bench/results/ops-catch-cpu-2026-11-27.json --markdown docs/backend-catch.md \
+        --gpu-json bench/results/ops-catch-h100-2026-11-27/ops-catch-h100.json
 """
 import argparse
 import glob
