@@ -299,6 +299,11 @@ struct VarlenBwdParams : VarlenParamsBase {
   int64_t dq_writes_size = 0;
   uint32_t* dkv_writes = nullptr;        // optional: writes per dk row (head 0), coverage
   int64_t dkv_writes_size = 0;
+  // The launch check (contract/fa2_backward.hpp keys_past_grid, keys_past_seqused), recorded by
+  // the checked preprocess kernel when set: what attn_doctor.ops asks for (the CLI's backend
+  // leaves it off). seqused_k: the forward's (N entries), read by the launch check only.
+  bool launch_check = false;
+  const int32_t* seqused_k = nullptr;
 };
 
 // A shared-memory tile filled by one pipeline.

@@ -162,10 +162,34 @@ struct PreTile : QueryTile {
 // dot_do_o reads dO and O of the segment's rows only, and writes softmax_d (0 past the
 // segment) and zeroes dq_accum for every row of the tile (FA2 predicates neither: the
 // 128-row padding per segment takes them).
+// The launch check (p.launch_check): CTA (0, b, h), one thread, records the keys of segment b
+// the backward leaves out while the forward used them (contract/fa2_backward.hpp), as the CPU
+// twin notes them (lib/exec/cpu/direct.cpp): key row, the covered extent as the bound.
+__device__ __noinline__ inline void record_keys_left_out(const VarlenBwdParams& p, const PreTile& t) {
+  const int b = t.at.y, h = t.at.z;
+  const fa2::bwd::KeysLeftOut g = fa2::bwd::keys_past_grid(t.seg.len_k, p.kernel.n_blocks, tile_n_of(p));
+  if (g.count > 0) {
+    const int64_t row = int64_t(t.seg.start_k) + g.first;
+    record_bwd(p, t.at, Buffer::k, AccessKind::read, Unit::rows, row, g.first, row, h, 0, oc::kDotReads,
+               oc::kLaunchCheckGrid, uint64_t(g.count), Region::max_seqlen);
+  }
+  if (p.seqused_k != nullptr) {
+    const fa2::bwd::KeysLeftOut u = fa2::bwd::keys_past_seqused(t.seg.len_k, p.seqused_k[b]);
+    if (u.count > 0) {
+      const int64_t row = int64_t(t.seg.start_k) + u.first;
+      record_bwd(p, t.at, Buffer::k, AccessKind::read, Unit::rows, row, u.first, row, h, 0, oc::kDotReads,
+                 oc::kLaunchCheckSeqused, uint64_t(u.count), Region::seqused);
+    }
+  }
+}
+
 template <class T, bool Checked>
 __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(const VarlenBwdParams p) {
   const PreTile t(p);
   if (t.exits()) return;
+  if constexpr (Checked) {
+    if (p.launch_check && t.at.x == 0 && threadIdx.x == 0) record_keys_left_out(p, t);
+  }
   const int m_block = t.at.x, b = t.at.y, h = t.at.z, bm = t.bm, row0 = t.row0, D = p.head_dim, tpr = t.tpr, c = t.c;
   const Segment& seg = t.seg;
   const Cta& at = t.at;

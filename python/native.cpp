@@ -174,6 +174,12 @@ ad::direct::VarlenCall call_of(int elem, const TensorArg& q, const TensorArg& k,
   return c;
 }
 
+// seqused_k as (data pointer, entries) of an int32 CPU tensor, or None.
+using SeqUsed = std::optional<std::array<int64_t, 2>>;
+void set_seqused(ad::direct::VarlenCall& c, const SeqUsed& used) {
+  if (used) c.seqused_k = int32_values((*used)[0], (*used)[1]);
+}
+
 // A record as Python sees it: None when nothing was refused.
 nb::object record_dict(const ad::AccessRecord& r) {
   if (r.count == 0) return nb::none();
@@ -191,6 +197,7 @@ nb::object record_dict(const ad::AccessRecord& r) {
     d["segment"] = a.segment;
     d["row"] = a.row;
     d["head"] = a.head;
+    d["region"] = ad::to_string(a.region);
   }
   return d;
 }
@@ -327,8 +334,9 @@ NB_MODULE(_native, m) {
       "varlen_fwd_cpu",
       [](int elem, const TensorArg& q, const TensorArg& k, const TensorArg& v, const std::array<int64_t, 2>& cu_q,
          const std::array<int64_t, 2>& cu_k, int64_t max_q, int64_t max_k, float scale, float softcap, bool causal,
-         int64_t wl, int64_t wr, int64_t out, int64_t lse, int threads) {
-        const ad::direct::VarlenCall c = call_of(elem, q, k, v, cu_q, cu_k, max_q, max_k, scale, softcap, causal, wl, wr);
+         int64_t wl, int64_t wr, int64_t out, int64_t lse, int threads, const SeqUsed& seqused_k) {
+        ad::direct::VarlenCall c = call_of(elem, q, k, v, cu_q, cu_k, max_q, max_k, scale, softcap, causal, wl, wr);
+        set_seqused(c, seqused_k);
         const std::string refused = ad::direct::host_refusal(c);
         if (!refused.empty()) throw nb::value_error(refused.c_str());
         ad::direct::ForwardResult r;
@@ -344,15 +352,17 @@ NB_MODULE(_native, m) {
       },
       "elem"_a, "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "max_seqlen_q"_a, "max_seqlen_k"_a, "scale"_a,
       "softcap"_a, "causal"_a, "window_left"_a, "window_right"_a, "out"_a, "lse"_a, "threads"_a = 1,
+      "seqused_k"_a = nb::none(),
       "the checked varlen forward on CPU buffers (the CPU twin): writes out and lse, returns {access: refused "
-      "accesses or None, rows: output rows unwritten / written twice}");
+      "accesses or None, rows: output rows unwritten / written twice}; seqused_k: (pointer, entries) of int32");
   m.def(
       "varlen_bwd_cpu",
       [](int elem, const TensorArg& q, const TensorArg& k, const TensorArg& v, const TensorArg& out,
          const TensorArg& dout, int64_t lse, const std::array<int64_t, 2>& cu_q, const std::array<int64_t, 2>& cu_k,
          int64_t max_q, int64_t max_k, float scale, float softcap, bool causal, int64_t wl, int64_t wr, int64_t dq,
-         int64_t dk, int64_t dv, int threads) {
-        const ad::direct::VarlenCall c = call_of(elem, q, k, v, cu_q, cu_k, max_q, max_k, scale, softcap, causal, wl, wr);
+         int64_t dk, int64_t dv, int threads, const SeqUsed& seqused_k) {
+        ad::direct::VarlenCall c = call_of(elem, q, k, v, cu_q, cu_k, max_q, max_k, scale, softcap, causal, wl, wr);
+        set_seqused(c, seqused_k);
         const std::string refused = ad::direct::host_refusal(c);
         if (!refused.empty()) throw nb::value_error(refused.c_str());
         auto ptr = [](int64_t x) { return reinterpret_cast<void*>(static_cast<uintptr_t>(x)); };
@@ -375,9 +385,55 @@ NB_MODULE(_native, m) {
       },
       "elem"_a, "q"_a, "k"_a, "v"_a, "out"_a, "dout"_a, "lse"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "max_seqlen_q"_a,
       "max_seqlen_k"_a, "scale"_a, "softcap"_a, "causal"_a, "window_left"_a, "window_right"_a, "dq"_a, "dk"_a, "dv"_a,
-      "threads"_a = 1,
+      "threads"_a = 1, "seqused_k"_a = nb::none(),
       "the checked varlen backward on CPU buffers (the CPU twin's three launches and the group sum): writes dq, dk, "
-      "dv, returns the refused accesses (all, and per launch) and the rows no launch wrote");
+      "dv, returns the refused accesses (all, and per launch; the launch check's keys left out in dot_do_o's) and the "
+      "rows no launch wrote; seqused_k: the forward's, (pointer, entries) of int32");
+  m.def(
+      "rotary_cpu",
+      [](int elem, int contract, const TensorArg& x, int64_t out, int64_t half, bool interleaved, bool inplace,
+         int64_t cos, int64_t sin, int64_t table_rows, bool varlen, const std::array<int64_t, 2>& cu,
+         int64_t max_seqlen, int64_t seqlen, bool per_sequence, const std::vector<int64_t>& offsets, int fa_minor,
+         bool conjugate, int threads) {
+        if (contract < 0 || contract > 1) throw nb::value_error("contract: expected 0 (flash_attn) or 1 (fla)");
+        if (half < 0 || table_rows < 0) throw nb::value_error("half and table_rows must be >= 0");
+        ad::direct::RotaryCall c;
+        c.elem = elem_of(elem);
+        c.contract = static_cast<ad::RotaryContract>(contract);
+        c.x = view_of(x);
+        c.half = half, c.interleaved = interleaved, c.inplace = inplace;
+        const float* cp = static_cast<const float*>(as_host(cos));
+        const float* sp = static_cast<const float*>(as_host(sin));
+        c.cos.assign(cp, cp + table_rows * half);
+        c.sin.assign(sp, sp + table_rows * half);
+        c.table_rows = table_rows;
+        c.varlen = varlen;
+        if (varlen) c.cu_seqlens = int32_values(cu[0], cu[1]);
+        c.max_seqlen = max_seqlen, c.seqlen = seqlen;
+        c.per_sequence = per_sequence, c.offsets = offsets;
+        c.fa_minor = fa_minor, c.conjugate = conjugate;
+        ad::direct::RotaryResult r;
+        {
+          nb::gil_scoped_release release;
+          r = ad::direct::rotary(c, reinterpret_cast<void*>(static_cast<uintptr_t>(out)), threads);
+        }
+        nb::dict d;
+        d["outside_tensor"] = record_dict(r.outside_tensor);
+        d["outside_head"] = record_dict(r.outside_head);
+        d["table"] = record_dict(r.table);
+        d["rotated"] = r.rotated;
+        d["left"] = r.left;
+        d["not_visited"] = r.not_visited;
+        d["rows"] = coverage_dict(r.rows);
+        return d;
+      },
+      "elem"_a, "contract"_a, "x"_a, "out"_a, "half"_a, "interleaved"_a, "inplace"_a, "cos"_a, "sin"_a,
+      "table_rows"_a, "varlen"_a, "cu_seqlens"_a, "max_seqlen"_a, "seqlen"_a, "per_sequence"_a, "offsets"_a,
+      "fa_minor"_a = 8, "conjugate"_a = false, "threads"_a = 1,
+      "the checked rotary (flash_attn 0, FLA 1) on CPU buffers (the CPU twin): writes out (x rotated), returns the "
+      "refused accesses (outside_tensor, table), the performed ones outside the row's head, the (row, head) pairs "
+      "rotated / left (a position outside the table), the rows no program visited, and the output rows no program "
+      "wrote (a new tensor); cos, sin: fp32 (table_rows, half)");
   // ---- the record (both builds: the layout is the contract's) ----
   m.def("record_size", [] { return sizeof(ad::AccessRecord); }, "bytes of one AccessRecord");
   m.def(
@@ -400,9 +456,13 @@ NB_MODULE(_native, m) {
       "varlen_fwd_cuda",
       [](int elem, const TensorArg& q, const TensorArg& k, const TensorArg& v, int64_t cu_q, int64_t cu_k,
          int32_t batch, int64_t max_q, int64_t max_k, float scale, float softcap, bool causal, int64_t wl, int64_t wr,
-         int64_t out, int64_t lse, int64_t record, int64_t stream, bool checked) {
+         int64_t out, int64_t lse, int64_t record, int64_t stream, bool checked, int64_t seqused_k,
+         int64_t row_writes) {
         ad::kern::VarlenFwdParams p;
         set_cuda_call(p, elem, q, k, v, cu_q, cu_k, batch, max_q, max_k, scale, softcap, causal, wl, wr);
+        p.seqused_k = static_cast<const int32_t*>(as_ptr(seqused_k));
+        p.row_writes = static_cast<uint32_t*>(as_ptr(row_writes));  // coverage: q[1] counters, zeroed
+        p.row_writes_size = row_writes ? q[1] : 0;
         p.out = {as_ptr(out), q[1], static_cast<int32_t>(q[2])};
         p.lse = static_cast<float*>(as_ptr(lse));
         p.record = static_cast<ad::AccessRecord*>(as_ptr(record));
@@ -413,8 +473,10 @@ NB_MODULE(_native, m) {
       },
       "elem"_a, "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "batch"_a, "max_seqlen_q"_a,
       "max_seqlen_k"_a, "scale"_a, "softcap"_a, "causal"_a, "window_left"_a, "window_right"_a, "out"_a, "lse"_a,
-      "record"_a, "stream"_a, "checked"_a = true,
-      "launches the varlen forward on `stream` (no synchronisation); returns the kernel's name");
+      "record"_a, "stream"_a, "checked"_a = true, "seqused_k"_a = 0, "row_writes"_a = 0,
+      "launches the varlen forward on `stream` (no synchronisation); returns the kernel's name; seqused_k: a device "
+      "pointer to batch int32 entries, or 0; row_writes: zeroed uint32 counters, one per q row (the checked "
+      "kernel counts the writes of each output row), or 0");
   m.def(
       "varlen_bwd_workspace",
       [](int64_t rows_q, int32_t heads, int32_t head_dim, int32_t batch, int64_t max_q, int64_t max_k) {
@@ -445,10 +507,17 @@ NB_MODULE(_native, m) {
       [](int elem, const TensorArg& q, const TensorArg& k, const TensorArg& v, int64_t out, int64_t dout, int64_t lse,
          int64_t dq, int64_t dk, int64_t dv, int64_t dk_expanded, int64_t dv_expanded, int64_t softmax_d,
          int64_t dq_accum, int64_t cu_q, int64_t cu_k, int32_t batch, int64_t max_q, int64_t max_k, float scale,
-         float softcap, bool causal, int64_t wl, int64_t wr, int64_t record, int64_t stream, bool checked) {
+         float softcap, bool causal, int64_t wl, int64_t wr, int64_t record, int64_t stream, bool checked,
+         int64_t seqused_k, int64_t dq_writes, int64_t dkv_writes) {
         ad::kern::VarlenBwdParams p;
         set_cuda_call(p, elem, q, k, v, cu_q, cu_k, batch, max_q, max_k, scale, softcap, causal, wl, wr);
+        p.launch_check = true;  // the keys the backward leaves out (contract/fa2_backward.hpp)
+        p.seqused_k = static_cast<const int32_t*>(as_ptr(seqused_k));
         const int64_t rows_q = q[1], rows_k = k[1];
+        p.dq_writes = static_cast<uint32_t*>(as_ptr(dq_writes));  // coverage counters, zeroed (or 0)
+        p.dq_writes_size = dq_writes ? rows_q : 0;
+        p.dkv_writes = static_cast<uint32_t*>(as_ptr(dkv_writes));
+        p.dkv_writes_size = dkv_writes ? rows_k : 0;
         const int32_t heads = static_cast<int32_t>(q[2]), heads_k = static_cast<int32_t>(k[2]);
         p.out = {as_ptr(out), rows_q, heads};
         p.lse = static_cast<const float*>(as_ptr(lse));
@@ -472,6 +541,9 @@ NB_MODULE(_native, m) {
       "elem"_a, "q"_a, "k"_a, "v"_a, "out"_a, "dout"_a, "lse"_a, "dq"_a, "dk"_a, "dv"_a, "dk_expanded"_a,
       "dv_expanded"_a, "softmax_d"_a, "dq_accum"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "batch"_a, "max_seqlen_q"_a,
       "max_seqlen_k"_a, "scale"_a, "softcap"_a, "causal"_a, "window_left"_a, "window_right"_a, "record"_a, "stream"_a,
-      "checked"_a = true, "launches the varlen backward's launches on `stream` (no synchronisation)");
+      "checked"_a = true, "seqused_k"_a = 0, "dq_writes"_a = 0, "dkv_writes"_a = 0,
+      "launches the varlen backward's launches on `stream` (no synchronisation), with the launch check; seqused_k: "
+      "the forward's (a device pointer to batch int32 entries, or 0); dq_writes / dkv_writes: zeroed uint32 "
+      "counters per q / k row (coverage), or 0");
 #endif
 }

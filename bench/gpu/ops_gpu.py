@@ -15,18 +15,9 @@ import torch
 
 import attn_doctor
 from attn_doctor import _cuda_ops, _native, ops
-
-
-def reference(q, k, v, cu, causal):
-    outs = []
-    g = q.shape[1] // k.shape[1]
-    for b in range(len(cu) - 1):
-        a, e = int(cu[b]), int(cu[b + 1])
-        qs = q[a:e].float().transpose(0, 1)
-        ks = k[a:e].float().transpose(0, 1).repeat_interleave(g, 0)
-        vs = v[a:e].float().transpose(0, 1).repeat_interleave(g, 0)
-        outs.append(torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, is_causal=causal).transpose(0, 1))
-    return torch.cat(outs)
+# the package tests' setup (python/ is on PYTHONPATH): the fp32 per-segment reference, the
+# small Llama and the packed batch
+from tests.test_ops import _packed, _reference as reference, _tiny_llama
 
 
 def rel(a, b):
@@ -131,16 +122,13 @@ def graphs(results):
 
 def compiled(results):
     import attn_doctor.hf  # noqa: F401
-    from transformers import LlamaConfig, LlamaForCausalLM
-    torch.manual_seed(0)
     cfg = dict(vocab_size=512, hidden_size=512, intermediate_size=1024, num_hidden_layers=2, num_attention_heads=8,
                num_key_value_heads=2, max_position_embeddings=4096)
-    model = LlamaForCausalLM(LlamaConfig(attn_implementation="attn_doctor", **cfg)).cuda().to(torch.bfloat16)
-    ref = LlamaForCausalLM(LlamaConfig(attn_implementation="sdpa", **cfg)).cuda().to(torch.bfloat16)
+    model = _tiny_llama("attn_doctor", torch.bfloat16, "cuda", **cfg)
+    ref = _tiny_llama("sdpa", torch.bfloat16, "cuda", **cfg)
     ref.load_state_dict(model.state_dict())
     lens = [300, 700, 24]
-    ids = torch.randint(0, 512, (1, sum(lens)), device="cuda")
-    pos = torch.cat([torch.arange(n) for n in lens])[None].cuda()
+    ids, pos = _packed(lens, 512, "cuda")
     cu = torch.tensor([0, 300, 1000, 1024], dtype=torch.int32, device="cuda")
     kw = dict(input_ids=ids, position_ids=pos, cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=700, max_length_k=700)
     c = torch.compile(model, fullgraph=True)

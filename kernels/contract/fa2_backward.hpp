@@ -231,6 +231,33 @@ AD_HD KeyBlockRange key_block_range(int64_t n_block, int32_t len_q, int32_t len_
   return r;
 }
 
+// The launch check of a backward (what attn_doctor.ops runs; not part of FA2): key rows of
+// segment b that the launch leaves out of the gradients while the forward used them, or
+// the reverse. Two rules, the CPU twin (lib/exec/cpu/direct.cpp) and the checked CUDA
+// preprocess kernel (kernels/varlen_attention_bwd.cuh) call both:
+//  - keys_past_grid: dq_dk_dv's grid covers ceil(max_seqlen_k / kBlockN) key blocks, so the
+//    keys of a longer segment past n_blocks x kBlockN are never visited (their dk/dv rows are
+//    not written, dq misses them) while the forward, whose key range comes from the segment,
+//    used them;
+//  - keys_past_seqused: mha_varlen_bwd takes no seqused_k, so the backward runs the segment's
+//    len_k keys where the forward ran seqused_k[b] (flash_api.cpp mha_varlen_fwd / mha_varlen_bwd,
+//    block_info.h actual_seqlen_k): the keys between them enter one pass and not the other.
+// first: the first such key of the segment (-1: none); count: how many.
+struct KeysLeftOut {
+  int64_t first = -1, count = 0;
+};
+AD_HD KeysLeftOut keys_past_grid(int32_t len_k, int64_t n_blocks, int32_t block_n) {
+  const int64_t covered = n_blocks * int64_t(block_n);
+  if (int64_t(len_k) <= covered) return {};
+  return {covered, int64_t(len_k) - covered};
+}
+AD_HD KeysLeftOut keys_past_seqused(int32_t len_k, int32_t used) {
+  if (used == len_k || (used <= 0 && len_k <= 0)) return {};
+  const int64_t lo = used < len_k ? (used > 0 ? used : 0) : (len_k > 0 ? len_k : 0);
+  const int64_t hi = used < len_k ? len_k : used;
+  return {lo, hi - lo};
+}
+
 // The key blocks CTA x of dq_dk_dv runs, in order: n = x, x + grid_x, ... < n_blocks. Its
 // split of dq_accum (deterministic) is x.
 AD_HD int64_t split_of(int64_t n_block, const Normalized& n) { return n.deterministic ? n_block % n.grid_x : 0; }
@@ -359,6 +386,10 @@ inline constexpr uint32_t kMainDkDv = order::kLseWrite;     // dk, dv writes
 // convert_dQ, CTA (m, b, h) of grid (grid_m, N, H): sub = row of the segment
 inline constexpr uint32_t kConvertRead = order::kRead;      // dq_accum
 inline constexpr uint32_t kConvertWrite = order::kOutWrite; // dq
+// the launch check of dot_do_o's CTA (0, b, h) (keys_past_grid, keys_past_seqused): class
+// kDotReads, after every row's reads
+inline constexpr int64_t kLaunchCheckGrid = int64_t(order::kValueBit) - 2;
+inline constexpr int64_t kLaunchCheckSeqused = int64_t(order::kValueBit) - 1;
 }  // namespace order_class
 
 }  // namespace ad::fa2::bwd

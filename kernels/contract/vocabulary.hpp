@@ -71,8 +71,21 @@ enum class Unit : int32_t { elements = 0, rows = 1 };
 inline const char* to_string(Unit u) { return u == Unit::rows ? "rows" : "elements"; }
 
 // The extent an access left: its buffer, the head its row belongs to (a rotation wider than
-// the head), or the rotary table.
-enum class Region : int32_t { tensor = 0, head = 1, table = 2 };
+// the head), or the rotary table; or, for the backward's launch check (fa2_backward.hpp
+// keys_left_out), key rows of a segment the launch leaves out of the gradients: past the key
+// blocks max_seqlen_k gives its grid (max_seqlen), or past (or short of) the seqused_k the
+// forward used (seqused). Those are not accesses performed or refused: the record counts them.
+enum class Region : int32_t { tensor = 0, head = 1, table = 2, max_seqlen = 3, seqused = 4 };
+inline const char* to_string(Region r) {
+  switch (r) {
+    case Region::head: return "head";
+    case Region::table: return "table";
+    case Region::max_seqlen: return "max_seqlen";
+    case Region::seqused: return "seqused";
+    case Region::tensor: break;
+  }
+  return "tensor";
+}
 
 // Which rotary kernel a call runs (see contract/rotary.hpp for their geometry):
 //  flash_attn  flash_attn.ops.triton.rotary apply_rotary (in place, grid from max_seqlen)

@@ -91,11 +91,44 @@ def _launch_record(ring: _Ring, stream) -> torch.Tensor:
     return rec
 
 
-def _reader(ring: _Ring, rec: torch.Tensor, stream, rows: Dict[str, Any]) -> Callable[[bool], Any]:
+def _coverage(writes: torch.Tensor) -> torch.Tensor:
+    """(unwritten, first unwritten, written twice or more, first such) of a launch's per-row
+    write counters, computed on the device (no synchronisation): int64 (4,)."""
+    n = writes.numel()
+    idx = torch.arange(n, device=writes.device)
+    zero, many = writes == 0, writes > 1
+    big = torch.full_like(idx, n)
+    return torch.stack([zero.sum(), torch.where(zero, idx, big).min() if n else idx.sum(), many.sum(),
+                        torch.where(many, idx, big).min() if n else idx.sum()])
+
+
+def _coverage_copy(counters: Dict[str, torch.Tensor]):
+    """The coverage summaries copied (asynchronously, before the record on the same stream) into
+    pinned host memory; the reader parses them once the record's copy landed."""
+    host = {}
+    for key, writes in counters.items():
+        h = torch.empty(4, dtype=torch.int64, pin_memory=True)
+        h.copy_(_coverage(writes), non_blocking=True)
+        host[key] = (h, writes.numel())
+    return host
+
+
+def _parse_coverage(host) -> Dict[str, Any]:
+    out = {}
+    for key, (h, n) in host.items():
+        u, fu, o, fo = (int(x) for x in h.tolist())
+        out[key] = {"unwritten": u, "first_unwritten": fu if fu < n else -1, "overwritten": o,
+                    "first_overwritten": fo if fo < n else -1}
+    return out
+
+
+def _reader(ring: _Ring, rec: torch.Tensor, stream, rows: Dict[str, Any], keep: Any = None,
+            coverage: Any = None) -> Callable[[bool], Any]:
     """Copies the record into a pinned slot (asynchronously) and returns reader(block): the
     record as a dict once the copy landed (None for a clean launch), or None without waiting
     when it has not landed and block is False."""
     capturing = torch.cuda.is_current_stream_capturing()
+    cov = _coverage_copy(coverage or {})  # before the record's copy: it has landed when the record has
     slot = ring.take()
     mode = "poll" if capturing else READOUT
     if mode == "poll":
@@ -107,7 +140,7 @@ def _reader(ring: _Ring, rec: torch.Tensor, stream, rows: Dict[str, Any]) -> Cal
         event.record(stream)
     if capturing:
         ring.kept.append(slot)
-    keep = [rec]  # the device record lives until the copy is read
+    keep = [rec, keep]  # the device record (and seqused_k) live until the copy is read
 
     def read(block: bool):
         if mode == "event":
@@ -127,25 +160,42 @@ def _reader(ring: _Ring, rec: torch.Tensor, stream, rows: Dict[str, Any]) -> Cal
             ring.give(slot)
         if not capturing:
             keep.clear()
-        return {"access": access, **rows}
+        return {"access": access, **rows, **_parse_coverage(cov)}
 
     read.captured = capturing
     return read
 
 
-def forward(q, k, v, cu_q, cu_k, max_q, max_k, scale, causal, wl, wr, softcap, out, lse, checked=True):
+def _used_ptr(seqused_k) -> int:
+    """seqused_k as the kernels read it: int32 on the device (0: none). The converted tensor is
+    kept by the caller's reader until the record is read."""
+    return 0 if seqused_k is None else seqused_k.data_ptr()
+
+
+def _used(seqused_k):
+    if seqused_k is None:
+        return None
+    t = seqused_k.reshape(-1)
+    return (t if t.dtype == torch.int32 else t.to(torch.int32)).contiguous()
+
+
+def forward(q, k, v, cu_q, cu_k, max_q, max_k, scale, causal, wl, wr, softcap, out, lse, checked=True,
+            seqused_k=None, rows=True):
     ring = _ring(q.device)
     stream = torch.cuda.current_stream(q.device)
     q, k, v = _contiguous(q), _contiguous(k), _contiguous(v)
+    used = _used(seqused_k)
+    writes = torch.zeros(q.shape[0], dtype=torch.int32, device=q.device) if rows else None
     rec = _launch_record(ring, stream)
     _native.varlen_fwd_cuda(_ELEM[q.dtype], _arg(q), _arg(k), _arg(v), cu_q.data_ptr(), cu_k.data_ptr(),
                             cu_q.numel() - 1, max_q, max_k, scale, softcap, causal, wl, wr, out.data_ptr(),
-                            lse.data_ptr(), rec.data_ptr(), stream.cuda_stream, checked)
-    return _reader(ring, rec, stream, {"rows": {}})
+                            lse.data_ptr(), rec.data_ptr(), stream.cuda_stream, checked, _used_ptr(used),
+                            writes.data_ptr() if rows else 0)
+    return _reader(ring, rec, stream, {"rows": {}}, keep=(used, writes), coverage={"rows": writes} if rows else None)
 
 
 def backward(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, scale, causal, wl, wr, softcap, dq, dk, dv,
-             checked=True):
+             checked=True, seqused_k=None, rows=True):
     ring = _ring(q.device)
     stream = torch.cuda.current_stream(q.device)
     q, k, v, dout = _contiguous(q), _contiguous(k), _contiguous(v), _contiguous(dout.to(q.dtype))
@@ -159,13 +209,18 @@ def backward(dout, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, scale, causal, w
         ptrs = (dk_e.data_ptr(), dv_e.data_ptr())
     else:
         ptrs = (0, 0)
+    used = _used(seqused_k)
+    dq_w = torch.zeros(q.shape[0], dtype=torch.int32, device=q.device) if rows else None
+    dkv_w = torch.zeros(k.shape[0], dtype=torch.int32, device=q.device) if rows else None
     rec = _launch_record(ring, stream)
     _native.varlen_bwd_cuda(_ELEM[q.dtype], _arg(q), _arg(k), _arg(v), out.data_ptr(), dout.data_ptr(),
                             lse.data_ptr(), dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), ptrs[0], ptrs[1],
                             softmax_d.data_ptr(), dq_accum.data_ptr(), cu_q.data_ptr(), cu_k.data_ptr(),
                             cu_q.numel() - 1, max_q, max_k, scale, softcap, causal, wl, wr, rec.data_ptr(),
-                            stream.cuda_stream, checked)
-    return _reader(ring, rec, stream, {"dq_rows": {}, "dkv_rows": {}})
+                            stream.cuda_stream, checked, _used_ptr(used), dq_w.data_ptr() if rows else 0,
+                            dkv_w.data_ptr() if rows else 0)
+    return _reader(ring, rec, stream, {"dq_rows": {}, "dkv_rows": {}}, keep=(used, dq_w, dkv_w),
+                   coverage={"dq_rows": dq_w, "dkv_rows": dkv_w} if rows else None)
 
 
 def backward_supported(dtype: torch.dtype, head_dim: int) -> bool:

@@ -327,8 +327,8 @@ class Guard:
         if kind == "flash_attn_varlen":
             if a.get("dropout_p") or a.get("alibi_slopes") is not None or a.get("block_table") is not None:
                 why = why or "dropout, ALiBi or a paged KV cache"
-        elif a.get("seqused_k") is not None or a.get("block_table") is not None or a.get("num_splits"):
-            why = why or "seqused_k, block_table or num_splits"
+        elif a.get("block_table") is not None or a.get("num_splits"):
+            why = why or "block_table or num_splits"
         if why:
             self._warn_once(("kernels", kind, why), f"--kernels: a call into {ENTRY_NAMES.get(kind, kind)} runs the "
                             f"real kernel with the host checks: {why}")

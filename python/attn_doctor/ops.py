@@ -21,6 +21,12 @@ When the error is raised (`set_policy(raise_at=...)`):
   "sync"  only at `check()`, which the caller runs after a synchronisation of its own.
 On CPU everything is synchronous: "step" and "sync" only move where the error surfaces.
 
+seqused_k (torch.ops.attn_doctor.varlen_fwd's last argument, varlen_attn's keyword): the forward
+uses the first seqused_k[b] keys of segment b; the backward (FA2's, which takes none) records
+the keys it runs and the forward did not, and the keys past max_seqlen_k's grid (its launch
+check). apply_rotary_emb / rotary_embedding run the checked rotary (flash_attn's, FLA's) on the
+CPU twin.
+
 Calls the checked kernels do not cover (a head dim or dtype without a checked CUDA kernel, an
 extension built without CUDA) run the real kernel the process has, after the host checks of
 the guard, and say so once (logger "attn_doctor.ops").
@@ -56,18 +62,23 @@ _INLINE = 1 << 62
 
 _state = threading.local()
 _lock = threading.Lock()
-_policy = {"raise_at": "step"}
+_policy = {"raise_at": "step", "rows": True}
 _pending: List["_Pending"] = []
 _captured: List["_Pending"] = []  # launches captured in a CUDA graph: read at every check()
 _said: set = set()
 stats = {"calls": 0, "cpu": 0, "cuda": 0, "fallback": 0, "violations": 0}
 
 
-def set_policy(raise_at: str = "step") -> None:
-    """Where a violation is raised: "call", "step" (default) or "sync" (module docstring)."""
+def set_policy(raise_at: str = "step", rows: bool = True) -> None:
+    """Where a violation is raised: "call", "step" (default) or "sync" (module docstring).
+    rows: on CUDA, count the writes of every output / dq / dk-dv row in the checked kernels and
+    report rows no launch wrote or two segments wrote (the CPU twin always does). It costs a
+    zeroed counter per row and a device-side summary per launch (measured on an H100 in
+    docs/backend-catch.md); rows=False leaves the refused accesses and the launch check only."""
     if raise_at not in ("call", "step", "sync"):
         raise ValueError(f"raise_at must be 'call', 'step' or 'sync', not {raise_at!r}")
     _policy["raise_at"] = raise_at
+    _policy["rows"] = bool(rows)
 
 
 def policy() -> str:
@@ -88,13 +99,15 @@ class _Call:
     """The arguments of one call, as the report needs them (the tensors are kept until the
     call's violation records are read: on CUDA after the kernel ran)."""
     __slots__ = ("api", "q", "k", "v", "cu_q", "cu_k", "max_q", "max_k", "scale", "causal", "window",
-                 "softcap", "training", "pass_")
+                 "softcap", "training", "pass_", "seqused_k")
 
-    def __init__(self, api, q, k, v, cu_q, cu_k, max_q, max_k, scale, causal, window, softcap, pass_):
+    def __init__(self, api, q, k, v, cu_q, cu_k, max_q, max_k, scale, causal, window, softcap, pass_,
+                 seqused_k=None):
         self.api, self.q, self.k, self.v = api, q, k, v
         self.cu_q, self.cu_k, self.max_q, self.max_k = cu_q, cu_k, max_q, max_k
         self.scale, self.causal, self.window, self.softcap = scale, causal, window, softcap
         self.pass_ = pass_
+        self.seqused_k = seqused_k
 
     def arguments(self) -> Dict[str, Any]:
         a: Dict[str, Any] = {"q": self.q, "k": self.k, "v": self.v, "cu_seqlens_q": self.cu_q,
@@ -104,6 +117,8 @@ class _Call:
             a["window_size"] = tuple(self.window)
         if self.softcap:
             a["softcap"] = self.softcap
+        if self.seqused_k is not None:
+            a["seqused_k"] = self.seqused_k
         return a
 
     def document(self, cache: records.HostCache) -> Dict[str, Any]:
@@ -153,6 +168,14 @@ def _finding(result: Dict[str, Any], stage: str) -> "Optional[Dict[str, Any]]":
 
 
 def _access_text(access: Dict[str, Any]) -> str:
+    region = access.get("region")
+    if region in ("max_seqlen", "seqused"):
+        # the backward's launch check (kernels/contract/fa2_backward.hpp): keys, not an access
+        why = ("past the key blocks max_seqlen_k gives the backward's grid" if region == "max_seqlen" else
+               "between seqused_k and the segment's length (the backward takes no seqused_k)")
+        return (f"{access['count']} key row(s) x head(s) the backward leaves out of the gradients while the forward "
+                f"used them, or the reverse ({why}); the first: k row {access.get('row')}, key "
+                f"{access.get('bound')} of segment {access.get('segment')}, head {access.get('head')}")
     return (f"{access['count']} access(es) refused in the kernel; the first: {access.get('kind')} of "
             f"{access.get('buffer')} {access.get('unit')} {access.get('index')} (bound {access.get('bound')}), "
             f"segment {access.get('segment')}, row {access.get('row')}, head {access.get('head')}")
@@ -319,13 +342,14 @@ def _on_cuda_path(q: torch.Tensor) -> bool:
 def varlen_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: torch.Tensor,
                cu_seqlens_k: torch.Tensor, max_seqlen_q: int, max_seqlen_k: int, softmax_scale: float,
                causal: bool, window_left: int, window_right: int, softcap: float, api: str,
-               training: bool) -> Tuple[torch.Tensor, torch.Tensor]:
-    """(out (total_q, H, D), lse (H, total_q) fp32) of one checked varlen forward."""
+               training: bool, seqused_k: Optional[torch.Tensor] = None) -> Tuple[torch.Tensor, torch.Tensor]:
+    """(out (total_q, H, D), lse (H, total_q) fp32) of one checked varlen forward; seqused_k
+    (int32, one entry per segment): the keys each segment uses."""
     _entry()
     with _lock:
         stats["calls"] += 1
     call = _Call(api, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                 (window_left, window_right), softcap, "training" if training else "forward")
+                 (window_left, window_right), softcap, "training" if training else "forward", seqused_k)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
     if q.device.type == "cpu" and _native is not None and q.dtype in _ELEM:
@@ -335,7 +359,7 @@ def varlen_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: 
         result = _native.varlen_fwd_cpu(_ELEM[q.dtype], _tensor_arg(q), _tensor_arg(k), _tensor_arg(v),
                                         _cu_arg(_int32(cu_seqlens_q)), _cu_arg(_int32(cu_seqlens_k)), max_seqlen_q,
                                         max_seqlen_k, softmax_scale, softcap, causal, window_left, window_right,
-                                        out.data_ptr(), lse.data_ptr(), torch.get_num_threads())
+                                        out.data_ptr(), lse.data_ptr(), torch.get_num_threads(), _used_arg(seqused_k))
         _record(_Pending(call, "forward", _finding(result, "forward")))
         return out, lse
     if _on_cuda_path(q):
@@ -343,7 +367,8 @@ def varlen_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: 
         with _lock:
             stats["cuda"] += 1
         reader = _cuda_ops.forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
-                                   causal, window_left, window_right, softcap, out, lse)
+                                   causal, window_left, window_right, softcap, out, lse, seqused_k=seqused_k,
+                                   rows=_policy["rows"])
         _record(_Pending(call, "forward", reader=reader))
         return out, lse
     return _fallback_fwd(call, out, lse)
@@ -351,7 +376,7 @@ def varlen_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: 
 
 @varlen_fwd.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal, window_left,
-      window_right, softcap, api, training):
+      window_right, softcap, api, training, seqused_k=None):
     return torch.empty_like(q), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
 
 
@@ -359,13 +384,16 @@ def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_s
 def varlen_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor,
                lse: torch.Tensor, cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor, max_seqlen_q: int,
                max_seqlen_k: int, softmax_scale: float, causal: bool, window_left: int, window_right: int,
-               softcap: float, api: str) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(dq, dk, dv) of one checked varlen backward."""
+               softcap: float, api: str, seqused_k: Optional[torch.Tensor] = None
+               ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dq, dk, dv) of one checked varlen backward (FA2's: whole key segments, no seqused_k;
+    the forward's seqused_k is handed over for the launch check, which records the keys
+    between it and the segment's length)."""
     _entry()
     with _lock:
         stats["calls"] += 1
     call = _Call(api, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                 (window_left, window_right), softcap, "training")
+                 (window_left, window_right), softcap, "training", seqused_k)
     dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
     dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
@@ -377,7 +405,8 @@ def varlen_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
                                         _tensor_arg(out), _tensor_arg(dout), lse.data_ptr(),
                                         _cu_arg(_int32(cu_seqlens_q)), _cu_arg(_int32(cu_seqlens_k)), max_seqlen_q,
                                         max_seqlen_k, softmax_scale, softcap, causal, window_left, window_right,
-                                        dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), torch.get_num_threads())
+                                        dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), torch.get_num_threads(),
+                                        _used_arg(seqused_k))
         _record(_Pending(call, "backward", _finding(result, "backward")))
         return dq, dk, dv
     if _on_cuda_path(q):
@@ -385,7 +414,8 @@ def varlen_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         with _lock:
             stats["cuda"] += 1
         reader = _cuda_ops.backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                    softmax_scale, causal, window_left, window_right, softcap, dq, dk, dv)
+                                    softmax_scale, causal, window_left, window_right, softcap, dq, dk, dv,
+                                    seqused_k=seqused_k, rows=_policy["rows"])
         _record(_Pending(call, "backward", reader=reader))
         return dq, dk, dv
     return _fallback_bwd(call, dout, dq, dk, dv)
@@ -393,23 +423,23 @@ def varlen_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
 
 @varlen_bwd.register_fake
 def _(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-      window_left, window_right, softcap, api):
+      window_left, window_right, softcap, api, seqused_k=None):
     return torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
 
 def _setup_context(ctx, inputs, output):
-    (q, k, v, cu_q, cu_k, max_q, max_k, scale, causal, wl, wr, softcap, api, training) = inputs
+    (q, k, v, cu_q, cu_k, max_q, max_k, scale, causal, wl, wr, softcap, api, training, seqused_k) = inputs
     out, lse = output
-    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k)
+    ctx.save_for_backward(q, k, v, out, lse, cu_q, cu_k, seqused_k)
     ctx.args = (max_q, max_k, scale, causal, wl, wr, softcap, api)
 
 
 def _backward(ctx, grad_out, grad_lse):
-    q, k, v, out, lse, cu_q, cu_k = ctx.saved_tensors
+    q, k, v, out, lse, cu_q, cu_k, seqused_k = ctx.saved_tensors
     max_q, max_k, scale, causal, wl, wr, softcap, api = ctx.args
     dq, dk, dv = torch.ops.attn_doctor.varlen_bwd(grad_out, q, k, v, out, lse, cu_q, cu_k, max_q, max_k, scale,
-                                                  causal, wl, wr, softcap, api)
-    return dq, dk, dv, None, None, None, None, None, None, None, None, None, None, None
+                                                  causal, wl, wr, softcap, api, seqused_k)
+    return dq, dk, dv, None, None, None, None, None, None, None, None, None, None, None, None
 
 
 varlen_fwd.register_autograd(_backward, setup_context=_setup_context)
@@ -425,15 +455,32 @@ def _int32(t: torch.Tensor) -> torch.Tensor:
     return t if t.dtype == torch.int32 else t.to(torch.int32)
 
 
+def _used_arg(seqused_k: Optional[torch.Tensor]):
+    """seqused_k for the CPU twin: (pointer, entries) of an int32 CPU tensor, or None. The
+    converted tensor lives in `_keep` until the call returns (the twin copies the values)."""
+    if seqused_k is None:
+        return None
+    t = _int32(seqused_k.reshape(-1)).contiguous()
+    _keep.t = t
+    return (t.data_ptr(), t.numel())
+
+
+_keep = threading.local()
+
+
 # ---------------------------------------------------------------------------------------
 # the fallback: the real kernel, after the host checks
 
-def _reference_fwd(call: _Call) -> Tuple[torch.Tensor, torch.Tensor]:
+def _reference(call: _Call) -> Tuple[torch.Tensor, torch.Tensor]:
     """Attention per segment with torch's own operators (what runs when no varlen kernel is
-    installed): each segment's rows attend to its keys, causal bottom-right aligned as FA2."""
+    installed): each segment's rows attend to its keys (the first seqused_k[b] when given),
+    causal bottom-right aligned as FA2. Differentiable (no in-place writes into the operands):
+    the forward runs it under no_grad, the backward through autograd. Rows of no segment get
+    0 (out) and +inf (lse)."""
     q, k, v = call.q, call.k, call.v
     cu_q = [int(x) for x in _cache.get(call.cu_q)]
     cu_k = [int(x) for x in _cache.get(call.cu_k)]
+    used = [int(x) for x in _cache.get(call.seqused_k)] if call.seqused_k is not None else None
     H, Hk = q.shape[1], k.shape[1]
     out = torch.zeros_like(q)
     lse = torch.full((H, q.shape[0]), float("inf"), dtype=torch.float32, device=q.device)
@@ -441,77 +488,10 @@ def _reference_fwd(call: _Call) -> Tuple[torch.Tensor, torch.Tensor]:
     if call.causal:
         wr = 0
     for b in range(len(cu_q) - 1):
-        q0, q1, k0, k1 = cu_q[b], cu_q[b + 1], cu_k[b], cu_k[b + 1]
+        q0, q1, k0 = cu_q[b], cu_q[b + 1], cu_k[b]
+        k1 = k0 + used[b] if used is not None else cu_k[b + 1]
         if q1 <= q0:
             continue
-        qs = q[q0:q1].transpose(0, 1).float()
-        ks = k[k0:k1].transpose(0, 1).float().repeat_interleave(H // Hk, 0)
-        vs = v[k0:k1].transpose(0, 1).float().repeat_interleave(H // Hk, 0)
-        s = qs @ ks.transpose(1, 2) * call.scale
-        if call.softcap:
-            s = torch.tanh(s / call.softcap) * call.softcap
-        i = torch.arange(q1 - q0, device=q.device)[:, None] + (k1 - k0) - (q1 - q0)
-        j = torch.arange(k1 - k0, device=q.device)[None, :]
-        keep = torch.ones_like(s[0], dtype=torch.bool)
-        if wr >= 0:
-            keep &= j <= i + wr
-        if wl >= 0:
-            keep &= j >= i - wl
-        s = s.masked_fill(~keep, float("-inf"))
-        m = torch.logsumexp(s, -1)
-        p = torch.exp(s - m[..., None]).nan_to_num(0.0)
-        out[q0:q1] = (p @ vs).transpose(0, 1).to(q.dtype)
-        lse[:, q0:q1] = m
-    return out, lse
-
-
-def _fallback_fwd(call: _Call, out: torch.Tensor, lse: torch.Tensor):
-    with _lock:
-        stats["fallback"] += 1
-    _say_once(("fallback", call.q.device.type, call.q.dtype, call.q.shape[-1]),
-              f"no checked kernel for this call ({call.q.device.type}, {str(call.q.dtype).replace('torch.', '')}, "
-              f"head_dim {call.q.shape[-1]}; checked on CUDA: bf16/fp16, head_dim "
-              f"{'/'.join(map(str, CUDA_HEAD_DIMS))}, in an extension built with CUDA): the call runs unchecked "
-              "kernels after the host checks (the cu_seqlens values are read: one synchronisation)")
-    _static_check(call)
-    with torch.no_grad():
-        o, l = _reference_fwd(call)
-    out.copy_(o)
-    lse.copy_(l)
-    return out, lse
-
-
-def _fallback_bwd(call: _Call, dout, dq, dk, dv):
-    with torch.enable_grad():
-        q = call.q.detach().requires_grad_()
-        k = call.k.detach().requires_grad_()
-        v = call.v.detach().requires_grad_()
-        c = _Call(call.api, q, k, v, call.cu_q, call.cu_k, call.max_q, call.max_k, call.scale, call.causal,
-                  call.window, call.softcap, "training")
-        o, _ = _reference_fwd_grad(c)
-        gq, gk, gv = torch.autograd.grad(o, (q, k, v), dout.to(o.dtype), allow_unused=True)
-    for dst, g in ((dq, gq), (dk, gk), (dv, gv)):
-        dst.copy_(g if g is not None else torch.zeros_like(dst))
-    return dq, dk, dv
-
-
-def _reference_fwd_grad(call: _Call):
-    # the same computation as _reference_fwd, differentiable (no in-place writes into a leaf)
-    q, k, v = call.q, call.k, call.v
-    cu_q = [int(x) for x in _cache.get(call.cu_q)]
-    cu_k = [int(x) for x in _cache.get(call.cu_k)]
-    H, Hk = q.shape[1], k.shape[1]
-    wl, wr = call.window
-    if call.causal:
-        wr = 0
-    parts = []
-    last = 0
-    for b in range(len(cu_q) - 1):
-        q0, q1, k0, k1 = cu_q[b], cu_q[b + 1], cu_k[b], cu_k[b + 1]
-        if q1 <= q0:
-            continue
-        if q0 > last:
-            parts.append(torch.zeros_like(q[last:q0]))
         qs = q[q0:q1].transpose(0, 1).float()
         ks = k[k0:k1].transpose(0, 1).float().repeat_interleave(H // Hk, 0)
         vs = v[k0:k1].transpose(0, 1).float().repeat_interleave(H // Hk, 0)
@@ -526,12 +506,42 @@ def _reference_fwd_grad(call: _Call):
         if wl >= 0:
             keep = keep & (j >= i - wl)
         s = s.masked_fill(~keep, float("-inf"))
-        p = torch.softmax(s, -1).nan_to_num(0.0)
-        parts.append((p @ vs).transpose(0, 1).to(q.dtype))
-        last = q1
-    if last < q.shape[0]:
-        parts.append(torch.zeros_like(q[last:]))
-    return torch.cat(parts, 0), None
+        m = torch.logsumexp(s, -1)
+        p = torch.exp(s - m[..., None]).nan_to_num(0.0)
+        rows = torch.arange(q0, q1, device=q.device)
+        out = out.index_copy(0, rows, (p @ vs).transpose(0, 1).to(q.dtype))
+        lse = lse.index_copy(1, rows, m.detach())
+    return out, lse
+
+
+def _fallback_fwd(call: _Call, out: torch.Tensor, lse: torch.Tensor):
+    with _lock:
+        stats["fallback"] += 1
+    _say_once(("fallback", call.q.device.type, call.q.dtype, call.q.shape[-1]),
+              f"no checked kernel for this call ({call.q.device.type}, {str(call.q.dtype).replace('torch.', '')}, "
+              f"head_dim {call.q.shape[-1]}; checked on CUDA: bf16/fp16, head_dim "
+              f"{'/'.join(map(str, CUDA_HEAD_DIMS))}, in an extension built with CUDA): the call runs unchecked "
+              "kernels after the host checks (the cu_seqlens values are read: one synchronisation)")
+    _static_check(call)
+    with torch.no_grad():
+        o, l = _reference(call)
+    out.copy_(o)
+    lse.copy_(l)
+    return out, lse
+
+
+def _fallback_bwd(call: _Call, dout, dq, dk, dv):
+    with torch.enable_grad():
+        q = call.q.detach().requires_grad_()
+        k = call.k.detach().requires_grad_()
+        v = call.v.detach().requires_grad_()
+        c = _Call(call.api, q, k, v, call.cu_q, call.cu_k, call.max_q, call.max_k, call.scale, call.causal,
+                  call.window, call.softcap, "training", call.seqused_k)
+        o, _ = _reference(c)
+        gq, gk, gv = torch.autograd.grad(o, (q, k, v), dout.to(o.dtype), allow_unused=True)
+    for dst, g in ((dq, gq), (dk, gk), (dv, gv)):
+        dst.copy_(g if g is not None else torch.zeros_like(dst))
+    return dq, dk, dv
 
 
 # ---------------------------------------------------------------------------------------
@@ -573,7 +583,8 @@ def torch_varlen_call(b: Dict[str, Any], a: Dict[str, Any]):
     wl, wr = (-1, -1) if causal else (int(window[0]), int(window[1]))
     out, lse = torch.ops.attn_doctor.varlen_fwd(q, b["k"], b["v"], b["cu_seqlens_q"], b["cu_seqlens_k"],
                                                 int(b["max_seqlen_q"]), int(b["max_seqlen_k"]), s, causal, wl, wr,
-                                                0.0, "torch.varlen_attn", _training(q, b["k"], b["v"]))
+                                                0.0, "torch.varlen_attn", _training(q, b["k"], b["v"]),
+                                                a.get("seqused_k"))
     aux = a.get("return_aux")
     if aux is not None and getattr(aux, "lse", False):
         return out, lse
@@ -581,16 +592,146 @@ def torch_varlen_call(b: Dict[str, Any], a: Dict[str, Any]):
 
 
 def varlen_attn(query, key, value, cu_seq_q, cu_seq_k, max_q, max_k, *, return_aux=None, scale=None,
-                window_size=(-1, -1)):
-    """torch.nn.attention.varlen.varlen_attn (torch 2.11's signature) on the checked kernels:
-    causal is window_size == (-1, 0) (a tuple comparison, as torch 2.11 makes it); with
-    return_aux.lse set, (out, lse) is returned."""
+                window_size=(-1, -1), seqused_k=None):
+    """torch.nn.attention.varlen.varlen_attn (torch 2.11's signature, with 2.12's seqused_k) on
+    the checked kernels: causal is window_size == (-1, 0) (a tuple comparison, as torch 2.11
+    makes it); with return_aux.lse set, (out, lse) is returned. seqused_k (int32, one entry
+    per sequence): the keys each sequence uses in the forward; the backward (FA2's) takes none,
+    so a training call whose seqused_k differs from a key segment's length is recorded by the
+    backward's launch check."""
     s = float(scale) if scale is not None else 1.0 / math.sqrt(query.shape[-1])
     window = tuple(window_size) if isinstance(window_size, tuple) else window_size
     causal = window == (-1, 0)
     wl, wr = (-1, -1) if causal else (int(window_size[0]), int(window_size[1]))
     out, lse = torch.ops.attn_doctor.varlen_fwd(query, key, value, cu_seq_q, cu_seq_k, int(max_q), int(max_k), s,
-                                                causal, wl, wr, 0.0, "torch.varlen_attn", _training(query, key, value))
+                                                causal, wl, wr, 0.0, "torch.varlen_attn", _training(query, key, value),
+                                                seqused_k)
     if return_aux is not None and getattr(return_aux, "lse", False):
         return out, lse
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# checked rotary: flash_attn's apply_rotary_emb and FLA's rotary_embedding
+
+_ROTARY = {"flash_attn": 0, "fla": 1}
+
+
+def _rotary_findings(result: Dict[str, Any]) -> List[Tuple[str, str]]:
+    """(violation id, what the twin saw) of one rotary call, the most severe first."""
+    found = []
+    for key, what in (("table", "cos/sin table"), ("outside_tensor", "tensor")):
+        a = result.get(key)
+        if a:
+            found.append(("rotary.access", f"{a['count']} access(es) outside the {what} refused; the first: "
+                          f"{a.get('kind')} of {a.get('buffer')} element {a.get('index')} (bound {a.get('bound')}), "
+                          f"row {a.get('row')}, head {a.get('head')}"))
+    a = result.get("outside_head")
+    if a:
+        found.append(("rotary.access", f"{a['count']} access(es) outside the row's head (performed: they change the "
+                      f"next head); the first: {a.get('kind')} of element {a.get('index')}, row {a.get('row')}"))
+    rows = result.get("rows") or {}
+    if rows.get("unwritten"):
+        found.append(("result.finite", f"{rows['unwritten']} output row(s) no program wrote (the new tensor's "
+                      f"torch.empty_like contents, NaN here; the first: row {rows['first_unwritten']})"))
+    elif result.get("left") and not found:
+        found.append(("rotary.table", f"{result['left']} (row, head) pair(s) at a position outside the cos/sin table "
+                      "left unrotated"))
+    if result.get("not_visited"):
+        found.append(("rotary.access", f"{result['not_visited']} row(s) of a segment past max_seqlen's grid left "
+                      "unrotated"))
+    return found
+
+
+def _rotary_run(x, cos, sin, contract, interleaved, inplace, offsets, cu, max_seqlen, conjugate, api):
+    if _native is None:
+        raise RuntimeError("attn_doctor.ops: the checked rotary needs attn_doctor._native")
+    if x.dtype not in _ELEM:
+        raise NotImplementedError(f"attn_doctor.ops: the checked rotary runs bf16, fp16 and fp32, not {x.dtype}")
+    device = x.device
+    if device.type != "cpu":
+        _say_once(("rotary", device.type), f"{api} on {device.type} tensors runs the CPU twin of the checked rotary "
+                  "kernel on a host copy (a synchronisation and two copies per call): no checked device rotary is "
+                  "bound yet")
+    varlen = cu is not None
+    shape = x.shape
+    if varlen:
+        flat = x.reshape(-1, shape[-2], shape[-1])
+        seqlen = 0
+    else:
+        if x.dim() != 4:
+            raise ValueError(f"{api}: x must be (batch, seqlen, heads, head_dim) without cu_seqlens, got {tuple(shape)}")
+        flat = x.reshape(shape[0] * shape[1], shape[2], shape[3])
+        seqlen = shape[1]
+    xc = flat.detach().to("cpu").contiguous()
+    out = torch.empty_like(xc)
+    cos_c = cos.detach().to("cpu", torch.float32).contiguous()
+    sin_c = sin.detach().to("cpu", torch.float32).contiguous()
+    if isinstance(offsets, torch.Tensor) and offsets.dim() > 0:
+        offs, per_sequence = [int(v) for v in offsets.reshape(-1).tolist()], True
+    else:
+        offs, per_sequence = [int(offsets)], False
+    cu_c = _int32(cu.detach().to("cpu")).contiguous() if varlen else None
+    result = _native.rotary_cpu(_ELEM[x.dtype], _ROTARY[contract], _tensor_arg(xc), out.data_ptr(), cos_c.shape[-1],
+                                bool(interleaved), bool(inplace), cos_c.data_ptr(), sin_c.data_ptr(), cos_c.shape[0],
+                                varlen, (cu_c.data_ptr(), cu_c.numel()) if varlen else (0, 0),
+                                int(max_seqlen or 0), int(seqlen), per_sequence, offs, 8, bool(conjugate),
+                                torch.get_num_threads())
+    found = _rotary_findings(result)
+    if found:
+        with _lock:
+            stats["violations"] += 1
+        vid, message = found[0]
+        report = {"first_violation": {"id": vid, "stage": "rotary", "severity": "error", "message": message,
+                                      "fix": "check the seqlen_offsets, cu_seqlens / max_seqlen and the cos/sin table "
+                                             "the rotary call received"}}
+        doc = {"rotary": {"implementation": contract, "dim": 2 * cos_c.shape[-1], "table_length": cos_c.shape[0],
+                          "seqlen_offset": offs if per_sequence else offs[0], "varlen": varlen,
+                          "interleaved": bool(interleaved)}}
+        raise VarlenError(report, doc, f"attn_doctor.ops ({api}{', backward' if conjugate else ''})",
+                          kernel=[m for _, m in found], ran=True)
+    return out.reshape(shape).to(device)
+
+
+class _CheckedRotary(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, cos, sin, contract, interleaved, inplace, offsets, cu, max_seqlen, api):
+        ctx.args = (cos, sin, contract, interleaved, offsets, cu, max_seqlen, api)
+        y = _rotary_run(x, cos, sin, contract, interleaved, inplace, offsets, cu, max_seqlen, False, api)
+        if inplace:
+            x.copy_(y)
+            ctx.mark_dirty(x)
+            return x
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        cos, sin, contract, interleaved, offsets, cu, max_seqlen, api = ctx.args
+        dx = _rotary_run(grad, cos, sin, contract, interleaved, False, offsets, cu, max_seqlen, True, api)
+        return dx, None, None, None, None, None, None, None, None, None
+
+
+def apply_rotary_emb(x, cos, sin, interleaved=False, inplace=False, seqlen_offsets=0, cu_seqlens=None,
+                     max_seqlen=None):
+    """flash_attn.layers.rotary.apply_rotary_emb (flash-attn 2.x's signature) on the CPU twin of
+    the checked rotary kernel (flash_attn/ops/triton/rotary.py's geometry: the grid from
+    max_seqlen, the table masked only from above). x: (batch, seqlen, heads, head_dim), or
+    (total, heads, head_dim) with cu_seqlens and max_seqlen; cos, sin: (seqlen_ro, rotary_dim / 2);
+    seqlen_offsets: an int or one per sequence. A refused access (a negative position reading
+    before the table, a row past x), rows left unrotated past the table or past max_seqlen's
+    grid raise VarlenError (rotary.access, rotary.table). The backward is the same kernel with
+    the opposite angle, checked the same way."""
+    if cu_seqlens is not None and max_seqlen is None:
+        raise AssertionError("If cu_seqlens is passed in, then max_seqlen must be passed")
+    return _CheckedRotary.apply(x, cos, sin, "flash_attn", interleaved, inplace, seqlen_offsets, cu_seqlens, max_seqlen,
+                                "flash_attn.apply_rotary_emb")
+
+
+def rotary_embedding(x, cos, sin, interleaved=False, inplace=False, seqlen_offsets=0, cu_seqlens=None):
+    """fla.modules.rotary.rotary_embedding (FLA's signature, without chunk_indices) on the CPU twin
+    of the checked rotary kernel (fla/modules/rotary: chunks of every segment, positions below 0
+    or past the table masked: the row is not written). x: [B, T, H, D] (B = 1 with cu_seqlens);
+    cos, sin: [TR, R / 2]. Output rows no program writes (a new tensor, inplace=False: FLA's
+    torch.empty_like) raise VarlenError (result.finite), as do refused accesses (rotary.access)."""
+    return _CheckedRotary.apply(x, cos, sin, "fla", interleaved, inplace, seqlen_offsets, cu_seqlens, None,
+                                "fla.rotary_embedding")

@@ -99,6 +99,131 @@ class OpsTest(unittest.TestCase):
         with self.assertRaises(VarlenError):
             self.ops.flash_attn_varlen_func(q, q, q, cu, cu, 100, 200, causal=True)
 
+    def _with_seqused(self, q, k, v, cu_q, cu_k, max_q, max_k, used):
+        # the op as FA2's mha_varlen_fwd takes seqused_k (torch's varlen_attn from 2.12 passes it)
+        out, _ = torch.ops.attn_doctor.varlen_fwd(q, k, v, cu_q, cu_k, max_q, max_k, 0.125, False, -1, -1, 0.0,
+                                                  "flash_attn.varlen", self.ops._training(q, k, v), used)
+        return out
+
+    def test_seqused_k_forward_attends_to_the_first_keys(self):
+        # segment b uses its first seqused_k[b] keys
+        from attn_doctor import VarlenError
+        torch.manual_seed(2)
+        cu = torch.tensor([0, 7, 16], dtype=torch.int32)
+        q, k, v = (torch.randn(16, 2, 64) for _ in range(3))
+        used = torch.tensor([5, 3], dtype=torch.int32)
+        if tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2]) < (2, 12):
+            # the installed torch's varlen_attn has no seqused_k: the host check says so
+            with self.assertRaises(VarlenError) as caught:
+                self.ops.varlen_attn(q, k, v, cu, cu, 9, 9, seqused_k=used)
+            self.assertEqual(caught.exception.id, "input.feature")
+        out = self._with_seqused(q, k, v, cu, cu, 9, 9, used)
+        for (a, e), (k0, k1) in (((0, 7), (0, 5)), ((7, 16), (7, 10))):
+            qs, ks, vs = q[a:e].transpose(0, 1), k[k0:k1].transpose(0, 1), v[k0:k1].transpose(0, 1)
+            want = torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, scale=0.125).transpose(0, 1)
+            self.assertLess((out[a:e] - want).abs().max().item(), 1e-5)
+        self.ops.check()  # no gradient asked: nothing recorded
+
+    def test_training_with_seqused_k_short_of_a_segment_is_recorded_by_the_backward(self):
+        # FA2's backward takes no seqused_k: keys 500..511 of segment 1 enter the gradient the
+        # forward did not use (the oracle's fa2-seqused-k-within-segments-fixed, measured on an H100)
+        from attn_doctor import VarlenError
+        torch.manual_seed(5)
+        cu_q = torch.tensor([0, 1, 2], dtype=torch.int32)
+        cu_k = torch.tensor([0, 512, 1024], dtype=torch.int32)
+        q = torch.randn(2, 4, 64, dtype=torch.bfloat16, requires_grad=True)
+        k = torch.randn(1024, 1, 64, dtype=torch.bfloat16, requires_grad=True)
+        v = torch.randn(1024, 1, 64, dtype=torch.bfloat16, requires_grad=True)
+        used = torch.tensor([512, 500], dtype=torch.int32)
+        out = self._with_seqused(q, k, v, cu_q, cu_k, 1, 512, used)
+        out.float().sum().backward()
+        with self.assertRaises(VarlenError) as caught:
+            self.ops.check()
+        text = "\n".join(caught.exception.kernel)
+        self.assertIn("48 key row(s) x head(s)", text)  # 12 keys x 4 heads
+        self.assertIn("seqused_k", text)
+        self.assertIn("k row 1012", text)
+
+    def test_backward_launch_check_records_keys_past_max_seqlen_k(self):
+        # the twin's launch check, without the host check in front: max_seqlen_k 100 gives the
+        # backward's grid one 128-key block; segments of 300 keys leave 172 each out
+        import attn_doctor.ops as ops
+        torch.manual_seed(6)
+        q = torch.randn(2, 2, 64, dtype=torch.bfloat16)
+        k = torch.randn(600, 2, 64, dtype=torch.bfloat16)
+        cu_q = torch.tensor([0, 1, 2], dtype=torch.int32)
+        cu_k = torch.tensor([0, 300, 600], dtype=torch.int32)
+        out, lse = self._buffers(q)
+        ops._native.varlen_fwd_cpu(0, ops._tensor_arg(q), ops._tensor_arg(k), ops._tensor_arg(k), ops._cu_arg(cu_q),
+                                   ops._cu_arg(cu_k), 1, 100, 0.125, 0.0, False, -1, -1, out, lse)
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(k)
+        r = ops._native.varlen_bwd_cpu(0, ops._tensor_arg(q), ops._tensor_arg(k), ops._tensor_arg(k),
+                                       ops._tensor_arg(self._out), ops._tensor_arg(torch.ones_like(q)), lse,
+                                       ops._cu_arg(cu_q), ops._cu_arg(cu_k), 1, 100, 0.125, 0.0, False, -1, -1,
+                                       dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
+        first = r["launches"][0]  # dot_do_o's record holds the launch check
+        self.assertEqual(first["region"], "max_seqlen")
+        self.assertEqual(first["count"], 2 * 172 * 2)  # segments x keys x heads
+        self.assertEqual((first["row"], first["bound"], first["segment"]), (128, 128, 0))
+        # a max_seqlen_k that covers the segments: nothing
+        ops._native.varlen_fwd_cpu(0, ops._tensor_arg(q), ops._tensor_arg(k), ops._tensor_arg(k), ops._cu_arg(cu_q),
+                                   ops._cu_arg(cu_k), 1, 300, 0.125, 0.0, False, -1, -1, out, lse)
+        r = ops._native.varlen_bwd_cpu(0, ops._tensor_arg(q), ops._tensor_arg(k), ops._tensor_arg(k),
+                                       ops._tensor_arg(self._out), ops._tensor_arg(torch.ones_like(q)), lse,
+                                       ops._cu_arg(cu_q), ops._cu_arg(cu_k), 1, 300, 0.125, 0.0, False, -1, -1,
+                                       dq.data_ptr(), dk.data_ptr(), dv.data_ptr())
+        self.assertIsNone(r["access"])
+
+    def _table(self, rows, dim):
+        inv = 1.0 / (10000.0 ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+        f = torch.outer(torch.arange(rows, dtype=torch.float32), inv)
+        return f.cos(), f.sin()
+
+    def test_checked_rotary_matches_the_rotation_and_its_backward(self):
+        torch.manual_seed(7)
+        x = torch.randn(2, 16, 2, 32, requires_grad=True)
+        cos, sin = self._table(16, 32)
+        for rotate in (self.ops.rotary_embedding, self.ops.apply_rotary_emb):
+            y = rotate(x, cos, sin)
+            x1, x2 = x[..., :16], x[..., 16:]
+            c, s_ = cos[None, :, None], sin[None, :, None]
+            want = torch.cat([x1 * c - x2 * s_, x1 * s_ + x2 * c], -1)
+            self.assertLess((y - want).abs().max().item(), 1e-5)
+            g = torch.randn_like(y)
+            (gx,) = torch.autograd.grad(y, x, g)
+            (wx,) = torch.autograd.grad(want, x, g)
+            self.assertLess((gx - wx).abs().max().item(), 1e-5)
+
+    def test_checked_rotary_left_padding_offsets(self):
+        # FLA's left-padding offsets (fla-org/flash-linear-attention#967): FLA masks the negative
+        # positions and leaves those rows of its new tensor unwritten; flash_attn's kernel masks
+        # the table only from above and reads before it (refused here)
+        from attn_doctor import VarlenError
+        x = torch.randn(2, 16, 2, 32, dtype=torch.bfloat16)
+        cos, sin = self._table(16, 32)
+        offsets = torch.tensor([0, -4], dtype=torch.int32)
+        with self.assertRaises(VarlenError) as caught:
+            self.ops.rotary_embedding(x, cos, sin, seqlen_offsets=offsets)
+        self.assertEqual(caught.exception.id, "result.finite")
+        self.assertIn("4 output row(s) no program wrote", caught.exception.kernel[0])
+        self.assertIn("row 16", caught.exception.kernel[0])  # the second sequence's first row
+        with self.assertRaises(VarlenError) as caught:
+            self.ops.apply_rotary_emb(x, cos, sin, seqlen_offsets=offsets)
+        self.assertEqual(caught.exception.id, "rotary.access")
+        self.assertIn("8 access(es) outside the cos/sin table", caught.exception.kernel[0])  # 4 rows x 2 heads
+        self.ops.rotary_embedding(x, cos, sin, seqlen_offsets=torch.tensor([0, 0], dtype=torch.int32))
+
+    def test_checked_rotary_varlen_rows_past_max_seqlen(self):
+        # flash_attn's grid comes from max_seqlen: rows of a longer segment are never rotated
+        from attn_doctor import VarlenError
+        x = torch.randn(24, 2, 32)
+        cos, sin = self._table(24, 32)
+        cu = torch.tensor([0, 20, 24], dtype=torch.int32)
+        self.ops.apply_rotary_emb(x, cos, sin, cu_seqlens=cu, max_seqlen=20)
+        with self.assertRaises(VarlenError) as caught:
+            self.ops.apply_rotary_emb(x, cos, sin, cu_seqlens=cu, max_seqlen=8)
+        self.assertIn("12 row(s) of a segment past max_seqlen's grid", "; ".join(caught.exception.kernel))
+
     def _buffers(self, q):
         self._out = torch.empty_like(q)
         self._lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32)
@@ -122,23 +247,28 @@ class OpsTest(unittest.TestCase):
         self.assertGreater(access["count"], 0)
 
 
-def _tiny_llama(implementation):
+TINY = dict(vocab_size=96, hidden_size=128, intermediate_size=192, num_hidden_layers=2, num_attention_heads=2,
+            num_key_value_heads=1, max_position_embeddings=64)
+
+
+def _tiny_llama(implementation, dtype=None, device="cpu", **config):
+    """A small Llama on `implementation` (the same weights for every implementation: seed 0);
+    `config` overrides TINY (bench/gpu/ops_gpu.py builds its larger one here too)."""
     from transformers import LlamaConfig, LlamaForCausalLM
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=96, hidden_size=128, intermediate_size=192, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
-                         attn_implementation=implementation)
-    return LlamaForCausalLM(config).float()
+    model = LlamaForCausalLM(LlamaConfig(attn_implementation=implementation, **{**TINY, **config}))
+    return model.to(device=device, dtype=dtype or torch.float32)
 
 
 LENGTHS = (10, 8, 6)
 
 
-def _packed():
-    torch.manual_seed(3)
-    ids = torch.randint(0, 96, (1, sum(LENGTHS)))
-    pos = torch.cat([torch.arange(n) for n in LENGTHS])[None]
-    return ids, pos
+def _packed(lengths=LENGTHS, vocab=96, device="cpu", seed=3):
+    """input ids and position ids (restarting per sequence) of sequences packed into one row."""
+    torch.manual_seed(seed)
+    ids = torch.randint(0, vocab, (1, sum(lengths)))
+    pos = torch.cat([torch.arange(n) for n in lengths])[None]
+    return ids.to(device), pos.to(device)
 
 
 def _loss(logits, ids):

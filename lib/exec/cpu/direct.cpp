@@ -6,9 +6,11 @@
 #include <cstring>
 #include <limits>
 
+#include "contract/rotary.hpp"
 #include "exec/cpu/cpu_kernels.hpp"
 #include "exec/plan/numeric.hpp"
 #include "exec/plan/plan.hpp"
+#include "exec/reference/misroute.hpp"
 
 namespace ad::direct {
 
@@ -149,6 +151,7 @@ ExecPlan plan_for(const VarlenCall& c) {
   at.unpadded_lse = true;
   at.lse_elements = c.q.heads * c.q.rows;
   at.zero_fill = c.max_seqlen_k <= 0;
+  at.seqused_k = c.seqused_k;  // the forward's segments (the backward's ignore it: ref::backward_segment)
   p.attention.past_rows = attention_tiles_past_rows(p);
 
   BackwardPlan& bw = p.backward;
@@ -180,6 +183,36 @@ ExecPlan plan_for(const VarlenCall& c) {
 
 int worker_threads(int threads) { return std::max(1, threads); }
 
+// The backward's launch check (contract/fa2_backward.hpp keys_past_grid, keys_past_seqused),
+// noted as the checked CUDA preprocess kernel records it: by dot_do_o's CTA (0, b, h) of every
+// segment that CTA runs for (len_q > 0), one note per head.
+void launch_check(const VarlenCall& c, const ExecPlan& plan, AccessRecord& rec) {
+  const fa2::bwd::Normalized& kn = plan.backward.kernel;
+  const int64_t N = plan.attention.num_segments;
+  if (kn.grid_m <= 0) return;
+  for (int64_t b = 0; b < N; ++b) {
+    const ref::BackwardSegment s = ref::backward_segment(plan.attention, b);
+    if (s.len_q <= 0) continue;
+    const fa2::bwd::KeysLeftOut grid = fa2::bwd::keys_past_grid(s.len_k, kn.n_blocks, kn.tile.block_n);
+    const fa2::bwd::KeysLeftOut used = c.seqused_k ? fa2::bwd::keys_past_seqused(s.len_k, (*c.seqused_k)[size_t(b)])
+                                                   : fa2::bwd::KeysLeftOut{};
+    for (int64_t h = 0; h < c.q.heads; ++h) {
+      const uint64_t program = order::grid_linear(0, uint64_t(b), uint64_t(h), uint64_t(kn.grid_m), uint64_t(N));
+      auto note = [&](const fa2::bwd::KeysLeftOut& k, Region region, int64_t sub) {
+        if (k.count <= 0) return;
+        const int64_t row = s.start_k + k.first;
+        rec.note(order::key(program, fa2::bwd::order_class::kDotReads, sub),
+                 Access{.buffer = Buffer::k, .kind = AccessKind::read, .unit = Unit::rows, .region = region,
+                        .index = row, .bound = k.first, .block = {0, b, h}, .segment = b, .row = row, .head = h,
+                        .tile = 0},
+                 uint64_t(k.count));
+      };
+      note(grid, Region::max_seqlen, fa2::bwd::order_class::kLaunchCheckGrid);
+      note(used, Region::seqused, fa2::bwd::order_class::kLaunchCheckSeqused);
+    }
+  }
+}
+
 }  // namespace
 
 std::string host_refusal(const VarlenCall& c) {
@@ -191,6 +224,7 @@ std::string host_refusal(const VarlenCall& c) {
     return "Number of heads in key/value must divide number of heads in query";
   if (c.k.heads != c.v.heads || c.k.rows != c.v.rows || c.k.dim != c.q.dim || c.v.dim != c.q.dim)
     return "key and value must have the same number of rows and heads, and q, k, v the same head dim";
+  if (c.seqused_k && static_cast<int64_t>(c.seqused_k->size()) != batch) return "seqused_k must have shape (batch_size)";
   if (c.max_seqlen_q > kInt32Max || c.max_seqlen_q < 0 || c.max_seqlen_k > kInt32Max || c.max_seqlen_k < 0)
     return "max_seqlen does not fit a C int";
   const int64_t grid_m = (c.max_seqlen_q + 63) / 64;
@@ -237,6 +271,7 @@ BackwardResult varlen_backward(const VarlenCall& c, const TensorView& out, const
     AttentionBackwardObservation ob =
         cpu::fa2_varlen_backward(plan, q.data(), k.data(), v.data(), o.data(), lse, g.data(), worker_threads(threads));
     res.dot_do_o = ob.dot_do_o;
+    launch_check(c, plan, res.dot_do_o);
     res.dq_dk_dv = ob.dq_dk_dv;
     res.convert_dq = ob.convert_dq;
     res.dq_rows = coverage(ob.dq_writes);
@@ -246,6 +281,69 @@ BackwardResult varlen_backward(const VarlenCall& c, const TensorView& out, const
   scatter(dq32, dq, c.elem);
   scatter(dk32, dk, c.elem);
   scatter(dv32, dv, c.elem);
+  return res;
+}
+
+RotaryResult rotary(const RotaryCall& c, void* out, int threads) {
+  ExecPlan p;
+  p.elem = c.elem;
+  p.num_heads = c.x.heads;
+  p.head_dim = c.x.dim;
+  RotaryPlan& r = p.rotary;
+  r.enabled = true;
+  r.contract = c.contract;
+  r.dim = 2 * c.half;
+  r.half = c.half;
+  r.interleaved = c.interleaved;
+  r.table_rows = c.table_rows;
+  r.varlen = c.varlen;
+  r.inplace = c.contract == RotaryContract::flash_attn || c.inplace;
+  r.offsets_per_sequence = c.per_sequence;
+  r.offsets_q = c.offsets.empty() ? std::vector<int64_t>{0} : c.offsets;
+  const int64_t rows = c.x.rows, heads = c.x.heads, D = c.x.dim;
+  if (c.varlen) {
+    r.cu_q = c.cu_seqlens;
+    r.max_seqlen_q = c.max_seqlen;
+  } else {
+    r.positions_q.resize(static_cast<size_t>(rows));
+    const int64_t L = std::max<int64_t>(c.seqlen, 1);
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t b = i / L;
+      const int64_t off = c.per_sequence ? (b < static_cast<int64_t>(r.offsets_q.size()) ? r.offsets_q[size_t(b)] : 0)
+                                         : r.offsets_q.front();
+      r.positions_q[size_t(i)] = i % L + off;
+    }
+  }
+  r.block_rows = c.contract == RotaryContract::flash_attn
+                     ? rope::flash_attn_block_m(r.dim, c.interleaved, c.fa_minor)
+                     : rope::fla_block_t(c.varlen ? rows : c.seqlen);
+  const std::vector<float> x = gather(c.x, c.elem);
+  // flash_attn rotates in place and FLA's inplace=True writes x: the rows no program writes
+  // keep x; FLA's new tensor starts as torch.empty_like (NaN here)
+  std::vector<float> y = r.inplace ? x : cpu::rotary_output(p, x.data(), rows, heads);
+  const RotaryCallObservation ob =
+      cpu::rotary_apply(p, true, x.data(), y.data(), rows, heads, c.cos.data(), c.sin.data(), std::max(1, threads),
+                        c.conjugate);
+  RotaryResult res;
+  res.outside_tensor = ob.outside_tensor;
+  res.outside_head = ob.outside_head;
+  res.table = ob.table;
+  res.rotated = ob.rotated;
+  res.left = ob.past_table;
+  res.not_visited = ob.not_visited;
+  if (!r.inplace) {
+    const int64_t cols = std::min<int64_t>(2 * c.half, D);
+    std::vector<uint8_t> written(static_cast<size_t>(rows), 1);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t h = 0; h < heads && written[size_t(i)]; ++h)
+        for (int64_t e = 0; e < cols; ++e)
+          if (std::isnan(y[size_t((i * heads + h) * D + e)]) && !std::isnan(x[size_t((i * heads + h) * D + e)])) {
+            written[size_t(i)] = 0;
+            break;
+          }
+    res.rows = coverage(written);
+  }
+  scatter(y, out, c.elem);
   return res;
 }
 
