@@ -140,7 +140,7 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
   // any check (docs/spec/torch-varlen-attn.md)
   if (p.api == Api::torch_varlen_attn)
     if (auto sig = torch_signature_error(batch))
-      at.raises = raise("torch.nn.attention.varlen.varlen_attn", "TypeError", sig->message);
+      at.raises = raise("torch.nn.attention.varlen.varlen_attn", sig->exception, sig->message);
   // torch's varlen_attn: its release's rules and messages (PyTorch's bundled FA2 behind it)
   const FlashAttnRules& rules = p.api == Api::torch_varlen_attn ? *resolve_torch_varlen(batch.environment.torch).rules
                                                                 : *resolve_flash_attn(p.flash_attn_release).rules;
