@@ -621,7 +621,13 @@ bool plan_call(ExecPlan& p, const VarlenArgs* a) {
     p.flash_attn_release = version_literal("2.6.3");
     std::erase(p.notes, std::string("flash-attn release not given: the dynamic stages follow the 2.6.3 kernel contract"));
     const ResolvedFlashAttn torch = resolve_torch_varlen(p.torch_release);
-    p.notes.push_back("torch.varlen_attn (" + torch.label() + "): PyTorch's bundled FA2; the dynamic stages follow the "
+    // 2.14.0 on may select cuDNN (check/flash_attn_rules.hpp torch_backend); its kernel is not
+    // modelled: the stages still run FA2's contract
+    const TorchBackend backend = torch_backend(batch);
+    const std::string runs = backend.cudnn    ? backend.why + ", whose kernel is not modelled"
+                             : !backend.known ? "PyTorch's bundled FA2, or cuDNN: " + backend.why
+                                              : std::string("PyTorch's bundled FA2");
+    p.notes.push_back("torch.varlen_attn (" + torch.label() + "): " + runs + "; the dynamic stages follow the "
                       "flash-attn 2.6.3 kernel contract" + (torch.note.empty() ? "" : "; " + torch.note));
   }
   if (p.dtype == DType::fp8_e4m3) {
