@@ -607,7 +607,7 @@ void plan_model(ExecPlan& p, const Batch& batch, const ExecOptions& options) {
 
 // Whether there is a call the dynamic stages can run: a replayed or given varlen call, in a
 // floating dtype, with heads; false (and skip_reason) when not.
-bool plan_call(ExecPlan& p, const VarlenArgs* a) {
+bool plan_call(ExecPlan& p, const VarlenArgs* a, const Batch& batch) {
   if (!a) {
     p.skip_reason = "no call to execute: the batch has no varlen block and no conversion was replayed";
     return false;
@@ -1070,7 +1070,7 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
   ExecPlan p;
   plan_model(p, batch, options);
   const VarlenArgs* a = conversion.effective();
-  if (!plan_call(p, a)) return p;
+  if (!plan_call(p, a, batch)) return p;
   Frames fr;
   if (!plan_frames(p, batch, a, fr)) return p;
   if (a->failure) {
