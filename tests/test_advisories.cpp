@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <fstream>
+#include <functional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -31,6 +32,7 @@ constexpr Pair kPairs[] = {
      "fa4-4.0.0b26-sm90-varlen-overprovisioned-tiles-healthy"},
     {"FA-2026-003", "fa4-4.0.0b19-varlen-positional-arguments", "fa4-4.0.0b19-varlen-keyword-arguments"},
     {"FA-2026-004", "fa4-4.0.0b11-sm120-pack-gqa-causal-gqa", "fa4-4.0.0b11-sm120-pack-gqa-off-healthy"},
+    {"TORCH-2026-001", "torch-2.14.0-cudnn-varlen-unaligned-q", "torch-2.14.0-cudnn-varlen-aligned-healthy"},
 };
 
 Diagnosis run(std::string_view name) {
@@ -82,8 +84,9 @@ TEST_CASE("advisories: rows are well-formed and ids unique", "[advisories]") {
   for (const Advisory& a : advisories()) {
     INFO(a.id);
     CHECK(ids.insert(a.id).second);
-    CHECK(a.id.substr(0, 3) == "FA-");
-    CHECK((a.library == "flash_attn" || a.library == "flash_attn_4"));
+    CHECK((a.id.substr(0, 3) == "FA-" || a.id.substr(0, 6) == "TORCH-"));
+    CHECK((a.library == "flash_attn" || a.library == "flash_attn_4" || a.library == "torch"));
+    CHECK((a.library == "torch") == (a.id.substr(0, 6) == "TORCH-"));
     CHECK_FALSE(a.reference.empty());
     CHECK_FALSE(a.symptom.empty());
     CHECK_FALSE(a.fix.empty());
@@ -177,4 +180,32 @@ TEST_CASE("advisories: environment.flash_attn_4 selects the FA4 release for an F
   const char* none = R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 4, "head_dim": 64},
     "varlen": {"cu_seqlens_q": [0, 4]}})";
   CHECK_FALSE(kernel_release(parse_batch_text(none, "d.json")));
+}
+
+TEST_CASE("advisories: TORCH-2026-001 keys on torch's release range and the cuDNN backend it selects", "[advisories]") {
+  const std::string file = std::string(ATTN_DOCTOR_SOURCE_DIR) + "/repro_cases/torch-2.14.0-cudnn-varlen-unaligned-q.json";
+  auto matches = [&](const std::function<void(Batch&)>& edit) {
+    Batch b = load_batch_file(file);
+    edit(b);
+    for (const AdvisoryMatch& m : match_advisories(b, convert(b)))
+      if (m.advisory->id == "TORCH-2026-001") return m.why;
+    return std::string();
+  };
+  const std::string hit = matches([](Batch&) {});
+  CHECK(hit.find("torch 2.14.0 selects cuDNN") != std::string::npos);
+  CHECK(hit.find("q not 16-byte aligned") != std::string::npos);
+  CHECK_FALSE(matches([](Batch& b) { b.environment.torch = version_literal("2.14.1"); }).empty());
+  CHECK_FALSE(matches([](Batch& b) { b.environment.torch = parse_version("2.14.0+cu130"); }).empty());
+  // 2.13.0 never selects cuDNN, and 2.15.0 checks the alignment (the fixed release)
+  CHECK(matches([](Batch& b) { b.environment.torch = version_literal("2.13.0"); }).empty());
+  CHECK(matches([](Batch& b) { b.environment.torch = version_literal("2.15.0"); }).empty());
+  // the selector keeps FA2: a causal call, a short one, an Ampere GPU
+  CHECK(matches([](Batch& b) { b.varlen->window_size = std::make_pair<int64_t, int64_t>(-1, 0); }).empty());
+  CHECK(matches([](Batch& b) { b.varlen->max_seqlen_q.value = 128; }).empty());
+  CHECK(matches([](Batch& b) { b.environment.gpu_arch = parse_gpu_arch("sm_80"); }).empty());
+  // no architecture: a match that says the architecture decides
+  const std::string no_arch = matches([](Batch& b) { b.environment.gpu_arch.reset(); });
+  CHECK(no_arch.find("environment.gpu_arch not given") != std::string::npos);
+  // another API's call with the same facts is not torch's
+  CHECK(matches([](Batch& b) { b.varlen->api = Api::flash_attn_2_varlen; }).empty());
 }

@@ -256,16 +256,40 @@ TEST_CASE("bisect walks torch's releases for a call of torch's varlen_attn", "[b
   CHECK(a.at("ranges")[1].at("rule_sets") == json::array({"torch-2.11"}));
   CHECK_THAT(text.out, Catch::Contains("2.10.0 -> 2.11.0: verdict error -> ok"));
 
-  // the healthy 2.11 call passes window_size, which 2.10's varlen_attn does not take (it has
-  // is_causal): 2.10 raises TypeError, 2.11 on are one healthy range
+  // the healthy 2.11 call (8 query heads over 2, window_size, no enable_gqa): 2.10's varlen_attn
+  // does not take window_size (TypeError), 2.11 runs it, 2.12.0 on check the head counts in
+  // Python and raise ValueError without enable_gqa (varlen.py of each wheel)
   Run healthy = run("bisect " + std::string(ATTN_DOCTOR_SOURCE_DIR) +
                     "/tests/oracle/cases/oracle-torch-varlen-healthy-causal.json --format json");
   CHECK(healthy.exit_code == 1);
   const json healthy_json = json::parse(healthy.out);
   const json& h = axis(healthy_json, "torch");
-  REQUIRE(h.at("ranges").size() == 2);
+  REQUIRE(h.at("ranges").size() == 3);
+  CHECK(h.at("ranges")[0].at("verdict") == "error");
   CHECK(h.at("ranges")[1].at("verdict") == "ok");
   CHECK(h.at("ranges")[1].at("rule_sets") == json::array({"torch-2.11"}));
+  CHECK(h.at("ranges")[2].at("verdict") == "error");
+  CHECK(h.at("ranges")[2].at("rule_sets") == json::array({"torch-2.12", "torch-2.14", "torch-2.15"}));
+  const json* to212 = boundary(h, "2.11.0", "2.12.0");
+  REQUIRE(to212);
+  CHECK(change(*to212, "first_violation") == "none -> input.feature");
+
+  // the same call with enable_gqa=True: 2.10 and 2.11 lack the keyword (TypeError), 2.12.0 on run it
+  json gqa = json::parse(std::ifstream(std::string(ATTN_DOCTOR_SOURCE_DIR) +
+                                       "/tests/oracle/cases/oracle-torch-varlen-healthy-causal.json"));
+  gqa["environment"]["torch"] = "2.12.0";
+  gqa["varlen"]["enable_gqa"] = true;
+  const std::string gqa_path = (std::filesystem::temp_directory_path() / "attn-doctor-bisect-torch-gqa.json").string();
+  std::ofstream(gqa_path) << gqa.dump();
+  Run g = run("bisect " + gqa_path + " --format json");
+  std::filesystem::remove(gqa_path);
+  const json gj = json::parse(g.out);
+  const json& ga = axis(gj, "torch");
+  REQUIRE(ga.at("ranges").size() == 2);
+  CHECK(ga.at("ranges")[0].at("verdict") == "error");
+  CHECK(ga.at("ranges")[1].at("verdict") == "ok");
+  CHECK(ga.at("ranges")[1].at("rule_sets") == json::array({"torch-2.12", "torch-2.14", "torch-2.15"}));
+  CHECK(boundary(ga, "2.11.0", "2.12.0"));
 }
 
 TEST_CASE("bisect: the published release lists are in version order", "[bisect]") {

@@ -173,6 +173,7 @@ struct ExplicitVarlen {
   std::optional<Bound> binding;             // how the caller passed the arguments
   std::optional<bool> pack_gqa;             // FA3 / FA4
   std::optional<int64_t> num_splits;        // FA3 / FA4 / torch varlen_attn
+  std::optional<bool> enable_gqa;           // torch varlen_attn (2.12.0 on)
   // Transformer Engine's THD arguments (docs/spec/transformer-engine-thd.md): the offsets of
   // each sequence's first row with the padding after it (absent: not passed), whether padding
   // lies between sequences (absent: TE infers it), and attn_mask_type as passed ("" absent).
@@ -199,6 +200,7 @@ struct TensorOverride {
   std::optional<std::string> device;
   std::optional<int64_t> rows;
   std::optional<bool> contiguous;
+  std::optional<bool> aligned16;  // base pointer and row strides multiples of 16 bytes
 };
 
 struct Rotary {

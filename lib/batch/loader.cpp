@@ -632,6 +632,7 @@ struct Loader {
     if (auto b = n.get("binding")) v.binding = b->as_enum({"keyword", "positional"}) == "keyword" ? Bound::keyword : Bound::positional;
     if (auto p = n.get("pack_gqa")) v.pack_gqa = p->as_bool();
     if (auto s = n.get("num_splits")) v.num_splits = s->as_int(0, 1 << 20);
+    if (auto g = n.get("enable_gqa")) v.enable_gqa = g->as_bool();
     te_thd(n, v);
   }
 
@@ -683,7 +684,7 @@ struct Loader {
   ExplicitVarlen varlen(const Node& n) {
     n.expect_object({"cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "seqused_k", "total_q", "total_k",
                      "cu_seqlens_file", "cu_seqlens_k_file", "api", "seqused_q", "window_size", "binding", "pack_gqa", "num_splits",
-                     "cu_seqlens_q_padded", "cu_seqlens_kv_padded", "pad_between_seqs", "attn_mask_type"});
+                     "cu_seqlens_q_padded", "cu_seqlens_kv_padded", "pad_between_seqs", "attn_mask_type", "enable_gqa"});
     ExplicitVarlen v;
     if (n.has("cu_seqlens_q") == n.has("cu_seqlens_file"))
       n.fail("exactly one of \"cu_seqlens_q\" and \"cu_seqlens_file\"",
@@ -745,7 +746,7 @@ struct Loader {
     std::map<std::string, TensorOverride> out;
     for (auto it = n.raw().begin(); it != n.raw().end(); ++it) {
       Node t = n.at(it.key());
-      t.expect_object({"dtype", "device", "rows", "contiguous"});
+      t.expect_object({"dtype", "device", "rows", "contiguous", "aligned"});
       TensorOverride o;
       if (auto d = t.get("dtype")) {
         auto parsed = parse_dtype(d->as_string());
@@ -755,6 +756,7 @@ struct Loader {
       if (auto d = t.get("device")) o.device = device(*d);
       if (auto r = t.get("rows")) o.rows = r->as_int(0, kMaxIndex);
       if (auto c = t.get("contiguous")) o.contiguous = c->as_bool();
+      if (auto a = t.get("aligned")) o.aligned16 = a->as_bool();
       out[it.key()] = o;
     }
     return out;

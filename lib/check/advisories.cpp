@@ -123,6 +123,22 @@ std::optional<std::string> packed_gqa_masked(const AdvisoryCall& c) {
          std::to_string(m.num_heads / hk);
 }
 
+// TORCH-2026-001: torch's varlen_attn on its cuDNN backend (check/flash_attn_rules.hpp
+// torch_backend) with a q, k or v whose storage or row stride is not 16-byte aligned
+// (tensors.<name>.aligned false).
+std::optional<std::string> torch_cudnn_unaligned(const AdvisoryCall& c) {
+  if (!c.batch || !c.batch->varlen || c.batch->varlen->api != Api::torch_varlen_attn) return std::nullopt;
+  std::string unaligned;
+  for (const char* t : {"q", "k", "v"}) {
+    const TensorOverride* o = c.batch->override_for(t);
+    if (o && o->aligned16 && !*o->aligned16) unaligned += (unaligned.empty() ? "" : ", ") + std::string(t);
+  }
+  if (unaligned.empty()) return std::nullopt;
+  const TorchBackend backend = torch_backend(*c.batch);
+  if (!backend.cudnn && backend.known) return std::nullopt;
+  return backend.why + "; " + unaligned + " not 16-byte aligned (tensors." + unaligned.substr(0, 1) + ".aligned false)";
+}
+
 // clang-format off
 const std::vector<Advisory>& table() {
   static const std::vector<Advisory> t = {
@@ -183,6 +199,18 @@ const std::vector<Advisory>& table() {
        Outcome::wrong_output, Moment::attention,
        "wrong GQA outputs: the causal column limit and the key-block range are wrong for every row but row 0",
        "Dao-AILab/flash-attention PR#2528", packed_gqa_masked},
+      // introduced: 2.14.0 is the first varlen_attn that selects cuDNN (_should_use_cudnn returns
+      // False through 2.13.0); fixed: 2.15.0's libtorch_cuda.so is the first to carry the
+      // all-varlen alignment check (2.14.0 and 2.14.1 check the KV-cache path only)
+      {"TORCH-2026-001", "torch", 0, "2.14.0", "2.15.0", "",
+       "pytorch/pytorch PR#194818 (2026-08-25): the forward enforces 16-byte-aligned varlen layouts on every call and "
+       "the backward makes grad_out contiguous",
+       "sm_90, sm_100", 90, 109, "", Pass::forward,
+       "varlen_attn on its cuDNN backend with a q, k or v whose base pointer or row stride is not 16-byte aligned",
+       Outcome::wrong_output, Moment::attention,
+       "unaligned q/k/v silently produce wrong results (compute-sanitizer clean); a 16-byte-misaligned base pointer "
+       "raises a sticky misaligned-address fault",
+       "pytorch/pytorch PR#194818", torch_cudnn_unaligned},
   };
   return t;
 }
@@ -192,6 +220,12 @@ const std::vector<Advisory>& table() {
 // environment.flash_attn_4, else a 4.x environment.flash_attn; the others environment.flash_attn
 // (or --flash-attn) when its family is the row's.
 std::optional<Version> release_for(const Advisory& a, const Batch& batch, const std::optional<Version>& fa) {
+  if (a.library == "torch") {  // torch's own varlen_attn: environment.torch, its local part ignored
+    if (!batch.varlen || batch.varlen->api != Api::torch_varlen_attn || !batch.environment.torch) return std::nullopt;
+    Version plain = *batch.environment.torch;
+    plain.local.clear();
+    return plain;
+  }
   auto family_of = [](const std::optional<Version>& v) {
     return v && !v->release.empty() ? static_cast<int>(v->release.front()) : 0;
   };

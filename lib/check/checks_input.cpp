@@ -124,6 +124,16 @@ static bool torch_signature(Ctx& ctx) {
   const Signature& sig = *error->signature;
   const std::optional<Version>& torch = ctx.batch.environment.torch;
   const std::string release = torch ? "torch " + torch->text : "torch " + std::string(sig.first) + " (none given)";
+  if (error->exception != "TypeError") {  // 2.12.0 on: the head-count check before the custom op
+    Violation& v = ctx.report(Severity::error,
+                              release + "'s varlen_attn checks the head counts before anything runs and raises " +
+                                  error->exception + ": " + error->message + " (enable_gqa " +
+                                  (ctx.batch.varlen && ctx.batch.varlen->enable_gqa.value_or(false) ? "True" : "not passed") +
+                                  ", torch/nn/attention/varlen.py)",
+                              {{"feature", "enable_gqa"}, {"signature", sig.source}}, error->message);
+    ctx.symptom(v, "signature", error->exception + ": " + error->message);
+    return true;
+  }
   std::string takes;
   for (size_t i = 7; i < sig.parameters.size(); ++i)  // after query, key, value, cu_seq_q/k, max_q/k
     takes += (takes.empty() ? "" : ", ") + std::string(sig.parameters[i].name);

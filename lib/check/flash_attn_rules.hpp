@@ -77,8 +77,20 @@ ResolvedFlashAttn resolve_torch_varlen(const std::optional<Version>& torch);
 struct TorchSignatureError {
   std::string message;          // "varlen_attn() got an unexpected keyword argument 'seqused_k'"
   const Signature* signature;   // the release's
+  std::string exception = "TypeError";  // or "ValueError": 2.12.0's head-count check (varlen.py)
 };
 std::optional<TorchSignatureError> torch_signature_error(const Batch& batch);
+
+// The backend torch's varlen_attn selects for the call (docs/spec/torch-varlen-attn.md,
+// "Backends"): 2.10 - 2.13 always PyTorch's FA2; 2.14 and 2.15 cuDNN where the release's selector
+// admits the call (SM90 / SM100, max_q, dtype, head dim, window, heads, num_splits), assuming the
+// cuDNN the PyPI wheel pins (2.14: 9.24.0.43, 2.15: 9.26.0.51) and the default SDPA backends.
+struct TorchBackend {
+  bool cudnn = false;
+  bool known = true;  // false: the batch lacks a fact the selector reads (environment.gpu_arch)
+  std::string why;    // the release and the selector's reasons
+};
+TorchBackend torch_backend(const Batch& batch);
 
 // Head-dim alignment the release requires or pads to, for a dtype (FA3/FA4: 16 bytes -> 8
 // elements for 16-bit types, 16 for fp8).

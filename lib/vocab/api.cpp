@@ -41,7 +41,7 @@ constexpr std::array<ApiContract, kApiCount> kContracts = {{
     {Api::flash_attn_3_dense, "flash-attn 3 (hopper/, as of v2.8.3)", "docs/spec/flash-attn-features.md"},
     {Api::flash_attn_4_varlen, "flash-attn-4 4.0.0b0 -", "docs/spec/flash-attn-features.md"},
     {Api::flash_attn_4_dense, "flash-attn-4 4.0.0b0 -", "docs/spec/flash-attn-features.md"},
-    {Api::torch_varlen_attn, "torch 2.10.0 - 2.11.0", "docs/spec/torch-varlen-attn.md"},
+    {Api::torch_varlen_attn, "torch 2.10.0 - 2.15.0", "docs/spec/torch-varlen-attn.md"},
     {Api::te_dot_product_attention, "transformer-engine 1.13.0 - 2.12.0 (qkv_format thd)", "docs/spec/transformer-engine-thd.md"},
     {Api::fla_ops, "fla (the releases conversions.md names)", "docs/spec/conversions.md"},
     {Api::fla_layers, "fla (the releases conversions.md names)", "docs/spec/conversions.md"},

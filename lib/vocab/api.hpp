@@ -46,7 +46,7 @@ bool is_varlen(Api a);                                 // takes cu_seqlens (pack
 // that writes it down (both "" where the API is not modelled). `attn-doctor list apis`.
 struct ApiContract {
   Api api;
-  std::string_view releases;  // "torch 2.10.0 - 2.11.0"
+  std::string_view releases;  // "torch 2.10.0 - 2.15.0"
   std::string_view page;      // "docs/spec/torch-varlen-attn.md"
 };
 std::span<const ApiContract> api_contracts();  // one per API, in declaration order

@@ -127,9 +127,10 @@ constexpr Parameter kFa4Dense_b32[] = {
 
 constexpr std::string_view kFa3Source = "flash_attn_3 3.0.0b1 hopper/flash_attn_interface.py";
 
-// ---- torch.nn.attention.varlen.varlen_attn: 2.10.0 and 2.11.0 read from the wheels'
-// torch/nn/attention/varlen.py; 2.12 from its documentation (docs.pytorch.org/docs/2.12: the
-// wheel was not on PyPI when read). Measured on 2.11.0: seqused_k= raises TypeError (oracle
+// ---- torch.nn.attention.varlen.varlen_attn: read from torch/nn/attention/varlen.py of each
+// release's PyPI wheel (2.10.0, 2.11.0, 2.12.0, 2.12.1, 2.13.0, 2.14.0, 2.14.1, 2.15.0). 2.12.0
+// added enable_gqa, seqused_k, block_table and num_splits (keyword-only); 2.12.1 through 2.15.0
+// keep that parameter list unchanged. Measured on 2.11.0: seqused_k= raises TypeError (oracle
 // case oracle-torch-varlen-seqused-k).
 constexpr Parameter kTorch210[] = {
     {"query", ""}, {"key", ""}, {"value", ""}, {"cu_seq_q", ""}, {"cu_seq_k", ""}, {"max_q", ""}, {"max_k", ""},
@@ -165,7 +166,7 @@ const Signature kSignatures[] = {
     {Api::flash_attn_4_dense, "4.0.0b32", "flash-attn-4 4.0.0b32 flash_attn/cute/interface.py (same through 4.0.0b36)", kFa4Dense_b32},
     {Api::torch_varlen_attn, "2.10.0", "torch 2.10.0 torch/nn/attention/varlen.py", kTorch210},
     {Api::torch_varlen_attn, "2.11.0", "torch 2.11.0 torch/nn/attention/varlen.py", kTorch211},
-    {Api::torch_varlen_attn, "2.12.0", "docs.pytorch.org/docs/2.12 torch.nn.attention.varlen.varlen_attn", kTorch212},
+    {Api::torch_varlen_attn, "2.12.0", "torch 2.12.0 torch/nn/attention/varlen.py (same through 2.15.0)", kTorch212},
 };
 // clang-format on
 

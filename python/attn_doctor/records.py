@@ -741,7 +741,7 @@ def torch_varlen_arguments(a: Dict[str, Any]) -> Dict[str, Any]:
 def torch_varlen_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
     """`torch.nn.attention.varlen.varlen_attn(query, key, value, cu_seq_q, cu_seq_k, max_q,
     max_k, *, ...)`: the `varlen` block as passed, with `api` "torch.varlen_attn", the window
-    as passed, `seqused_k` / `num_splits` where given, and the GPU architecture."""
+    as passed, `seqused_k` / `num_splits` / `enable_gqa` where given, and the GPU architecture."""
     b = torch_varlen_arguments(a)
     doc = flash_attn_varlen_call(ctx, b)
     varlen = doc["varlen"]
@@ -754,6 +754,8 @@ def torch_varlen_call(ctx: Context, a: Dict[str, Any]) -> Dict[str, Any]:
     splits = a.get("num_splits")
     if isinstance(splits, int) and not isinstance(splits, bool):
         varlen["num_splits"] = splits
+    if isinstance(a.get("enable_gqa"), bool):  # torch 2.12.0 on
+        varlen["enable_gqa"] = a["enable_gqa"]
     arch = gpu_arch(b["q"])
     if arch:
         doc["environment"]["gpu_arch"] = arch

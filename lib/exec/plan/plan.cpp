@@ -140,7 +140,7 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
   // any check (docs/spec/torch-varlen-attn.md)
   if (p.api == Api::torch_varlen_attn)
     if (auto sig = torch_signature_error(batch))
-      at.raises = raise("torch.nn.attention.varlen.varlen_attn", "TypeError", sig->message);
+      at.raises = raise("torch.nn.attention.varlen.varlen_attn", sig->exception, sig->message);
   // torch's varlen_attn: its release's rules and messages (PyTorch's bundled FA2 behind it)
   const FlashAttnRules& rules = p.api == Api::torch_varlen_attn ? *resolve_torch_varlen(batch.environment.torch).rules
                                                                 : *resolve_flash_attn(p.flash_attn_release).rules;
@@ -607,7 +607,7 @@ void plan_model(ExecPlan& p, const Batch& batch, const ExecOptions& options) {
 
 // Whether there is a call the dynamic stages can run: a replayed or given varlen call, in a
 // floating dtype, with heads; false (and skip_reason) when not.
-bool plan_call(ExecPlan& p, const VarlenArgs* a) {
+bool plan_call(ExecPlan& p, const VarlenArgs* a, const Batch& batch) {
   if (!a) {
     p.skip_reason = "no call to execute: the batch has no varlen block and no conversion was replayed";
     return false;
@@ -621,7 +621,13 @@ bool plan_call(ExecPlan& p, const VarlenArgs* a) {
     p.flash_attn_release = version_literal("2.6.3");
     std::erase(p.notes, std::string("flash-attn release not given: the dynamic stages follow the 2.6.3 kernel contract"));
     const ResolvedFlashAttn torch = resolve_torch_varlen(p.torch_release);
-    p.notes.push_back("torch.varlen_attn (" + torch.label() + "): PyTorch's bundled FA2; the dynamic stages follow the "
+    // 2.14.0 on may select cuDNN (check/flash_attn_rules.hpp torch_backend); its kernel is not
+    // modelled: the stages still run FA2's contract
+    const TorchBackend backend = torch_backend(batch);
+    const std::string runs = backend.cudnn    ? backend.why + ", whose kernel is not modelled"
+                             : !backend.known ? "PyTorch's bundled FA2, or cuDNN: " + backend.why
+                                              : std::string("PyTorch's bundled FA2");
+    p.notes.push_back("torch.varlen_attn (" + torch.label() + "): " + runs + "; the dynamic stages follow the "
                       "flash-attn 2.6.3 kernel contract" + (torch.note.empty() ? "" : "; " + torch.note));
   }
   if (p.dtype == DType::fp8_e4m3) {
@@ -1064,7 +1070,7 @@ ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const 
   ExecPlan p;
   plan_model(p, batch, options);
   const VarlenArgs* a = conversion.effective();
-  if (!plan_call(p, a)) return p;
+  if (!plan_call(p, a, batch)) return p;
   Frames fr;
   if (!plan_frames(p, batch, a, fr)) return p;
   if (a->failure) {

@@ -184,6 +184,13 @@ CASES = {
     "te-cp-chunk-out-of-range": (
         ('{%s, %s, %s, "context_parallel": {"size": 2, "rank": 0, "chunks": [[0, 4], [0, 3]]}}' % (F, M, TE)).encode(),
         "/context_parallel/chunks/0/1", {}),
+    "torch-enable-gqa-not-bool": (
+        ('{%s, %s, "varlen": {"api": "torch.varlen_attn", "cu_seqlens_q": [0, 8, 16], "enable_gqa": "yes"}}' % (F, M)).encode(),
+        '/varlen/enable_gqa: expected true or false, found the string "yes"', {}),
+    "tensor-aligned-not-bool": (
+        ('{%s, %s, "varlen": {"api": "torch.varlen_attn", "cu_seqlens_q": [0, 8, 16]}, "tensors": {"q": {"aligned": 16}}}'
+         % (F, M)).encode(),
+        "/tensors/q/aligned: expected true or false, found the integer 16", {}),
 }
 
 
