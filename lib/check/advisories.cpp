@@ -240,7 +240,8 @@ const std::vector<Advisory>& table() {
       // through: the newest release read (5.24.0) still decides the path from the values
       {"TRANSFORMERS-2025-001", "transformers", 0, "4.55.0", "", "5.24.0",
        "open when read: huggingface/transformers PR#41827 (a draft) would skip the position-ids packing detection "
-       "under compile; until 4.54 the detection (torch.diff of the position ids) read the values at every batch size",
+       "under compile. _is_packed_sequence reads the position ids' values at batch size 1 in every release read, "
+       "4.55.0 to 5.24.0 (until 4.54 the detection, torch.diff of the position ids, read them at every batch size)",
        "", 0, 0, "", Pass::forward,
        "torch.compile(fullgraph=True), the flash-attention path, one row with position ids and no attention mask "
        "or varlen kwargs",
