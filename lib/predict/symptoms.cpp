@@ -412,7 +412,7 @@ const std::vector<SymptomRow>& table() {
        "ranks of one call that disagree on the global batch or the shards"},
       {"route.cu_seqlens_ignored", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
        "no error; tokens attend across the cu_seqlens segments (valid tokens to padding)",
-       "report Tencent-Hunyuan/HunyuanVideo PR#310",
+       "report Tencent-Hunyuan/HunyuanVideo#310",
        "an attention mode that does not pass cu_seqlens to a kernel"},
   };
   return t;
