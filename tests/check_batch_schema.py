@@ -54,6 +54,7 @@ OBJECTS = {
     ("collator_spec", "o"): ("/collator/options", "#/$defs/collatorOptions"),
     ("collator_spec", "e"): ("/collator/examples/0", "#/$defs/collatorExampleObject"),
     ("context_parallel", "n"): ("/context_parallel", "#/$defs/contextParallel"),
+    ("dispatch", "n"): ("/dispatch", "#/$defs/dispatch"),
 }
 
 # Rejected files whose rule a JSON Schema cannot state (the loader's checks beyond types,
@@ -65,6 +66,10 @@ CANNOT_EXPRESS = {
     "te-cp-chunks-per-sequence.json": "one chunk pair per sequence of cu_seqlens_q",
     "te-padded-offsets-without-te-api.json": "Transformer Engine's keys only with its api",
     "te-context-parallel-without-te-api.json": "context_parallel only beside a Transformer Engine varlen block",
+    "dispatch-hunyuanvideo-partial-row.json": "HunyuanVideo's packed rows fill whole rows of max_seqlen_q",
+    "dispatch-hunyuanvideo-without-varlen.json": "HunyuanVideo's dispatch only beside a varlen block",
+    "dispatch-key-of-other-library.json": "a dispatch key only for its library",
+    "dispatch-xformers-without-bias.json": "xformers' dispatch names its attn_bias",
     "ragged.json": "arrays are not ragged",
     "ragged-mask.json": "arrays are not ragged",
     "hf-config-names-conflict.json": "a key given both ways has the same value",

@@ -3,6 +3,7 @@
 // well-formed; the report carries the match.
 #include <catch2/catch.hpp>
 
+#include <cctype>
 #include <fstream>
 #include <functional>
 #include <set>
@@ -33,6 +34,15 @@ constexpr Pair kPairs[] = {
     {"FA-2026-003", "fa4-4.0.0b19-varlen-positional-arguments", "fa4-4.0.0b19-varlen-keyword-arguments"},
     {"FA-2026-004", "fa4-4.0.0b11-sm120-pack-gqa-causal-gqa", "fa4-4.0.0b11-sm120-pack-gqa-off-healthy"},
     {"TORCH-2026-001", "torch-2.14.0-cudnn-varlen-unaligned-q", "torch-2.14.0-cudnn-varlen-aligned-healthy"},
+    {"TRANSFORMERS-2025-001", "hf-4.57.1-compile-fullgraph-b1-position-ids",
+     "hf-4.57.1-compile-fullgraph-b2-position-ids-healthy"},
+    {"DIFFUSERS-2026-001", "diffusers-0.39.0-ring-attention-training-stale-kv", "diffusers-0.40.0-ring-attention-training-fixed"},
+    {"DIFFUSERS-2026-001", "diffusers-0.39.0-ring-attention-training-stale-kv", "diffusers-0.39.0-ulysses-training-healthy"},
+    {"DIFFUSERS-2026-002", "diffusers-0.39.0-flash-varlen-hub-attribute-error", "diffusers-0.42.0-flash-varlen-hub-fixed"},
+    {"XFORMERS-2024-001", "xformers-0.0.28.post3-block-diagonal-causal-mask-to-device",
+     "xformers-0.0.29.post1-block-diagonal-causal-mask-to-device-fixed"},
+    {"XFORMERS-2024-001", "xformers-0.0.28.post3-block-diagonal-causal-mask-to-device",
+     "xformers-0.0.28.post3-block-diagonal-causal-mask-built-on-device-healthy"},
 };
 
 Diagnosis run(std::string_view name) {
@@ -87,6 +97,16 @@ TEST_CASE("advisories: rows are well-formed and ids unique", "[advisories]") {
     CHECK((a.id.substr(0, 3) == "FA-" || a.id.substr(0, 6) == "TORCH-"));
     CHECK((a.library == "flash_attn" || a.library == "flash_attn_4" || a.library == "torch"));
     CHECK((a.library == "torch") == (a.id.substr(0, 6) == "TORCH-"));
+    // the id names the library: FA- for flash-attn's rows, the library's name in capitals else
+    if (a.family != 0) {
+      CHECK(a.id.substr(0, 3) == "FA-");
+      CHECK((a.library == "flash_attn" || a.library == "flash_attn_4"));
+    } else {
+      CHECK((a.library == "transformers" || a.library == "diffusers" || a.library == "xformers"));
+      std::string prefix(a.library);
+      for (char& ch : prefix) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      CHECK(a.id.substr(0, prefix.size() + 1) == prefix + "-");
+    }
     CHECK_FALSE(a.reference.empty());
     CHECK_FALSE(a.symptom.empty());
     CHECK_FALSE(a.fix.empty());
@@ -208,4 +228,65 @@ TEST_CASE("advisories: TORCH-2026-001 keys on torch's release range and the cuDN
   CHECK(no_arch.find("environment.gpu_arch not given") != std::string::npos);
   // another API's call with the same facts is not torch's
   CHECK(matches([](Batch& b) { b.varlen->api = Api::flash_attn_2_varlen; }).empty());
+TEST_CASE("advisories: a library row reads environment.<library> and its own call facts, at the edges of its range",
+          "[advisories]") {
+  CheckOptions o;
+  o.backend = BackendChoice::none;
+  auto ids = [&](const Batch& b) {
+    std::vector<std::string> out;
+    for (const AdvisoryMatch& m : diagnose(b, o, b.file.string()).report.advisories) out.emplace_back(m.advisory->id);
+    return out;
+  };
+  auto load = [](std::string_view name) {
+    return load_batch_file(std::string(ATTN_DOCTOR_SOURCE_DIR) + "/repro_cases/" + std::string(name) + ".json");
+  };
+  using V = std::vector<std::string>;
+
+  // xformers: BlockDiagonalMask.to from 0.0.27; 0.0.29 still inherits it; fixed in 0.0.29.post1
+  Batch x = load("xformers-0.0.28.post3-block-diagonal-causal-mask-to-device");
+  for (const char* v : {"0.0.27", "0.0.29"}) {
+    x.environment.xformers = version_literal(v);
+    CHECK(ids(x) == V{"XFORMERS-2024-001"});
+  }
+  for (const char* v : {"0.0.26.post1", "0.0.29.post1", "0.0.30"}) {
+    x.environment.xformers = version_literal(v);
+    CHECK(ids(x).empty());
+  }
+  x.environment.xformers = version_literal("0.0.28.post3");
+  x.dispatch->seqlens = std::vector<int64_t>{1, 1, 1};  // one-row blocks: causal or not, the same
+  CHECK(ids(x).empty());
+  x.dispatch->seqlens.reset();
+  x.dispatch->attn_bias = "BlockDiagonalMask";  // not causal to begin with
+  CHECK(ids(x).empty());
+  x.dispatch->attn_bias = "BlockDiagonalCausalLocalAttentionMask";  // inherits BlockDiagonalMask.to too
+  CHECK(ids(x) == V{"XFORMERS-2024-001"});
+  x.environment.xformers.reset();  // no release named: no match
+  CHECK(ids(x).empty());
+
+  // transformers: 4.55.0 onwards (4.54 detected packing at every batch size); only under fullgraph
+  Batch t = load("hf-4.57.1-compile-fullgraph-b1-position-ids");
+  t.environment.transformers = version_literal("4.54.1");
+  CHECK(ids(t).empty());
+  t.environment.transformers = version_literal("5.24.0");
+  CHECK(ids(t) == V{"TRANSFORMERS-2025-001"});
+  t.environment.compile = "default";  // a graph break is not an error without fullgraph
+  CHECK(ids(t).empty());
+  t.environment.compile = "fullgraph";
+  t.batch->position_ids.reset();  // nothing for _is_packed_sequence to read
+  CHECK(ids(t).empty());
+
+  // diffusers: the ring backward only in a training step, from 0.36.0 to 0.39.0
+  Batch r = load("diffusers-0.39.0-ring-attention-training-stale-kv");
+  r.pass = CallPass::forward;
+  CHECK(ids(r).empty());
+  r.pass = CallPass::training;
+  r.environment.diffusers = version_literal("0.35.2");  // no TemplatedRingAttention yet
+  CHECK(ids(r).empty());
+  r.environment.diffusers = version_literal("0.36.0");
+  CHECK(ids(r) == V{"DIFFUSERS-2026-001"});
+  r.dispatch->backend = "flash_varlen_hub";
+  r.environment.diffusers = version_literal("0.39.0");
+  CHECK(ids(r) == V{"DIFFUSERS-2026-001", "DIFFUSERS-2026-002"});
+  r.environment.diffusers = version_literal("0.38.0");  // the registry resolved no wrapped varlen symbol
+  CHECK(ids(r) == V{"DIFFUSERS-2026-001"});
 }

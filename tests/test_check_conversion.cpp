@@ -409,3 +409,47 @@ TEST_CASE("a failed replay feeds the conversion checks, not the kernel-argument 
   REQUIRE(r.ids() == std::vector<std::string>{"mask.kv_length", "indices.range"});
   CHECK(r.get("indices.range").evidence["upstream_message"] == "index 11 is out of bounds for dimension 0 with size 10");
 }
+
+// ---- 58 route.cu_seqlens_ignored -------------------------------------------------------------
+
+// HunyuanVideo's layout: rows of 8 tokens, each one valid and one padding segment.
+static std::string hunyuan(const char* mode, const char* cu) {
+  return std::string(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 2, "head_dim": 16, "causal": false},
+    "varlen": {"api": "flash_attn_2.varlen", "cu_seqlens_q": )") +
+         cu + R"(, "max_seqlen_q": 8}, "dispatch": {"library": "hunyuanvideo", "backend": ")" + mode + R"("}})";
+}
+
+TEST_CASE("route.cu_seqlens_ignored: each HunyuanVideo mode attends within the cu_seqlens segments or is named",
+          "[check]") {
+  SECTION("vanilla: the whole row, across its valid/padding boundary") {
+    auto r = run(hunyuan("vanilla", "[0, 5, 8]"));
+    REQUIRE_ONLY(r, "route.cu_seqlens_ignored");
+    const auto& ev = r.violations[0].evidence;
+    CHECK(ev["boundary"] == 5);
+    CHECK(ev["block_start"] == 0);
+    CHECK(ev["block_end"] == 8);
+  }
+  SECTION("torch, one row: the split at cu_seqlens_q[1] is the row's own boundary") {
+    CHECK(run(hunyuan("torch", "[0, 5, 8]")).violations.empty());
+  }
+  SECTION("torch, two rows of other lengths: row 1's boundary is not kept") {
+    auto r = run(hunyuan("torch", "[0, 5, 8, 15, 16]"));
+    REQUIRE_ONLY(r, "route.cu_seqlens_ignored");
+    CHECK(r.violations[0].evidence["boundary"] == 15);
+    CHECK(r.violations[0].evidence["row"] == 1);
+  }
+  SECTION("torch: row 1 is one segment, split at row 0's boundary (every boundary kept, a segment cut)") {
+    auto r = run(hunyuan("torch", "[0, 5, 8, 16]"));
+    REQUIRE_ONLY(r, "route.cu_seqlens_ignored");
+    CHECK(r.violations[0].evidence["split"] == 13);
+  }
+  SECTION("torch, two rows of the same lengths: the same split in each row is right") {
+    CHECK(run(hunyuan("torch", "[0, 5, 8, 13, 16]")).violations.empty());
+  }
+  SECTION("flash: cu_seqlens reach the kernel") {
+    CHECK(run(hunyuan("flash", "[0, 5, 8, 15, 16]")).violations.empty());
+  }
+  SECTION("vanilla over rows that are each one segment: nothing to cross") {
+    CHECK(run(hunyuan("vanilla", "[0, 8, 16]")).violations.empty());
+  }
+}

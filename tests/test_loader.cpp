@@ -932,3 +932,55 @@ TEST_CASE("versions order like pip's", "[loader][version]") {
   CHECK(!parse_version("4.44.0-"));
   CHECK(!parse_version(""));
 }
+
+TEST_CASE("dispatch and the execution context: values as written, defaults, and each key's errors", "[loader][dispatch]") {
+  Batch b = parse(kModel + R"(, "environment": {"compile": "fullgraph", "diffusers": "0.39.0", "xformers": "0.0.28.post3"},
+    "dispatch": {"library": "diffusers", "backend": "flash_varlen_hub", "ring_degree": 4, "ulysses_degree": 2})");
+  CHECK(b.environment.compile == "fullgraph");
+  CHECK(b.environment.diffusers->text == "0.39.0");
+  CHECK(b.environment.xformers->text == "0.0.28.post3");
+  REQUIRE(b.dispatch);
+  CHECK(b.dispatch->library == "diffusers");
+  CHECK(b.dispatch->backend == "flash_varlen_hub");
+  CHECK(b.dispatch->ring_degree == 4);
+  CHECK(b.dispatch->ulysses_degree == 2);
+  CHECK_FALSE(b.varlen);
+  CHECK(parse(kModel + R"(, "varlen": {"cu_seqlens_q": [0, 4]})").environment.compile == "none");
+
+  Batch x = parse(kModel + R"(, "dispatch": {"library": "xformers", "attn_bias": "BlockDiagonalCausalMask",
+    "attn_bias_moved": true, "seqlens": [2, 3]})");
+  CHECK(x.dispatch->attn_bias == "BlockDiagonalCausalMask");
+  CHECK(x.dispatch->attn_bias_moved);
+  CHECK(*x.dispatch->seqlens == std::vector<int64_t>{2, 3});
+  CHECK(x.dispatch->ring_degree == 1);
+
+  Batch h = parse(kModel + R"(, "varlen": {"cu_seqlens_q": [0, 5, 8, 14, 16], "max_seqlen_q": 8},
+    "dispatch": {"library": "hunyuanvideo", "backend": "torch"})");
+  CHECK(h.dispatch->backend == "torch");
+  // the flash mode takes any varlen call: no row layout is read
+  CHECK(parse(kModel + R"(, "varlen": {"cu_seqlens_q": [0, 5, 7]}, "dispatch": {"library": "hunyuanvideo", "backend": "flash"})")
+            .dispatch->backend == "flash");
+
+  require_error(kModel + R"(, "environment": {"compile": "max-autotune"}, "dispatch": {"library": "diffusers"})",
+                "/environment/compile", R"(expected one of "none", "default", "fullgraph")");
+  require_error(kModel + R"(, "environment": {"xformers": "0.0.x"}, "dispatch": {"library": "diffusers"})",
+                "/environment/xformers", "PEP 440 version");
+  require_error(kModel + R"(, "dispatch": {"library": "flash_attn"})", "/dispatch/library",
+                R"(expected one of "diffusers", "xformers", "hunyuanvideo")");
+  require_error(kModel + R"(, "dispatch": {"backend": "flash"})", "/dispatch/library", "the required key \"library\"");
+  require_error(kModel + R"(, "dispatch": {"library": "xformers", "attn_bias": "BlockDiagonalMask", "backend": "cutlass"})",
+                "/dispatch/backend", "no \"backend\" for xformers");
+  require_error(kModel + R"(, "dispatch": {"library": "xformers", "attn_bias": "BlockDiagonalCausalMask", "ring_degree": 2})",
+                "/dispatch/ring_degree", R"(expected "library": "diffusers" beside ring_degree)");
+  require_error(kModel + R"(, "dispatch": {"library": "xformers", "attn_bias": "LowerTriangularMask"})",
+                "/dispatch/attn_bias", "expected one of");
+  require_error(kModel + R"(, "dispatch": {"library": "diffusers", "ulysses_degree": 2000000})",
+                "/dispatch/ulysses_degree", "[1, 1048576]");
+  require_error(kModel + R"(, "varlen": {"cu_seqlens_q": [0, 5, 8]}, "dispatch": {"library": "hunyuanvideo"})", "/dispatch",
+                "HunyuanVideo's attention mode");
+  require_error(kModel + R"(, "varlen": {"cu_seqlens_q": [0, 5, 8, 14], "max_seqlen_q": 8},
+    "dispatch": {"library": "hunyuanvideo", "backend": "vanilla"})",
+                "/dispatch/backend", "found total_q 14, max_seqlen_q 8");
+  require_error(kModel + R"(, "dispatch": {"library": "xformers", "attn_bias": "BlockDiagonalCausalMask", "seqlens": [2, -1]})",
+                "/dispatch/seqlens/1", "");
+}

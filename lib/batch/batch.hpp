@@ -48,6 +48,10 @@ struct Environment {
   std::string device = "cuda:0";
   std::optional<GpuArch> gpu_arch;      // the GPU the call ran on (FA4 and cuDNN pick kernels by it)
   std::optional<Version> transformer_engine;  // Transformer Engine (DotProductAttention, qkv_format "thd")
+  // The execution context and the libraries around the call (batch-format.md `environment`):
+  std::string compile = "none";         // torch.compile around the model: none | default | fullgraph
+  std::optional<Version> diffusers;     // diffusers (its attention dispatcher: `dispatch`)
+  std::optional<Version> xformers;      // xformers (fmha and its attn_bias objects: `dispatch`)
 };
 
 struct Model {
@@ -195,6 +199,19 @@ struct ContextParallel {
   std::optional<std::vector<std::pair<int64_t, int64_t>>> chunks;
 };
 
+// How a framework outside flash-attn's and transformers' own paths dispatched the attention
+// call (batch-format.md `dispatch`): diffusers' attention dispatcher, xformers' attn_bias
+// objects, HunyuanVideo's attention modes.
+struct Dispatch {
+  std::string library;                  // diffusers | xformers | hunyuanvideo
+  std::string backend;                  // diffusers' AttentionBackendName value, HunyuanVideo's mode ("" absent)
+  int64_t ring_degree = 1;              // diffusers ContextParallelConfig
+  int64_t ulysses_degree = 1;
+  std::string attn_bias;                // xformers: the attn_bias class passed ("" absent)
+  bool attn_bias_moved = false;         // xformers: the bias went through `.to(device)` before the call
+  std::optional<std::vector<int64_t>> seqlens;  // xformers: the q lengths `from_seqlens` was given
+};
+
 struct TensorOverride {
   std::optional<DType> dtype;
   std::optional<std::string> device;
@@ -320,6 +337,7 @@ struct Batch {
   std::optional<FlaOp> fla_op;
   std::vector<Layer> layers;                       // hybrid models; empty: not described
   std::optional<ContextParallel> context_parallel; // one rank of a context-parallel call
+  std::optional<Dispatch> dispatch;                // a framework's own attention dispatch
   Intent intent;                                   // given, or derived by the loader
   std::optional<Expect> expect;
   std::optional<CollatorRecord> collator;          // the `collator` block's replay, when given

@@ -379,7 +379,7 @@ struct Loader {
 
   Environment environment(const Node& n) {
     n.expect_object({"transformers", "flash_attn", "flash_attn_4", "fla", "triton", "torch", "device", "gpu_arch", "trl",
-                     "transformer_engine"});
+                     "transformer_engine", "compile", "diffusers", "xformers"});
     Environment e;
     auto version = [&](const char* key) -> std::optional<Version> {
       auto v = n.get(key);
@@ -396,6 +396,9 @@ struct Loader {
     e.flash_attn_4 = version("flash_attn_4");
     e.trl = version("trl");
     e.transformer_engine = version("transformer_engine");
+    if (auto c = n.get("compile")) e.compile = c->as_enum({"none", "default", "fullgraph"});
+    e.diffusers = version("diffusers");
+    e.xformers = version("xformers");
     if (auto d = n.get("device")) e.device = device(*d);
     if (auto g = n.get("gpu_arch")) {
       e.gpu_arch = parse_gpu_arch(g->as_string());
@@ -679,6 +682,63 @@ struct Loader {
       cp.chunks = std::move(pairs);
     }
     return cp;
+  }
+
+  // `dispatch`: a framework's own attention dispatch (batch-format.md). The backend names are
+  // diffusers' AttentionBackendName values (0.36.0 - 0.42.1) and HunyuanVideo's modes; the bias
+  // classes are xformers' fmha.attn_bias block-diagonal classes (0.0.27 - 0.0.30).
+  Dispatch dispatch(const Node& n, const std::optional<ExplicitVarlen>& v) {
+    n.expect_object({"library", "backend", "ring_degree", "ulysses_degree", "attn_bias", "attn_bias_moved", "seqlens"});
+    Dispatch d;
+    auto lib = n.at("library");
+    d.library = lib.as_enum({"diffusers", "xformers", "hunyuanvideo"});
+    auto only = [&](const char* key, const char* library) {
+      if (n.has(key) && d.library != library)
+        n.at(key).fail("\"library\": \"" + std::string(library) + "\" beside " + key, "library " + d.library);
+    };
+    for (const char* key : {"ring_degree", "ulysses_degree"}) only(key, "diffusers");
+    for (const char* key : {"attn_bias", "attn_bias_moved", "seqlens"}) only(key, "xformers");
+    if (auto b = n.get("backend")) {
+      if (d.library == "diffusers")
+        d.backend = b->as_enum({"eager", "flash", "flash_hub", "flash_varlen", "flash_varlen_hub", "flash_4_hub", "_flash_3",
+                                "_flash_varlen_3", "_flash_3_hub", "_flash_3_varlen_hub", "aiter", "aiter_fa2_hub", "flex",
+                                "native", "_native_cudnn", "_native_efficient", "_native_flash", "_native_math",
+                                "_native_npu", "_native_xla", "sage", "sage_hub", "sage_blackwell_hub", "sage_varlen",
+                                "_sage_qk_int8_pv_fp8_cuda", "_sage_qk_int8_pv_fp8_cuda_sm90", "_sage_qk_int8_pv_fp16_cuda",
+                                "_sage_qk_int8_pv_fp16_triton", "sparge", "xformers"});
+      else if (d.library == "hunyuanvideo")
+        d.backend = b->as_enum({"flash", "torch", "vanilla"});
+      else
+        b->fail("no \"backend\" for xformers (the call is fmha.memory_efficient_attention)", "a backend");
+    }
+    if (d.library == "hunyuanvideo") {
+      if (d.backend.empty()) n.fail("\"backend\": HunyuanVideo's attention mode (\"flash\", \"torch\" or \"vanilla\")", "none");
+      if (!v) n.fail("a \"varlen\" block beside it (the cu_seqlens and max_seqlen_q the attention function is given)",
+                     "no varlen block");
+      // the torch and vanilla modes see q as (B, max_seqlen_q): the packed rows must fill whole rows
+      const int64_t rows = v->max_seqlen_q.value;
+      if (d.backend != "flash" && (v->cu_seqlens_q.rank() != 1 || rows <= 0 || v->total_q % rows != 0))
+        n.at("backend").fail("a varlen block whose 1-D cu_seqlens_q fills rows of max_seqlen_q tokens (HunyuanVideo's (B, S) "
+                             "layout: total_q a multiple of max_seqlen_q)",
+                             "total_q " + std::to_string(v->total_q) + ", max_seqlen_q " + std::to_string(rows));
+    }
+    if (auto r = n.get("ring_degree")) d.ring_degree = r->as_int(1, 1 << 20);
+    if (auto u = n.get("ulysses_degree")) d.ulysses_degree = u->as_int(1, 1 << 20);
+    if (auto a = n.get("attn_bias"))
+      d.attn_bias = a->as_enum({"BlockDiagonalMask", "BlockDiagonalCausalMask", "BlockDiagonalCausalFromBottomRightMask",
+                                "BlockDiagonalCausalLocalAttentionMask", "BlockDiagonalCausalLocalAttentionFromBottomRightMask",
+                                "BlockDiagonalPaddedKeysMask", "BlockDiagonalCausalWithOffsetPaddedKeysMask",
+                                "BlockDiagonalCausalLocalAttentionPaddedKeysMask", "PagedBlockDiagonalPaddedKeysMask",
+                                "PagedBlockDiagonalCausalWithOffsetPaddedKeysMask", "BlockDiagonalGappyKeysMask",
+                                "BlockDiagonalCausalWithOffsetGappyKeysMask", "PagedBlockDiagonalGappyKeysMask"});
+    if (d.library == "xformers" && d.attn_bias.empty())
+      n.fail("\"attn_bias\": the xformers attn_bias class the call passed", "none");
+    if (auto m = n.get("attn_bias_moved")) d.attn_bias_moved = m->as_bool();
+    if (auto l = n.get("seqlens")) {
+      d.seqlens = l->as_int_array(0, kMaxIndex, limits.max_array_elements);
+      if (d.seqlens->empty()) l->fail("at least one sequence length", "an empty array");
+    }
+    return d;
   }
 
   ExplicitVarlen varlen(const Node& n) {
@@ -1038,7 +1098,7 @@ struct Loader {
   Batch batch(const Node& root) {
     root.expect_object({"format", "name", "description", "references", "pass", "environment", "model", "batch",
                         "varlen", "tensors", "rotary", "launch", "fla_op", "intent", "expect", "$schema", "collator", "layers",
-                        "context_parallel"});
+                        "context_parallel", "dispatch"});
     Batch b;
     // the JSON Schema an editor validates the file against (docs/spec/batch.schema.json): a
     // string, otherwise ignored
@@ -1051,8 +1111,9 @@ struct Loader {
     if (auto v = root.get("pass")) b.pass = *parse_call_pass(v->as_enum({"forward", "training"}));
     if (auto v = root.get("environment")) b.environment = environment(*v);
     b.model = model(root.at("model"));
-    if (!(root.has("batch") || root.has("varlen") || root.has("rotary") || root.has("launch") || root.has("collator")))
-      root.fail("at least one of \"batch\", \"varlen\", \"rotary\", \"launch\", \"collator\"", "none of them");
+    if (!(root.has("batch") || root.has("varlen") || root.has("rotary") || root.has("launch") || root.has("collator") ||
+          root.has("dispatch")))
+      root.fail("at least one of \"batch\", \"varlen\", \"rotary\", \"launch\", \"collator\", \"dispatch\"", "none of them");
     if (auto v = root.get("batch")) b.batch = inputs(*v, b.model);
     std::optional<CollatorSpec> collated;
     if (auto v = root.get("collator")) {
@@ -1075,6 +1136,7 @@ struct Loader {
       b.layers = layers(*v);
     }
     if (auto v = root.get("context_parallel")) b.context_parallel = context_parallel(*v, b.varlen);
+    if (auto v = root.get("dispatch")) b.dispatch = dispatch(*v, b.varlen);
     if (auto v = root.get("expect")) b.expect = expect(*v);
     // dtype of explicit cu_seqlens: the override, else int32 (JSON) or the .npy dtype
     if (b.varlen) {

@@ -137,6 +137,57 @@ std::optional<std::string> torch_cudnn_unaligned(const AdvisoryCall& c) {
   const TorchBackend backend = torch_backend(*c.batch);
   if (!backend.cudnn && backend.known) return std::nullopt;
   return backend.why + "; " + unaligned + " not 16-byte aligned (tensors." + unaligned.substr(0, 1) + ".aligned false)";
+// TRANSFORMERS-2025-001: torch.compile(fullgraph=True) around a model whose flash-attention path
+// gets one row with position ids and neither a mask nor the varlen kwargs: _flash_attention_forward
+// then decides whether the row is packed from the position ids' values (_is_packed_sequence).
+std::optional<std::string> compile_fullgraph_packed_check(const AdvisoryCall& c) {
+  if (!c.batch || c.batch->environment.compile != "fullgraph" || !c.batch->batch) return std::nullopt;
+  const BatchInputs& in = *c.batch->batch;
+  if (in.attention_mask || in.flash_kwargs || !in.position_ids) return std::nullopt;
+  if (in.batch_size != 1 || in.query_length < 2) return std::nullopt;
+  return "torch.compile(fullgraph=True) (environment.compile), one row of " + std::to_string(in.query_length) +
+         " query tokens with position ids and no attention mask or varlen kwargs: _is_packed_sequence reads the "
+         "position ids' values to choose the path (data-dependent control flow)";
+}
+
+// DIFFUSERS-2026-001: a training step through diffusers' ring attention (ring_degree > 1).
+std::optional<std::string> diffusers_ring_training(const AdvisoryCall& c) {
+  if (!c.batch || !c.batch->dispatch || c.batch->dispatch->library != "diffusers") return std::nullopt;
+  const Dispatch& d = *c.batch->dispatch;
+  if (d.ring_degree < 2) return std::nullopt;
+  return "ContextParallelConfig(ring_degree=" + std::to_string(d.ring_degree) +
+         ") in a training step: TemplatedRingAttention's backward recomputes every ring step against the K/V "
+         "saved at step 0 (ctx.saved_tensors)" +
+         (d.backend.empty() ? std::string() : ", backend \"" + d.backend + "\"");
+}
+
+// DIFFUSERS-2026-002: diffusers' flash_varlen_hub backend, whose registry names
+// _wrapped_flash_attn_varlen_forward / _backward in kernels-community/flash-attn2.
+std::optional<std::string> diffusers_varlen_hub(const AdvisoryCall& c) {
+  if (!c.batch || !c.batch->dispatch || c.batch->dispatch->library != "diffusers") return std::nullopt;
+  if (c.batch->dispatch->backend != "flash_varlen_hub") return std::nullopt;
+  return "backend \"flash_varlen_hub\": the release resolves flash_attn_interface._wrapped_flash_attn_varlen_forward "
+         "in the kernels-community/flash-attn2 hub kernel (version 1), which exports _flash_attn_varlen_forward";
+}
+
+// XFORMERS-2024-001: a causal block-diagonal bias moved with .to(device), which such a release
+// answers with BlockDiagonalMask.to: a plain BlockDiagonalMask.
+std::optional<std::string> xformers_causal_bias_moved(const AdvisoryCall& c) {
+  if (!c.batch || !c.batch->dispatch || c.batch->dispatch->library != "xformers") return std::nullopt;
+  const Dispatch& d = *c.batch->dispatch;
+  if (!d.attn_bias_moved) return std::nullopt;
+  static constexpr std::string_view kInherit[] = {"BlockDiagonalCausalMask", "BlockDiagonalCausalFromBottomRightMask",
+                                                  "BlockDiagonalCausalLocalAttentionMask",
+                                                  "BlockDiagonalCausalLocalAttentionFromBottomRightMask"};
+  if (std::find(std::begin(kInherit), std::end(kInherit), d.attn_bias) == std::end(kInherit)) return std::nullopt;
+  std::string seg;
+  if (d.seqlens) {
+    const auto longest = std::max_element(d.seqlens->begin(), d.seqlens->end());
+    if (*longest < 2) return std::nullopt;  // a one-row segment is the same with or without the causal mask
+    seg = ", a sequence of " + std::to_string(*longest) + " rows";
+  }
+  return d.attn_bias + " moved with .to(device) (dispatch.attn_bias_moved): the release returns a plain "
+         "BlockDiagonalMask" + seg;
 }
 
 // clang-format off
@@ -211,6 +262,44 @@ const std::vector<Advisory>& table() {
        "unaligned q/k/v silently produce wrong results (compute-sanitizer clean); a 16-byte-misaligned base pointer "
        "raises a sticky misaligned-address fault",
        "pytorch/pytorch PR#194818", torch_cudnn_unaligned},
+      // The libraries around the kernel (family 0: the release is environment.<library>).
+      // through: the newest release read (5.24.0) still decides the path from the values
+      {"TRANSFORMERS-2025-001", "transformers", 0, "4.55.0", "", "5.24.0",
+       "open when read: huggingface/transformers PR#41827 (a draft) would skip the position-ids packing detection "
+       "under compile. _is_packed_sequence reads the position ids' values at batch size 1 in every release read, "
+       "4.55.0 to 5.24.0 (until 4.54 the detection, torch.diff of the position ids, read them at every batch size)",
+       "", 0, 0, "", Pass::forward,
+       "torch.compile(fullgraph=True), the flash-attention path, one row with position ids and no attention mask "
+       "or varlen kwargs",
+       Outcome::raises, Moment::conversion,
+       "torch.compile(fullgraph=True) fails at a graph break in the flash_attention_2 backend "
+       "(PR#41827's table, batch size 1, no mask: \"No full graph, recompilations\")",
+       "huggingface/transformers#41803", compile_fullgraph_packed_check},
+      {"DIFFUSERS-2026-001", "diffusers", 0, "0.36.0", "0.40.0", "",
+       "huggingface/diffusers PR#14274 (merged 2026-08): the ring backward passes each step's rotated key and value "
+       "to the backward op (read in the 0.40.0 wheel)",
+       "", 0, 0, "", Pass::backward,
+       "a training step through ring attention (ContextParallelConfig ring_degree > 1)",
+       Outcome::wrong_gradient, Moment::backward,
+       "incorrect gradients; the forward is correct, and with the flash backend there is no error and no NaN",
+       "huggingface/diffusers#14265", diffusers_ring_training},
+      {"DIFFUSERS-2026-002", "diffusers", 0, "0.39.0", "0.42.0", "",
+       "the 0.42.0 registry names flash_attn_interface._flash_attn_varlen_forward / _backward (hub kernel version 3); "
+       "huggingface/diffusers PR#14015 and PR#14016 proposed the same names",
+       "", 0, 0, "", Pass::forward,
+       "attention backend flash_varlen_hub (the kernels-community/flash-attn2 hub kernel)",
+       Outcome::raises, Moment::attention,
+       "AttributeError: ... does not define attribute path 'flash_attn_interface._wrapped_flash_attn_varlen_forward'",
+       "huggingface/diffusers PR#14015", diffusers_varlen_hub},
+      {"XFORMERS-2024-001", "xformers", 0, "0.0.27", "0.0.29.post1", "",
+       "facebookresearch/xformers commit a8746f3 (2024-12-27): BlockDiagonalCausalMask.to returns a "
+       "BlockDiagonalCausalMask; first in the 0.0.29.post1 wheel (0.0.29 still returns BlockDiagonalMask)",
+       "", 0, 0, "", Pass::forward,
+       "a causal block-diagonal attn_bias (BlockDiagonalCausalMask and the subclasses that inherit "
+       "BlockDiagonalMask.to) moved with .to(device), a sequence of 2 rows or more",
+       Outcome::wrong_output, Moment::attention,
+       "silently non-causal attention: the moved mask materialises as a plain block-diagonal mask",
+       "facebookresearch/xformers#1185", xformers_causal_bias_moved},
   };
   return t;
 }
@@ -229,6 +318,12 @@ std::optional<Version> release_for(const Advisory& a, const Batch& batch, const 
   auto family_of = [](const std::optional<Version>& v) {
     return v && !v->release.empty() ? static_cast<int>(v->release.front()) : 0;
   };
+  if (a.family == 0) {
+    if (a.library == "transformers") return batch.environment.transformers;
+    if (a.library == "diffusers") return batch.environment.diffusers;
+    if (a.library == "xformers") return batch.environment.xformers;
+    return std::nullopt;
+  }
   if (a.family == 4) {
     if (batch.environment.flash_attn_4) return batch.environment.flash_attn_4;
     if (family_of(fa) == 4) return fa;

@@ -29,8 +29,10 @@ struct AdvisoryCall {
 
 struct Advisory {
   std::string_view id;          // stable: "FA-2023-001"
-  std::string_view library;     // "flash_attn" (FA2, and FA3's hopper/ build) | "flash_attn_4"
-  int family;                   // flash-attn family the row is about (2, 3, 4)
+  std::string_view library;     // "flash_attn" (FA2, and FA3's hopper/ build) | "flash_attn_4" |
+                                // "transformers" | "diffusers" | "xformers"
+  int family;                   // flash-attn family the row is about (2, 3, 4); 0: a library around
+                                // the kernel, whose release is environment.<library>
   std::string_view introduced;  // first affected release ("" = every earlier one)
   std::string_view fixed_in;    // first fixed release ("" = no release known to carry the fix)
   std::string_view through;     // without `fixed_in`: the last release reported affected (the

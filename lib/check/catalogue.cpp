@@ -996,6 +996,22 @@ const std::vector<Invariant>& table() {
        .upstream_message = "",
        .check = checks::te_sequences,
        .apis = {Api::te_dot_product_attention}},
+      {.number = 61, .id = "route.cu_seqlens_ignored", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error (silent cross-contamination)",
+       .statement = "the attention mode that receives cu_seqlens attends within exactly the segments they give",
+       .when_broken = "silently wrong output: tokens attend across the segment boundaries (padding included)",
+       .explanation =
+           "A framework's attention function that takes cu_seqlens for its flash-attn mode may have other modes that "
+           "do not pass them on. HunyuanVideo's attention() (hyvideo/modules/attenion.py) gets one valid and one "
+           "padding segment per row from get_cu_seqlens; its \"vanilla\" mode runs plain attention over each whole "
+           "row, and its \"torch\" mode splits every row at cu_seqlens_q[1], right only for batch size 1. Valid "
+           "tokens then attend to padding, with no error (the quality loss of Tencent-Hunyuan/HunyuanVideo#296).",
+       .fix = "Use the flash mode, or build the block-diagonal mask (or the per-row split) from every cu_seqlens entry, "
+              "as Tencent-Hunyuan/HunyuanVideo PR#310 does.",
+       .references = {"Tencent-Hunyuan/HunyuanVideo PR#310", "Tencent-Hunyuan/HunyuanVideo#296"},
+       .upstream_message = "",
+       .check = checks::route_cu_seqlens_ignored,
+       .apis = kAllApis},
   };
   return t;
 }

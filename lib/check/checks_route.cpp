@@ -102,3 +102,63 @@ void route_partial_kwargs(Ctx& ctx) {
 }
 
 }  // namespace ad::checks
+
+namespace ad::checks {
+
+// 61 route.cu_seqlens_ignored: a framework hands cu_seqlens to an attention function whose
+// non-flash modes do not pass them to any kernel (HunyuanVideo's hyvideo/modules/attenion.py,
+// Tencent-Hunyuan/HunyuanVideo PR#310): `vanilla` attends over each whole row of the (B, S)
+// layout, `torch` splits every row at cu_seqlens_q[1] only. The blocks a mode attends within
+// are compared with the segments cu_seqlens gives.
+void route_cu_seqlens_ignored(Ctx& ctx) {
+  if (!ctx.batch.dispatch || ctx.batch.dispatch->library != "hunyuanvideo" || !ctx.batch.varlen) return;
+  const std::string& mode = ctx.batch.dispatch->backend;
+  if (mode != "vanilla" && mode != "torch") return;
+  const ExplicitVarlen& v = *ctx.batch.varlen;
+  const std::vector<int64_t>& cu = v.cu_seqlens_q.values;
+  const int64_t row = v.max_seqlen_q.value;  // the loader holds total_q to whole rows of it
+  if (v.cu_seqlens_q.rank() != 1 || cu.size() < 2 || row <= 0) return;
+  const int64_t rows = v.total_q / row;
+  // the boundaries each mode attends within, as flat offsets
+  std::vector<int64_t> blocks;
+  for (int64_t r = 0; r <= rows; ++r) {
+    blocks.push_back(r * row);
+    if (mode == "torch" && r < rows && cu[1] > 0 && cu[1] < row) blocks.push_back(r * row + cu[1]);
+  }
+  std::vector<int64_t> bounds(cu.begin(), cu.end());
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());  // empty segments hold no token
+  if (bounds == blocks) return;
+  // the first segment boundary the mode does not keep, and the block that spans it
+  for (size_t i = 1; i + 1 < bounds.size(); ++i) {
+    if (std::binary_search(blocks.begin(), blocks.end(), bounds[i])) continue;
+    const auto hi = std::upper_bound(blocks.begin(), blocks.end(), bounds[i]);
+    const int64_t first = *(hi - 1), last = hi == blocks.end() ? v.total_q : *hi;
+    const int64_t r = bounds[i] / row;
+    const std::string what =
+        mode == "vanilla" ? "mode \"vanilla\" attends over each whole row of " + std::to_string(row) + " tokens"
+                          : "mode \"torch\" splits every row at cu_seqlens_q[1] = " + std::to_string(cu[1]) + " only";
+    ctx.report(Severity::error,
+               "cu_seqlens_q has a boundary at token " + std::to_string(bounds[i]) + " (row " + std::to_string(r) +
+                   ", offset " + std::to_string(bounds[i] - r * row) + ") but HunyuanVideo's " + what +
+                   ": tokens " + std::to_string(first) + "-" + std::to_string(last - 1) +
+                   " attend to each other across it",
+               {{"mode", mode}, {"boundary", bounds[i]}, {"row", r}, {"row_length", row}, {"block_start", first},
+                {"block_end", last}})
+        .location = Location::whole_row(r);
+    return;
+  }
+  // every boundary is kept, but the mode splits where cu_seqlens does not: a segment loses keys
+  for (size_t i = 1; i + 1 < blocks.size(); ++i) {
+    if (std::binary_search(bounds.begin(), bounds.end(), blocks[i])) continue;
+    const int64_t r = blocks[i] / row;
+    ctx.report(Severity::error,
+               "HunyuanVideo's mode \"torch\" splits row " + std::to_string(r) + " at offset " +
+                   std::to_string(blocks[i] - r * row) + " (cu_seqlens_q[1]), inside one of its cu_seqlens segments: "
+                   "that segment's tokens do not attend to the keys past the split",
+               {{"mode", mode}, {"split", blocks[i]}, {"row", r}, {"row_length", row}})
+        .location = Location::whole_row(r);
+    return;
+  }
+}
+
+}  // namespace ad::checks

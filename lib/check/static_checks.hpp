@@ -99,6 +99,8 @@ void te_cp_padding_multiple(Ctx&);
 void te_cp_shard(Ctx&);
 void te_cp_chunks(Ctx&);
 void te_sequences(Ctx&);
+// checks_route.cpp (appended)
+void route_cu_seqlens_ignored(Ctx&);
 
 // ---- facts shared by several checks (facts.cpp) ------------------------------------------
 

@@ -433,6 +433,10 @@ const std::vector<SymptomRow>& table() {
       {"te.cp_group", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
        "no error; the ranks that disagree compute attention over the wrong tokens", "model",
        "ranks of one call that disagree on the global batch or the shards"},
+      {"route.cu_seqlens_ignored", "", "", "", "", false, O::wrong_output, P::forward, M::attention,
+       "no error; tokens attend across the cu_seqlens segments (valid tokens to padding)",
+       "report Tencent-Hunyuan/HunyuanVideo#310",
+       "an attention mode that does not pass cu_seqlens to a kernel"},
   };
   return t;
 }

@@ -601,7 +601,10 @@ void plan_model(ExecPlan& p, const Batch& batch, const ExecOptions& options) {
     std::optional<Version> fa = options.flash_attn ? options.flash_attn : kernel_release(batch);
     p.flash_attn_release = fa ? *fa : version_literal("2.6.3");
     p.torch_release = batch.environment.torch;
-    if (!fa) p.notes.push_back("flash-attn release not given: the dynamic stages follow the 2.6.3 kernel contract");
+    // a `dispatch` block alone (diffusers, xformers) describes no flash-attn call to execute
+    const bool dispatch_only = batch.dispatch && !batch.varlen && !batch.batch;
+    if (!fa && !dispatch_only)
+      p.notes.push_back("flash-attn release not given: the dynamic stages follow the 2.6.3 kernel contract");
   }
 }
 

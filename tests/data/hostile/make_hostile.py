@@ -191,6 +191,26 @@ CASES = {
         ('{%s, %s, "varlen": {"api": "torch.varlen_attn", "cu_seqlens_q": [0, 8, 16]}, "tensors": {"q": {"aligned": 16}}}'
          % (F, M)).encode(),
         "/tensors/q/aligned: expected true or false, found the integer 16", {}),
+    # dispatch: a framework's own attention dispatch (batch-format.md#dispatch)
+    "dispatch-hunyuanvideo-partial-row": (
+        ('{%s, %s, "varlen": {"cu_seqlens_q": [0, 296, 500], "max_seqlen_q": 512}, '
+         '"dispatch": {"library": "hunyuanvideo", "backend": "torch"}}' % (F, M)).encode(),
+        "/dispatch/backend: expected a varlen block whose 1-D cu_seqlens_q fills rows of max_seqlen_q tokens", {}),
+    "dispatch-hunyuanvideo-without-varlen": (
+        ('{%s, %s, "dispatch": {"library": "hunyuanvideo", "backend": "vanilla"}}' % (F, M)).encode(),
+        '/dispatch: expected a "varlen" block beside it', {}),
+    "dispatch-key-of-other-library": (
+        ('{%s, %s, "dispatch": {"library": "diffusers", "attn_bias": "BlockDiagonalCausalMask"}}' % (F, M)).encode(),
+        '/dispatch/attn_bias: expected "library": "xformers" beside attn_bias, found library diffusers', {}),
+    "dispatch-unknown-backend": (
+        ('{%s, %s, "dispatch": {"library": "diffusers", "backend": "flash_attn_5"}}' % (F, M)).encode(),
+        '/dispatch/backend: expected one of "eager", "flash"', {}),
+    "dispatch-xformers-without-bias": (
+        ('{%s, %s, "dispatch": {"library": "xformers", "attn_bias_moved": true}}' % (F, M)).encode(),
+        '/dispatch: expected "attn_bias": the xformers attn_bias class the call passed, found none', {}),
+    "environment-compile-not-a-mode": (
+        ('{%s, %s, "environment": {"compile": true}, "dispatch": {"library": "diffusers"}}' % (F, M)).encode(),
+        '/environment/compile: expected one of "none", "default", "fullgraph", found true', {}),
 }
 
 
