@@ -100,6 +100,8 @@ def fa4_release():
 def gpu_arch():
     """sm_XY(a) of cuda:0 ("a" on 9.0 and 10.x, the architecture-specific targets FA4 compiles for)."""
     import torch
+    if not torch.cuda.is_available():
+        return "cpu"
     major, minor = torch.cuda.get_device_capability(0)
     return f"sm_{major}{minor}" + ("a" if major in (9, 10) else "")
 
@@ -223,10 +225,12 @@ class Explicit:
         self.v = leaf(ctx.randn((rows_v, ctx.kv_heads, ctx.dim), 3, dtype=_gen_dtype(v_dtype)), v_dtype,
                       ctx.device_for("v"))
         self.rotary = None
+        self.k_segments = None
         self.stack = {"attention": "PyTorch's bundled FA2 (aten::_flash_attention_forward / _flash_attention_backward)",
                       "conversion": "none (the batch's explicit varlen arguments)"}
         if one_d and "intent" not in ctx.doc:
             self.intent, self.intent_source = reference.intent_from_cu(flat_q, self.total_q), "cu_seqlens_q"
+            self.k_segments = reference.segments_from_cu(flat_q, self.total_q)
         elif "intent" in ctx.doc:
             self.intent, self.intent_source = reference.derive_intent(ctx.doc, {})[0], "given"
         else:
@@ -321,7 +325,7 @@ class Explicit:
     def sequences(self):
         seqused = self.ctx.doc["varlen"].get("seqused_k")
         return reference.packed_sequences(self.intent, list(_flatten(self.cu_k_values)), self.total_q, self.total_k,
-                                          self.same_k, seqused)
+                                          self.same_k, seqused, self.k_segments)
 
 
 class Padded:
