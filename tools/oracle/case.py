@@ -804,6 +804,18 @@ def run_case(path, mode, dry):
             rec["reference"]["sampled"] = True
             notes.append(f"reference sampled: {SAMPLED_ROWS} query rows per long sequence plus the rows around each "
                          "2^31-element boundary; dk/dv not compared")
+        if ctx.env.get("flash_attn_4") and "window_size" in doc.get("varlen", {}):
+            # FA4 resolves the window its own way (_resolve_causal_local_window): the same output is
+            # also compared with attention without any window or causal mask, so the record says
+            # which of the two the kernel computed
+            saved = ctx.window, ctx.causal
+            ctx.window, ctx.causal = (-1, -1), False
+            with torch.no_grad():
+                full, _, _ = compare(run, out, None, None)
+            ctx.window, ctx.causal = saved
+            rec["forward"]["against_full_attention"] = {
+                "rows": reference.ranges(sorted(set(full["wrong"]))), "worst_error": full["worst_error"],
+                "checked_rows": full["checked_rows"]}
         wrong = sorted(set(fwd["wrong"]))
         rec["forward"].update(outcome=outcome.silent_forward(wrong, 0), rows=reference.ranges(wrong),
                               message=silent_message("forward", wrong, fwd["checked_rows"]),

@@ -1,51 +1,61 @@
 #!/usr/bin/env bash
-# FlashAttention-4 on the GPU machine, over two calls on one warm machine (the CuTe DSL's
-# library wheel is larger than one call carries; docs/oracle.md):
-#   bash tools/oracle/fa4_device.sh stage WHEELS_DIR     # call 1: copies the first part to /tmp
-#   bash tools/oracle/fa4_device.sh run WHEELS_DIR [runner options]   # call 2
-# WHEELS_DIR holds nvidia_cutlass_dsl_libs_cu13-*.whl.part-* (split -b 50M), the other wheels
-# (flash_attn_4-<release>-*.whl, quack_kernels-*.whl, ...) and releases.txt: one line per
-# flash-attn-4 release, "<release> <quack_kernels wheel>". `run` installs each release with its
-# quack-kernels beside one shared CuTe DSL under /tmp/fa4, then runs the oracle cases that name
-# that release (tools/oracle/runner.py --only), each case in its own process, one runner per
-# release side by side; results under $OUT/<release>/.
+# FlashAttention-4 on the GPU machine, over several calls on one warm machine (a CuTe DSL
+# library wheel is larger than one call carries; docs/oracle.md#flashattention-4-on-an-h100):
+#   bash tools/oracle/fa4_device.sh stage WHEELS_DIR                  # calls 1..n-1: parts to /tmp
+#   bash tools/oracle/fa4_device.sh run WHEELS_DIR [runner options]   # the last call
+# WHEELS_DIR holds the parts of the large wheels (`split -b 30M W W.part-`), the other wheels and
+# releases.txt: one line per flash-attn-4 release, "<release> <quack_kernels wheel> <CuTe DSL
+# version>". `run` reassembles the parts, installs each CuTe DSL version under /tmp/fa4/dsl-<v>
+# and each release with its quack-kernels under /tmp/fa4/<release>, then runs the oracle cases
+# that name the release (tools/oracle/runner.py --only), each case in its own process, one runner
+# per release side by side; results under $OUT/<release>/.
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 STEP=$1 WHEELS=$(cd "$2" && pwd); shift 2
 STAGE=/tmp/fa4-stage
 mkdir -p "$STAGE"
-if [ "$STEP" = stage ]; then
-  cp "$WHEELS"/*.part-* "$STAGE"/ && ls -la "$STAGE"
-  exit 0
-fi
 cp "$WHEELS"/*.part-* "$STAGE"/ 2>/dev/null
-whl=$(ls "$STAGE"/*.part-aa | sed 's/\.part-aa$//')
-cat "$STAGE"/$(basename "$whl").part-* > "$STAGE/$(basename "$whl")"
-sha256sum "$STAGE/$(basename "$whl")"
+ls -la "$STAGE"
+[ "$STEP" = stage ] && exit 0
+for first in "$STAGE"/*.part-aa; do
+  whl=$(basename "$first" .part-aa)
+  cat "$STAGE/$whl".part-* > "$STAGE/$whl" && sha256sum "$STAGE/$whl"
+done
 OUT=${OUT:-$REPO/fa4-out}
-mkdir -p /tmp/fa4/deps "$OUT"
+rm -rf /tmp/fa4 && mkdir -p /tmp/fa4 "$OUT"   # pip --target skips a top-level folder that exists
+pipt() { python3 -m pip install --quiet --no-deps --no-index --target "$@"; }
 t0=$(date +%s)
-python3 -m pip install --quiet --no-deps --no-index --target /tmp/fa4/deps "$STAGE/$(basename "$whl")" \
-  "$WHEELS"/nvidia_cutlass_dsl-*.whl "$WHEELS"/nvidia_cutlass_dsl_libs_base-*.whl "$WHEELS"/apache_tvm_ffi-*.whl \
-  "$WHEELS"/torch_c_dlpack_ext-*.whl "$WHEELS"/einops-*.whl || exit 3
-while read -r rel quack; do
-  python3 -m pip install --quiet --no-deps --no-index --target "/tmp/fa4/$rel" "$WHEELS"/flash_attn_4-"$rel"-*.whl \
-    "$WHEELS/$quack" || exit 3
+pipt /tmp/fa4/deps "$WHEELS"/apache_tvm_ffi-*.whl "$WHEELS"/torch_c_dlpack_ext-*.whl || exit 3
+# the CuTe DSL's own dependencies, only where the device's Python lacks them (its torch may use them)
+for dep in "cuda.bindings cuda_bindings" "cuda.pathfinder cuda_pathfinder" "google.protobuf protobuf" "einops einops"; do
+  mod=${dep% *} name=${dep#* }
+  python3 -c "import $mod" 2>/dev/null && echo "fa4: $mod from the device" || pipt /tmp/fa4/deps-extra "$WHEELS"/$name-*.whl || exit 3
+done
+declare -A DSL
+while read -r rel quack dsl; do
+  if [ -z "${DSL[$dsl]:-}" ]; then
+    pipt "/tmp/fa4/dsl-$dsl" $(ls "$STAGE"/nvidia_cutlass_dsl*-"$dsl"-*.whl "$WHEELS"/nvidia_cutlass_dsl*-"$dsl"-*.whl 2>/dev/null) || exit 3
+    # the DSL's `cutlass` package sits under nvidia_cutlass_dsl/{dsl,python}_packages, put on sys.path
+    # by the .pth file its wheel installs; a --target directory is not a site directory, so name it
+    DSL[$dsl]=$(ls -d /tmp/fa4/dsl-"$dsl"/nvidia_cutlass_dsl/*_packages | head -1)
+  fi
+  pipt "/tmp/fa4/$rel" "$WHEELS"/flash_attn_4-"$rel"-*.whl "$WHEELS/$quack" || exit 3
 done < "$WHEELS/releases.txt"
 echo "fa4: installed in $(( $(date +%s) - t0 )) s"
 nvidia-smi --query-gpu=name,driver_version,compute_cap --format=csv,noheader
 python3 -c "import torch, sys; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'python', sys.version.split()[0])"
 export ORACLE_COMMAND="bash tools/oracle/fa4_device.sh run WHEELS $*"
 pids=()
-while read -r rel quack; do
+while read -r rel quack dsl; do
   ids=$(cd "$REPO" && grep -l "\"flash_attn_4\": \"$rel\"" tests/oracle/cases/oracle-fa4-*.json repro_cases/fa4-*.json \
         | xargs -n1 basename | sed 's/\.json$//' | paste -sd, -)
   [ -n "$ids" ] || continue
-  PYTHONPATH="/tmp/fa4/$rel:/tmp/fa4/deps" python3 -c "import flash_attn.cute, importlib.metadata as m; \
+  path="/tmp/fa4/$rel:/tmp/fa4/dsl-$dsl:${DSL[$dsl]}:/tmp/fa4/deps:/tmp/fa4/deps-extra"
+  PYTHONPATH="$path" python3 -c "import flash_attn.cute, importlib.metadata as m; \
 print('$rel', m.version('flash-attn-4'), m.version('nvidia-cutlass-dsl'), m.version('quack-kernels'))" \
     > "$OUT/import-$rel.log" 2>&1
-  (cd "$REPO" && PYTHONPATH="/tmp/fa4/$rel:/tmp/fa4/deps" python3 tools/oracle/runner.py --out "$OUT/$rel" \
-     --only "$ids" "$@" > "$OUT/runner-$rel.log" 2>&1) &
+  (cd "$REPO" && PYTHONPATH="$path" python3 tools/oracle/runner.py --out "$OUT/$rel" --only "$ids" "$@" \
+     > "$OUT/runner-$rel.log" 2>&1) &
   pids+=($!)
 done < "$WHEELS/releases.txt"
 for p in "${pids[@]}"; do wait "$p"; done
