@@ -813,9 +813,10 @@ def run_case(path, mode, dry):
             with torch.no_grad():
                 full, _, _ = compare(run, out, None, None)
             ctx.window, ctx.causal = saved
+            zero = (out.detach().reshape(out.shape[0], -1) == 0).all(dim=1).nonzero().flatten().tolist()
             rec["forward"]["against_full_attention"] = {
                 "rows": reference.ranges(sorted(set(full["wrong"]))), "worst_error": full["worst_error"],
-                "checked_rows": full["checked_rows"]}
+                "checked_rows": full["checked_rows"], "zero_rows": reference.ranges(zero)}
         wrong = sorted(set(fwd["wrong"]))
         rec["forward"].update(outcome=outcome.silent_forward(wrong, 0), rows=reference.ranges(wrong),
                               message=silent_message("forward", wrong, fwd["checked_rows"]),
