@@ -8,7 +8,8 @@
 # version>". `run` reassembles the parts, installs each CuTe DSL version under /tmp/fa4/dsl-<v>
 # and each release with its quack-kernels under /tmp/fa4/<release>, then runs the oracle cases
 # that name the release (tools/oracle/runner.py --only), each case in its own process, one runner
-# per release side by side; results under $OUT/<release>/.
+# per release side by side; results under $OUT/<release>/. FA4_CASES (a grep -E pattern) keeps
+# the case ids that match it.
 set -uo pipefail
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
 STEP=$1 WHEELS=$(cd "$2" && pwd); shift 2
@@ -48,7 +49,7 @@ export ORACLE_COMMAND="bash tools/oracle/fa4_device.sh run WHEELS $*"
 pids=()
 while read -r rel quack dsl; do
   ids=$(cd "$REPO" && grep -l "\"flash_attn_4\": \"$rel\"" tests/oracle/cases/oracle-fa4-*.json repro_cases/fa4-*.json \
-        | xargs -n1 basename | sed 's/\.json$//' | paste -sd, -)
+        | xargs -n1 basename | sed 's/\.json$//' | grep -E "${FA4_CASES:-.}" | paste -sd, -)
   [ -n "$ids" ] || continue
   path="/tmp/fa4/$rel:/tmp/fa4/dsl-$dsl:${DSL[$dsl]}:/tmp/fa4/deps:/tmp/fa4/deps-extra"
   PYTHONPATH="$path" python3 -c "import flash_attn.cute, importlib.metadata as m; \
