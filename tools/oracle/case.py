@@ -12,7 +12,10 @@ What runs (tools/oracle/README.md has the whole story):
 - `varlen` batches: q/k/v with the rows the batch describes, cu_seqlens of the dtype, device and
   shape it gives, max_seqlen as an int or a 0-d tensor, straight into PyTorch's bundled FA2
   (aten::_flash_attention_forward; the backward is its autograd formula); with `varlen.api`
-  "torch.varlen_attn", into torch.nn.attention.varlen.varlen_attn of the installed torch;
+  "torch.varlen_attn", into torch.nn.attention.varlen.varlen_attn of the installed torch; with
+  environment.flash_attn_4, into flash_attn.cute.flash_attn_varlen_func of the flash-attn-4 on
+  the path (tools/oracle/fa4_device.sh installs each release; the record notes a release or GPU
+  architecture other than the batch's);
 - `batch` batches: the named transformers release's real `_flash_attention_forward` (<= 4.42:
   LlamaFlashAttention2's copy) on CUDA tensors, through tools/parity/tracing.Target, with the
   oracle's stand-in flash_attn;
