@@ -106,6 +106,72 @@ TEST_CASE("fa3/fa4: the host adjustments of causal and the window", "[fa3_fa4]")
     CHECK(n.window_left == 100);
     CHECK(n.window_right == 3);
   }
+  SECTION("FA4 from 4.0.0b30: only both sides negative is no window; (-1, 0) is a window with no key") {
+    Call c{.max_seqlen_q = 64, .max_seqlen_k = 64, .num_heads = 4, .num_heads_k = 4, .head_dim = 64, .causal = false,
+           .window_left = -1, .window_right = 0, .family = 4, .fa4_literal_windows = true};
+    fa2::Normalized n = fa2::normalize(c);
+    CHECK_FALSE(n.causal);
+    REQUIRE(n.local);
+    CHECK(n.window_left == -1);  // taken as passed: row i sees keys i + 1 .. i
+    CHECK(n.window_right == 0);
+    const fa2::Flags f{.causal = n.causal, .local = n.local, .window_left = int32_t(n.window_left),
+                       .window_right = int32_t(n.window_right), .block_m = 128, .block_n = 128};
+    const fa2::KeyLimits k = fa2::row_keys(5, 64, 64, f);
+    CHECK(k.hi == k.lo);  // no key
+    // both negative: no window, causal as passed
+    c.window_left = c.window_right = -1;
+    n = fa2::normalize(c);
+    CHECK_FALSE(n.local);
+    CHECK_FALSE(n.causal);
+    c.causal = true;
+    CHECK(fa2::normalize(c).causal);
+    // causal with a pair not both negative: right set to 0, the left side kept as passed
+    c.window_left = 10;
+    c.window_right = -1;
+    n = fa2::normalize(c);
+    CHECK(n.local);
+    CHECK(n.window_left == 10);
+    CHECK(n.window_right == 0);
+    // before 4.0.0b30 the same causal call sums -1 + 0 for (-1, 3): no window, causal
+    c = {.max_seqlen_q = 64, .max_seqlen_k = 64, .num_heads = 4, .num_heads_k = 4, .head_dim = 64, .causal = true,
+         .window_left = -1, .window_right = 3, .family = 4};
+    CHECK(fa2::normalize(c).causal);
+    c.fa4_literal_windows = true;
+    CHECK(fa2::normalize(c).local);
+  }
+}
+
+TEST_CASE("fa4: window.fa4_resolution names a passed window FA4 reads otherwise than FA2", "[fa3_fa4]") {
+  auto call = [](const char* release, nlohmann::json window, bool causal) {
+    return batch_from({{"format", "attn-doctor/batch@1"},
+                       {"environment", {{"flash_attn_4", release}}},
+                       {"model", {{"num_heads", 4}, {"head_dim", 64}, {"dtype", "bf16"}, {"causal", causal}}},
+                       {"varlen", {{"api", "flash_attn_4.varlen"}, {"cu_seqlens_q", {0, 8, 16}}, {"max_seqlen_q", 8},
+                                   {"window_size", window}}}});
+  };
+  auto symptom_of = [](const Batch& b) -> std::string {
+    CheckOptions o;
+    o.backend = BackendChoice::none;
+    const Diagnosis d = diagnose(b, o, "test.json");
+    for (const auto& v : d.report.violations)
+      if (v.id == "window.fa4_resolution") return v.symptom ? std::string(v.symptom->message) : "no symptom";
+    return "";
+  };
+  // (-1, 0) without causal: full attention up to 4.0.0b29, no key from 4.0.0b30 (both measured)
+  CHECK(symptom_of(call("4.0.0b19", {-1, 0}, false)).find("every key of its segment") != std::string::npos);
+  CHECK(symptom_of(call("4.0.0b36", {-1, 0}, false)).find("zeros") != std::string::npos);
+  // the same pair with causal=True is causal in both: nothing to report
+  CHECK(symptom_of(call("4.0.0b19", {-1, 0}, true)).empty());
+  CHECK(symptom_of(call("4.0.0b36", {-1, -1}, true)).empty());
+  // non-negative pairs are read alike
+  CHECK(symptom_of(call("4.0.0b36", {4, 2}, false)).empty());
+  // causal=True with (-1, 3): causal up to 4.0.0b29, a window with no key from 4.0.0b30
+  CHECK(symptom_of(call("4.0.0b26", {-1, 3}, true)).empty());
+  CHECK_FALSE(symptom_of(call("4.0.0b30", {-1, 3}, true)).empty());
+  // FA2's API: the invariant does not speak for it
+  Batch fa2 = call("4.0.0b36", {-1, 0}, false);
+  fa2.varlen->api = Api::flash_attn_2_varlen;
+  CHECK(static_ids(fa2).count("window.fa4_resolution") == 0);
 }
 
 TEST_CASE("fa3: the CPU twin computes only the first seqused_q rows, aligned on them, against fp64", "[fa3_fa4]") {

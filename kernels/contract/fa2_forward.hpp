@@ -75,6 +75,8 @@ struct Call {
   bool dropout = false;
   int family = 2;                     // 3: FA3's host adjustments (hopper/flash_api.cpp mha_fwd);
                                       // 4: FA4's (flash_attn/cute/interface.py)
+  bool fa4_literal_windows = false;   // FA4 4.0.0b30 onward: only both sides negative is no window,
+                                      // any other pair is taken as passed (normalize_fa4)
 };
 
 // The call the kernel runs.
@@ -148,17 +150,33 @@ AD_HD Normalized normalize_fa3(const Call& c) {
   return n;
 }
 
-// FA4 (flash_attn/cute/interface.py _resolve_causal_local_window, fa4 4.0.0b5 through
-// 4.0.0b36): causal sets the right window to 0; a window whose two sides sum below 0 is no
-// window at all, so (-1, 0), FA2's spelling of causal, is full attention unless causal=True; a
-// window of (None, 0) is causal, any other a local window. Nothing is clamped against
-// max_seqlen. The batch's -1 is taken as the value passed for the sum, and as None (unlimited)
-// after it. No single-query swap.
+// FA4 (flash_attn/cute/interface.py _resolve_causal_local_window). 4.0.0b4 through 4.0.0b29:
+// causal sets the right window to 0; a window whose two sides sum below 0 is no window at all,
+// so (-1, 0), FA2's spelling of causal, is full attention unless causal=True (measured,
+// 4.0.0b19 and 4.0.0b26 on an H100: bench/results/fa4-h100-2026-11-27); a window of (None, 0) is
+// causal, any other a local window. The batch's -1 is taken as the value passed for the sum,
+// and as None (unlimited) after it. 4.0.0b30 onward (`fa4_literal_windows`): a window with both
+// sides negative is no window, tested before causal sets the right side to 0; any other pair is
+// a local window of the ints passed, a negative side included (the masks subtract it as it is),
+// so (-1, 0) without causal=True lets row i see keys i + 1 .. i: none (measured, 4.0.0b36: every
+// output row zeros). Nothing is clamped against max_seqlen. No single-query swap.
 AD_HD Normalized normalize_fa4(const Call& c) {
   Normalized n;
   constexpr int64_t kOpen = int64_t(1) << 30;  // an unlimited side as the kernel's masks see it
   bool causal = c.causal;
   int64_t wl = c.window_left, wr = c.window_right;
+  if (c.fa4_literal_windows) {
+    const bool none = wl < 0 && wr < 0;
+    n.ngroups = c.num_heads_k > 0 && c.num_heads / c.num_heads_k > 1 ? c.num_heads / c.num_heads_k : 1;
+    n.swapped = false;
+    n.max_seqlen_q = c.max_seqlen_q;
+    n.num_heads = c.num_heads;
+    n.causal = none && causal;
+    n.local = !none;
+    n.window_left = n.local ? wl : -1;
+    n.window_right = n.local ? (causal ? 0 : wr) : (causal ? 0 : -1);
+    return n;
+  }
   if (causal) wr = 0;
   if (wl + wr < 0) wl = wr = -1;
   const bool some = wl >= 0 || wr >= 0;

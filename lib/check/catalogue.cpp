@@ -1012,6 +1012,32 @@ const std::vector<Invariant>& table() {
        .upstream_message = "",
        .check = checks::route_cu_seqlens_ignored,
        .apis = kAllApis},
+      // ---- FlashAttention-4's window (checks_kernel_values.cpp; docs/spec/flash-attn-features.md) -----
+      {.number = 62, .id = "window.fa4_resolution", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "the window FA4 resolves from (causal, window_size) is the one flash-attn 2 and torch's varlen_attn "
+                    "read from the same arguments (a negative side unlimited, causal = right side 0)",
+       .when_broken = "silently wrong output: for (-1, 0) without causal=True, full attention (4.0.0b4 - 4.0.0b29) or "
+                      "no key at all, zero rows (4.0.0b30 onward), both measured on an H100; from 4.0.0b30 also with "
+                      "causal=True, which sets only the right side",
+       .explanation =
+           "FA4 spells an unlimited side None, not -1, and resolves the pair in _resolve_causal_local_window: up to "
+           "4.0.0b29 a window whose two sides sum below 0 is no window, so (-1, 0) without causal=True, FA2's and "
+           "torch's spelling of causal, attends to every key of the segment; from 4.0.0b30 only a pair with both "
+           "sides negative is no window and any other is a local window of the ints passed, so (-1, 0) lets row i "
+           "see keys i + 1 .. i, none, and every output row is zeros; causal=True then sets only the right side to 0 and "
+           "keeps the -1, the same empty window. A negative side next to a non-negative one is subtracted as it is by "
+           "the masks (flash_attn/cute/mask.py). Nothing raises either way.",
+       .fix = "Pass causal=True for causal attention, and window_size=(None, None) or a pair of non-negative ints for "
+              "a window; do not carry FA2's -1 over to FA4.",
+       .references = {"flash-attn-4 4.0.0b4 - 4.0.0b29 flash_attn/cute/interface.py _resolve_causal_local_window "
+                      "(window_size_left + window_size_right < 0)",
+                      "flash-attn-4 4.0.0b30 - 4.0.0b36 flash_attn/cute/interface.py _resolve_causal_local_window "
+                      "(window_size_left < 0 and window_size_right < 0)",
+                      "measured: bench/results/fa4-h100-2026-11-27 (4.0.0b19, 4.0.0b26, 4.0.0b36 on an H100)"},
+       .upstream_message = "",
+       .check = checks::window_fa4_resolution,
+       .apis = {Api::flash_attn_4_varlen, Api::flash_attn_4_dense}},
   };
   return t;
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "check/static_checks.hpp"
+#include "contract/fa2_forward.hpp"
 
 namespace ad::checks {
 
@@ -112,6 +113,82 @@ void seqused_q_range(Ctx& ctx) {
         {{"tensor", "seqused_q"}, {"index", first_negative}, {"value", used[b]}, {"negative_entries", negative}});
     ctx.symptom(v, "");
   }
+}
+
+}  // namespace ad::checks
+
+namespace ad::checks {
+
+namespace {
+
+// The keys row i of a segment sees, relative to its diagonal (bottom-right aligned): [i - left,
+// i + right], a side nullopt when unlimited.
+struct Band {
+  std::optional<int64_t> left, right;
+  bool operator==(const Band&) const = default;
+  bool empty() const { return left && right && *left + *right < 0; }
+  bool full() const { return !left && !right; }
+};
+
+std::string band_words(const Band& b) {
+  if (b.full()) return "every key of the segment (no mask)";
+  if (b.empty()) return "no key";
+  if (!b.left && b.right && *b.right == 0) return "the keys up to its own (causal)";
+  auto side = [](const std::optional<int64_t>& v, const char* dir) {
+    return v ? std::to_string(*v) + " " + dir : std::string("every key ") + dir;
+  };
+  return "keys i - " + (b.left ? std::to_string(*b.left) : std::string("inf")) + " .. i + " +
+         (b.right ? std::to_string(*b.right) : std::string("inf")) + " (" + side(b.left, "before") + ", " +
+         side(b.right, "after") + ")";
+}
+
+}  // namespace
+
+// 62 window.fa4_resolution (FA4): the window FA4 resolves from (causal, window_size) against
+// the one FA2 and torch's varlen_attn read from the same arguments (a negative side unlimited,
+// causal = right side 0). FA4's resolution is normalize_fa4's (contract/fa2_forward.hpp): before
+// 4.0.0b30 a pair summing below 0 is no window, from 4.0.0b30 only both sides negative is, and
+// any other pair is taken as passed. Only a window the call passes (varlen.window_size) is
+// judged: without it both read the model's causal flag and sliding window alike.
+void window_fa4_resolution(Ctx& ctx) {
+  const VarlenArgs* a = ctx.args;
+  if (!a || !ctx.batch.varlen || !ctx.batch.varlen->window_size) return;
+  if (a->call.api != Api::flash_attn_4_varlen && a->call.api != Api::flash_attn_4_dense) return;
+  const auto [wl, wr] = *ctx.batch.varlen->window_size;
+  const bool causal = a->call.causal;
+  const std::optional<Version> release = kernel_release(ctx.batch);
+  const bool literal = release && *release >= version_literal("4.0.0b30");
+  Band fa2;
+  if (wl >= 0) fa2.left = wl;
+  if (causal) fa2.right = 0;
+  else if (wr >= 0) fa2.right = wr;
+  const fa2::Normalized n = fa2::normalize({.max_seqlen_q = 1 << 20, .max_seqlen_k = 1 << 20, .num_heads = 1,
+                                            .num_heads_k = 1, .causal = causal, .window_left = wl,
+                                            .window_right = wr, .family = 4, .fa4_literal_windows = literal});
+  constexpr int64_t kOpen = int64_t(1) << 30;
+  Band fa4;
+  if (n.causal) {
+    fa4.right = 0;
+  } else if (n.local) {
+    if (n.window_left < kOpen) fa4.left = n.window_left;
+    if (n.window_right < kOpen) fa4.right = n.window_right;
+  }
+  if (fa4 == fa2) return;
+  const std::string rel = release ? release->text : std::string("(release not given)");
+  const std::string passed = "window_size=(" + std::to_string(wl) + ", " + std::to_string(wr) + ") with causal=" +
+                             (causal ? "True" : "False");
+  Violation& v = ctx.report(
+      Severity::error,
+      passed + ": flash-attn-4 " + rel + " lets each query row see " + band_words(fa4) +
+          ", where flash-attn 2 and torch's varlen_attn read the same arguments as " + band_words(fa2),
+      {{"window_size", {wl, wr}}, {"causal", causal}, {"release", rel},
+       {"fa4_rule", literal ? "both sides negative is no window (4.0.0b30 onward)"
+                            : "sides summing below 0 is no window (4.0.0b4 - 4.0.0b29)"},
+       {"fa4_left", fa4.left ? nlohmann::json(*fa4.left) : nlohmann::json(nullptr)},
+       {"fa4_right", fa4.right ? nlohmann::json(*fa4.right) : nlohmann::json(nullptr)},
+       {"fa2_left", fa2.left ? nlohmann::json(*fa2.left) : nlohmann::json(nullptr)},
+       {"fa2_right", fa2.right ? nlohmann::json(*fa2.right) : nlohmann::json(nullptr)}});
+  ctx.symptom(v, fa4.full() ? "full" : fa4.empty() ? "empty" : "");
 }
 
 }  // namespace ad::checks

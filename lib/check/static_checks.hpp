@@ -91,6 +91,7 @@ void launch_fla_grid(Ctx&);
 void seqused_k_range(Ctx&);
 void seqused_q_range(Ctx&);
 void input_softcap(Ctx&);
+void window_fa4_resolution(Ctx&);
 // checks_te_thd.cpp
 void te_thd_arguments(Ctx&);
 void te_padded_offsets(Ctx&);

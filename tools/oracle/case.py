@@ -12,7 +12,10 @@ What runs (tools/oracle/README.md has the whole story):
 - `varlen` batches: q/k/v with the rows the batch describes, cu_seqlens of the dtype, device and
   shape it gives, max_seqlen as an int or a 0-d tensor, straight into PyTorch's bundled FA2
   (aten::_flash_attention_forward; the backward is its autograd formula); with `varlen.api`
-  "torch.varlen_attn", into torch.nn.attention.varlen.varlen_attn of the installed torch;
+  "torch.varlen_attn", into torch.nn.attention.varlen.varlen_attn of the installed torch; with
+  environment.flash_attn_4, into flash_attn.cute.flash_attn_varlen_func of the flash-attn-4 on
+  the path (tools/oracle/fa4_device.sh installs each release; the record notes a release or GPU
+  architecture other than the batch's);
 - `batch` batches: the named transformers release's real `_flash_attention_forward` (<= 4.42:
   LlamaFlashAttention2's copy) on CUDA tensors, through tools/parity/tracing.Target, with the
   oracle's stand-in flash_attn;
@@ -64,8 +67,13 @@ def kind_of(doc):
         raise NotMeasured(f"Triton autotuner launch (triton {env.get('triton', 'unnamed')}): the device has triton 3.6, "
                           "whose autotuner looks keys up by name; the positional lookup of triton <= 3.1 cannot run there")
     if env.get("flash_attn_4"):
-        raise NotMeasured("flash-attn-4 is not on the device: its CuTe DSL dependency does not fit the carry "
-                          "(see RUN.json flash_attn_4)")
+        found = fa4_release()
+        if found is None:
+            raise NotMeasured("flash-attn-4 is not importable here (flash_attn.cute): carry its wheels and the CuTe "
+                              "DSL as tools/oracle/fa4_device.sh does")
+        if "varlen" not in doc:
+            raise NotMeasured("flash-attn-4 is measured through explicit varlen calls only")
+        return "explicit"
     if env.get("flash_attn") and version_tuple(env["flash_attn"])[0] >= 3:
         raise NotMeasured(f"flash-attn {env['flash_attn']} is FA3 (Hopper): the device has PyTorch's bundled FA2 only")
     if doc["model"].get("architecture") == "gemma2":
@@ -78,6 +86,27 @@ def kind_of(doc):
     if "batch" in doc:
         return "transformers"
     raise NotMeasured("nothing to run")
+
+
+def fa4_release():
+    """The installed flash-attn-4 release (its dist-info next to flash_attn/cute), None if absent."""
+    import importlib.metadata
+    import importlib.util
+    try:
+        if importlib.util.find_spec("flash_attn.cute") is None:
+            return None
+        return importlib.metadata.version("flash-attn-4")
+    except (ImportError, ValueError, importlib.metadata.PackageNotFoundError):
+        return None
+
+
+def gpu_arch():
+    """sm_XY(a) of cuda:0 ("a" on 9.0 and 10.x, the architecture-specific targets FA4 compiles for)."""
+    import torch
+    if not torch.cuda.is_available():
+        return "cpu"
+    major, minor = torch.cuda.get_device_capability(0)
+    return f"sm_{major}{minor}" + ("a" if major in (9, 10) else "")
 
 
 # ---------------------------------------------------------------------------------------
@@ -188,6 +217,8 @@ class Explicit:
         self.max_k = self._max(v.get("max_seqlen_k", v.get("max_seqlen_q", default_max)), q_device)
         self.seqused_k = (torch.tensor(v["seqused_k"], dtype=torch.int32, device=q_device)
                           if "seqused_k" in v else None)
+        self.seqused_q = (torch.tensor(v["seqused_q"], dtype=torch.int32, device=q_device)
+                          if "seqused_q" in v else None)
         dt = ctx.dtype
         k_dtype = _dtype(t.get("k", {}).get("dtype"), dt)
         v_dtype = _dtype(t.get("v", {}).get("dtype"), dt)
@@ -197,10 +228,12 @@ class Explicit:
         self.v = leaf(ctx.randn((rows_v, ctx.kv_heads, ctx.dim), 3, dtype=_gen_dtype(v_dtype)), v_dtype,
                       ctx.device_for("v"))
         self.rotary = None
+        self.k_segments = None
         self.stack = {"attention": "PyTorch's bundled FA2 (aten::_flash_attention_forward / _flash_attention_backward)",
                       "conversion": "none (the batch's explicit varlen arguments)"}
         if one_d and "intent" not in ctx.doc:
             self.intent, self.intent_source = reference.intent_from_cu(flat_q, self.total_q), "cu_seqlens_q"
+            self.k_segments = reference.segments_from_cu(flat_q, self.total_q)
         elif "intent" in ctx.doc:
             self.intent, self.intent_source = reference.derive_intent(ctx.doc, {})[0], "given"
         else:
@@ -218,6 +251,8 @@ class Explicit:
     def attention(self, q, k, v):
         if self.ctx.api == "torch.varlen_attn":
             return self.torch_varlen_attn(q, k, v)
+        if self.ctx.env.get("flash_attn_4"):
+            return self.flash_attn_4_varlen(q, k, v)
         from flash_attn import flash_attn_interface as fi
         return fi.varlen_with_seqused_k(q, k, v, self.cu_q, self.cu_k, self.max_q, self.max_k, self.seqused_k,
                                         causal=self.ctx.causal, window_size=self.ctx.window, softcap=self.ctx.softcap)
@@ -248,6 +283,42 @@ class Explicit:
                                    f"keywords {sorted(kwargs)}")
         return varlen_attn(q, k, v, self.cu_q, self.cu_k, self.max_q, self.max_k, **kwargs)
 
+    def flash_attn_4_varlen(self, q, k, v):
+        """flash_attn.cute.flash_attn_varlen_func of the installed flash-attn-4, bound as the batch
+        says (varlen.binding): "positional" passes q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+        max_seqlen_k by position (the 4.0.0b5 order; a release with qv fourth binds them one
+        parameter later, which is what that call does there), anything else by keyword. causal,
+        window_size (FA4 spells an unlimited side None; -1 is passed as the batch gives it),
+        pack_gqa, seqused_q / seqused_k and num_splits only when the batch gives them. The
+        function returns (out, lse) in some releases and out in others: the output is the first."""
+        from flash_attn.cute import flash_attn_varlen_func
+        vb = self.ctx.doc["varlen"]
+        kwargs = {"causal": bool(self.ctx.causal)}
+        if "window_size" in vb:
+            kwargs["window_size"] = tuple(int(x) for x in vb["window_size"])
+        elif self.ctx.window != (-1, -1):
+            kwargs["window_size"] = tuple(self.ctx.window)
+        for name, value in (("pack_gqa", vb.get("pack_gqa")), ("seqused_q", self.seqused_q),
+                            ("seqused_k", self.seqused_k), ("num_splits", vb.get("num_splits"))):
+            if value is not None:
+                kwargs[name] = value
+        release = fa4_release()
+        wanted = self.ctx.env["flash_attn_4"]
+        if release != wanted:
+            self.ctx.notes.append(f"flash-attn-4 {release} ran the call (the batch names {wanted})")
+        arch, named = gpu_arch(), self.ctx.env.get("gpu_arch")
+        if named and named != arch:
+            self.ctx.notes.append(f"ran on {arch} (the batch names {named}): {arch}'s kernels, not {named}'s")
+        binding = vb.get("binding", "keyword")
+        self.stack["attention"] = (f"flash_attn.cute.flash_attn_varlen_func (flash-attn-4 {release}, {arch}), "
+                                   f"{binding} binding, keywords {sorted(kwargs)}")
+        if binding == "positional":
+            result = flash_attn_varlen_func(q, k, v, self.cu_q, self.cu_k, self.max_q, self.max_k, **kwargs)
+        else:
+            result = flash_attn_varlen_func(q, k, v, cu_seqlens_q=self.cu_q, cu_seqlens_k=self.cu_k,
+                                            max_seqlen_q=self.max_q, max_seqlen_k=self.max_k, **kwargs)
+        return result[0] if isinstance(result, tuple) else result
+
     def forward(self):
         q, k = self.q, self.k
         if self.rotary is not None:
@@ -257,7 +328,7 @@ class Explicit:
     def sequences(self):
         seqused = self.ctx.doc["varlen"].get("seqused_k")
         return reference.packed_sequences(self.intent, list(_flatten(self.cu_k_values)), self.total_q, self.total_k,
-                                          self.same_k, seqused)
+                                          self.same_k, seqused, self.k_segments)
 
 
 class Padded:
@@ -688,7 +759,8 @@ def run_case(path, mode, dry):
         rec["kind"] = kind
         env = doc.get("environment", {})
         fa_version = env.get("flash_attn") or DEFAULT_FLASH_ATTN
-        stack.install_standin(fa_version, os.environ.get("ORACLE_WORK", "/tmp/oracle-work"))
+        if not env.get("flash_attn_4"):  # the stand-in's flash_attn package would hide flash_attn.cute
+            stack.install_standin(fa_version, os.environ.get("ORACLE_WORK", "/tmp/oracle-work"))
         torch.manual_seed(0)
         if not dry:
             poison_allocator(notes)
@@ -735,6 +807,19 @@ def run_case(path, mode, dry):
             rec["reference"]["sampled"] = True
             notes.append(f"reference sampled: {SAMPLED_ROWS} query rows per long sequence plus the rows around each "
                          "2^31-element boundary; dk/dv not compared")
+        if ctx.env.get("flash_attn_4") and "window_size" in doc.get("varlen", {}):
+            # FA4 resolves the window its own way (_resolve_causal_local_window): the same output is
+            # also compared with attention without any window or causal mask, so the record says
+            # which of the two the kernel computed
+            saved = ctx.window, ctx.causal
+            ctx.window, ctx.causal = (-1, -1), False
+            with torch.no_grad():
+                full, _, _ = compare(run, out, None, None)
+            ctx.window, ctx.causal = saved
+            zero = (out.detach().reshape(out.shape[0], -1) == 0).all(dim=1).nonzero().flatten().tolist()
+            rec["forward"]["against_full_attention"] = {
+                "rows": reference.ranges(sorted(set(full["wrong"]))), "worst_error": full["worst_error"],
+                "checked_rows": full["checked_rows"], "zero_rows": reference.ranges(zero)}
         wrong = sorted(set(fwd["wrong"]))
         rec["forward"].update(outcome=outcome.silent_forward(wrong, 0), rows=reference.ranges(wrong),
                               message=silent_message("forward", wrong, fwd["checked_rows"]),

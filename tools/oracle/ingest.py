@@ -161,7 +161,8 @@ def stack_words(rec):
         parts.append(s["rotary"].split(" fla.")[0].split(" flash_attn.")[0])
     if "bert_padding" in conv:
         parts.append("bert_padding unpad")
-    parts.append("FA2 (torch)")
+    fa4 = re.match(r"flash_attn\.cute\.flash_attn_varlen_func \(flash-attn-4 (\S+), (\S+)\)", s.get("attention", ""))
+    parts.append(f"FA4 {fa4.group(1)} ({fa4.group(2)})" if fa4 else "FA2 (torch)")
     return " + ".join(parts)
 
 

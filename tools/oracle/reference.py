@@ -66,6 +66,11 @@ def derive_intent(doc, case):
     return None, None
 
 
+def segments_from_cu(cu_values, total):
+    """The index of the cu_seqlens segment behind each sequence intent_from_cu returns."""
+    return [i for i, (a, b) in enumerate(zip(cu_values, cu_values[1:])) if min(b, total) > max(a, 0)]
+
+
 def intent_from_cu(cu_values, total):
     """Explicit varlen without `intent`: each 1-D cu_seqlens_q segment of positive length and
     non-negative start, clipped to the rows that exist."""
@@ -114,10 +119,12 @@ def padded_sequences(seqs, batch, lq, lk):
     return out
 
 
-def packed_sequences(seqs, cu_k_values, total_q, total_k, same_k, seqused_k=None):
+def packed_sequences(seqs, cu_k_values, total_q, total_k, same_k, seqused_k=None, k_segments=None):
     """Explicit varlen: intended sequence i holds q rows [start, start + length); its keys are the
     same rows when cu_seqlens_k is cu_seqlens_q, else segment i of cu_seqlens_k (clipped, limited
-    by seqused_k), aligned so the last query meets the last key (FA2's bottom-right diagonal)."""
+    by seqused_k), aligned so the last query meets the last key (FA2's bottom-right diagonal).
+    `k_segments`: the cu_seqlens_k segment of each intended sequence where it is not the i-th
+    (sequences read from a cu_seqlens_q with empty segments, which intent_from_cu skips)."""
     out = []
     for i, (_, start, length) in enumerate(seqs):
         q_rows = torch.arange(start, min(start + length, total_q))
@@ -126,11 +133,12 @@ def packed_sequences(seqs, cu_k_values, total_q, total_k, same_k, seqused_k=None
         if same_k:
             k_rows = torch.arange(start, min(start + length, total_k))
         else:
-            if i + 1 >= len(cu_k_values):
+            j = k_segments[i] if k_segments is not None else i
+            if j + 1 >= len(cu_k_values):
                 continue
-            a, b = max(cu_k_values[i], 0), min(cu_k_values[i + 1], total_k)
-            if seqused_k is not None and i < len(seqused_k):
-                b = min(b, a + seqused_k[i])
+            a, b = max(cu_k_values[j], 0), min(cu_k_values[j + 1], total_k)
+            if seqused_k is not None and j < len(seqused_k):
+                b = min(b, a + seqused_k[j])
             k_rows = torch.arange(a, max(a, b))
         if len(k_rows) == 0:
             continue

@@ -124,7 +124,9 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
                                             .window_left = a.call.window_left,
                                             .window_right = a.call.window_right,
                                             .dropout = dropout,
-                                            .family = at.family});
+                                            .family = at.family,
+                                            .fa4_literal_windows =
+                                                at.family == 4 && p.flash_attn_release >= version_literal("4.0.0b30")});
   at.swapped = n.swapped;
   at.ngroups = n.ngroups;
 
