@@ -137,6 +137,8 @@ std::optional<std::string> torch_cudnn_unaligned(const AdvisoryCall& c) {
   const TorchBackend backend = torch_backend(*c.batch);
   if (!backend.cudnn && backend.known) return std::nullopt;
   return backend.why + "; " + unaligned + " not 16-byte aligned (tensors." + unaligned.substr(0, 1) + ".aligned false)";
+}
+
 // TRANSFORMERS-2025-001: torch.compile(fullgraph=True) around a model whose flash-attention path
 // gets one row with position ids and neither a mask nor the varlen kwargs: _flash_attention_forward
 // then decides whether the row is packed from the position ids' values (_is_packed_sequence).
