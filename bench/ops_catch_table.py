@@ -204,6 +204,12 @@ def _seen(stage, finding):
     return seen + [f"{stage}: {x}" for x in finding["rows"]]
 
 
+def _cuda_finding(stage):
+    """What the launch just made saw (its readout waited for): ops._finding's form, None if clean."""
+    read = _native.ops_drain(True)
+    return ops._finding(read[1], stage) if read is not None else None
+
+
 def _run_cuda(row, q, k, v, cu_q, cu_k, mq, mk, scale, causal, window, softcap, used, training):
     """The call through the CUDA ops' launches (attn_doctor._cuda_ops: the checked kernels, the
     record read back from the device), each case after a synchronisation so that a fault is
@@ -219,15 +225,15 @@ def _run_cuda(row, q, k, v, cu_q, cu_k, mq, mk, scale, causal, window, softcap, 
     used = used.to(dev) if used is not None else None
     out = torch.empty_like(q)
     lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=dev)
-    reader = _cuda_ops.forward(q, k, v, cu_q, cu_k, mq, mk, scale, causal, int(window[0]), int(window[1]), softcap,
-                               out, lse, seqused_k=used)
-    seen = _seen("forward", ops._finding(reader(True), "forward"))
+    _cuda_ops.forward(q, k, v, cu_q, cu_k, mq, mk, scale, causal, int(window[0]), int(window[1]), softcap, out, lse,
+                      None, seqused_k=used)
+    seen = _seen("forward", _cuda_finding("forward"))
     if training and row["backward"] is not None and _cuda_ops.backward_supported(q.dtype, q.shape[-1]):
         dout = torch.randn_like(q)
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        reader = _cuda_ops.backward(dout, q, k, v, out, lse, cu_q, cu_k, mq, mk, scale, causal, int(window[0]),
-                                    int(window[1]), softcap, dq, dk, dv, seqused_k=used)
-        seen += _seen("backward", ops._finding(reader(True), "backward"))
+        _cuda_ops.backward(dout, q, k, v, out, lse, cu_q, cu_k, mq, mk, scale, causal, int(window[0]), int(window[1]),
+                           softcap, dq, dk, dv, None, seqused_k=used)
+        seen += _seen("backward", _cuda_finding("backward"))
     torch.cuda.synchronize()
     row["kernel"] = "; ".join(seen) or None
     return row

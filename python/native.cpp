@@ -13,6 +13,9 @@
 // UTF-8); every string handed back (reports, messages) is valid UTF-8, ill-formed bytes
 // written as U+FFFD, so that no message or report turns into a UnicodeDecodeError.
 #include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -35,6 +38,7 @@
 #include <cuda_runtime_api.h>
 
 #include "launch.hpp"
+#include "ops_readout.hpp"
 #endif
 
 namespace nb = nanobind;
@@ -242,6 +246,253 @@ void set_cuda_call(ad::kern::VarlenParamsBase& p, int elem, const TensorArg& q, 
 void launched() {
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) throw std::runtime_error(std::string("CUDA launch: ") + cudaGetErrorString(e));
+}
+
+// ---- attn_doctor.ops: the launches' readout, on the host side ----------------------------
+// Per device a ring of kRing slots: the pinned, mapped host slots the readout kernel writes
+// (python/ops_readout.hpp) and one device AccessRecord per slot, empty between launches (the
+// readout kernel resets it). A launch takes a free slot; its entry waits in `pending` (in
+// launch order) until the host reads it: drain() reads the entries whose slot landed, gives
+// their slots back and hands the first broken one to Python (with the payload Python gave
+// the launch: what the report needs). Launches captured in a CUDA graph keep their slot
+// (`captured`): every replay rewrites it. Entries dropped unread (after a raise, or a reset)
+// wait in `retired` until their slot lands, so that no late readout writes a reused slot.
+// Everything here runs with the GIL held (the payloads are Python objects), except the
+// stream synchronisation of a blocking read.
+constexpr int kRing = 1024;
+
+enum class Readout { poll, event };
+
+struct Ring {
+  int device = 0;
+  ad::ops::Slot* host = nullptr;      // pinned, mapped
+  ad::ops::Slot* host_dev = nullptr;  // its device address
+  ad::AccessRecord* records = nullptr;
+  std::vector<int> free;
+  std::vector<cudaEvent_t> events;  // readout "event": one per slot, made on first use
+};
+
+struct Entry {
+  Ring* ring = nullptr;
+  int slot = 0;
+  bool backward = false;
+  bool counted[2] = {false, false};
+  Readout mode = Readout::poll;
+  cudaStream_t stream = nullptr;
+  nb::object payload;
+};
+
+struct OpsState {
+  std::map<int, std::unique_ptr<Ring>> rings;
+  std::deque<Entry> pending;
+  std::vector<Entry> captured;
+  std::vector<Entry> retired;
+  Readout readout = Readout::poll;
+};
+
+// Never destroyed: at interpreter exit no CUDA call and no Python object release runs here.
+OpsState& ops_state() {
+  static OpsState* s = new OpsState;
+  return *s;
+}
+
+void cuda_ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string("attn_doctor.ops: ") + what + ": " + cudaGetErrorString(e));
+}
+
+int32_t slot_state(const Ring& r, int slot) {
+  return *reinterpret_cast<const volatile int32_t*>(&r.host[slot].state);
+}
+
+// Whether the entry's readout landed (never waits).
+bool landed(const Entry& e) {
+  if (e.mode == Readout::event) {
+    const cudaError_t q = cudaEventQuery(e.ring->events[static_cast<size_t>(e.slot)]);
+    if (q == cudaErrorNotReady) return false;
+    cuda_ok(q, "reading a launch's event");
+    return true;
+  }
+  return slot_state(*e.ring, e.slot) != ad::ops::kSlotPending;
+}
+
+void sweep_retired(OpsState& s) {
+  auto& r = s.retired;
+  for (size_t i = 0; i < r.size();) {
+    if (landed(r[i])) {
+      r[i].ring->free.push_back(r[i].slot);
+      r[i] = std::move(r.back());
+      r.pop_back();
+    } else {
+      ++i;
+    }
+  }
+}
+
+Ring& ring_for(OpsState& s, int device, bool capturing) {
+  auto it = s.rings.find(device);
+  if (it != s.rings.end()) return *it->second;
+  if (capturing)
+    throw std::runtime_error("attn_doctor.ops: the first checked call on a device allocates its readout ring and "
+                             "cannot run inside a CUDA graph capture: make one call on the device before capturing");
+  int previous = 0;
+  cuda_ok(cudaGetDevice(&previous), "cudaGetDevice");
+  cuda_ok(cudaSetDevice(device), "cudaSetDevice");
+  auto ring = std::make_unique<Ring>();
+  ring->device = device;
+  void* host = nullptr;
+  cudaError_t e = cudaHostAlloc(&host, sizeof(ad::ops::Slot) * kRing, cudaHostAllocMapped | cudaHostAllocPortable);
+  if (e == cudaSuccess) {
+    ring->host = static_cast<ad::ops::Slot*>(host);
+    for (int i = 0; i < kRing; ++i) new (ring->host + i) ad::ops::Slot();
+    e = cudaHostGetDevicePointer(reinterpret_cast<void**>(&ring->host_dev), host, 0);
+  }
+  if (e == cudaSuccess) e = cudaMalloc(reinterpret_cast<void**>(&ring->records), sizeof(ad::AccessRecord) * kRing);
+  if (e == cudaSuccess) {
+    const std::vector<ad::AccessRecord> empty(kRing);
+    e = cudaMemcpy(ring->records, empty.data(), sizeof(ad::AccessRecord) * kRing, cudaMemcpyHostToDevice);
+  }
+  cudaSetDevice(previous);
+  if (e != cudaSuccess) {
+    if (ring->records) cudaFree(ring->records);
+    if (host) cudaFreeHost(host);
+    cuda_ok(e, "allocating the readout ring");
+  }
+  ring->events.assign(kRing, nullptr);
+  ring->free.reserve(kRing);
+  for (int i = kRing - 1; i >= 0; --i) ring->free.push_back(i);
+  return *(s.rings[device] = std::move(ring));
+}
+
+int take_slot(OpsState& s, Ring& r) {
+  if (r.free.empty()) sweep_retired(s);
+  if (r.free.empty())
+    throw std::runtime_error("attn_doctor.ops: more than " + std::to_string(kRing) +
+                             " launches with unread violation records; call attn_doctor.ops.check() after a "
+                             "synchronisation");
+  const int slot = r.free.back();
+  r.free.pop_back();
+  return slot;
+}
+
+// A checked launch about to be enqueued on `stream`: its slot, reset to pending, and its
+// record. `finish` enqueues the readout after the launch and files the entry.
+struct Launch {
+  OpsState& s;
+  bool capturing;
+  Ring& ring;
+  int slot;
+  cudaStream_t stream;
+  bool filed = false;
+
+  Launch(OpsState& state, int device, cudaStream_t st)
+      : s(state), capturing(is_capturing(st)), ring(ring_for(state, device, capturing)), slot(take_slot(state, ring)),
+        stream(st) {
+    *reinterpret_cast<volatile int32_t*>(&ring.host[slot].state) = ad::ops::kSlotPending;
+  }
+  ~Launch() {
+    if (!filed) ring.free.push_back(slot);  // the launch failed before its readout was enqueued
+  }
+  static bool is_capturing(cudaStream_t st) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cuda_ok(cudaStreamIsCapturing(st, &status), "cudaStreamIsCapturing");
+    return status != cudaStreamCaptureStatusNone;
+  }
+  ad::AccessRecord* record() const { return ring.records + slot; }
+
+  void finish(bool backward, uint32_t* c0, int64_t n0, uint32_t* c1, int64_t n1, nb::object payload) {
+    static const ad::AccessRecord empty;
+    cuda_ok(ad::ops::launch_readout(record(), c0, n0, c1, n1, ring.host_dev + slot, empty, stream),
+            "launching the readout");
+    Entry e;
+    e.ring = &ring, e.slot = slot, e.backward = backward, e.stream = stream;
+    e.counted[0] = c0 != nullptr, e.counted[1] = c1 != nullptr;
+    e.mode = capturing ? Readout::poll : s.readout;
+    e.payload = std::move(payload);
+    if (e.mode == Readout::event) {
+      cudaEvent_t& ev = ring.events[static_cast<size_t>(slot)];
+      if (!ev) cuda_ok(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
+      cuda_ok(cudaEventRecord(ev, stream), "cudaEventRecord");
+    }
+    filed = true;
+    if (capturing) s.captured.push_back(std::move(e));
+    else s.pending.push_back(std::move(e));
+  }
+};
+
+// Zeroes the row counters of a launch on its stream (uint32, `rows` of them).
+void zero_counters(uint32_t* counters, int64_t rows, cudaStream_t stream) {
+  if (counters && rows > 0)
+    cuda_ok(cudaMemsetAsync(counters, 0, sizeof(uint32_t) * static_cast<size_t>(rows), stream), "zeroing the row counters");
+}
+
+nb::dict rows_dict(const ad::ops::RowSummary& r) {
+  nb::dict d;
+  d["unwritten"] = r.unwritten;
+  d["first_unwritten"] = r.first_unwritten;
+  d["overwritten"] = r.overwritten;
+  d["first_overwritten"] = r.first_overwritten;
+  return d;
+}
+
+bool broken(const Entry& e) {
+  const ad::ops::Slot& slot = e.ring->host[e.slot];
+  if (slot.access.count != 0) return true;
+  for (int i = 0; i < 2; ++i)
+    if (e.counted[i] && (slot.rows[i].unwritten != 0 || slot.rows[i].overwritten != 0)) return true;
+  return false;
+}
+
+// The result as ops._finding reads it: {access, rows} (forward) or {access, dq_rows, dkv_rows};
+// a counter set that was not counted is an empty dict.
+nb::dict result_dict(const Entry& e) {
+  const ad::ops::Slot& slot = e.ring->host[e.slot];
+  nb::dict d;
+  d["access"] = record_dict(slot.access);
+  const char* keys[2] = {e.backward ? "dq_rows" : "rows", "dkv_rows"};
+  for (int i = 0; i < (e.backward ? 2 : 1); ++i) d[keys[i]] = e.counted[i] ? nb::object(rows_dict(slot.rows[i])) : nb::object(nb::dict());
+  return d;
+}
+
+// Reads the pending entries in launch order: None when every one read was clean (or the next
+// one has not landed and `block` is false), else (payload, result) of the first broken one;
+// the entries after it are dropped (retired). `block`: wait for the entries' streams.
+nb::object ops_drain(bool block) {
+  OpsState& s = ops_state();
+  while (!s.pending.empty()) {
+    Entry& e = s.pending.front();
+    if (!landed(e)) {
+      if (!block) return nb::none();
+      const cudaStream_t stream = e.stream;
+      cudaError_t err;
+      {
+        nb::gil_scoped_release release;
+        err = cudaStreamSynchronize(stream);
+      }
+      cuda_ok(err, "waiting for a checked launch");
+      continue;  // the front is read again (another thread may have read it meanwhile)
+    }
+    Entry done = std::move(e);
+    s.pending.pop_front();
+    done.ring->free.push_back(done.slot);
+    if (!broken(done)) continue;
+    nb::object out = nb::make_tuple(done.payload, result_dict(done));
+    for (Entry& rest : s.pending) s.retired.push_back(std::move(rest));
+    s.pending.clear();
+    sweep_retired(s);
+    return out;
+  }
+  sweep_retired(s);
+  return nb::none();
+}
+
+// (payload, result) of every captured launch whose last replay was broken (the slot of a
+// graph not replayed since its capture reads as clean).
+nb::list ops_captured() {
+  nb::list out;
+  for (const Entry& e : ops_state().captured)
+    if (slot_state(*e.ring, e.slot) != ad::ops::kSlotPending && broken(e))
+      out.append(nb::make_tuple(e.payload, result_dict(e)));
+  return out;
 }
 #endif
 }  // namespace
@@ -545,5 +796,126 @@ NB_MODULE(_native, m) {
       "launches the varlen backward's launches on `stream` (no synchronisation), with the launch check; seqused_k: "
       "the forward's (a device pointer to batch int32 entries, or 0); dq_writes / dkv_writes: zeroed uint32 "
       "counters per q / k row (coverage), or 0");
+  // ---- attn_doctor.ops on CUDA: launch, readout and the queue of unread launches, in C++ ----
+  m.def(
+      "ops_fwd_cuda",
+      [](int elem, const TensorArg& q, const TensorArg& k, const TensorArg& v, int64_t cu_q, int64_t cu_k,
+         int32_t batch, int64_t max_q, int64_t max_k, float scale, float softcap, bool causal, int64_t wl, int64_t wr,
+         int64_t out, int64_t lse, int64_t stream_arg, int device, int64_t seqused_k, int64_t counters,
+         nb::object payload) {
+        ad::kern::VarlenFwdParams p;
+        set_cuda_call(p, elem, q, k, v, cu_q, cu_k, batch, max_q, max_k, scale, softcap, causal, wl, wr);
+        const auto stream = static_cast<cudaStream_t>(as_ptr(stream_arg));
+        Launch launch(ops_state(), device, stream);
+        uint32_t* rows = static_cast<uint32_t*>(as_ptr(counters));
+        zero_counters(rows, q[1], stream);
+        p.seqused_k = static_cast<const int32_t*>(as_ptr(seqused_k));
+        p.row_writes = rows;
+        p.row_writes_size = rows ? q[1] : 0;
+        p.out = {as_ptr(out), q[1], static_cast<int32_t>(q[2])};
+        p.lse = static_cast<float*>(as_ptr(lse));
+        p.record = launch.record();
+        ad::kern::launch_varlen_fwd(p, ad::Checks::checked, stream);
+        launched();
+        launch.finish(false, rows, q[1], nullptr, 0, std::move(payload));
+      },
+      "elem"_a, "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "batch"_a, "max_seqlen_q"_a,
+      "max_seqlen_k"_a, "scale"_a, "softcap"_a, "causal"_a, "window_left"_a, "window_right"_a, "out"_a, "lse"_a,
+      "stream"_a, "device"_a, "seqused_k"_a, "counters"_a, "payload"_a,
+      "the checked varlen forward of attn_doctor.ops on `stream` with its readout (no synchronisation): a ring "
+      "slot and its record, the row counters zeroed (counters: uint32 per q row, or 0: not counted), the launch, "
+      "the readout kernel; the launch waits in the queue with `payload` until ops_drain reads it");
+  m.def(
+      "ops_bwd_cuda",
+      [](int elem, const TensorArg& q, const TensorArg& k, const TensorArg& v, int64_t out, int64_t dout, int64_t lse,
+         int64_t dq, int64_t dk, int64_t dv, int64_t dk_expanded, int64_t dv_expanded, int64_t workspace,
+         int64_t workspace_size, int64_t cu_q, int64_t cu_k, int32_t batch, int64_t max_q, int64_t max_k, float scale,
+         float softcap, bool causal, int64_t wl, int64_t wr, int64_t stream_arg, int device, int64_t seqused_k,
+         int64_t counters, nb::object payload) {
+        ad::kern::VarlenBwdParams p;
+        set_cuda_call(p, elem, q, k, v, cu_q, cu_k, batch, max_q, max_k, scale, softcap, causal, wl, wr);
+        p.launch_check = true;  // the keys the backward leaves out (contract/fa2_backward.hpp)
+        const int64_t rows_q = q[1], rows_k = k[1];
+        const int32_t heads = static_cast<int32_t>(q[2]), heads_k = static_cast<int32_t>(k[2]);
+        const bool gqa = heads != heads_k;
+        if (gqa && (!dk_expanded || !dv_expanded))
+          throw nb::value_error("a backward with fewer key/value heads takes dk_expanded and dv_expanded");
+        p.out = {as_ptr(out), rows_q, heads};
+        p.lse = static_cast<const float*>(as_ptr(lse));
+        p.dout = {as_ptr(dout), rows_q, heads};
+        p.dq = {as_ptr(dq), rows_q, heads};
+        p.dk = {as_ptr(gqa ? dk_expanded : dk), rows_k, gqa ? heads : heads_k};
+        p.dv = {as_ptr(gqa ? dv_expanded : dv), rows_k, gqa ? heads : heads_k};
+        p.dk_out = gqa ? as_ptr(dk) : nullptr;
+        p.dv_out = gqa ? as_ptr(dv) : nullptr;
+        // one fp32 workspace: softmax_d, then dq_accum at the next multiple of 64 elements
+        const ad::kern::BwdWorkspace w = ad::kern::varlen_bwd_workspace(p);
+        const int64_t accum_at = (w.softmax_d + 63) / 64 * 64;
+        if (workspace_size < accum_at + w.dq_accum)
+          throw nb::value_error(("the backward's workspace takes " + std::to_string(accum_at + w.dq_accum) +
+                                 " fp32 elements, got " + std::to_string(workspace_size)).c_str());
+        float* ws = static_cast<float*>(as_ptr(workspace));
+        p.softmax_d = ws;
+        p.softmax_d_size = w.softmax_d;
+        p.dq_accum = ws + accum_at;
+        p.dq_accum_size = w.dq_accum;
+        const auto stream = static_cast<cudaStream_t>(as_ptr(stream_arg));
+        Launch launch(ops_state(), device, stream);
+        uint32_t* dq_rows = static_cast<uint32_t*>(as_ptr(counters));
+        uint32_t* dkv_rows = dq_rows ? dq_rows + rows_q : nullptr;
+        zero_counters(dq_rows, rows_q + rows_k, stream);
+        p.seqused_k = static_cast<const int32_t*>(as_ptr(seqused_k));
+        p.dq_writes = dq_rows;
+        p.dq_writes_size = dq_rows ? rows_q : 0;
+        p.dkv_writes = dkv_rows;
+        p.dkv_writes_size = dkv_rows ? rows_k : 0;
+        p.record = launch.record();
+        ad::kern::launch_varlen_bwd(p, ad::Checks::checked, stream);
+        launched();
+        launch.finish(true, dq_rows, rows_q, dkv_rows, rows_k, std::move(payload));
+      },
+      "elem"_a, "q"_a, "k"_a, "v"_a, "out"_a, "dout"_a, "lse"_a, "dq"_a, "dk"_a, "dv"_a, "dk_expanded"_a,
+      "dv_expanded"_a, "workspace"_a, "workspace_size"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "batch"_a,
+      "max_seqlen_q"_a, "max_seqlen_k"_a, "scale"_a, "softcap"_a, "causal"_a, "window_left"_a, "window_right"_a,
+      "stream"_a, "device"_a, "seqused_k"_a, "counters"_a, "payload"_a,
+      "the checked varlen backward of attn_doctor.ops on `stream` with its readout, as ops_fwd_cuda; workspace: "
+      "fp32, ops_bwd_workspace(...) elements; counters: uint32 per q row then per k row, or 0");
+  m.def(
+      "ops_bwd_workspace",
+      [](int64_t rows_q, int32_t heads, int32_t head_dim, int32_t batch, int64_t max_q, int64_t max_k) {
+        ad::kern::VarlenBwdParams p;
+        p.q.rows = rows_q;
+        p.num_heads = heads, p.num_heads_k = heads, p.head_dim = head_dim;
+        p.batch = batch;
+        p.max_seqlen_q = static_cast<int32_t>(max_q), p.max_seqlen_k = static_cast<int32_t>(max_k);
+        const ad::kern::BwdWorkspace w = ad::kern::varlen_bwd_workspace(p);
+        return std::max<int64_t>((w.softmax_d + 63) / 64 * 64 + w.dq_accum, 1);
+      },
+      "rows_q"_a, "heads"_a, "head_dim"_a, "batch"_a, "max_seqlen_q"_a, "max_seqlen_k"_a,
+      "fp32 elements of ops_bwd_cuda's workspace");
+  m.def("ops_drain", &ops_drain, "block"_a,
+        "reads the unread launches in order: None when all read were clean (or, block false, the next has not "
+        "landed), else (payload, result) of the first broken one, the later ones dropped");
+  m.def("ops_captured", &ops_captured,
+        "(payload, result) of the captured launches whose last replay was broken");
+  m.def("ops_pending", [] { return ops_state().pending.size(); }, "launches not read yet");
+  m.def(
+      "ops_reset",
+      [] {
+        OpsState& s = ops_state();
+        for (Entry& e : s.pending) s.retired.push_back(std::move(e));
+        s.pending.clear();
+        s.captured.clear();  // their slots stay taken: a graph replayed later writes them
+        sweep_retired(s);
+      },
+      "drops the unread launches and the captured ones (tests, benchmarks)");
+  m.def(
+      "ops_set_readout",
+      [](const std::string& mode) {
+        if (mode != "poll" && mode != "event")
+          throw nb::value_error(("readout: expected poll or event, found \"" + mode + "\"").c_str());
+        ops_state().readout = mode == "poll" ? Readout::poll : Readout::event;
+      },
+      "mode"_a, "how the host learns that a launch's readout landed: poll (the slot's state) or event");
 #endif
 }

@@ -10,6 +10,7 @@ import math
 import statistics
 import sys
 import time
+from typing import Tuple
 
 import torch
 
@@ -63,7 +64,7 @@ def broken(results):
     bad = torch.tensor([0, 30, 90], dtype=torch.int32, device="cuda")  # 26 rows past q
     for policy in ("call", "step", "sync"):
         ops.set_policy(policy)
-        ops._pending.clear()
+        ops._reset()
         where = None
         try:
             ops.flash_attn_varlen_func(q, q, q, bad, bad, 60, 60, causal=True)
@@ -83,9 +84,42 @@ def broken(results):
         print(f"policy {p}: raised {r['raised']}: {r['id']}; {r['kernel'][:1]}")
 
 
+def rows(results):
+    """The row counters folded by the readout kernel: output rows no launch wrote (cu_seqlens_q
+    ends 14 rows short of q) and rows two segments wrote (segment 2 starts 20 rows inside
+    segment 0), through the CUDA launch and its readout against the CPU twin (which counts on
+    the host): the summaries must be equal. Without counters (rows=False) the readout has none."""
+    T, H, D = 64, 4, 64
+    cases = {"unwritten": ([0, 30, 50], 30), "overwritten": ([0, 40, 20, 64], 44)}
+    out = {}
+    ops._reset()
+    for name, (cu_list, mx) in cases.items():
+        torch.manual_seed(0)
+        q = torch.randn(T, H, D, dtype=torch.bfloat16)
+        cu = torch.tensor(cu_list, dtype=torch.int32)
+        o, l = torch.empty_like(q), torch.empty((H, T), dtype=torch.float32)
+        cpu = _native.varlen_fwd_cpu(0, ops._tensor_arg(q), ops._tensor_arg(q), ops._tensor_arg(q),
+                                     (cu.data_ptr(), cu.numel()), (cu.data_ptr(), cu.numel()), mx, mx,
+                                     1 / math.sqrt(D), 0.0, False, -1, -1, o.data_ptr(), l.data_ptr())["rows"]
+        row = {"cpu": cpu}
+        qc, cuc = q.cuda(), cu.cuda()
+        for counted in (True, False):
+            oc, lc = torch.empty_like(qc), torch.empty((H, T), dtype=torch.float32, device="cuda")
+            _cuda_ops.forward(qc, qc, qc, cuc, cuc, mx, mx, 1 / math.sqrt(D), False, -1, -1, 0.0, oc, lc, None,
+                              rows=counted)
+            read = _native.ops_drain(True)
+            row["cuda" if counted else "cuda rows=False"] = read[1]["rows"] if read is not None else None
+        row["agree"] = row["cuda"] == cpu and cpu["unwritten" if name == "unwritten" else "overwritten"] > 0 and \
+            row["cuda rows=False"] in (None, {})
+        out[name] = row
+    results["rows"] = out
+    for name, r in out.items():
+        print(f"rows {name}: cuda {r['cuda']} cpu {r['cpu']} rows=False {r['cuda rows=False']} agree={r['agree']}")
+
+
 def graphs(results):
     ops.set_policy("sync")
-    ops._pending.clear()
+    ops._reset()
     T, H, D = 256, 8, 128
     q = torch.randn(T, H, D, dtype=torch.bfloat16, device="cuda")
     cu = torch.tensor([0, 100, 256], dtype=torch.int32, device="cuda")
@@ -114,7 +148,7 @@ def graphs(results):
         ops.check()
     except attn_doctor.VarlenError as err:
         caught = err.kernel
-    ops._captured.clear()
+    ops._reset()
     ops.set_policy("step")
     results["cuda_graph"] = {"replay_rel_err": err_clean, "broken_replay_caught": caught}
     print("cuda graph: replay rel err", err_clean, "; broken replay:", caught)
@@ -150,9 +184,27 @@ def compiled(results):
     print("torch.compile fullgraph:", results["compile"])
 
 
+@torch.library.custom_op("attn_doctor_bench::empty_op", mutates_args=())
+def _empty_op(q: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+    """What torch.library's dispatch of a Python custom op costs with an empty body (the
+    outputs allocated, nothing launched): the floor of any op written this way."""
+    return torch.empty_like(q), torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
+
+
+@_empty_op.register_fake
+def _(q):
+    return torch.empty_like(q), q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32)
+
+
 def timing(results, iters=200):
     rows = []
     shapes = [("small", [512] * 4, 16, 16, 128), ("medium", [2048] * 8, 16, 16, 128), ("d64", [1024] * 8, 16, 16, 64)]
+    try:
+        from flash_attn import flash_attn_varlen_func as fa2
+        results["flash_attn"] = __import__("flash_attn").__version__
+    except Exception as exc:  # not installed on the machine: torch's varlen_attn is its FA2
+        fa2 = None
+        results["flash_attn"] = f"not importable: {exc!r}"[:200]
     for name, lens, H, Hk, D in shapes:
         T = sum(lens)
         cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32, device="cuda")
@@ -161,8 +213,7 @@ def timing(results, iters=200):
         v = torch.randn(T, Hk, D, dtype=torch.bfloat16, device="cuda")
         out = torch.empty_like(q)
         lse = torch.empty((H, T), dtype=torch.float32, device="cuda")
-        ring = _cuda_ops._ring(q.device)
-        rec = ring.empty.clone()
+        rec = torch.frombuffer(bytearray(_native.empty_record()), dtype=torch.uint8).to("cuda")
         stream = torch.cuda.current_stream()
         arg = _cuda_ops._arg
         mx = max(lens)
@@ -173,14 +224,19 @@ def timing(results, iters=200):
                                                    len(lens), mx, mx, scale, 0.0, True, -1, -1, out.data_ptr(),
                                                    lse.data_ptr(), rec.data_ptr(), stream.cuda_stream, checked)
 
-        def op(mode):
-            def f():
-                _cuda_ops.READOUT = mode
-                ops.flash_attn_varlen_func(q, k, v, cu, cu, mx, mx, causal=True)
-            return f
+        def op(mode, counted):
+            def setup():
+                _cuda_ops.set_readout(mode)
+                ops.set_policy("step", rows=counted)
+            return setup, lambda: ops.flash_attn_varlen_func(q, k, v, cu, cu, mx, mx, causal=True)
 
         variants = [("unchecked kernel (no record)", bare(False)), ("checked kernel, record not read", bare(True)),
-                    ("op, readout event", op("event")), ("op, readout poll", op("poll"))]
+                    ("custom op, empty body", lambda: _empty_op(q)),
+                    ("op, poll, rows=True", op("poll", True)), ("op, poll, rows=False", op("poll", False)),
+                    ("op, event, rows=True", op("event", True)), ("op, event, rows=False", op("event", False))]
+        if fa2 is not None:
+            variants.append(("flash_attn.flash_attn_varlen_func (FA2)",
+                             lambda: fa2(q, k, v, cu, cu, mx, mx, causal=True)))
         try:
             from torch.nn.attention.varlen import varlen_attn
             variants.append(("torch varlen_attn (FA2)", lambda: varlen_attn(q, k, v, cu, cu, mx, mx,
@@ -188,6 +244,9 @@ def timing(results, iters=200):
         except Exception:
             pass
         for label, fn in variants:
+            if isinstance(fn, tuple):
+                fn[0]()
+                fn = fn[1]
             for _ in range(10):
                 fn()
             torch.cuda.synchronize()
@@ -207,7 +266,8 @@ def timing(results, iters=200):
             rows.append({"shape": name, "tokens": T, "heads": H, "head_dim": D, "variant": label,
                          "us_per_call_stream": statistics.median(dev), "us_per_call_wall": statistics.median(wall),
                          "spread_stream": max(dev) - min(dev)})
-    _cuda_ops.READOUT = "poll"
+    _cuda_ops.set_readout("poll")
+    ops.set_policy("step", rows=True)
     results["timing"] = rows
     print(f"{'shape':8} {'variant':34} {'us/call (stream)':>17} {'us/call (host)':>15}")
     for r in rows:
@@ -227,7 +287,7 @@ def main():
         pass
     print(results)
     status = 0
-    for step in (correctness, broken, graphs, compiled, timing):
+    for step in (correctness, broken, rows, graphs, compiled, timing):
         try:
             step(results)
         except Exception as exc:

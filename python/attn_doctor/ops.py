@@ -51,6 +51,8 @@ try:
     from . import _native
 except ImportError:  # a source checkout without the built extension
     _native = None
+# the extension queues the CUDA launches (a CUDA build)
+_queued = bool(getattr(_native, "cuda_backend_built", False))
 
 LOG = logging.getLogger("attn_doctor.ops")
 
@@ -63,8 +65,10 @@ _INLINE = 1 << 62
 _state = threading.local()
 _lock = threading.Lock()
 _policy = {"raise_at": "step", "rows": True}
+# broken calls not raised yet (CPU: found synchronously). The CUDA launches not read yet, and
+# those captured in a CUDA graph (read at every check()), are queued in the extension
+# (_native.ops_drain / ops_captured), with the _Call of each as its payload.
 _pending: List["_Pending"] = []
-_captured: List["_Pending"] = []  # launches captured in a CUDA graph: read at every check()
 _said: set = set()
 stats = {"calls": 0, "cpu": 0, "cuda": 0, "fallback": 0, "violations": 0}
 
@@ -73,8 +77,8 @@ def set_policy(raise_at: str = "step", rows: bool = True) -> None:
     """Where a violation is raised: "call", "step" (default) or "sync" (module docstring).
     rows: on CUDA, count the writes of every output / dq / dk-dv row in the checked kernels and
     report rows no launch wrote or two segments wrote (the CPU twin always does). It costs a
-    zeroed counter per row and a device-side summary per launch (measured on an H100 in
-    docs/backend-catch.md); rows=False leaves the refused accesses and the launch check only."""
+    zeroed counter per row, folded into the launch's record by the readout kernel (measured on
+    an H100 in docs/backend.md); rows=False leaves the refused accesses and the launch check only."""
     if raise_at not in ("call", "step", "sync"):
         raise ValueError(f"raise_at must be 'call', 'step' or 'sync', not {raise_at!r}")
     _policy["raise_at"] = raise_at
@@ -131,11 +135,11 @@ class _Call:
 
 
 class _Pending:
-    """A call whose violation records are not read yet (CUDA), or read and broken."""
-    __slots__ = ("call", "stage", "finding", "reader")
+    """A broken call, read and not raised yet."""
+    __slots__ = ("call", "stage", "finding")
 
-    def __init__(self, call: _Call, stage: str, finding: Optional[Dict[str, Any]] = None, reader: Any = None):
-        self.call, self.stage, self.finding, self.reader = call, stage, finding, reader
+    def __init__(self, call: _Call, stage: str, finding: Optional[Dict[str, Any]] = None):
+        self.call, self.stage, self.finding = call, stage, finding
 
 
 def _unreliable(rows: Dict[str, int], what: str) -> Optional[str]:
@@ -220,18 +224,15 @@ def _raise_for(p: _Pending) -> None:
 def _drain(block: bool) -> None:
     """Read the records that are ready (all of them when `block`); raise for the first broken
     call."""
-    while _pending:
-        p = _pending[0]
-        if p.reader is not None:
-            result = p.reader(block)
-            if result is None:  # not ready: no wait
-                return
-            p.finding = _finding(result, p.stage)
-            p.reader = None
-        _pending.pop(0)
-        if p.finding is not None:
-            _pending.clear()
-            _raise_for(p)
+    if _pending:
+        p = _pending.pop(0)
+        _pending.clear()
+        _raise_for(p)
+    if _queued:
+        read = _native.ops_drain(block)
+        if read is not None:
+            (call, stage), result = read
+            _raise_for(_Pending(call, stage, _finding(result, stage)))
 
 
 def check() -> None:
@@ -240,22 +241,28 @@ def check() -> None:
     (the end of a step), or it waits for those kernels. The launches of a captured CUDA graph
     are read again at every check (their records are those of the last replay)."""
     _drain(block=True)
-    for p in _captured:
-        finding = _finding(p.reader(True), p.stage)
-        if finding is not None:
-            _raise_for(_Pending(p.call, p.stage, finding))
+    if _queued:
+        for (call, stage), result in _native.ops_captured():
+            finding = _finding(result, stage)
+            if finding is not None:
+                _raise_for(_Pending(call, stage, finding))
 
 
 def pending() -> int:
     """Calls whose records are not read yet, or read and not raised."""
-    return len(_pending)
+    return len(_pending) + (_native.ops_pending() if _queued else 0)
+
+
+def _reset() -> None:
+    """Forget every call not raised yet, CUDA launches unread and captured (tests, benchmarks)."""
+    _pending.clear()
+    if _queued:
+        _native.ops_reset()
 
 
 def _record(p: _Pending) -> None:
-    if p.reader is None and p.finding is None:
-        return
-    if getattr(p.reader, "captured", False):
-        _captured.append(p)
+    """A call read on the host (CPU): kept when broken, raised now under "call"."""
+    if p.finding is None:
         return
     _pending.append(p)
     if _policy["raise_at"] == "call":
@@ -265,7 +272,7 @@ def _record(p: _Pending) -> None:
 def _entry() -> None:
     """At each op call: under "step", the records of earlier calls that are ready are read and
     a broken one raises here."""
-    if _policy["raise_at"] == "step" and _pending:
+    if _policy["raise_at"] == "step" and (_pending or (_queued and _native.ops_pending())):
         _drain(block=False)
 
 
@@ -366,10 +373,11 @@ def varlen_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: 
         from . import _cuda_ops
         with _lock:
             stats["cuda"] += 1
-        reader = _cuda_ops.forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale,
-                                   causal, window_left, window_right, softcap, out, lse, seqused_k=seqused_k,
-                                   rows=_policy["rows"])
-        _record(_Pending(call, "forward", reader=reader))
+        _cuda_ops.forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                          window_left, window_right, softcap, out, lse, (call, "forward"), seqused_k=seqused_k,
+                          rows=_policy["rows"])
+        if _policy["raise_at"] == "call":
+            _drain(block=True)
         return out, lse
     return _fallback_fwd(call, out, lse)
 
@@ -413,10 +421,11 @@ def varlen_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         from . import _cuda_ops
         with _lock:
             stats["cuda"] += 1
-        reader = _cuda_ops.backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                                    softmax_scale, causal, window_left, window_right, softcap, dq, dk, dv,
-                                    seqused_k=seqused_k, rows=_policy["rows"])
-        _record(_Pending(call, "backward", reader=reader))
+        _cuda_ops.backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                           softmax_scale, causal, window_left, window_right, softcap, dq, dk, dv, (call, "backward"),
+                           seqused_k=seqused_k, rows=_policy["rows"])
+        if _policy["raise_at"] == "call":
+            _drain(block=True)
         return dq, dk, dv
     return _fallback_bwd(call, dout, dq, dk, dv)
 
