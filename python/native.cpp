@@ -821,7 +821,7 @@ NB_MODULE(_native, m) {
       },
       "elem"_a, "q"_a, "k"_a, "v"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "batch"_a, "max_seqlen_q"_a,
       "max_seqlen_k"_a, "scale"_a, "softcap"_a, "causal"_a, "window_left"_a, "window_right"_a, "out"_a, "lse"_a,
-      "stream"_a, "device"_a, "seqused_k"_a, "counters"_a, "payload"_a,
+      "stream"_a, "device"_a, "seqused_k"_a, "counters"_a, "payload"_a.none(),
       "the checked varlen forward of attn_doctor.ops on `stream` with its readout (no synchronisation): a ring "
       "slot and its record, the row counters zeroed (counters: uint32 per q row, or 0: not counted), the launch, "
       "the readout kernel; the launch waits in the queue with `payload` until ops_drain reads it");
@@ -877,7 +877,7 @@ NB_MODULE(_native, m) {
       "elem"_a, "q"_a, "k"_a, "v"_a, "out"_a, "dout"_a, "lse"_a, "dq"_a, "dk"_a, "dv"_a, "dk_expanded"_a,
       "dv_expanded"_a, "workspace"_a, "workspace_size"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a, "batch"_a,
       "max_seqlen_q"_a, "max_seqlen_k"_a, "scale"_a, "softcap"_a, "causal"_a, "window_left"_a, "window_right"_a,
-      "stream"_a, "device"_a, "seqused_k"_a, "counters"_a, "payload"_a,
+      "stream"_a, "device"_a, "seqused_k"_a, "counters"_a, "payload"_a.none(),
       "the checked varlen backward of attn_doctor.ops on `stream` with its readout, as ops_fwd_cuda; workspace: "
       "fp32, ops_bwd_workspace(...) elements; counters: uint32 per q row then per k row, or 0");
   m.def(

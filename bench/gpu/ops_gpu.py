@@ -3,7 +3,8 @@ policies on a broken call, a CUDA-graph capture, torch.compile(fullgraph=True) o
 on attn_implementation="attn_doctor", and the per-call cost of the no-sync violation readout
 (pinned ring + event, pinned ring + sentinel poll) against the same checked kernel without a
 readout and the unchecked kernel. Run by bench/gpu/ops_gpu.sh after it built the extension.
-Writes ops-gpu.json and prints a table."""
+Also: the row counters folded by the readout kernel against the CPU twin's, the host path under
+cProfile, and forward + backward per call. Writes ops-gpu.json and prints the tables."""
 import argparse
 import json
 import math
@@ -198,7 +199,9 @@ def _(q):
 
 def timing(results, iters=200):
     rows = []
-    shapes = [("small", [512] * 4, 16, 16, 128), ("medium", [2048] * 8, 16, 16, 128), ("d64", [1024] * 8, 16, 16, 64)]
+    # tiny: a kernel of a few microseconds, so that every row shows the host path's cost
+    shapes = [("tiny", [64] * 2, 2, 2, 64), ("small", [512] * 4, 16, 16, 128), ("medium", [2048] * 8, 16, 16, 128),
+              ("d64", [1024] * 8, 16, 16, 64)]
     try:
         from flash_attn import flash_attn_varlen_func as fa2
         results["flash_attn"] = __import__("flash_attn").__version__
@@ -274,6 +277,86 @@ def timing(results, iters=200):
         print(f"{r['shape']:8} {r['variant']:34} {r['us_per_call_stream']:17.1f} {r['us_per_call_wall']:15.1f}")
 
 
+def host_profile(results, calls=2000):
+    """Where the op's host path goes: cProfile over `calls` forward calls at the tiny shape
+    (host-bound), the functions with the most time of their own (builtins such as torch.empty
+    and the extension's launch included)."""
+    import cProfile
+    import io
+    import pstats
+    lens, H, D = [64] * 2, 2, 64
+    T = sum(lens)
+    cu = torch.tensor([0, 64, 128], dtype=torch.int32, device="cuda")
+    q = torch.randn(T, H, D, dtype=torch.bfloat16, device="cuda")
+    out = {}
+    for counted in (True, False):
+        ops.set_policy("step", rows=counted)
+        for _ in range(50):
+            ops.flash_attn_varlen_func(q, q, q, cu, cu, 64, 64, causal=True)
+        torch.cuda.synchronize()
+        ops.check()
+        prof = cProfile.Profile()
+        t0 = time.perf_counter()
+        prof.enable()
+        for _ in range(calls):
+            ops.flash_attn_varlen_func(q, q, q, cu, cu, 64, 64, causal=True)
+        prof.disable()
+        wall = (time.perf_counter() - t0) / calls * 1e6
+        torch.cuda.synchronize()
+        ops.check()
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(18)
+        out[f"rows={counted}"] = {"us_per_call_profiled": wall, "top": text.getvalue().splitlines()}
+    ops.set_policy("step", rows=True)
+    results["host_profile"] = out
+    for key, r in out.items():
+        print(f"host profile {key}: {r['us_per_call_profiled']:.1f} us per call under cProfile")
+        print("\n".join(r["top"][-24:]))
+
+
+def backward_timing(results, iters=100):
+    """Forward + backward through autograd of the op against varlen_attn's, per call."""
+    rows = []
+    for name, lens, H, D in (("small", [512] * 4, 16, 128), ("medium", [2048] * 8, 16, 128)):
+        T = sum(lens)
+        cu = torch.tensor([0] + list(torch.tensor(lens).cumsum(0)), dtype=torch.int32, device="cuda")
+        q, k, v = (torch.randn(T, H, D, dtype=torch.bfloat16, device="cuda", requires_grad=True) for _ in range(3))
+        g = torch.randn(T, H, D, dtype=torch.bfloat16, device="cuda")
+        mx = max(lens)
+        variants = []
+        for counted in (True, False):
+            def f(counted=counted):
+                ops.set_policy("step", rows=counted)
+                ops.flash_attn_varlen_func(q, k, v, cu, cu, mx, mx, causal=True).backward(g)
+            variants.append((f"op fwd+bwd, poll, rows={counted}", f))
+        try:
+            from torch.nn.attention.varlen import varlen_attn
+            variants.append(("torch varlen_attn (FA2) fwd+bwd",
+                             lambda: varlen_attn(q, k, v, cu, cu, mx, mx, window_size=(-1, 0)).backward(g)))
+        except Exception:
+            pass
+        for label, fn in variants:
+            for _ in range(5):
+                fn()
+            torch.cuda.synchronize()
+            ops.check()
+            dev = []
+            for _ in range(3):
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record()
+                for _ in range(iters):
+                    fn()
+                b.record()
+                b.synchronize()
+                dev.append(a.elapsed_time(b) / iters * 1e3)
+                ops.check()
+            rows.append({"shape": name, "tokens": T, "variant": label, "us_per_call_stream": statistics.median(dev)})
+    ops.set_policy("step", rows=True)
+    results["backward_timing"] = rows
+    for r in rows:
+        print(f"{r['shape']:8} {r['variant']:34} {r['us_per_call_stream']:10.1f}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default=".")
@@ -287,7 +370,7 @@ def main():
         pass
     print(results)
     status = 0
-    for step in (correctness, broken, rows, graphs, compiled, timing):
+    for step in (correctness, broken, rows, graphs, compiled, timing, host_profile, backward_timing):
         try:
             step(results)
         except Exception as exc:

@@ -39,7 +39,7 @@ except AttributeError:  # pragma: no cover - older torch
 
 
 def _arg(t: torch.Tensor):
-    return (t.data_ptr(), t.shape[0], t.shape[1], t.shape[2], t.stride(0), t.stride(1), t.stride(2))
+    return (t.data_ptr(), *t.shape, *t.stride())
 
 
 def _contiguous(t: torch.Tensor) -> torch.Tensor:

@@ -340,6 +340,18 @@ def not_covered(q: Any) -> str:
     return ""
 
 
+_cuda_ops = None
+
+
+def _cuda():
+    """attn_doctor._cuda_ops, imported on the first CUDA call."""
+    global _cuda_ops
+    if _cuda_ops is None:
+        from . import _cuda_ops as module
+        _cuda_ops = module
+    return _cuda_ops
+
+
 def _on_cuda_path(q: torch.Tensor) -> bool:
     return (q.is_cuda and _native is not None and getattr(_native, "cuda_backend_built", False)
             and q.dtype in (torch.bfloat16, torch.float16) and q.shape[-1] in CUDA_HEAD_DIMS)
@@ -359,7 +371,7 @@ def varlen_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: 
                  (window_left, window_right), softcap, "training" if training else "forward", seqused_k)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = torch.empty((q.shape[1], q.shape[0]), dtype=torch.float32, device=q.device)
-    if q.device.type == "cpu" and _native is not None and q.dtype in _ELEM:
+    if q.is_cpu and _native is not None and q.dtype in _ELEM:
         _static_check(call)
         with _lock:
             stats["cpu"] += 1
@@ -370,12 +382,11 @@ def varlen_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, cu_seqlens_q: 
         _record(_Pending(call, "forward", _finding(result, "forward")))
         return out, lse
     if _on_cuda_path(q):
-        from . import _cuda_ops
         with _lock:
             stats["cuda"] += 1
-        _cuda_ops.forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
-                          window_left, window_right, softcap, out, lse, (call, "forward"), seqused_k=seqused_k,
-                          rows=_policy["rows"])
+        _cuda().forward(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale, causal,
+                        window_left, window_right, softcap, out, lse, (call, "forward"), seqused_k=seqused_k,
+                        rows=_policy["rows"])
         if _policy["raise_at"] == "call":
             _drain(block=True)
         return out, lse
@@ -405,7 +416,7 @@ def varlen_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
     dq = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     dk = torch.empty(k.shape, dtype=k.dtype, device=k.device)
     dv = torch.empty(v.shape, dtype=v.dtype, device=v.device)
-    if q.device.type == "cpu" and _native is not None and q.dtype in _ELEM:
+    if q.is_cpu and _native is not None and q.dtype in _ELEM:
         with _lock:
             stats["cpu"] += 1
         dout = dout.to(q.dtype)
@@ -418,12 +429,11 @@ def varlen_bwd(dout: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Te
         _record(_Pending(call, "backward", _finding(result, "backward")))
         return dq, dk, dv
     if _on_cuda_path(q):
-        from . import _cuda_ops
         with _lock:
             stats["cuda"] += 1
-        _cuda_ops.backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                           softmax_scale, causal, window_left, window_right, softcap, dq, dk, dv, (call, "backward"),
-                           seqused_k=seqused_k, rows=_policy["rows"])
+        _cuda().backward(dout, q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                         softmax_scale, causal, window_left, window_right, softcap, dq, dk, dv, (call, "backward"),
+                         seqused_k=seqused_k, rows=_policy["rows"])
         if _policy["raise_at"] == "call":
             _drain(block=True)
         return dq, dk, dv
