@@ -1,8 +1,9 @@
 """attn_doctor.ops on a CUDA device: correctness against an fp32 reference, the three raise
 policies on a broken call, a CUDA-graph capture, torch.compile(fullgraph=True) of a tiny Llama
-on attn_implementation="attn_doctor", and the per-call cost of the no-sync violation readout
-(pinned ring + event, pinned ring + sentinel poll) against the same checked kernel without a
-readout and the unchecked kernel. Run by bench/gpu/ops_gpu.sh after it built the extension.
+on attn_implementation="attn_doctor", and the per-call cost of the op (readout polled or by
+event, row counters on and off) against the same checked kernel without a readout, the
+unchecked kernel, an empty Python custom op and torch's varlen_attn (flash-attn's FA2 too where
+it is installed). Run by bench/gpu/ops_gpu.sh after it built the extension.
 Also: the row counters folded by the readout kernel against the CPU twin's, the host path under
 cProfile, and forward + backward per call. Writes ops-gpu.json and prints the tables."""
 import argparse
