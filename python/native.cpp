@@ -12,6 +12,7 @@
 // Paths are taken as the file system has them (str or bytes, os.fsencode: a name need not be
 // UTF-8); every string handed back (reports, messages) is valid UTF-8, ill-formed bytes
 // written as U+FFFD, so that no message or report turns into a UnicodeDecodeError.
+#include <atomic>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -312,7 +313,9 @@ bool landed(const Entry& e) {
     cuda_ok(q, "reading a launch's event");
     return true;
   }
-  return slot_state(*e.ring, e.slot) != ad::ops::kSlotPending;
+  if (slot_state(*e.ring, e.slot) == ad::ops::kSlotPending) return false;
+  std::atomic_thread_fence(std::memory_order_acquire);  // the slot's contents are read after its state
+  return true;
 }
 
 void sweep_retired(OpsState& s) {
@@ -490,7 +493,7 @@ nb::object ops_drain(bool block) {
 nb::list ops_captured() {
   nb::list out;
   for (const Entry& e : ops_state().captured)
-    if (slot_state(*e.ring, e.slot) != ad::ops::kSlotPending && broken(e))
+    if (landed(e) && broken(e))
       out.append(nb::make_tuple(e.payload, result_dict(e)));
   return out;
 }

@@ -63,9 +63,11 @@ __global__ void __launch_bounds__(kThreads) readout_kernel(AccessRecord* record,
   slot->access = *record;
   slot->rows[0] = counters0 != nullptr ? summary_of(fold[0], rows0) : RowSummary{};
   slot->rows[1] = counters1 != nullptr ? summary_of(fold[1], rows1) : RowSummary{};
-  __threadfence_system();  // the record and the summaries reach the host before the state does
+  // the slot's next launch starts from an empty record: reset before the state says "landed",
+  // since the host may hand the slot to a launch on another stream as soon as it reads it
+  *record = empty;
+  __threadfence_system();  // the record, the summaries and the reset land before the state does
   *reinterpret_cast<volatile int32_t*>(&slot->state) = kSlotLanded;
-  *record = empty;  // the slot's next launch starts from an empty record
 }
 
 }  // namespace

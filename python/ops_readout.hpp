@@ -4,9 +4,9 @@
 // A slot lives in pinned, mapped host memory. The readout kernel runs on the caller's stream
 // right after the checked launch(es): it folds the launch's row-write counters into four
 // numbers per counter set, copies the launch's AccessRecord (device memory) into the slot,
-// makes both visible to the host (a system-scope fence), then sets `state` and resets the
-// device record to an empty one for the slot's next launch. The host learns that a slot
-// landed by reading `state`: no event, no synchronisation.
+// resets the device record to an empty one for the slot's next launch, makes all of it visible
+// (a system-scope fence), then sets `state`. The host learns that a slot landed by reading
+// `state`: no event, no synchronisation.
 #pragma once
 
 #include <cstdint>
