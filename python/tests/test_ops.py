@@ -44,7 +44,7 @@ class OpsTest(unittest.TestCase):
         from attn_doctor import ops
         self.ops = ops
         ops.set_policy("step")
-        ops._pending.clear()
+        ops._reset()
 
     def test_forward_and_backward_match_attention_per_segment(self):
         torch.manual_seed(0)
@@ -143,6 +143,31 @@ class OpsTest(unittest.TestCase):
         self.assertIn("48 key row(s) x head(s)", text)  # 12 keys x 4 heads
         self.assertIn("seqused_k", text)
         self.assertIn("k row 1012", text)
+
+    def test_sync_policy_keeps_a_broken_call_until_check_and_reset_forgets_it(self):
+        # the same broken backward under "sync": counted by pending(), raised by check() only;
+        # _reset() (tests, benchmarks) drops it, and check() then has nothing to raise
+        from attn_doctor import VarlenError
+        cu_q = torch.tensor([0, 1, 2], dtype=torch.int32)
+        cu_k = torch.tensor([0, 512, 1024], dtype=torch.int32)
+        q = torch.randn(2, 4, 64, dtype=torch.bfloat16, requires_grad=True)
+        k = torch.randn(1024, 1, 64, dtype=torch.bfloat16, requires_grad=True)
+        used = torch.tensor([512, 500], dtype=torch.int32)
+        self.ops.set_policy("sync")
+        try:
+            for forget in (False, True):
+                self._with_seqused(q, k, k, cu_q, cu_k, 1, 512, used).float().sum().backward()
+                self.assertEqual(self.ops.pending(), 1)
+                if forget:
+                    self.ops._reset()
+                    self.assertEqual(self.ops.pending(), 0)
+                    self.ops.check()
+                else:
+                    with self.assertRaises(VarlenError):
+                        self.ops.check()
+                    self.assertEqual(self.ops.pending(), 0)
+        finally:
+            self.ops.set_policy("step")
 
     def test_backward_launch_check_records_keys_past_max_seqlen_k(self):
         # the twin's launch check, without the host check in front: max_seqlen_k 100 gives the
@@ -281,7 +306,7 @@ class TransformersTest(unittest.TestCase):
         import attn_doctor.hf  # noqa: F401  (registers the implementation)
         from attn_doctor import ops
         ops.set_policy("step")
-        ops._pending.clear()
+        ops._reset()
 
     def test_packed_training_step_matches_eager_per_sequence(self):
         ids, pos = _packed()
