@@ -354,12 +354,14 @@ Ring& ring_for(OpsState& s, int device, bool capturing) {
     const std::vector<ad::AccessRecord> empty(kRing);
     e = cudaMemcpy(ring->records, empty.data(), sizeof(ad::AccessRecord) * kRing, cudaMemcpyHostToDevice);
   }
-  cudaSetDevice(previous);
+  const cudaError_t restored = cudaSetDevice(previous);
   if (e != cudaSuccess) {
-    if (ring->records) cudaFree(ring->records);
-    if (host) cudaFreeHost(host);
+    // the allocation's error is the one reported; what freeing after it returns adds nothing
+    if (ring->records) static_cast<void>(cudaFree(ring->records));
+    if (host) static_cast<void>(cudaFreeHost(host));
     cuda_ok(e, "allocating the readout ring");
   }
+  cuda_ok(restored, "cudaSetDevice (restoring the current device)");
   ring->events.assign(kRing, nullptr);
   ring->free.reserve(kRing);
   for (int i = kRing - 1; i >= 0; --i) ring->free.push_back(i);
