@@ -276,9 +276,8 @@ TEST_CASE("advisories: a library row reads environment.<library> and its own cal
   t.batch->position_ids.reset();  // nothing for _is_packed_sequence to read
   CHECK(ids(t).empty());
 
-  // transformers' sliding window: (W, W) from 4.43.0 (the shared _flash_attention_forward; the
-  // per-model copies of 4.34 - 4.42 are replayed as Llama's, which passes no window) to 4.55.4;
-  // 4.56.0 passes (W - 1, W - 1)
+  // transformers' sliding window: (W, W) from 4.43.0 (the shared _flash_attention_forward) to
+  // 4.55.4; 4.56.0 passes (W - 1, W - 1); before 4.43 the row does not apply
   Batch g = load("gemma3-4.54.1-sliding-window-off-by-one");
   for (const char* v : {"4.43.0", "4.46.3", "4.55.4"}) {
     INFO(v);

@@ -297,10 +297,13 @@ const std::vector<Advisory>& table() {
        "torch.compile(fullgraph=True) fails at a graph break in the flash_attention_2 backend "
        "(PR#41827's table, batch size 1, no mask: \"No full graph, recompilations\")",
        "huggingface/transformers#41803", compile_fullgraph_packed_check},
-      // introduced: 4.34.0 brought flash-attention 2 and Mistral, whose FlashAttention2 class passes
-      // (W, W) (read in 4.34.0, 4.36.2, 4.40.2, 4.42.4); from 4.43.0 the shared
-      // _flash_attention_forward does (4.43.4 - 4.55.4 read); 4.56.0 passes (W - 1, W - 1)
-      {"TRANSFORMERS-2025-002", "transformers", 0, "4.34.0", "4.56.0", "",
+      // introduced: 4.43.0, the first release whose shared _flash_attention_forward passes (W, W)
+      // (4.43.4 - 4.55.4 read; 4.56.0 passes (W - 1, W - 1)) while the eager masks attend W keys
+      // (Mistral's _update_causal_mask, 4.43.4; masking_utils from 4.53.0). The per-model copies
+      // of 4.34 - 4.42 pass (W, W) too, but their eager masks moved between W + 1 keys (4.34.0's
+      // Mistral mask, 4.40's AttentionMaskConverter) and W, so the report's comparison is not
+      // established there
+      {"TRANSFORMERS-2025-002", "transformers", 0, "4.43.0", "4.56.0", "",
        "huggingface/transformers PR#40163: _flash_attention_forward passes "
        "window_size=(sliding_window - 1, sliding_window - 1); first in the 4.56.0 wheel (4.55.4 still passes (W, W))",
        "", 0, 0, "", Pass::forward,

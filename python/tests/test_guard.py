@@ -130,7 +130,7 @@ class GuardTest(unittest.TestCase):
             self.assertIn("max_seqlen.type", logs.output[0])
 
     def test_an_advisory_the_call_matches_is_logged_once_and_the_call_goes_on(self):
-        # transformers 4.34.0 - 4.55.4 pass a sliding window W as window_size=(W, W): a valid
+        # transformers 4.43.0 - 4.55.4 pass a sliding window W as window_size=(W, W): a valid
         # call the kernel (or the checked ops under --kernels) computes as told, W + 1 keys per
         # query; the guard's host check of the transformers call names it (TRANSFORMERS-2025-002)
         for release, said in (("4.54.1", True), ("4.56.2", False)):
