@@ -12,6 +12,7 @@
 // Paths are taken as the file system has them (str or bytes, os.fsencode: a name need not be
 // UTF-8); every string handed back (reports, messages) is valid UTF-8, ill-formed bytes
 // written as U+FFFD, so that no message or report turns into a UnicodeDecodeError.
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <deque>
@@ -114,7 +115,11 @@ using GuardResult = std::optional<std::tuple<int, std::vector<std::tuple<std::st
 // its report is what the guard raises with. A document the guard wrote without reading the
 // call's index tensors (metadata_only: they live on the device and reading them would
 // synchronise) is diagnosed with CheckOptions::index_values_unread.
-GuardResult guard_check(const std::string& text, const std::string& origin, bool strict, bool metadata_only) {
+// advisories: each advisory-table row the call matches (not a possible-only match) is one more
+// warning entry, (its id, the release, symptom and fix in words): it never raises, in strict
+// mode neither, and a call that matches one is not None.
+GuardResult guard_check(const std::string& text, const std::string& origin, bool strict, bool metadata_only,
+                        bool advisories) {
   ad::CheckOptions options;
   options.backend = ad::BackendChoice::none;
   options.strict = strict;
@@ -128,13 +133,24 @@ GuardResult guard_check(const std::string& text, const std::string& origin, bool
   // a stage that could not run is the guard's own problem (logged, the call goes on), never a
   // silent pass
   if (report.stage_error) throw std::runtime_error(ad::valid_utf8(report.error_message));
-  if (report.violations.empty()) return std::nullopt;
+  const bool advised = advisories && std::any_of(report.advisories.begin(), report.advisories.end(),
+                                                 [](const ad::AdvisoryMatch& m) { return !m.possible; });
+  if (report.violations.empty() && !advised) return std::nullopt;
   int errors = 0;
   std::vector<std::tuple<std::string, std::string>> warnings;
   for (const ad::Violation& v : report.violations) {
     if (v.severity == ad::Severity::error || strict) ++errors;
     else warnings.emplace_back(v.id, ad::valid_utf8(v.message));
   }
+  if (advised)
+    for (const ad::AdvisoryMatch& m : report.advisories) {
+      if (m.possible) continue;
+      const ad::Advisory& a = *m.advisory;
+      warnings.emplace_back(std::string(a.id),
+                            ad::valid_utf8(std::string(a.library) + " " + m.release + " has this bug for this call (" +
+                                           std::string(a.reference) + "): " + std::string(a.symptom) + "; " + m.why +
+                                           (a.fixed_in.empty() ? std::string("") : "; fixed in " + std::string(a.fixed_in))));
+    }
   std::optional<std::string> json;
   if (errors > 0) json = ad::to_json(diagnosis, ad::RenderOptions{}).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return std::make_tuple(errors, std::move(warnings), std::move(json));
@@ -571,9 +587,11 @@ NB_MODULE(_native, m) {
       "seed"_a = 0, "budget"_a = 0, "full"_a = false, "strict"_a = false, "color"_a = false,
       "as check_file, for the JSON text of a batch; `origin` names it in messages and anchors relative .npy paths");
   m.def("guard_check", &guard_check, "text"_a, "origin"_a, "strict"_a = false, "metadata_only"_a = false,
+        "advisories"_a = false,
         "None when the call holds every static invariant, else (errors, [(id, message) of warnings], report JSON "
         "or None when there is no error); metadata_only: the document was written without the index tensors' "
-        "values, keep the invariants that need none");
+        "values, keep the invariants that need none; advisories: an advisory-table row the call matches is a "
+        "warning entry too (its id), never an error");
   m.def(
       "varlen_host_refusal",
       [](int elem, const TensorArg& q, const TensorArg& k, const TensorArg& v, const std::array<int64_t, 2>& cu_q,

@@ -36,6 +36,7 @@ constexpr Pair kPairs[] = {
     {"TORCH-2026-001", "torch-2.14.0-cudnn-varlen-unaligned-q", "torch-2.14.0-cudnn-varlen-aligned-healthy"},
     {"TRANSFORMERS-2025-001", "hf-4.57.1-compile-fullgraph-b1-position-ids",
      "hf-4.57.1-compile-fullgraph-b2-position-ids-healthy"},
+    {"TRANSFORMERS-2025-002", "gemma3-4.54.1-sliding-window-off-by-one", "gemma3-4.56.2-sliding-window-fixed"},
     {"DIFFUSERS-2026-001", "diffusers-0.39.0-ring-attention-training-stale-kv", "diffusers-0.40.0-ring-attention-training-fixed"},
     {"DIFFUSERS-2026-001", "diffusers-0.39.0-ring-attention-training-stale-kv", "diffusers-0.39.0-ulysses-training-healthy"},
     {"DIFFUSERS-2026-002", "diffusers-0.39.0-flash-varlen-hub-attribute-error", "diffusers-0.42.0-flash-varlen-hub-fixed"},
@@ -274,6 +275,41 @@ TEST_CASE("advisories: a library row reads environment.<library> and its own cal
   t.environment.compile = "fullgraph";
   t.batch->position_ids.reset();  // nothing for _is_packed_sequence to read
   CHECK(ids(t).empty());
+
+  // transformers' sliding window: (W, W) from 4.43.0 (the shared _flash_attention_forward) to
+  // 4.55.4; 4.56.0 passes (W - 1, W - 1); before 4.43 the row does not apply
+  Batch g = load("gemma3-4.54.1-sliding-window-off-by-one");
+  for (const char* v : {"4.43.0", "4.46.3", "4.55.4"}) {
+    INFO(v);
+    g.environment.transformers = version_literal(v);
+    CHECK(ids(g) == V{"TRANSFORMERS-2025-002"});
+  }
+  for (const char* v : {"4.42.4", "4.56.0", "5.24.0"}) {
+    INFO(v);
+    g.environment.transformers = version_literal(v);
+    CHECK(ids(g).empty());
+  }
+  {  // rows of W tokens at most: no query has W keys before it, (W, W) and (W - 1, W - 1) agree
+    const std::string file =
+        std::string(ATTN_DOCTOR_SOURCE_DIR) + "/repro_cases/gemma3-4.54.1-sliding-window-off-by-one.json";
+    std::ifstream in(file);
+    std::stringstream text;
+    text << in.rdbuf();
+    std::string s = text.str();
+    const auto swap = [&s](const std::string& from, const std::string& to) {
+      const size_t at = s.find(from);
+      REQUIRE(at != std::string::npos);
+      s.replace(at, from.size(), to);
+    };
+    swap("\"lengths\": [600, 400]", "\"lengths\": [512, 400]");
+    swap("\"width\": 600", "\"width\": 513");  // wider than W: the release still passes the window
+    CHECK(ids(parse_batch_text(s, "gemma3-512")).empty());
+    swap("\"lengths\": [512, 400]", "\"lengths\": [513, 400]");
+    CHECK(ids(parse_batch_text(s, "gemma3-513")) == V{"TRANSFORMERS-2025-002"});
+  }
+  g = load("gemma3-4.54.1-sliding-window-off-by-one");
+  g.model.sliding_window.reset();  // no window: nothing to be off by one
+  CHECK(ids(g).empty());
 
   // diffusers: the ring backward only in a training step, from 0.36.0 to 0.39.0
   Batch r = load("diffusers-0.39.0-ring-attention-training-stale-kv");

@@ -152,6 +152,26 @@ std::optional<std::string> compile_fullgraph_packed_check(const AdvisoryCall& c)
          "position ids' values to choose the path (data-dependent control flow)";
 }
 
+// TRANSFORMERS-2025-002: the release's flash-attention path hands a model's sliding window W to
+// flash-attn as window_size=(W, W). flash-attn's window is inclusive (query i sees keys
+// i - left .. i + right), so each query sees W + 1 keys where the model's window is W; the extra
+// key exists only for a query with W keys before it in its segment (a key segment longer than W).
+std::optional<std::string> sliding_window_w_w(const AdvisoryCall& c) {
+  if (!c.batch || !c.args || c.args->library != "transformers") return std::nullopt;
+  const std::optional<int64_t>& window = c.batch->model.sliding_window;
+  if (!window || *window <= 0) return std::nullopt;
+  const int64_t W = *window;
+  if (c.args->call.window_left != W) return std::nullopt;
+  int64_t longest = 0;
+  for (int64_t l : lengths(c.args->cu_seqlens_k)) longest = std::max(longest, l);
+  if (c.args->cu_seqlens_k.values.empty() && c.batch->batch) longest = c.batch->batch->kv_length;  // dense call
+  if (longest <= W) return std::nullopt;
+  return "model.sliding_window " + std::to_string(W) + " reaches flash-attn as window_size=(" + std::to_string(W) +
+         ", " + std::to_string(c.args->call.window_right) + "), and a key segment of " + std::to_string(longest) +
+         " tokens: each query past the first " + std::to_string(W) + " of its segment attends " +
+         std::to_string(W + 1) + " keys, one more than the model's window";
+}
+
 // DIFFUSERS-2026-001: a training step through diffusers' ring attention (ring_degree > 1).
 std::optional<std::string> diffusers_ring_training(const AdvisoryCall& c) {
   if (!c.batch || !c.batch->dispatch || c.batch->dispatch->library != "diffusers") return std::nullopt;
@@ -277,6 +297,21 @@ const std::vector<Advisory>& table() {
        "torch.compile(fullgraph=True) fails at a graph break in the flash_attention_2 backend "
        "(PR#41827's table, batch size 1, no mask: \"No full graph, recompilations\")",
        "huggingface/transformers#41803", compile_fullgraph_packed_check},
+      // introduced: 4.43.0, the first release whose shared _flash_attention_forward passes (W, W)
+      // (4.43.4 - 4.55.4 read; 4.56.0 passes (W - 1, W - 1)) while the eager masks attend W keys
+      // (Mistral's _update_causal_mask, 4.43.4; masking_utils from 4.53.0). The per-model copies
+      // of 4.34 - 4.42 pass (W, W) too, but their eager masks moved between W + 1 keys (4.34.0's
+      // Mistral mask, 4.40's AttentionMaskConverter) and W, so the report's comparison is not
+      // established there
+      {"TRANSFORMERS-2025-002", "transformers", 0, "4.43.0", "4.56.0", "",
+       "huggingface/transformers PR#40163: _flash_attention_forward passes "
+       "window_size=(sliding_window - 1, sliding_window - 1); first in the 4.56.0 wheel (4.55.4 still passes (W, W))",
+       "", 0, 0, "", Pass::forward,
+       "the flash-attention path with a model's sliding_window W, a key segment longer than W",
+       Outcome::wrong_output, Moment::attention,
+       "off by one: flash-attn's window is inclusive, so window_size=(W, W) lets each query attend W + 1 keys, one "
+       "more than the eager and sdpa masks",
+       "huggingface/transformers#39408", sliding_window_w_w},
       {"DIFFUSERS-2026-001", "diffusers", 0, "0.36.0", "0.40.0", "",
        "huggingface/diffusers PR#14274 (merged 2026-08): the ring backward passes each step's rotated key and value "
        "to the backward op (read in the 0.40.0 wheel)",

@@ -129,6 +129,32 @@ class GuardTest(unittest.TestCase):
             self.assertEqual(len(logs.records), 1)
             self.assertIn("max_seqlen.type", logs.output[0])
 
+    def test_an_advisory_the_call_matches_is_logged_once_and_the_call_goes_on(self):
+        # transformers 4.43.0 - 4.55.4 pass a sliding window W as window_size=(W, W): a valid
+        # call the kernel (or the checked ops under --kernels) computes as told, W + 1 keys per
+        # query; the guard's host check of the transformers call names it (TRANSFORMERS-2025-002)
+        for release, said in (("4.54.1", True), ("4.56.2", False)):
+            with self.subTest(release=release), fake_libraries():
+                from faketensor import FakeTensor
+                import transformers
+                import transformers.modeling_utils  # noqa: F401
+                import flash_attn.flash_attn_interface as fai
+                transformers.__version__ = release
+                model = ModelCalls(sliding_window=4, model_type="mistral")
+                mask = FakeTensor([[1, 1, 1, 1, 1, 1], [0, 0, 1, 1, 1, 1]], device="cuda:0")
+                with attn_doctor.guard(), self.assertLogs("attn_doctor.guard", logging.WARNING) as logs:
+                    for _ in range(2):
+                        model.forward(mask, lq=6, lk=6, b=2)
+                    logging.getLogger("attn_doctor.guard").warning("end")  # assertLogs needs one record
+                self.assertEqual(len(fai.CALLS), 4)  # every layer's call ran
+                advised = [line for line in logs.output if "TRANSFORMERS-2025-002" in line]
+                if said:
+                    self.assertEqual(len(advised), 1, logs.output)
+                    self.assertIn("transformers 4.54.1 has this bug for this call", advised[0])
+                    self.assertIn("fixed in 4.56.0", advised[0])
+                else:
+                    self.assertEqual(advised, [])
+
     def test_without_sync_device_tensors_are_not_read(self):
         with fake_libraries():
             import flash_attn
