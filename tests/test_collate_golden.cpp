@@ -91,6 +91,13 @@ void check_patched_unpad(const json& want, const std::string& patch, const std::
   }
 }
 
+// The get_unpad_data an axolotl release installs: 0.18.0 rewrote it (runs of equal ids).
+std::string axolotl_patch(const json& golden) {
+  return *ad::parse_version(golden["release"].get<std::string>()) < *ad::parse_version("0.18.0")
+             ? "axolotl.get_unpad_data"
+             : "axolotl.get_unpad_data@0.18";
+}
+
 }  // namespace
 
 TEST_CASE("collate goldens: the replay emits what every real release's collator emitted", "[collate][golden]") {
@@ -146,6 +153,26 @@ TEST_CASE("collate goldens: the replay emits what every real release's collator 
           CHECK_FALSE(v.values_known);
           continue;
         }
+        if (g["library"] == "llamafactory" && v.key == "input_ids" && c.contains("fake_input_ids") &&
+            !v.values_known) {
+          // the fake image's token ids are the processor's (the batch gives their count): every
+          // other position is the replay's, the fake ones follow row 0's cutoff_len + 1 tokens
+          CHECK(v.dtype == want[i]["dtype"].get<std::string>());
+          REQUIRE(v.shape == want[i]["shape"].get<std::vector<int64_t>>());
+          const auto w = want[i]["values"].get<std::vector<int64_t>>();
+          const int64_t width = c["options"]["cutoff_len"].get<int64_t>() + 1;
+          const int64_t fake = c["options"]["fake_mm_tokens"].get<int64_t>();
+          REQUIRE(fake == static_cast<int64_t>(c["fake_input_ids"].size()));
+          for (int64_t t = 0; t < static_cast<int64_t>(w.size()); ++t) {
+            if (t >= width && t < width + fake) {
+              CHECK(w[t] == c["fake_input_ids"][t - width].get<int64_t>());
+              continue;
+            }
+            INFO("position " << t);
+            CHECK(v.values[t] == w[t]);
+          }
+          continue;
+        }
         check_tensor(want[i], v.dtype, v.shape, v.values);
         CHECK(v.values_known);
       }
@@ -159,7 +186,7 @@ TEST_CASE("collate goldens: the replay emits what every real release's collator 
           for (const auto& v : b.collator->emitted)
             if (v.key == "attention_mask") m = &v;
           REQUIRE(m);
-          check_patched_unpad(c["unpad"], "axolotl.get_unpad_data", m->values, m->shape);
+          check_patched_unpad(c["unpad"], axolotl_patch(g), m->values, m->shape);
         }
       }
     }
@@ -178,6 +205,42 @@ TEST_CASE("collate goldens: the replay emits what every real release's collator 
   CHECK(releases["axolotl"] >= 4);
   CHECK(releases["llamafactory"] >= 3);
   CHECK(cases >= 100);
+}
+
+TEST_CASE("collate goldens: which models axolotl's patch_for_multipack patches, and its get_unpad_data",
+          "[collate][golden]") {
+  const auto files = goldens("collate-axolotl-");
+  REQUIRE(files.size() >= 8);
+  for (const fs::path& file : files) {
+    const json g = read_json(file);
+    INFO(file.filename().string());
+    const json& measured = g["patch_for_multipack"];
+    REQUIRE(measured.is_object());
+    // transformers' own is never replaced for a remote-code model
+    CHECK_FALSE(measured["remote_code"]["transformers"].get<bool>());
+    for (const bool remote : {false, true}) {
+      INFO("remote_code " << remote);
+      const std::string text = R"({"format": "attn-doctor/batch@1",
+        "model": {"num_heads": 2, "head_dim": 8, "remote_code": )" + std::string(remote ? "true" : "false") + R"(},
+        "collator": {"name": "axolotl.multipack", "release": ")" + g["release"].get<std::string>() + R"(",
+                     "examples": [{"seq_lengths": [3, 2]}, {"seq_lengths": [4]}]}})";
+      const ad::Batch b = ad::parse_batch_text(text, "remote.json");
+      REQUIRE(b.collator);
+      const bool patched = remote ? measured["remote_code"]["modeling_file"].get<bool>()
+                                  : measured["in_tree"]["transformers"].get<bool>();
+      CHECK(b.collator->unpad_patch == (patched ? (remote ? axolotl_patch(g) : "axolotl.get_unpad_data") : ""));
+    }
+    // the release's get_unpad_data on masks its collator does not build
+    REQUIRE(g["unpad_masks"].size() >= 6);
+    for (const json& c : g["unpad_masks"]) {
+      INFO(c["name"].get<std::string>());
+      std::vector<int64_t> values;
+      for (const json& row : c["mask"])
+        for (const json& v : row) values.push_back(v.get<int64_t>());
+      check_patched_unpad(c, axolotl_patch(g), values,
+                          {static_cast<int64_t>(c["mask"].size()), static_cast<int64_t>(c["mask"][0].size())});
+    }
+  }
 }
 
 TEST_CASE("collate: a release the replay has not read is replayed as the nearest read one, with a note",

@@ -68,6 +68,9 @@ struct Model {
   std::string architecture;  // "" when not given; lower-case as written
   int64_t position_origin = 0;
   bool position_origin_given = false;
+  // the checkpoint's own modeling file (trust_remote_code), which calls its own _get_unpad_data
+  // on the mask the model received (model.remote_code)
+  bool remote_code = false;
 };
 
 // ---------------------------------------------------------------------------------------

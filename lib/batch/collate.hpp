@@ -58,6 +58,7 @@ struct CollatorSpec {
   std::string release_from;         // "collator.release", "environment.transformers", "environment.trl", ""
   CollatorOptions options;
   std::vector<CollatorExample> examples;
+  bool remote_code = false;         // model.remote_code: axolotl patches the model's own _get_unpad_data
 };
 
 // What the real release raises instead of returning a batch.

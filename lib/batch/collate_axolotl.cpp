@@ -19,8 +19,15 @@
 //                           padding is numbered like one more document
 //   0.12.0  multipack-0.12  squash_position_ids: one 0 .. n-1 over the whole row
 //   0.18.0  multipack-0.18  patch_for_multipack no longer replaces transformers' _get_unpad_data
-//                           for in-tree models (only remote-code modeling files, not replayed):
-//                           the model's own unpadding sees the mask
+//                           for in-tree models: the model's own unpadding sees the mask. Its
+//                           get_unpad_data is rewritten: per row, the length of each run of equal
+//                           ids, the runs of 0 dropped ("axolotl.get_unpad_data@0.18")
+//
+// A remote-code model (model.remote_code; axolotl's has_remote_code: the config's auto_map names
+// an AutoModelForCausalLM, trust_remote_code not set false) is patched by every release read:
+// patch_remote replaces the modeling file's own _get_unpad_data with the release's get_unpad_data
+// (0.8.0 - 0.17.0 instead of transformers'; from 0.18.0 the only patch left), which that file
+// calls on the raw segment-id mask (0.18.0's comment in monkeypatch/multipack.py).
 //
 // Without `attention_mask` (the examples carry none: axolotl drops the column for mamba and
 // gemma3) the collator emits no mask; without `position_ids` none are emitted either.
@@ -87,7 +94,14 @@ void replay_multipack(const CollatorSpec& spec, const Version& release, Collator
   if (with_mask) em.push_back(value("attention_mask", std::move(mask), true));
   em.push_back(value("labels", std::move(labels), known));
   if (with_pos) em.push_back(value("position_ids", std::move(pos), true));
-  if (with_mask && patched) {
+  if (with_mask && spec.remote_code) {
+    out.record.unpad_patch = patched ? "axolotl.get_unpad_data" : "axolotl.get_unpad_data@0.18";
+    out.record.notes.push_back("axolotl " + out.record.replayed_as + "'s patch_for_multipack (a remote-code model) "
+                               "replaces the modeling file's own _get_unpad_data with axolotl's get_unpad_data "
+                               "(monkeypatch/multipack.py patch_remote, monkeypatch/utils.py), which " +
+                               (patched ? std::string("counts each segment id of the mask it receives")
+                                        : std::string("counts each run of equal ids per row of the mask it receives")));
+  } else if (with_mask && patched) {
     out.record.unpad_patch = "axolotl.get_unpad_data";
     out.record.notes.push_back("axolotl " + out.record.replayed_as + "'s patch_for_multipack replaces transformers' "
                                "_get_unpad_data with axolotl's get_unpad_data (monkeypatch/utils.py), which counts "

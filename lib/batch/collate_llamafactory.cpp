@@ -28,6 +28,11 @@
 //                _unpad_packed_features drops the padding of input_ids, labels and the mask (of
 //                the position ids only when they are as wide as the mask) and attention_mask is
 //                set to None: the position ids alone carry the boundaries; configure_packing is gone
+//
+// The fake image of a multimodal template (fake_mm_tokens: its count, the template's plugin and
+// the processor's) is pinned by the goldens' fake-image cases (the qwen2_vl template and a real
+// Qwen2VLProcessor: 6 tokens), every release and implementation; 0.9.5's flash path drops the
+// fake tokens again with the padding (their mask is 0).
 #include <algorithm>
 #include <climits>
 #include <map>
@@ -145,6 +150,7 @@ void replay_neat_packing(const CollatorSpec& spec, const Version& release, Colla
   // plugin has an image (audio) token, a fake one's tokens are appended to the first row, with
   // mask 0 and label -100; the position ids are not extended
   const int64_t fake = o.fake_mm_tokens.value_or(0);
+  const bool known_before_fake = known;  // 0.9.5's flash path drops the fake tokens (mask 0) again
   if (fake > 0) {
     known = false;
     out.record.notes.push_back("the multimodal collator appends " + std::to_string(fake) + " fake image/audio tokens to "
@@ -228,7 +234,7 @@ void replay_neat_packing(const CollatorSpec& spec, const Version& release, Colla
       if (trim_pos) kpos.push_back(pos[t]);
     }
   const int64_t kept = static_cast<int64_t>(kids.size());
-  em.push_back(value("input_ids", kids, kept, known));
+  em.push_back(value("input_ids", kids, kept, known_before_fake));
   em.push_back(CollatorValue{"attention_mask", "NoneType", {}, {}, true});
   if (trim_pos) em.push_back(value("position_ids", kpos, kept, true));
   else em.push_back(value("position_ids", pos, width, true));

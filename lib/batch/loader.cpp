@@ -432,7 +432,7 @@ struct Loader {
   Model model(const Node& n) {
     n.expect_object({"num_heads", "num_kv_heads", "head_dim", "hidden_size", "dtype", "causal", "sliding_window",
                      "softcap", "dropout", "deterministic", "architecture", "position_origin", "num_attention_heads",
-                     "num_key_value_heads"});
+                     "num_key_value_heads", "remote_code"});
     Model m;
     auto heads = aliased_int(n, "num_heads", "num_attention_heads", 1, kMaxHeads);
     if (!heads) n.at("num_heads");  // the required-key error
@@ -468,6 +468,7 @@ struct Loader {
       m.position_origin = o->as_int(0, 1 << 20);
       m.position_origin_given = true;
     }
+    if (auto r = n.get("remote_code")) m.remote_code = r->as_bool();
     return m;
   }
 
@@ -1121,6 +1122,7 @@ struct Loader {
         v->fail("a \"collator\" block or a \"batch\" block, not both (the collator emits the batch)",
                 "both");
       collated = collator_spec(*v, b.environment);
+      collated->remote_code = b.model.remote_code;
       b.collator = collate(*v, *collated, b);
     }
     if (auto v = root.get("varlen")) b.varlen = varlen(*v);

@@ -276,6 +276,12 @@ VarlenArgs replay_with(const Batch& batch, const RuleSetInfo& rules, const std::
       pre_steps.push_back("model: the model's FlashAttention2 forward raises on a static cache (up to 4.47)");
       model_mask = ModelMaskPrep{.where = "LlamaFlashAttention2.forward", .refused_static_cache = true};
       call.mask.reset();  // no attention call: nothing is converted
+    } else if (model_mask_given && model_mask_given->model_level && batch.model.remote_code) {
+      // the checkpoint's own modeling file: it hands the mask it received to its own
+      // _get_unpad_data (the remote-code files axolotl patches, axolotl 0.18.0
+      // monkeypatch/multipack.py); transformers' mask preparation is not on its path
+      pre_steps.push_back("model: a remote-code modeling file (model.remote_code) hands the mask on as it received it; "
+                          "transformers' mask preparation is not on its path");
     } else if (auto m = replay::model_mask_call(
             batch, call, first < version_literal("4.53.0") ? replay::MaskPrep::keep_if_zero : replay::MaskPrep::bool_cast,
             !quirk_model && !(first < version_literal("4.44.0")), !(mask_release < version_literal("5.13.0")))) {

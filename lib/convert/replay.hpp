@@ -82,7 +82,9 @@ UnpadData unpad_data(const MaskTensor& mask);
 // (1, 0)) int32 (1-D); indices = nonzero(mask.flatten()). axolotl <= 0.17's get_unpad_data counts
 // into int32; LlamaFactory's get_seqlens_in_batch into the mask's dtype, so on a bool mask every
 // count becomes True: one token per row, and max_seqlen is True
-// (tests/golden/collate-axolotl-*.json, tests/golden/unpad-llamafactory-*.json). A 2-D mask.
+// (tests/golden/collate-axolotl-*.json, tests/golden/unpad-llamafactory-*.json).
+// "axolotl.get_unpad_data@0.18" (axolotl >= 0.18's rewrite): lengths = per row, the length of
+// each run of equal ids, the runs of 0 dropped. A 2-D mask.
 UnpadData patched_unpad_data(const MaskTensor& mask, const std::string& patch);
 // The RuntimeError torch raises for F.pad(x, (1, 0)) on a 0-d x, raised inside `where`.
 ReplayFailure pad_of_0d_failure(const std::string& where);

@@ -83,7 +83,19 @@ UnpadData patched_unpad_data(const MaskTensor& mask, const std::string& patch) {
   const bool counts_as_bool = patch == "llamafactory.get_unpad_data" && mask.boolean;
   UnpadData u;
   std::vector<int64_t> index_values;
-  for (int64_t r = 0; r < rows; ++r) {
+  if (patch == "axolotl.get_unpad_data@0.18") {
+    // axolotl >= 0.18: a run starts at each row's start and where the id changes; the runs of
+    // 0 (padding) are dropped
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < width; ++c) {
+        const size_t i = static_cast<size_t>(r * width + c);
+        if (mask.nonzero(i)) index_values.push_back(static_cast<int64_t>(i));
+        const bool start = c == 0 || mask.values[i] != mask.values[i - 1];
+        if (start && mask.values[i] != 0) u.lengths.push_back(0);
+        if (mask.values[i] != 0) ++u.lengths.back();
+      }
+  }
+  for (int64_t r = 0; r < rows && patch != "axolotl.get_unpad_data@0.18"; ++r) {
     // the count of each id 1 .. max in the row, ids ascending (an id with no token counts 0 and
     // is dropped), so only the ids present matter
     std::vector<int64_t> row_ids;

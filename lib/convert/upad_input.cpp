@@ -34,8 +34,10 @@ VarlenArgs upad_input(const Call& c, const UpadOptions& o) {
                                            : MaxSeqlen{k.max_seqlen, false, DType::int64});
   if (patched)
     a.steps.push_back("_get_unpad_data is the trainer's " + c.unpad_patch + ": indices_k = nonzero(mask.flatten()) (" +
-                      std::to_string(k.indices.numel()) + "), cu_seqlens_k = pad(cumsum(the count of each segment id " +
-                      "per row" + (mask.boolean && c.unpad_patch.rfind("llamafactory", 0) == 0
+                      std::to_string(k.indices.numel()) + "), cu_seqlens_k = pad(cumsum(the " +
+                      (c.unpad_patch == "axolotl.get_unpad_data@0.18" ? "length of each run of equal ids"
+                                                                      : "count of each segment id") +
+                      " per row" + (mask.boolean && c.unpad_patch.rfind("llamafactory", 0) == 0
                                        ? ", held in the bool mask's dtype: 1 each" : "") + "))");
   else
     a.steps.push_back("indices_k = nonzero(mask.flatten()) (" + std::to_string(k.indices.numel()) +

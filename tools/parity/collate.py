@@ -239,6 +239,22 @@ def run_trl(release):
 
 # ---- orchestration -----------------------------------------------------------------------
 
+def record_golden(python, argv, pythonpath, name, what, **env):
+    """The parity drivers' shared start-up: run `python argv` (a driver's `--one` mode) in a fresh
+    interpreter on PYTHONPATH `pythonpath` (deterministic hashing, one thread, `env` added), and
+    write the JSON it prints to tests/golden/<name>."""
+    full = dict(os.environ, PYTHONHASHSEED="0", OMP_NUM_THREADS="1", **env)
+    full["PYTHONPATH"] = ":".join(str(p) for p in pythonpath)
+    proc = subprocess.run([python, *(str(a) for a in argv)], env=full, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"{what}: {proc.stderr[-3000:]}")
+    data = json.loads(proc.stdout)
+    path = GOLDEN / name
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"wrote {path.relative_to(REPO)}: {len(data['cases'])} cases")
+    return data
+
+
 def site(release):
     path = VENVS / f"tf-{release}"
     if not (path / "transformers").is_dir():
@@ -258,17 +274,9 @@ def main():
         return
     releases = a.releases.split(",") if a.releases else (TRANSFORMERS if a.library == "transformers" else TRL)
     for release in releases:
-        env = dict(os.environ, PYTHONHASHSEED="0", OMP_NUM_THREADS="1")
-        env["PYTHONPATH"] = str(site(release if a.library == "transformers" else TRL_TRANSFORMERS))
-        proc = subprocess.run([PYTHON, str(Path(__file__).resolve()), a.library, "--one", release], env=env,
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise SystemExit(f"{a.library} {release}: {proc.stderr[-2000:]}")
-        data = json.loads(proc.stdout)
-        path = GOLDEN / f"collate-{a.library}-{release}.json"
-        path.write_text(json.dumps(data, indent=1) + "\n")
-        print(f"wrote {path.relative_to(REPO)}: {len(data['cases'])} cases")
-
+        record_golden(PYTHON, [__file__, a.library, "--one", release],
+                      [site(release if a.library == "transformers" else TRL_TRANSFORMERS)],
+                      f"collate-{a.library}-{release}.json", f"{a.library} {release}")
 
 if __name__ == "__main__":
     main()

@@ -40,18 +40,21 @@ The C++ replay (lib/batch/collate_llamafactory.cpp) must reproduce every case ex
 import argparse
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from collate import GOLDEN, REPO, VENVS  # noqa: E402  (the collator drivers' shared paths)
+from collate import VENVS, record_golden  # noqa: E402  (the collator drivers' shared start-up)
 
 # the release trees lie under $PARITY_VENVS/<PARITY_PATCHED_PREFIX>llamafactory-<release> (as for
 # collate_patched.py), the packages they import under $PARITY_VENVS/<PARITY_LF_PREFIX>lf-*
 PREFIX = os.environ.get("PARITY_PATCHED_PREFIX", "")
 LF = os.environ.get("PARITY_LF_PREFIX", "")
 DEPS = [p for p in os.environ.get("PARITY_LF_DEPS", f"{VENVS}/{LF}lf-deps").split(":") if p]
+# what the fake-image cases add: pillow (the collator's fake image) and torchvision (the image and
+# video processors of transformers 5.x)
+MM_DEPS = [p for p in os.environ.get("PARITY_LF_MM_DEPS", f"{VENVS}/{LF}lf-pillow:{VENVS}/{LF}lf-torchvision").split(":")
+           if p]
 PYTHON = os.environ.get("PARITY_PYTHON", str(VENVS / "torch26" / "bin" / "python"))
 # the newest transformers each release allows (its Requires-Dist), installed under tf-<release>
 RELEASES = {"0.9.3": "4.52.4", "0.9.4": "4.56.2", "0.9.5": "5.6.0"}
@@ -83,7 +86,9 @@ def cases():
 
 # ---- one release, in a fresh interpreter ------------------------------------------------
 
-def tokenizer():
+def tokenizer(cls=None, special=()):
+    """The local WordLevel tokenizer (pad 0, eos 1, unk 2, w3 .. w199), as `cls` (a
+    PreTrainedTokenizerFast by default), with `special` added as special tokens (200, 201, ...)."""
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
     vocab = {"<pad>": 0, "<eos>": 1, "<unk>": 2}
@@ -91,8 +96,30 @@ def tokenizer():
         vocab[f"w{i}"] = i
     tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>",
-                                   padding_side="right")
+    out = (cls or PreTrainedTokenizerFast)(tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>",
+                                           unk_token="<unk>", padding_side="right")
+    if special:
+        out.add_tokens(list(special), special_tokens=True)
+    return out
+
+
+# the Qwen2-VL template's own tokens (its chat format, its vision markers and placeholders)
+QWEN2_VL_TOKENS = ["<|im_start|>", "<|im_end|>", "<|vision_start|>", "<|vision_end|>", "<|image_pad|>",
+                   "<|video_pad|>"]
+
+
+def qwen2_vl_processor():
+    """A real Qwen2VLProcessor built locally: the release's Qwen2VLImageProcessor and
+    Qwen2VLVideoProcessor with their defaults, and the local tokenizer as a Qwen2 tokenizer
+    (the processor accepts no other) with the template's tokens."""
+    import transformers
+    from transformers import Qwen2VLImageProcessor, Qwen2VLProcessor
+    from transformers.models.qwen2_vl.video_processing_qwen2_vl import Qwen2VLVideoProcessor
+    cls = getattr(transformers, "Qwen2TokenizerFast", None) or transformers.Qwen2Tokenizer
+    tok = tokenizer(cls, QWEN2_VL_TOKENS)
+    proc = Qwen2VLProcessor(image_processor=Qwen2VLImageProcessor(), tokenizer=tok,
+                            video_processor=Qwen2VLVideoProcessor())
+    return tok, proc
 
 
 def describe(key, value):
@@ -106,6 +133,91 @@ def describe(key, value):
     return {"key": key, "dtype": type(value).__name__, "shape": [], "values": []}
 
 
+def mm_cases():
+    """The fake-image path: (name, user cutoff_len, examples, attn, pad_to_multiple_of), on the
+    Qwen2-VL template with a real processor and no image in the batch (the template's default
+    system prompt makes each example 15 tokens or more)."""
+    return [("fake-image-flash", 40, [(1, 1), (1, 1)], "flash_attention_2", 8),
+            ("fake-image-two-rows-flash", 24, [(1, 1), (2, 1)], "flash_attention_2", 8),
+            ("fake-image-no-pad-multiple-flash", 37, [(1, 1), (2, 1)], "flash_attention_2", None),
+            ("fake-image-sdpa", 40, [(1, 1), (1, 1)], "sdpa", 8),
+            ("fake-image-two-rows-sdpa", 24, [(1, 1), (2, 1)], "sdpa", 8),
+            ("fake-image-eager", 40, [(1, 1), (1, 1)], "eager", 8)]
+
+
+TEXT_KEYS = ("input_ids", "attention_mask", "position_ids", "labels")
+
+
+def record_case(name, cutoff, examples, attn, multiple, template_name, fields):
+    """One case through the release's DataArguments, template, processor and collator."""
+    import torch
+    from llamafactory.data.collator import SFTDataCollatorWith4DAttentionMask
+    from llamafactory.data.processor.supervised import PackedSupervisedDatasetProcessor
+    from llamafactory.data.template import get_template_and_fix_tokenizer
+    from llamafactory.extras.constants import IGNORE_INDEX
+    from llamafactory.hparams import DataArguments
+    if template_name == "empty":
+        tok, mm = tokenizer(), None
+    else:
+        tok, mm = qwen2_vl_processor()
+    data_args = DataArguments(template=template_name, cutoff_len=cutoff, neat_packing=True)
+    template = get_template_and_fix_tokenizer(tok, data_args)
+    proc = PackedSupervisedDatasetProcessor(template=template, tokenizer=tok, processor=mm, data_args=data_args)
+    base = 3
+    prompts, responses = [], []
+    for p, r in examples:
+        prompts.append([{"role": "user", "content": words(p, base)}])
+        responses.append([{"role": "assistant", "content": words(r, base + p)}])
+        base += p + r
+    n = len(examples)
+    batch = {"_prompt": prompts, "_response": responses, "_system": [""] * n, "_tools": [""] * n,
+             "_images": [None] * n, "_videos": [None] * n, "_audios": [None] * n}
+    encoded = []
+    for i in range(n):
+        ids, _ = proc._encode_data_example(prompt=prompts[i], response=responses[i], system="", tools="",
+                                           images=[], videos=[], audios=[])
+        encoded.append(ids)
+    rec = {"name": name, "user_cutoff_len": cutoff, "processor_cutoff_len": data_args.cutoff_len,
+           "options": {"cutoff_len": data_args.cutoff_len, "knapsack": True, "attn_implementation": attn},
+           "examples": encoded}
+    if template_name != "empty":
+        rec["template"] = template_name
+        rec["image_processor"] = type(mm.image_processor).__name__
+    if multiple is not None:
+        rec["options"]["pad_to_multiple_of"] = multiple
+    try:
+        rows = proc.preprocess_dataset(batch)
+        rec["rows"] = {"input_ids": rows["input_ids"], "attention_mask": rows["attention_mask"],
+                       "position_ids": rows["position_ids"]}
+        features = [{k: rows[k][i] for k in rows} for i in range(len(rows["input_ids"]))]
+        kwargs = dict(template=template, model=None, pad_to_multiple_of=multiple, label_pad_token_id=IGNORE_INDEX,
+                      block_diag_attn=data_args.neat_packing, attn_implementation=attn,
+                      compute_dtype=torch.float32, tokenizer=tok, processor=mm)
+        if "neat_packing" in fields:
+            kwargs["neat_packing"] = data_args.neat_packing
+        row0 = list(features[0]["input_ids"])
+        try:
+            emitted = SFTDataCollatorWith4DAttentionMask(**kwargs)(features)
+        finally:
+            if template_name != "empty":
+                # the collator assigns row 0 its input ids with the fake image's appended (a
+                # right-padding tokenizer) before anything can raise: what it appended, measured
+                # on the features it was given
+                fake = features[0]["input_ids"][len(row0):]
+                rec["fake_input_ids"] = fake
+                rec["options"]["fake_mm_tokens"] = len(fake)
+        if template_name != "empty":
+            # the processor's image tensors follow the text keys: kept apart (the replay emits the
+            # text keys), pixel values by dtype and shape
+            rec["mm_inputs"] = [dict(describe(k, v), values=[] if torch.is_floating_point(v) else describe(k, v)["values"])
+                                for k, v in emitted.items() if k not in TEXT_KEYS]
+            emitted = {k: v for k, v in emitted.items() if k in TEXT_KEYS}
+        rec["emitted"] = [describe(k, v) for k, v in emitted.items()]
+    except Exception as e:  # what the release raises is the golden
+        rec["raised"] = {"type": type(e).__name__, "message": str(e)}
+    return rec
+
+
 def run(release):
     import dataclasses
     import logging
@@ -116,10 +228,6 @@ def run(release):
     warnings.simplefilter("ignore")
     logging.disable(logging.WARNING)
     from llamafactory.data.collator import SFTDataCollatorWith4DAttentionMask
-    from llamafactory.data.processor.supervised import PackedSupervisedDatasetProcessor
-    from llamafactory.data.template import get_template_and_fix_tokenizer
-    from llamafactory.extras.constants import IGNORE_INDEX
-    from llamafactory.hparams import DataArguments
     fields = {f.name for f in dataclasses.fields(SFTDataCollatorWith4DAttentionMask)}
     out = {"format": "attn-doctor/collate-golden@1", "library": "llamafactory", "release": release,
            "collator": "llamafactory.neat_packing", "torch": torch.__version__.split("+")[0],
@@ -131,45 +239,14 @@ def run(release):
                        "SFTDataCollatorWith4DAttentionMask as train/sft/workflow.py constructs it; a local WordLevel "
                        f"tokenizer on transformers {transformers.__version__}",
            "collator_fields": sorted(fields), "cases": []}
-    for name, cutoff, examples, attn, multiple in cases():
-        tok = tokenizer()
-        data_args = DataArguments(template="empty", cutoff_len=cutoff, neat_packing=True)
-        template = get_template_and_fix_tokenizer(tok, data_args)
-        proc = PackedSupervisedDatasetProcessor(template=template, tokenizer=tok, processor=None, data_args=data_args)
-        base = 3
-        prompts, responses = [], []
-        for p, r in examples:
-            prompts.append([{"role": "user", "content": words(p, base)}])
-            responses.append([{"role": "assistant", "content": words(r, base + p)}])
-            base += p + r
-        n = len(examples)
-        batch = {"_prompt": prompts, "_response": responses, "_system": [""] * n, "_tools": [""] * n,
-                 "_images": [None] * n, "_videos": [None] * n, "_audios": [None] * n}
-        encoded = []
-        for i in range(n):
-            ids, _ = proc._encode_data_example(prompt=prompts[i], response=responses[i], system="", tools="",
-                                               images=[], videos=[], audios=[])
-            encoded.append(ids)
-        rec = {"name": name, "user_cutoff_len": cutoff, "processor_cutoff_len": data_args.cutoff_len,
-               "options": {"cutoff_len": data_args.cutoff_len, "knapsack": True, "attn_implementation": attn},
-               "examples": encoded}
-        if multiple is not None:
-            rec["options"]["pad_to_multiple_of"] = multiple
-        try:
-            rows = proc.preprocess_dataset(batch)
-            rec["rows"] = {"input_ids": rows["input_ids"], "attention_mask": rows["attention_mask"],
-                           "position_ids": rows["position_ids"]}
-            features = [{k: rows[k][i] for k in rows} for i in range(len(rows["input_ids"]))]
-            kwargs = dict(template=template, model=None, pad_to_multiple_of=multiple, label_pad_token_id=IGNORE_INDEX,
-                          block_diag_attn=data_args.neat_packing, attn_implementation=attn,
-                          compute_dtype=torch.float32, tokenizer=tok, processor=None)
-            if "neat_packing" in fields:
-                kwargs["neat_packing"] = data_args.neat_packing
-            emitted = SFTDataCollatorWith4DAttentionMask(**kwargs)(features)
-            rec["emitted"] = [describe(k, v) for k, v in emitted.items()]
-        except Exception as e:  # what the release raises is the golden
-            rec["raised"] = {"type": type(e).__name__, "message": str(e)}
-        out["cases"].append(rec)
+    for case in cases():
+        out["cases"].append(record_case(*case, "empty", fields))
+    out["executed_mm"] = (f"the fake-image cases: template \"qwen2_vl\" with a Qwen2VLProcessor of transformers "
+                          f"{transformers.__version__}'s Qwen2VLImageProcessor and Qwen2VLVideoProcessor (their "
+                          "defaults) and the local tokenizer as a Qwen2 tokenizer; no image in the batch, so "
+                          "MultiModalDataCollatorForSeq2Seq appends a fake image's tokens to row 0")
+    for case in mm_cases():
+        out["cases"].append(record_case(*case, "qwen2_vl", fields))
     return out
 
 
@@ -189,16 +266,8 @@ def main():
         for p in (site / "llamafactory", tf / "transformers"):
             if not p.is_dir():
                 raise SystemExit(f"{p} is missing (see this file's docstring)")
-        env = dict(os.environ, PYTHONHASHSEED="0", OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",
-                   PYTHONPATH=":".join([str(site), *EXTRA.get(release, []), *DEPS, str(tf)]))
-        proc = subprocess.run([PYTHON, str(Path(__file__).resolve()), "--one", release], env=env,
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise SystemExit(f"llamafactory {release}: {proc.stderr[-3000:]}")
-        data = json.loads(proc.stdout)
-        path = GOLDEN / f"collate-llamafactory-{release}.json"
-        path.write_text(json.dumps(data, indent=1) + "\n")
-        print(f"wrote {path.relative_to(REPO)}: {len(data['cases'])} cases")
+        record_golden(PYTHON, [__file__, "--one", release], [site, *EXTRA.get(release, []), *DEPS, *MM_DEPS, tf],
+                      f"collate-llamafactory-{release}.json", f"llamafactory {release}", HF_HUB_OFFLINE="1")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,16 @@ sdist's src/axolotl for releases published as sdists). Whether patch_for_multipa
 read from that function's own source (an assignment to
 modeling_flash_attention_utils._get_unpad_data outside its remote-code branch).
 
+Which models get the patch is also measured (`patch_for_multipack`): the release's package
+(axolotl.monkeypatch.multipack, which imports accelerate) is imported and patch_for_multipack
+called as the patch manager calls it (loaders/patch_manager.py _apply_multipack_patches), once
+with has_remote_code=True on a remote-code checkpoint written to a temporary directory (a config
+whose auto_map names an AutoModelForCausalLM, a modeling file of its own defining
+_get_unpad_data, a one-parameter model; loaded with no download) and once for an in-tree model
+type; the golden says whether the modeling file's and transformers' _get_unpad_data became the
+release's get_unpad_data. `unpad_masks` holds that function on segment-id masks the collator
+does not build (ids repeated or out of order), where 0.18.0's rewrite counts differently.
+
 The collator is called as axolotl's trainer calls it: one list of examples per packed row
 (the multipack sampler's bins), each example a dict of input_ids, attention_mask (all ones, the
 tokenizer's), labels and position_ids (0 .. n-1, axolotl's add_position_ids), with
@@ -41,19 +51,20 @@ import ast
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
-GOLDEN = REPO / "tests" / "golden"
-VENVS = Path(os.environ.get("PARITY_VENVS", "/work/venvs"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from collate import VENVS, record_golden  # noqa: E402  (the collator drivers' shared start-up)
 # the release trees lie under $PARITY_VENVS/<prefix>axolotl-<release>, <prefix>llamafactory-<release>
 PREFIX = os.environ.get("PARITY_PATCHED_PREFIX", "")
 PYTHON = os.environ.get("PARITY_PYTHON", str(VENVS / "torch26" / "bin" / "python"))
 # the transformers the collator's tokenizer.pad and the module imports run on
 TRANSFORMERS = os.environ.get("PARITY_AXOLOTL_TRANSFORMERS", "4.52.4")
+# what importing axolotl/monkeypatch/multipack.py needs besides torch and transformers: accelerate
+# (init_empty_weights), in the LlamaFactory drivers' shared dependencies
+AXOLOTL_DEPS = [p for p in os.environ.get(
+    "PARITY_AXOLOTL_DEPS", f"{VENVS}/{os.environ.get('PARITY_LF_PREFIX', '')}lf-deps").split(":") if p]
 
 # every behaviour change of the multipack collator, of get_unpad_data and of
 # patch_for_multipack, and releases beside them
@@ -159,6 +170,68 @@ def patches_transformers(source):
     return None
 
 
+# A remote-code checkpoint written locally: a config whose auto_map names an AutoModelForCausalLM,
+# a modeling file of its own that defines _get_unpad_data (what patch_remote looks for), and a
+# one-parameter model saved beside them, so that from_pretrained loads it with no download.
+REMOTE_CONFIG = """from transformers import PretrainedConfig
+
+
+class RemoteXConfig(PretrainedConfig):
+    model_type = "remotex"
+"""
+REMOTE_MODELING = """import torch
+from transformers import PreTrainedModel
+
+from .configuration_remotex import RemoteXConfig
+
+
+def _get_unpad_data(attention_mask):
+    lengths = attention_mask.sum(dim=-1, dtype=torch.int32)
+    indices = torch.nonzero(attention_mask.flatten()).flatten()
+    return indices, torch.nn.functional.pad(torch.cumsum(lengths, dim=0, dtype=torch.int32), (1, 0)), int(lengths.max())
+
+
+class RemoteXForCausalLM(PreTrainedModel):
+    config_class = RemoteXConfig
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.w = torch.nn.Linear(1, 1)
+"""
+
+
+def patched_models():
+    """Which _get_unpad_data the release's patch_for_multipack replaces with its get_unpad_data,
+    measured: the release's axolotl.monkeypatch.multipack imported and called as the trainer's
+    patch manager calls it, once for a remote-code checkpoint (has_remote_code=True) and once for
+    an in-tree model type."""
+    import importlib
+    import tempfile
+
+    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import modeling_flash_attention_utils as fau
+    with tempfile.TemporaryDirectory(prefix="remotex_") as d:
+        Path(d, "configuration_remotex.py").write_text(REMOTE_CONFIG)
+        Path(d, "modeling_remotex.py").write_text(REMOTE_MODELING)
+        Path(d, "config.json").write_text(json.dumps({
+            "model_type": "remotex", "architectures": ["RemoteXForCausalLM"],
+            "auto_map": {"AutoConfig": "configuration_remotex.RemoteXConfig",
+                         "AutoModelForCausalLM": "modeling_remotex.RemoteXForCausalLM"}}))
+        config = AutoConfig.from_pretrained(d, trust_remote_code=True)
+        AutoModelForCausalLM.from_config(config, trust_remote_code=True).save_pretrained(d)
+        multipack = importlib.import_module("axolotl.monkeypatch.multipack")
+        patch = importlib.import_module("axolotl.monkeypatch.utils").get_unpad_data
+        original = fau._get_unpad_data
+        multipack.patch_for_multipack("llama", model_name=d, has_remote_code=True)
+        remote = importlib.import_module(type(config).__module__.replace("configuration_", "modeling_"))
+        out = {"remote_code": {"modeling_file": remote._get_unpad_data is patch,
+                               "transformers": fau._get_unpad_data is not original}}
+        multipack.patch_for_multipack("llama", model_name="unused", has_remote_code=False)
+        out["in_tree"] = {"transformers": fau._get_unpad_data is not original}
+        fau._get_unpad_data = original
+    return out
+
+
 def run_axolotl(release):
     import warnings
 
@@ -183,8 +256,16 @@ def run_axolotl(release):
            "executed": f"axolotl/utils/collators/batching.py V2BatchSamplerDataCollatorForSeq2Seq and "
                        f"axolotl/monkeypatch/utils.py get_unpad_data from the axolotl {release} release, each "
                        f"loaded as a module file (no stubs; numpy, torch and transformers {transformers.__version__} "
-                       f"are their imports); patch_for_multipack read from axolotl/monkeypatch/multipack.py",
+                       f"are their imports); patch_for_multipack read from axolotl/monkeypatch/multipack.py, "
+                       f"and called from the release's package (patch_for_multipack: a local remote-code checkpoint "
+                       f"and an in-tree model type)",
            "patches_transformers_unpad": patches_transformers(multipack_source),
+           "patch_for_multipack": patched_models(),
+           # the release's get_unpad_data on segment-id masks axolotl's collator does not build
+           # (ids out of order, repeated): where its algorithms differ
+           "unpad_masks": [{"name": m["name"], "mask": m["mask"],
+                            **unpad_both(patch_utils.get_unpad_data, torch.tensor(m["mask"], dtype=torch.int64))}
+                           for m in llamafactory_masks()],
            "cases": []}
     for case in axolotl_cases():
         o = case["options"]
@@ -254,18 +335,12 @@ def main():
         return
     releases = a.releases.split(",") if a.releases else (AXOLOTL if a.library == "axolotl" else LLAMAFACTORY)
     for release in releases:
-        env = dict(os.environ, PYTHONHASHSEED="0", OMP_NUM_THREADS="1")
-        env["PYTHONPATH"] = str(VENVS / f"tf-{TRANSFORMERS}")
-        proc = subprocess.run([PYTHON, str(Path(__file__).resolve()), a.library, "--one", release], env=env,
-                              capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise SystemExit(f"{a.library} {release}: {proc.stderr[-2000:]}")
-        data = json.loads(proc.stdout)
         prefix = "collate" if a.library == "axolotl" else "unpad"
-        path = GOLDEN / f"{prefix}-{a.library}-{release}.json"
-        path.write_text(json.dumps(data, indent=1) + "\n")
-        print(f"wrote {path.relative_to(REPO)}: {len(data['cases'])} cases")
-
+        path = [VENVS / f"tf-{TRANSFORMERS}"]
+        if a.library == "axolotl":  # the release's package and accelerate, for patch_for_multipack
+            path = [VENVS / f"{PREFIX}axolotl-{release}", *AXOLOTL_DEPS, *path]
+        record_golden(PYTHON, [__file__, a.library, "--one", release], path,
+                      f"{prefix}-{a.library}-{release}.json", f"{a.library} {release}", HF_HUB_OFFLINE="1")
 
 if __name__ == "__main__":
     main()

@@ -211,6 +211,11 @@ CASES = {
     "environment-compile-not-a-mode": (
         ('{%s, %s, "environment": {"compile": true}, "dispatch": {"library": "diffusers"}}' % (F, M)).encode(),
         '/environment/compile: expected one of "none", "default", "fullgraph", found true', {}),
+    # model.remote_code: a bool (batch-format.md#model)
+    "model-remote-code-not-bool": (
+        ('{%s, "model": {"num_heads": 8, "head_dim": 64, "remote_code": "trust"}, "collator": {"name": '
+         '"axolotl.multipack", "release": "0.19.0", "examples": [{"seq_lengths": [3, 2]}]}}' % F).encode(),
+        '/model/remote_code: expected true or false, found the string "trust"', {}),
 }
 
 
