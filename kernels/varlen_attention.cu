@@ -276,7 +276,9 @@ void fa2_normalize(VarlenFwdParams& p) {
 }
 
 bool varlen_fwd_has_tensor_core_path(const VarlenFwdParams& p) {
-  return p.elem != ElemType::fp32 && (p.head_dim == 64 || p.head_dim == 128) && p.block_m == attn::kBlockM;
+  const int d = p.head_dim;
+  return p.elem != ElemType::fp32 && (d == 64 || d == 96 || d == 128 || d == 192 || d == 256) &&
+         attn::tc_block_m_ok(d, p.block_m);
 }
 
 // Whether the current device runs the sm_90a kernels: compute capability 9.0 exactly (sm_90a
@@ -324,8 +326,10 @@ Chosen choose_kernel(const VarlenFwdParams& p, AttnKernel which) {
 
 }  // namespace
 
+// (head dims 64 and 128: the others run the mma.sync kernel on a Hopper device too)
 bool varlen_fwd_has_wgmma_path(const VarlenFwdParams& p) {
-  return varlen_fwd_has_tensor_core_path(p) && detail::device_runs_wgmma();
+  return varlen_fwd_has_tensor_core_path(p) && (p.head_dim == 64 || p.head_dim == 128) && p.block_m == attn::kBlockM &&
+         detail::device_runs_wgmma();
 }
 
 std::string varlen_fwd_kernel_name(const VarlenFwdParams& p, Checks checks, AttnKernel which) {
@@ -337,7 +341,7 @@ std::string varlen_fwd_kernel_name(const VarlenFwdParams& p, Checks checks, Attn
   name += to_string(p.elem);
   if (wg) name += ",d" + std::to_string(p.head_dim) + (k == Chosen::wgmma_alt ? ",alt" : "");
   if (k == Chosen::mma_sync || k == Chosen::mma_sync_alt) {
-    const int mt = k == Chosen::mma_sync_alt ? 3 - attn::kDefaultMT : attn::kDefaultMT;
+    const int mt = k == Chosen::mma_sync_alt ? 3 - attn::kDefaultMT : attn::default_mt(p.head_dim);
     name += ",d" + std::to_string(p.head_dim) + ",warp" + std::to_string(16 * mt) + "rows";
   }
   name += std::string(",") + to_string(checks) + ">";
@@ -374,8 +378,9 @@ void launch_varlen_fwd(const VarlenFwdParams& p_in, Checks checks, cudaStream_t 
   const Chosen k = choose_kernel(p, which);
   const dim3 grid(unsigned(launch_grid_m(p)), p.batch, p.num_heads);
   if (k == Chosen::wgmma || k == Chosen::wgmma_alt) {
-    check_config(varlen_fwd_has_tensor_core_path(p), "no wgmma kernel for " + std::string(to_string(p.elem)) +
-                                                         " head_dim " + std::to_string(p.head_dim));
+    check_config(varlen_fwd_has_tensor_core_path(p) && (p.head_dim == 64 || p.head_dim == 128) &&
+                     p.block_m == attn::kBlockM,
+                 "no wgmma kernel for " + std::string(to_string(p.elem)) + " head_dim " + std::to_string(p.head_dim));
     check_config(detail::device_runs_wgmma(), "the wgmma kernel needs a compute capability 9.0 device and a build with "
                                       "sm_90a (ATTN_DOCTOR_WGMMA)");
 #ifdef ATTN_DOCTOR_WITH_WGMMA
@@ -388,8 +393,8 @@ void launch_varlen_fwd(const VarlenFwdParams& p_in, Checks checks, cudaStream_t 
     check_config(varlen_fwd_has_tensor_core_path(p), "no tensor-core kernel for " + std::string(to_string(p.elem)) +
                                                          " head_dim " + std::to_string(p.head_dim));
     const bool alt = k == Chosen::mma_sync_alt;
-    detail::launch_kernel(p.elem == ElemType::bf16 ? detail::varlen_fwd_tc_bf16(p.head_dim, checked, alt)
-                                                   : detail::varlen_fwd_tc_fp16(p.head_dim, checked, alt),
+    detail::launch_kernel(p.elem == ElemType::bf16 ? detail::varlen_fwd_tc_bf16(p.head_dim, p.block_m, checked, alt)
+                                                   : detail::varlen_fwd_tc_fp16(p.head_dim, p.block_m, checked, alt),
                           grid, p, stream);
   } else {
     detail::launch_varlen_fwd_generic(p, checked, stream);
