@@ -31,7 +31,7 @@ int64_t rotary_grid_rows(const RotaryParams& p, const int32_t* host_cu_seqlens);
 
 // ---- varlen attention forward (kernels/varlen_attention*.cu) ----------------------------
 // automatic: the wgmma kernel on a compute capability 9.0 device when the build carries it
-// (sm_90a) and the shape has it (bf16/fp16, head_dim 64/128); else the mma.sync tensor-core
+// (sm_90a) and the shape has it (bf16/fp16, head_dim 64/128/192); else the mma.sync tensor-core
 // kernel for its shapes (bf16/fp16, head_dim 64, 96, 128, 192, 256 with FA2's block_m);
 // else the generic one. tensor_core: the mma.sync kernel (sm_80 and
 // up); tensor_core_alt: the same with its other warp layout (benchmarks only; needs a build
@@ -128,8 +128,10 @@ void launch_varlen_fwd_generic(const VarlenFwdParams& p, bool checked, cudaStrea
 // kernels/sm90a/ (present when the build carries sm_90a: ATTN_DOCTOR_WITH_WGMMA): the wgmma
 // forward (alt: its other tile shape, ATTN_DOCTOR_WGMMA_ALT, bf16) and the wgmma backward's
 // key-block kernel with, in its checked form, the fallback kernel of the key blocks it leaves.
-FwdKernel varlen_fwd_wgmma_bf16(int head_dim, bool checked, bool alt);
+FwdKernel varlen_fwd_wgmma_bf16(int head_dim, bool checked, bool alt);  // head dims 64, 128, 192
 FwdKernel varlen_fwd_wgmma_fp16(int head_dim, bool checked, bool alt);
+FwdKernel varlen_fwd_wgmma_d192_bf16(bool checked);  // head dim 192's own files
+FwdKernel varlen_fwd_wgmma_d192_fp16(bool checked);
 struct BwdWgmmaKernels {
   BwdKernel main;
   BwdKernel fallback;  // checked form only (fn null otherwise)

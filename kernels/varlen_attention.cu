@@ -326,11 +326,15 @@ Chosen choose_kernel(const VarlenFwdParams& p, AttnKernel which) {
 
 }  // namespace
 
-// (head dims 64 and 128: the others run the mma.sync kernel on a Hopper device too)
-bool varlen_fwd_has_wgmma_path(const VarlenFwdParams& p) {
-  return varlen_fwd_has_tensor_core_path(p) && (p.head_dim == 64 || p.head_dim == 128) && p.block_m == attn::kBlockM &&
-         detail::device_runs_wgmma();
+// Head dims 64, 128 and 192 with 128-row tiles (96 and 256 run the mma.sync kernel on a Hopper
+// device too: kernels/sm90a/varlen_attention_wgmma.cuh says why).
+namespace {
+bool wgmma_shape(const VarlenFwdParams& p) {
+  return varlen_fwd_has_tensor_core_path(p) && (p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 192) &&
+         p.block_m == attn::kBlockM;
 }
+}  // namespace
+bool varlen_fwd_has_wgmma_path(const VarlenFwdParams& p) { return wgmma_shape(p) && detail::device_runs_wgmma(); }
 
 std::string varlen_fwd_kernel_name(const VarlenFwdParams& p, Checks checks, AttnKernel which) {
   const Chosen k = choose_kernel(p, which);
@@ -378,9 +382,8 @@ void launch_varlen_fwd(const VarlenFwdParams& p_in, Checks checks, cudaStream_t 
   const Chosen k = choose_kernel(p, which);
   const dim3 grid(unsigned(launch_grid_m(p)), p.batch, p.num_heads);
   if (k == Chosen::wgmma || k == Chosen::wgmma_alt) {
-    check_config(varlen_fwd_has_tensor_core_path(p) && (p.head_dim == 64 || p.head_dim == 128) &&
-                     p.block_m == attn::kBlockM,
-                 "no wgmma kernel for " + std::string(to_string(p.elem)) + " head_dim " + std::to_string(p.head_dim));
+    check_config(wgmma_shape(p), "no wgmma kernel for " + std::string(to_string(p.elem)) + " head_dim " +
+                                     std::to_string(p.head_dim) + " block_m " + std::to_string(p.block_m));
     check_config(detail::device_runs_wgmma(), "the wgmma kernel needs a compute capability 9.0 device and a build with "
                                       "sm_90a (ATTN_DOCTOR_WGMMA)");
 #ifdef ATTN_DOCTOR_WITH_WGMMA

@@ -46,17 +46,19 @@ static_assert(!std::is_convertible_v<kern::SmemTile<kern::KeyRole, uint16_t>, ke
 static_assert(!std::is_convertible_v<kern::SmemTile<kern::ValueRole, uint16_t>, kern::SmemTile<kern::KeyRole, uint16_t>>);
 static_assert(!std::is_convertible_v<kern::KeyPipelineParams, kern::ValuePipelineParams>);
 
-// The tensor-core kernels this device runs for a bf16/fp16 head_dim 64/128 call: the mma.sync
-// kernel everywhere, the wgmma kernel on compute capability 9.0 when the build carries sm_90a.
+// The tensor-core kernels this device runs for a bf16/fp16 call of this head dim and block_m:
+// the mma.sync kernel everywhere, the wgmma kernel (head dims 64, 128, 192 with 128-row
+// tiles) on compute capability 9.0 when the build carries sm_90a.
 struct TcKernel {
   kern::AttnKernel which;
   const char* name;
 };
-std::vector<TcKernel> tensor_core_kernels() {
+std::vector<TcKernel> tensor_core_kernels(int head_dim = 64, int block_m = 128) {
   std::vector<TcKernel> ks = {{kern::AttnKernel::tensor_core, "mma.sync"}};
   kern::VarlenFwdParams probe;
   probe.elem = ElemType::bf16;
-  probe.head_dim = 64;
+  probe.head_dim = head_dim;
+  probe.block_m = block_m;
   if (kern::varlen_fwd_has_wgmma_path(probe)) ks.push_back({kern::AttnKernel::wgmma, "wgmma"});
   return ks;
 }
@@ -283,13 +285,11 @@ TEST_CASE("cuda: varlen forward matches fp64 attention", "[cuda]") {
       s.cu_q = cfg.cu_q, s.cu_k = cfg.cu_k, s.block_m = cfg.block_m;
       const AttnCase c(s);
       // The automatic choice, then each tensor-core kernel by name where the shape has one
-      // (on an H200: wgmma and the mma.sync fallback both checked against fp64; head dims 96,
-      // 192 and 256: mma.sync only), then the generic kernel.
+      // (on an H200: wgmma and the mma.sync fallback both checked against fp64; head dims 96
+      // and 256: mma.sync only), then the generic kernel.
       std::vector<kern::AttnKernel> kernels = {kern::AttnKernel::automatic};
-      if ((cfg.elem == ElemType::bf16 || cfg.elem == ElemType::fp16) && (cfg.head_dim == 64 || cfg.head_dim == 128))
-        for (const TcKernel& k : tensor_core_kernels()) kernels.push_back(k.which);
-      else if (cfg.elem != ElemType::fp32)
-        kernels.push_back(kern::AttnKernel::tensor_core);
+      if (cfg.elem == ElemType::bf16 || cfg.elem == ElemType::fp16)
+        for (const TcKernel& k : tensor_core_kernels(cfg.head_dim, cfg.block_m)) kernels.push_back(k.which);
       kernels.push_back(kern::AttnKernel::generic);
       for (const kern::AttnKernel which : kernels) {
         const AttnRun run = c.run(Checks::checked, which);
@@ -321,14 +321,13 @@ TEST_CASE("cuda: checked, unchecked and generic forms compute the same output", 
     const AttnCase c(s);
     const AttnRun automatic = c.run(Checks::checked);
     // On compute capability 9.0 with sm_90a in the build the Hopper kernel is the default
-    // (head dims 64 and 128; the others run the mma.sync kernel there too).
-    const bool wgmma_dim = d == 64 || d == 128;
-    const bool hopper = tensor_core_kernels().size() > 1 && wgmma_dim;
+    // (head dims 64, 128 and 192; 96 and 256 run the mma.sync kernel there too).
+    const std::vector<TcKernel> tcs = tensor_core_kernels(d, bm);
+    const bool hopper = tcs.size() > 1;
+    CHECK((!hopper || d == 64 || d == 128 || d == 192));
     INFO(automatic.kernel);
     REQUIRE(automatic.kernel.find(hopper ? "wgmma" : "tc") != std::string::npos);
     const AttnRun generic = c.run(Checks::checked, kern::AttnKernel::generic);
-    std::vector<TcKernel> tcs = tensor_core_kernels();
-    if (!wgmma_dim) tcs.resize(1);  // mma.sync
     for (const TcKernel& k : tcs) {
       INFO(k.name);
       const AttnRun checked = c.run(Checks::checked, k.which);
@@ -389,6 +388,10 @@ TEST_CASE("cuda: the wgmma and mma.sync kernels record the same violations", "[c
       {"cu_seqlens_k past k/v, window", 64, false, 40, 7, {0, 260, 600}, {0, 300, 700}, 600, 555},
       {"negative q start", 64, false, -1, -1, {-16, 48, 128}, {0, 64, 144}, 128, 144},
       {"negative k start", 128, true, -1, -1, {0, 64, 144}, {-40, 64, 144}, 144, 144},
+      {"d192: cu_seqlens_q past q/out", 192, false, -1, -1, {0, 100, 300}, {0, 100, 300}, 200, 300},
+      {"d192: cu_seqlens_k past k/v, causal", 192, true, -1, -1, {0, 260, 600}, {0, 300, 700}, 600, 610},
+      {"d192: cu_seqlens_k past k/v, window", 192, false, 40, 7, {0, 260, 600}, {0, 300, 700}, 600, 555},
+      {"d192: negative k start", 192, true, -1, -1, {0, 64, 144}, {-40, 64, 144}, 144, 144},
   };
   for (const Broken& bc : cases) {
     DYNAMIC_SECTION(bc.what) {
