@@ -65,10 +65,12 @@ inline constexpr int kGenericThreads = 128;
 template <int D, int MT, int BM = kBlockM>
 struct TileShape {
   // FA2: hdim64 128x128, hdim96 / hdim128 128x64, hdim192 128x64, hdim256 128x64 (A100) /
-  // 64x64 (H100). With 32 rows per warp, 32 or 64 keys keep S and O in registers without
-  // spilling; at 192 and 256 a warp holds 16 rows (O alone is D / 2 registers a thread), and
-  // 256 takes 32-key tiles so that Q and four K/V tiles fit an A100's 163 KB.
-  static constexpr int kBlockN = MT == 1 ? (D <= 64 ? 128 : D <= 192 ? 64 : 32) : (D <= 64 ? 64 : 32);
+  // 64x64 (H100). With 32 rows per warp, 32 (d128) or 64 (d64, d96) keys keep S and O in
+  // registers (d96 with 64 keys, FA2's tile: 1.23x the 32-key shape on an H100,
+  // bench/results/headdims-h100-2026-11-27); at 192 and 256 a warp holds 16 rows (O alone is
+  // D / 2 registers a thread), and 256 takes 32-key tiles so that Q and four K/V tiles fit an
+  // A100's 163 KB.
+  static constexpr int kBlockN = MT == 1 ? (D <= 64 ? 128 : D <= 192 ? 64 : 32) : (D <= 96 ? 64 : 32);
   static constexpr int kBlockM = BM;
   static constexpr int kChunks = D / 8;                // 16-byte chunks per row
   static constexpr int kWarps = BM / (16 * MT);
