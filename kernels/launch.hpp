@@ -31,8 +31,9 @@ int64_t rotary_grid_rows(const RotaryParams& p, const int32_t* host_cu_seqlens);
 
 // ---- varlen attention forward (kernels/varlen_attention*.cu) ----------------------------
 // automatic: the wgmma kernel on a compute capability 9.0 device when the build carries it
-// (sm_90a) and the shape has it (bf16/fp16, head_dim 64/128); else the mma.sync tensor-core
-// kernel for those shapes; else the generic one. tensor_core: the mma.sync kernel (sm_80 and
+// (sm_90a) and the shape has it (bf16/fp16, head_dim 64/128/192); else the mma.sync tensor-core
+// kernel for its shapes (bf16/fp16, head_dim 64, 96, 128, 192, 256 with FA2's block_m);
+// else the generic one. tensor_core: the mma.sync kernel (sm_80 and
 // up); tensor_core_alt: the same with its other warp layout (benchmarks only; needs a build
 // with ATTN_DOCTOR_TC_BOTH_SHAPES); wgmma: the Hopper kernel (refused where it cannot run);
 // wgmma_alt: the same with its other tile shape (benchmarks only; ATTN_DOCTOR_WGMMA_ALT, bf16).
@@ -67,7 +68,7 @@ const char* to_string(BwdStep s);
 // mha_varlen_bwd's adjustments of the call and FA2's geometry (fa2::bwd::normalize), and
 // the workspaces' shapes: fills p.kernel, p.dq_accum_shape, p.softmax_d_shape. Idempotent.
 void fa2_bwd_normalize(VarlenBwdParams& p);
-// The checked tensor-core backward covers this call: bf16/fp16, head_dim 64 or 128.
+// The checked tensor-core backward covers this call: bf16/fp16, head_dim 64, 96 or 128.
 bool varlen_bwd_supported(const VarlenBwdParams& p);
 // Why the kernels cannot run this call (element type, head dim, FA2's tile), or "".
 std::string varlen_bwd_unsupported(const VarlenBwdParams& p);
@@ -113,16 +114,24 @@ using BwdKernel = KernelEntry<VarlenBwdParams>;
 void launch_kernel(const FwdKernel& k, dim3 grid, const VarlenFwdParams& p, cudaStream_t stream);
 void launch_kernel(const BwdKernel& k, dim3 grid, const VarlenBwdParams& p, cudaStream_t stream);
 
-// The mma.sync forward (head_dim 64, 128; alt_shape: its other warp layout, only in a build
-// with ATTN_DOCTOR_TC_BOTH_SHAPES). Throws LaunchConfigError for a shape it lacks.
-FwdKernel varlen_fwd_tc_bf16(int head_dim, bool checked, bool alt_shape);
-FwdKernel varlen_fwd_tc_fp16(int head_dim, bool checked, bool alt_shape);
+// The mma.sync forward (head_dim 64, 96, 128, 192, 256 with block_m 128, and 256 with 64;
+// alt_shape: its other warp layout, head dims 64 and 128 in a build with
+// ATTN_DOCTOR_TC_BOTH_SHAPES). Throws LaunchConfigError for a shape it lacks. The _wide
+// (96, 192) and _d256 files hold the larger head dims' instantiations.
+FwdKernel varlen_fwd_tc_bf16(int head_dim, int block_m, bool checked, bool alt_shape);
+FwdKernel varlen_fwd_tc_fp16(int head_dim, int block_m, bool checked, bool alt_shape);
+FwdKernel varlen_fwd_tc_wide_bf16(int head_dim, int block_m, bool checked, bool alt_shape);
+FwdKernel varlen_fwd_tc_wide_fp16(int head_dim, int block_m, bool checked, bool alt_shape);
+FwdKernel varlen_fwd_tc_d256_bf16(int block_m, bool checked);
+FwdKernel varlen_fwd_tc_d256_fp16(int block_m, bool checked);
 void launch_varlen_fwd_generic(const VarlenFwdParams& p, bool checked, cudaStream_t stream);
 // kernels/sm90a/ (present when the build carries sm_90a: ATTN_DOCTOR_WITH_WGMMA): the wgmma
 // forward (alt: its other tile shape, ATTN_DOCTOR_WGMMA_ALT, bf16) and the wgmma backward's
 // key-block kernel with, in its checked form, the fallback kernel of the key blocks it leaves.
-FwdKernel varlen_fwd_wgmma_bf16(int head_dim, bool checked, bool alt);
+FwdKernel varlen_fwd_wgmma_bf16(int head_dim, bool checked, bool alt);  // head dims 64, 128, 192
 FwdKernel varlen_fwd_wgmma_fp16(int head_dim, bool checked, bool alt);
+FwdKernel varlen_fwd_wgmma_d192_bf16(bool checked);  // head dim 192's own files
+FwdKernel varlen_fwd_wgmma_d192_fp16(bool checked);
 struct BwdWgmmaKernels {
   BwdKernel main;
   BwdKernel fallback;  // checked form only (fn null otherwise)
@@ -136,6 +145,8 @@ bool device_runs_wgmma();
 // default).
 BwdKernel varlen_bwd_tc_bf16(int head_dim, int block_m, bool checked);
 BwdKernel varlen_bwd_tc_fp16(int head_dim, int block_m, bool checked);
+BwdKernel varlen_bwd_tc_d96_bf16(int block_m, bool checked);  // head dim 96's own file
+BwdKernel varlen_bwd_tc_d96_fp16(int block_m, bool checked);
 }  // namespace detail
 
 }  // namespace ad::kern

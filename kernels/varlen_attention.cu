@@ -276,7 +276,9 @@ void fa2_normalize(VarlenFwdParams& p) {
 }
 
 bool varlen_fwd_has_tensor_core_path(const VarlenFwdParams& p) {
-  return p.elem != ElemType::fp32 && (p.head_dim == 64 || p.head_dim == 128) && p.block_m == attn::kBlockM;
+  const int d = p.head_dim;
+  return p.elem != ElemType::fp32 && (d == 64 || d == 96 || d == 128 || d == 192 || d == 256) &&
+         attn::tc_block_m_ok(d, p.block_m);
 }
 
 // Whether the current device runs the sm_90a kernels: compute capability 9.0 exactly (sm_90a
@@ -324,9 +326,15 @@ Chosen choose_kernel(const VarlenFwdParams& p, AttnKernel which) {
 
 }  // namespace
 
-bool varlen_fwd_has_wgmma_path(const VarlenFwdParams& p) {
-  return varlen_fwd_has_tensor_core_path(p) && detail::device_runs_wgmma();
+// Head dims 64, 128 and 192 with 128-row tiles (96 and 256 run the mma.sync kernel on a Hopper
+// device too: kernels/sm90a/varlen_attention_wgmma.cuh says why).
+namespace {
+bool wgmma_shape(const VarlenFwdParams& p) {
+  return varlen_fwd_has_tensor_core_path(p) && (p.head_dim == 64 || p.head_dim == 128 || p.head_dim == 192) &&
+         p.block_m == attn::kBlockM;
 }
+}  // namespace
+bool varlen_fwd_has_wgmma_path(const VarlenFwdParams& p) { return wgmma_shape(p) && detail::device_runs_wgmma(); }
 
 std::string varlen_fwd_kernel_name(const VarlenFwdParams& p, Checks checks, AttnKernel which) {
   const Chosen k = choose_kernel(p, which);
@@ -337,7 +345,7 @@ std::string varlen_fwd_kernel_name(const VarlenFwdParams& p, Checks checks, Attn
   name += to_string(p.elem);
   if (wg) name += ",d" + std::to_string(p.head_dim) + (k == Chosen::wgmma_alt ? ",alt" : "");
   if (k == Chosen::mma_sync || k == Chosen::mma_sync_alt) {
-    const int mt = k == Chosen::mma_sync_alt ? 3 - attn::kDefaultMT : attn::kDefaultMT;
+    const int mt = k == Chosen::mma_sync_alt ? 3 - attn::kDefaultMT : attn::default_mt(p.head_dim);
     name += ",d" + std::to_string(p.head_dim) + ",warp" + std::to_string(16 * mt) + "rows";
   }
   name += std::string(",") + to_string(checks) + ">";
@@ -374,8 +382,8 @@ void launch_varlen_fwd(const VarlenFwdParams& p_in, Checks checks, cudaStream_t 
   const Chosen k = choose_kernel(p, which);
   const dim3 grid(unsigned(launch_grid_m(p)), p.batch, p.num_heads);
   if (k == Chosen::wgmma || k == Chosen::wgmma_alt) {
-    check_config(varlen_fwd_has_tensor_core_path(p), "no wgmma kernel for " + std::string(to_string(p.elem)) +
-                                                         " head_dim " + std::to_string(p.head_dim));
+    check_config(wgmma_shape(p), "no wgmma kernel for " + std::string(to_string(p.elem)) + " head_dim " +
+                                     std::to_string(p.head_dim) + " block_m " + std::to_string(p.block_m));
     check_config(detail::device_runs_wgmma(), "the wgmma kernel needs a compute capability 9.0 device and a build with "
                                       "sm_90a (ATTN_DOCTOR_WGMMA)");
 #ifdef ATTN_DOCTOR_WITH_WGMMA
@@ -388,8 +396,8 @@ void launch_varlen_fwd(const VarlenFwdParams& p_in, Checks checks, cudaStream_t 
     check_config(varlen_fwd_has_tensor_core_path(p), "no tensor-core kernel for " + std::string(to_string(p.elem)) +
                                                          " head_dim " + std::to_string(p.head_dim));
     const bool alt = k == Chosen::mma_sync_alt;
-    detail::launch_kernel(p.elem == ElemType::bf16 ? detail::varlen_fwd_tc_bf16(p.head_dim, checked, alt)
-                                                   : detail::varlen_fwd_tc_fp16(p.head_dim, checked, alt),
+    detail::launch_kernel(p.elem == ElemType::bf16 ? detail::varlen_fwd_tc_bf16(p.head_dim, p.block_m, checked, alt)
+                                                   : detail::varlen_fwd_tc_fp16(p.head_dim, p.block_m, checked, alt),
                           grid, p, stream);
   } else {
     detail::launch_varlen_fwd_generic(p, checked, stream);

@@ -25,7 +25,8 @@
 // past k/v is recorded at once; with skip_tiles_past_rows a CTA wholly past q/out returns at
 // once and the host counts its accesses (lib/exec/plan/clip.cpp).
 //
-// Tensor-core kernel (head dim 64 and 128, bf16/fp16, block_m 128): TileShape<D, MT>. The
+// Tensor-core kernel (head dims 64, 96, 128, 192 and 256, bf16/fp16, block_m 128; 64 too at
+// head dim 256, FA2's H100 tile): TileShape<D, MT, BM>. The
 // launcher's shape (kDefaultMT = 2) is FA2's warp layout: 4 warps of 32 query rows, Q re-read
 // from shared memory every step, each K/V fragment feeding two MMAs, key tiles of 64 (D = 64)
 // or 32 (D = 128) keys; MT = 1 (8 warps of 16 rows, Q in registers, 128 / 64 keys) is the
@@ -58,21 +59,35 @@ inline constexpr int kGenericThreads = 128;
 
 // The tensor-core kernel's shape. MT: 16-row m tiles per warp. MT = 2 is FA2's layout (4
 // warps of 32 rows: each K/V fragment read from shared memory feeds two MMAs, Q is re-read
-// from shared memory every step); MT = 1 is 8 warps of 16 rows with Q held in registers.
-template <int D, int MT>
+// from shared memory every step); MT = 1 is 8 warps of 16 rows with Q held in registers
+// (head dims up to 128; above, Q is re-read from shared memory as with MT = 2). BM: query rows
+// per CTA, FA2's kBlockM: 128, or 64 for head dim 256 on an H100 (fa2::tile_for).
+template <int D, int MT, int BM = kBlockM>
 struct TileShape {
-  // FA2: hdim64 128x128, hdim128 128x64; with 32 rows per warp, 64 keys keep S and O in
-  // registers without spilling.
-  static constexpr int kBlockN = MT == 1 ? (D <= 64 ? 128 : 64) : (D <= 64 ? 64 : 32);
+  // FA2: hdim64 128x128, hdim96 / hdim128 128x64, hdim192 128x64, hdim256 128x64 (A100) /
+  // 64x64 (H100). With 32 rows per warp, 32 (d128) or 64 (d64, d96) keys keep S and O in
+  // registers (d96 with 64 keys, FA2's tile: 1.23x the 32-key shape on an H100,
+  // bench/results/headdims-h100-2026-11-27); at 192 and 256 a warp holds 16 rows (O alone is
+  // D / 2 registers a thread), and 256 takes 32-key tiles so that Q and four K/V tiles fit an
+  // A100's 163 KB.
+  static constexpr int kBlockN = MT == 1 ? (D <= 64 ? 128 : D <= 192 ? 64 : 32) : (D <= 96 ? 64 : 32);
+  static constexpr int kBlockM = BM;
   static constexpr int kChunks = D / 8;                // 16-byte chunks per row
-  static constexpr int kWarps = kBlockM / (16 * MT);
+  static constexpr int kWarps = BM / (16 * MT);
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kMinBlocks = MT == 2 ? 2 : 1;   // CTAs per SM the registers allow
-  static constexpr bool kQInRegisters = MT == 1;
-  static constexpr size_t smem_elems() { return size_t(kBlockM) * D + 4 * size_t(kBlockN) * D; }
+  static constexpr int kMinBlocks = kThreads <= 128 ? 2 : 1;  // CTAs per SM the registers allow
+  static constexpr bool kQInRegisters = MT == 1 && D <= 128;
+  static constexpr size_t smem_elems() { return size_t(BM) * D + 4 * size_t(kBlockN) * D; }
 };
-// The shape the launcher uses (bench/gpu picks the other one through AttnKernel).
+// The shape the launcher uses: 32 rows per warp up to head dim 128 (bench/gpu picks the other
+// one through AttnKernel), 16 above (default_mt).
 inline constexpr int kDefaultMT = 2;
+inline constexpr int default_mt(int head_dim) { return head_dim <= 128 ? kDefaultMT : 1; }
+// FA2's query rows per CTA the mma.sync kernel is instantiated for at each head dim: 128, and
+// 64 at head dim 256 (an H100's tile).
+inline constexpr bool tc_block_m_ok(int head_dim, int block_m) {
+  return block_m == kBlockM || (head_dim == 256 && block_m == 64);
+}
 
 // ---------------------------------------------------------------------------------------
 // row addressing (shared by both kernels): the contract's definitions
@@ -167,9 +182,13 @@ __device__ __forceinline__ void count_row_write(const VarlenFwdParams& p, const 
 // Swizzled element offset of (row, col) in a [rows][D] tile: 16-byte chunk c of row r is
 // stored at chunk c ^ (r % 8), so the 8 rows an ldmatrix phase reads hit 8 distinct
 // 128-byte bank groups.
+// A row of 12 chunks (head dim 96) XORs with row % 4, which keeps each chunk inside its
+// aligned group of four (two-way conflicts at most).
 template <int D>
 __device__ __forceinline__ int swz(int row, int col) {
-  return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+  static_assert(D % 32 == 0, "rows of whole 4-chunk groups");
+  constexpr int kMask = D % 64 == 0 ? 7 : 3;
+  return row * D + ((((col >> 3) ^ (row & kMask))) << 3) + (col & 7);
 }
 
 // The mma.sync kernel's shared-memory layout of a [rows][D] tile (see swz).
@@ -247,26 +266,26 @@ __device__ __forceinline__ void load_key_rows(const VarlenFwdParams& p, const Pi
 }
 
 // One K or V tile of the mma.sync kernel: rows [n * BN, n * BN + BN) of the segment.
-template <class T, int D, int MT, bool Checked, class Role>
+template <class T, int D, int MT, int BM, bool Checked, class Role>
 __device__ __forceinline__ void load_kv_tile(const VarlenFwdParams& p, const PipelineParams<Role>& pipe,
                                              SmemTile<Role, T> tile, const Segment& seg, int b, int h_kv,
                                              int n) {
-  using Shape = TileShape<D, MT>;
+  using Shape = TileShape<D, MT, BM>;
   load_key_rows<T, D, Shape::kBlockN, Shape::kThreads, Checked, RowSwizzle<D>>(
       p, pipe, tile, seg, b, h_kv, n * Shape::kBlockN, 0, seg.len_k, Shape::kBlockN);
 }
 
-// The Q tile, rows [row0, row0 + 128) of the segment, into shared memory (layout `Layout`,
+// The Q tile, rows [row0, row0 + BM) of the segment, into shared memory (layout `Layout`,
 // NT threads); rows past the segment are zero-filled. Checked form with `q_rows_checked`
 // (the tile reaches past q): row by row, a refused row recorded and zero-filled.
-template <class T, int D, int NT, bool Checked, class Layout>
+template <class T, int D, int NT, bool Checked, class Layout, int BM = kBlockM>
 __device__ __forceinline__ void load_q_tile(const VarlenFwdParams& p, T* sQ, const Segment& seg, int b, int h, int row0,
                                             int m_block, bool q_rows_checked) {
   constexpr int C = D / 8;
   const T* qsrc = static_cast<const T*>(p.q.data);
   const int64_t q_row_elems = int64_t(p.q.heads) * D;
 #pragma unroll
-  for (int it = 0; it < kBlockM * C / NT; ++it) {
+  for (int it = 0; it < BM * C / NT; ++it) {
     const int i = threadIdx.x + it * NT;
     const int r = i / C, c = i % C;
     T* dst = sQ + Layout::offset(r, c * 8);
@@ -316,20 +335,20 @@ __device__ __forceinline__ void store_out_rows(const VarlenFwdParams& p, const T
   }
 }
 
-// Whether the query rows [row0, row0 + 128) of a tile that the segment holds all lie inside
+// Whether the query rows [row0, row0 + bm) of a tile that the segment holds all lie inside
 // the q/out buffers (false: the checked form goes row by row).
 __device__ __forceinline__ bool query_tile_in_bounds(const VarlenFwdParams& p, const Segment& seg, int b, int h,
-                                                     int row0) {
-  const int valid = min(kBlockM, seg.len_q - row0);
+                                                     int row0, int bm = kBlockM) {
+  const int valid = min(bm, seg.len_q - row0);
   if (p.seqlenq_ngroups_swapped) return uint64_t(b) < uint64_t(p.q.rows) && uint64_t(b) < uint64_t(p.out.rows);
   const uint64_t end = uint64_t(seg.start_q) + uint64_t(row0) + uint64_t(valid);
   return end <= uint64_t(p.q.rows) && end <= uint64_t(p.out.rows);
 }
 
-template <class T, int D, int MT, bool Checked>
-__global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::kMinBlocks)
+template <class T, int D, int MT, bool Checked, int BM = kBlockM>
+__global__ void __launch_bounds__(TileShape<D, MT, BM>::kThreads, TileShape<D, MT, BM>::kMinBlocks)
     varlen_fwd_tc_kernel(const VarlenFwdParams p) {
-  using Shape = TileShape<D, MT>;
+  using Shape = TileShape<D, MT, BM>;
   constexpr int BN = Shape::kBlockN;
   constexpr int NT = Shape::kThreads;
   constexpr int NB = BN / 8;   // n8 blocks of S per m tile
@@ -340,10 +359,10 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
   T* sQ = reinterpret_cast<T*>(smem_raw);
   // Double-buffered K and V tiles (buffer index by arithmetic, not a local array: a
   // run-time index into an array would put it on the stack).
-  auto k_tile = [&](int i) { return SmemTile<KeyRole, T>{sQ + kBlockM * D + i * BN * D}; };
-  auto v_tile = [&](int i) { return SmemTile<ValueRole, T>{sQ + kBlockM * D + (2 + i) * BN * D}; };
+  auto k_tile = [&](int i) { return SmemTile<KeyRole, T>{sQ + BM * D + i * BN * D}; };
+  auto v_tile = [&](int i) { return SmemTile<ValueRole, T>{sQ + BM * D + (2 + i) * BN * D}; };
 
-  const QueryTile tile = fwd_tile(p, kBlockM);
+  const QueryTile tile = fwd_tile(p, BM);
   if (skips<Checked>(p, tile)) return;
   const int m_block = tile.at.x, b = tile.at.y, h = tile.at.z, row0 = tile.row0;
   const Segment seg = tile.seg;
@@ -357,7 +376,7 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
   // the keys this CTA reads: its key tiles, clipped to the segment
   const int64_t key_lo = int64_t(kr.n_min) * BN, key_hi = min(kr.n_max * BN, seg.len_k);
   bool q_rows_checked = false;  // checked form, tile reaching past q/out: row by row
-  if constexpr (Checked) q_rows_checked = !query_tile_in_bounds(p, seg, b, h, row0);
+  if constexpr (Checked) q_rows_checked = !query_tile_in_bounds(p, seg, b, h, row0, BM);
   const SoftmaxScale sc = softmax_scale_of(p);
 
   float o[MT][DB][4];
@@ -372,17 +391,17 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
 
   if (kr.n_max > kr.n_min) {
     // Q tile -> shared (rows past the segment zero-filled).
-    load_q_tile<T, D, NT, Checked, RowSwizzle<D>>(p, sQ, seg, b, h, row0, m_block, q_rows_checked);
-    load_kv_tile<T, D, MT, Checked>(p, kpipe, k_tile(0), seg, b, h_kv, kr.n_max - 1);
+    load_q_tile<T, D, NT, Checked, RowSwizzle<D>, BM>(p, sQ, seg, b, h, row0, m_block, q_rows_checked);
+    load_kv_tile<T, D, MT, BM, Checked>(p, kpipe, k_tile(0), seg, b, h_kv, kr.n_max - 1);
     cp_async_commit();
-    load_kv_tile<T, D, MT, Checked>(p, vpipe, v_tile(0), seg, b, h_kv, kr.n_max - 1);
+    load_kv_tile<T, D, MT, BM, Checked>(p, vpipe, v_tile(0), seg, b, h_kv, kr.n_max - 1);
     cp_async_commit();
 
     uint32_t qf[Shape::kQInRegisters ? KQ : 1][4];
     int buf = 0;
     for (int n = kr.n_max - 1; n >= kr.n_min; --n) {
       const bool has_next = n > kr.n_min;
-      if (has_next) load_kv_tile<T, D, MT, Checked>(p, kpipe, k_tile(buf ^ 1), seg, b, h_kv, n - 1);
+      if (has_next) load_kv_tile<T, D, MT, BM, Checked>(p, kpipe, k_tile(buf ^ 1), seg, b, h_kv, n - 1);
       cp_async_commit();
       cp_async_wait<2>();
       __syncthreads();
@@ -428,7 +447,7 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
 
       // Softcap, mask (only tiles that reach past the segment's keys or cross the window) and
       // the online softmax (softmax.cuh), then O rescaled.
-      const bool need_mask = tile_needs_mask(n * BN, BN, row0, kBlockM, seg.len_q, seg.len_k, flags, key_lo, key_hi);
+      const bool need_mask = tile_needs_mask(n * BN, BN, row0, BM, seg.len_q, seg.len_k, flags, key_lo, key_hi);
 #pragma unroll
       for (int mt = 0; mt < MT; ++mt) {
         softcap_tile<NB>(s[mt], sc);
@@ -439,7 +458,7 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
         rescale_rows<DB>(o[mt], corr);
       }
 
-      if (has_next) load_kv_tile<T, D, MT, Checked>(p, vpipe, v_tile(buf ^ 1), seg, b, h_kv, n - 1);
+      if (has_next) load_kv_tile<T, D, MT, BM, Checked>(p, vpipe, v_tile(buf ^ 1), seg, b, h_kv, n - 1);
       cp_async_commit();
       cp_async_wait<2>();
       __syncthreads();
@@ -491,8 +510,9 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
 }  // namespace ad::kern::attn
 
 // ---------------------------------------------------------------------------------------
-// the tensor-core kernel's instantiations: varlen_attention_tc_{bf16,fp16}.cu name them (one
-// element type per file, so the two compile in parallel), varlen_attention.cu launches them
+// the tensor-core kernel's instantiations: varlen_attention_tc_{bf16,fp16}.cu (head dims 64,
+// 128) and varlen_attention_tc_wide_{bf16,fp16}.cu (96, 192, 256) name them (one element type
+// and head-dim set per file, so they compile in parallel), varlen_attention.cu launches them
 
 #include "cuda_check.hpp"
 #include "launch.hpp"
@@ -500,7 +520,7 @@ __global__ void __launch_bounds__(TileShape<D, MT>::kThreads, TileShape<D, MT>::
 namespace ad::kern::attn {
 
 // pick(D, Checked) (std::integral_constant / std::bool_constant) for the head dims the
-// tensor-core kernels are instantiated for, 64 and 128; `kernel` names them in the error.
+// wgmma kernels are instantiated for, 64 and 128; `kernel` names them in the error.
 template <class Pick>
 auto with_tensor_core_head_dim(int head_dim, bool checked, const char* kernel, Pick&& pick) {
   auto form = [&](auto d) { return checked ? pick(d, std::true_type{}) : pick(d, std::false_type{}); };
@@ -510,17 +530,22 @@ auto with_tensor_core_head_dim(int head_dim, bool checked, const char* kernel, P
                                 " has no instantiation (64, 128)");
 }
 
+template <class T, int D, int MT, int BM = kBlockM>
+detail::FwdKernel tc_kernel_shape(bool checked) {
+  using Shape = TileShape<D, MT, BM>;
+  return detail::FwdKernel{checked ? &varlen_fwd_tc_kernel<T, D, MT, true, BM> : &varlen_fwd_tc_kernel<T, D, MT, false, BM>,
+                           Shape::kThreads, int(Shape::smem_elems() * sizeof(T))};
+}
+
 template <class T, int MT>
 detail::FwdKernel tc_kernel_mt(int head_dim, bool checked) {
   return with_tensor_core_head_dim(head_dim, checked, "tensor-core varlen forward", [](auto d, auto c) {
-    using Shape = TileShape<decltype(d)::value, MT>;
-    return detail::FwdKernel{&varlen_fwd_tc_kernel<T, decltype(d)::value, MT, decltype(c)::value>, Shape::kThreads,
-                             int(Shape::smem_elems() * sizeof(T))};
+    return tc_kernel_shape<T, decltype(d)::value, MT>(decltype(c)::value);
   });
 }
 
-// alt_shape: the other warp layout (MT 1 <-> 2), compiled only with
-// ATTN_DOCTOR_TC_BOTH_SHAPES (benchmarks of the layout choice).
+// Head dims 64 and 128 (varlen_attention_tc_{bf16,fp16}.cu). alt_shape: the other warp layout
+// (MT 1 <-> 2), compiled only with ATTN_DOCTOR_TC_BOTH_SHAPES (benchmarks of the layout choice).
 template <class T>
 detail::FwdKernel tc_kernel(int head_dim, bool checked, bool alt_shape) {
 #ifdef ATTN_DOCTOR_TC_BOTH_SHAPES
@@ -529,6 +554,19 @@ detail::FwdKernel tc_kernel(int head_dim, bool checked, bool alt_shape) {
   if (alt_shape) throw cuda::LaunchConfigError("this build carries one tensor-core shape (ATTN_DOCTOR_TC_BOTH_SHAPES off)");
 #endif
   return tc_kernel_mt<T, kDefaultMT>(head_dim, checked);
+}
+
+// Head dim D of 96, 192 and 256 in the launcher's shape only (default_mt), with FA2's query
+// rows per CTA (tc_block_m_ok): kernels/varlen_attention_tc_wide_{bf16,fp16}.cu (96, 192) and
+// varlen_attention_tc_d256_{bf16,fp16}.cu (256: 128 rows, A100, and 64 rows, H100).
+template <class T, int D>
+detail::FwdKernel tc_kernel_wide(int block_m, bool checked) {
+  if (block_m == kBlockM) return tc_kernel_shape<T, D, default_mt(D)>(checked);
+  if constexpr (D == 256) {
+    if (block_m == 64) return tc_kernel_shape<T, D, default_mt(D), 64>(checked);
+  }
+  throw cuda::LaunchConfigError("tensor-core varlen forward: head_dim " + std::to_string(D) + " block_m " +
+                                std::to_string(block_m) + " has no instantiation");
 }
 
 }  // namespace ad::kern::attn

@@ -46,11 +46,12 @@ void launch_small(const VarlenBwdParams& p, BwdStep step, bool checked, cudaStre
 }
 
 // The key-block kernel a call runs: on a device that runs the sm_90a kernels, with block_m 0
-// (automatic), the wgmma kernel (kernels/sm90a/varlen_attention_bwd_wgmma.cuh, kWgmmaBlockM
-// query rows per step); otherwise the mma.sync kernel with block_m rows per step (0: its default).
+// (automatic) and head dim 64 or 128, the wgmma kernel (kernels/sm90a/varlen_attention_bwd_wgmma.cuh,
+// kWgmmaBlockM query rows per step); otherwise the mma.sync kernel with block_m rows per step (0: its default).
 bool uses_wgmma(const VarlenBwdParams& p) {
 #ifdef ATTN_DOCTOR_WITH_WGMMA
-  return p.block_m == 0 && bwd::tile_m_of(p) % bwd::kWgmmaBlockM == 0 && detail::device_runs_wgmma();
+  return p.block_m == 0 && (p.head_dim == 64 || p.head_dim == 128) && bwd::tile_m_of(p) % bwd::kWgmmaBlockM == 0 &&
+         detail::device_runs_wgmma();
 #else
   (void)p;
   return false;
@@ -92,14 +93,14 @@ void fa2_bwd_normalize(VarlenBwdParams& p) {
 }
 
 bool varlen_bwd_supported(const VarlenBwdParams& p) {
-  return p.elem != ElemType::fp32 && (p.head_dim == 64 || p.head_dim == 128);
+  return p.elem != ElemType::fp32 && (p.head_dim == 64 || p.head_dim == 96 || p.head_dim == 128);
 }
 
 std::string varlen_bwd_unsupported(const VarlenBwdParams& p_in) {
   VarlenBwdParams p = p_in;
   fa2_bwd_normalize(p);
   if (!varlen_bwd_supported(p))
-    return std::string("the kernels take bf16 / fp16 with head_dim 64 or 128, not ") + to_string(p.elem) + " d" +
+    return std::string("the kernels take bf16 / fp16 with head_dim 64, 96 or 128, not ") + to_string(p.elem) + " d" +
            std::to_string(p.head_dim);
   const int block_m = walk_block_m(p);
   const int tile_m = bwd::tile_m_of(p);
@@ -140,7 +141,7 @@ void launch_varlen_bwd_step(const VarlenBwdParams& p_in, BwdStep step, Checks ch
   fa2_bwd_normalize(p);
   const bool checked = checks == Checks::checked;
   check_config(varlen_bwd_supported(p), "no tensor-core kernel for " + std::string(to_string(p.elem)) + " head_dim " +
-                                            std::to_string(p.head_dim) + " (bf16/fp16, 64 or 128)");
+                                            std::to_string(p.head_dim) + " (bf16/fp16, 64, 96 or 128)");
   check_config(p.num_heads_k > 0 && p.num_heads > 0 && p.num_heads % p.num_heads_k == 0,
                "num_heads " + std::to_string(p.num_heads) + " is not a multiple of num_heads_k " +
                    std::to_string(p.num_heads_k));

@@ -23,7 +23,7 @@
 // FA2 runs, so the dq_accum layout (and the 32-bit offset of releases before the fix) is the
 // real one.
 //
-// The tensor-core kernel (bf16/fp16, head dim 64 and 128): 8 warps, each owning 16 of the
+// The tensor-core kernel (bf16/fp16, head dim 64, 96 and 128: FA2's key blocks of 128): 8 warps, each owning 16 of the
 // CTA's 128 keys; K and V stay in shared memory for the whole CTA; Q and dO tiles of 64 rows
 // are double-buffered with cp.async. S and dP are computed transposed (keys are the MMA's M
 // dimension), so Pᵀ and dSᵀ come out of the accumulators already as the A operands of the
@@ -66,6 +66,8 @@ inline constexpr int kPreThreads = 128;
 // with 32 none do. Head dim 64 takes 64: m32 runs two CTAs per SM (128 registers), measured on
 // an H100 1.2x faster unchecked but only 1.07x checked, whose body then spills (548 bytes
 // stored), so its check overhead reaches 13-15 % (docs/performance.md).
+// Head dim 96 takes 64 (FA2's query tile; with 32, the dQ product's 24-column groups would not
+// split into 16-column ldmatrix steps), its accumulators 160 registers.
 inline constexpr int default_block_m(int head_dim) { return head_dim == 128 ? 32 : 64; }
 // The wgmma key-block kernel's query rows per step (sm90a/varlen_attention_bwd_wgmma.cuh
 // WgmmaBwdShape says why).
@@ -133,7 +135,7 @@ __device__ __noinline__ inline void record_bwd(const VarlenBwdParams& p, Cta at,
 // key-block kernel (nsplits CTAs along x when deterministic)
 AD_HD int64_t pre_grid_m(const VarlenBwdParams& p) { return p.kernel.grid_m; }
 AD_HD int64_t key_grid_x(const VarlenBwdParams& p) { return p.kernel.grid_x; }
-inline constexpr int kBwdBlockN = 128;  // this kernel's key block (= FA2's tile_n for head dims 64 and 128)
+inline constexpr int kBwdBlockN = 128;  // this kernel's key block (= FA2's tile_n for head dims 64, 96 and 128)
 
 // The swizzled offset of (row, col) in the [128][BM] dSᵀ tile: 16-byte chunks XORed so that
 // the 8 rows an ldmatrix phase reads hit distinct bank groups (BM 64: 8 chunks per row, as
@@ -146,13 +148,22 @@ __device__ __forceinline__ int swz_ds(int row, int col) {
 
 // ---------------------------------------------------------------------------------------
 // The preprocess grid's CTA (dot_do_o and convert_dQ): query tile blockIdx.x of segment
-// blockIdx.y, head blockIdx.z; 128 threads, D / 8 per row (8 elements each, tpr a power of
-// two), the tile's rows in turn: this thread takes rows r_in, r_in + rows_per_pass, ...
+// blockIdx.y, head blockIdx.z; 128 threads, tpr per row: D / 8 rounded up to a power of two
+// (8 elements each; at head dims 96 and 192 the lanes past the row, col_live false, touch no
+// memory and add 0 to the row sum), the tile's rows in turn: this thread takes rows r_in,
+// r_in + rows_per_pass, ...
+__device__ __forceinline__ int threads_per_row(int head_dim) {
+  int t = 1;
+  while (t < head_dim / 8) t *= 2;
+  return t;
+}
 struct PreTile : QueryTile {
   int bm, tpr, rows_per_pass, r_in, c;
+  bool col_live;
   __device__ explicit PreTile(const VarlenBwdParams& p)
-      : QueryTile(query_tile(p, pre_grid_m(p), tile_m_of(p))), bm(tile_m_of(p)), tpr(p.head_dim / 8),
-        rows_per_pass(kPreThreads / tpr), r_in(int(threadIdx.x) / tpr), c((int(threadIdx.x) % tpr) * 8) {}
+      : QueryTile(query_tile(p, pre_grid_m(p), tile_m_of(p))), bm(tile_m_of(p)), tpr(threads_per_row(p.head_dim)),
+        rows_per_pass(kPreThreads / tpr), r_in(int(threadIdx.x) / tpr), c((int(threadIdx.x) % tpr) * 8),
+        col_live(c < p.head_dim) {}
 };
 
 // ---------------------------------------------------------------------------------------
@@ -233,7 +244,7 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(cons
         ok_o = false;
       }
     }
-    if (ok_do && ok_o) {
+    if (ok_do && ok_o && t.col_live) {
       const uint4 a = *reinterpret_cast<const uint4*>(dout + (int64_t(row) * p.dout.heads + h) * D + c);
       const uint4 o = *reinterpret_cast<const uint4*>(out + (int64_t(row) * p.out.heads + h) * D + c);
       const T* ae = reinterpret_cast<const T*>(&a);
@@ -271,7 +282,7 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(cons
         ok = false;
       }
     }
-    if (ok) {
+    if (ok && t.col_live) {
       float4* z = reinterpret_cast<float4*>(p.dq_accum + qi);
       z[0] = make_float4(0.f, 0.f, 0.f, 0.f);
       z[1] = make_float4(0.f, 0.f, 0.f, 0.f);
@@ -321,6 +332,7 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_convert_dq_kernel(cons
       return;
     }
   }
+  if (!t.col_live) return;  // no shuffle below: a lane past the row has nothing to do
   for (int r = t.r_in; r < bm; r += t.rows_per_pass) {
     const int i = row0 + r;
     // FA2 reads the whole tile of dq_accum (unpredicated) and writes the segment's rows
@@ -981,7 +993,7 @@ detail::BwdKernel bwd_kernel(int head_dim, int block_m, bool checked) {
   if (head_dim == 128 && bm == 64) return bwd_kernel_shape<T, 128, 64>(checked);
   if (head_dim == 128 && bm == 32) return bwd_kernel_shape<T, 128, 32>(checked);
   throw cuda::LaunchConfigError("tensor-core varlen backward: head_dim " + std::to_string(head_dim) + " block_m " +
-                                std::to_string(bm) + " has no instantiation (d64 m64 and m32, d128 m64 and m32)");
+                                std::to_string(bm) + " has no instantiation (d64 m64 and m32, d96 m64, d128 m64 and m32)");
 }
 
 }  // namespace ad::kern::bwd

@@ -165,6 +165,52 @@ TEST_CASE("cuda sweep: CUDA and CPU backends agree on the training sweep", "[cud
   CHECK(t.backward_on_gpu > 0);
 }
 
+// The sweeps above at the head dims the mma.sync kernels gained, 96, 192 and 256, bf16 and
+// fp16: the valid cases of those head dims (forward, then as training steps, whose backward
+// runs on the GPU at 96), and the broken classes with their head dim set to each of them
+// (the classes that pick their own head dim left out), through both backends.
+TEST_CASE("cuda sweep: head dims 96, 192 and 256 agree with the CPU backend", "[cuda][cuda-sweep]") {
+  Backends be;
+  if (!make_backends(be)) return;
+  auto wide = [](const nlohmann::json& m) {
+    const int64_t d = m.value("head_dim", int64_t(0));
+    return (d == 96 || d == 192 || d == 256) && m.value("dtype", std::string()) != "fp32";
+  };
+  std::vector<sweep::Case> cases;
+  for (sweep::Case& c : sweep::valid_cases(20261127, 900))
+    if (wide(c.batch["model"])) cases.push_back(c);
+  int broken = 0;
+  for (const int64_t d : {96, 192, 256})
+    for (sweep::Case c : sweep::broken_cases(79 + uint64_t(d), 2)) {
+      if (c.klass == "single_query" || c.klass == "single_query_raises" || c.klass == "rotary_dim") continue;
+      const int64_t old = c.batch["model"]["head_dim"].get<int64_t>();
+      c.batch["model"]["head_dim"] = d;
+      c.batch["model"]["dtype"] = (broken % 2) ? "fp16" : "bf16";
+      if (c.batch.contains("rotary") && c.batch["rotary"].value("dim", int64_t(0)) == old) c.batch["rotary"]["dim"] = d;
+      c.name += "-d" + std::to_string(d);
+      cases.push_back(c);
+      ++broken;
+    }
+  std::map<int64_t, int> per_dim;
+  for (const sweep::Case& c : cases) ++per_dim[c.batch["model"]["head_dim"].get<int64_t>()];
+  const SweepTally t = compare_backends(be, cases, false);
+  std::vector<sweep::Case> steps;
+  for (const sweep::Case& c : cases)
+    if (c.klass == "valid" && steps.size() < 60) steps.push_back(c);
+  const SweepTally tt = compare_backends(be, steps, true);
+  std::printf("cuda sweep (head dims 96 / 192 / 256: %d / %d / %d batches, %d broken): forward %d agree, %d differ; "
+              "training %d batches, backward on the GPU in %d: %d agree, %d differ\n",
+              per_dim[96], per_dim[192], per_dim[256], broken, t.agree, t.disagree, int(steps.size()),
+              tt.backward_on_gpu, tt.agree, tt.disagree);
+  INFO(t.mismatches << tt.mismatches);
+  CHECK(per_dim[96] >= 20);
+  CHECK(per_dim[192] >= 20);
+  CHECK(per_dim[256] >= 20);
+  CHECK(t.disagree == 0);
+  CHECK(tt.disagree == 0);
+  CHECK(tt.backward_on_gpu > 0);
+}
+
 // A cu_seqlens whose last segment runs a million rows past the tensors (cu [0, 4, 7, 1000012]
 // on 12 rows). Before the CTAs wholly past q/out were counted on the host, the checked kernels
 // refused their accesses one by one and the CUDA backend ran for minutes at 100 % GPU; the

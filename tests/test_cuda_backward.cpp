@@ -297,7 +297,7 @@ TEST_CASE("cuda: varlen backward matches fp64 gradients", "[cuda]") {
   };
   std::vector<Config> configs;
   for (const ElemType e : {ElemType::bf16, ElemType::fp16})
-    for (const int d : {64, 128})
+    for (const int d : {64, 96, 128})
       for (const bool causal : {false, true}) {
         BwdSpec s;
         s.elem = e, s.head_dim = d, s.causal = causal;
@@ -338,6 +338,28 @@ TEST_CASE("cuda: varlen backward matches fp64 gradients", "[cuda]") {
     s.head_dim = 64;
     s.causal = false;
     s.heads = 16, s.heads_k = 16;  // ceil(132 / 32) = 5 copies for 8 key blocks: CTA 0 runs blocks 0 and 5
+    configs.push_back({"deterministic", s});
+  }
+  {
+    // head dim 96 (FA2's 64 x 128 tile; the preprocess's rows of 12 lanes in 16): GQA with
+    // lengths that differ, a window, a softcap, the deterministic walk
+    BwdSpec s;
+    s.head_dim = 96, s.heads = 6, s.heads_k = 2;
+    s.cu_q = {0, 70, 300, 301};
+    s.cu_k = {0, 200, 260, 400};
+    s.causal = true;
+    configs.push_back({"GQA, len_q != len_k", s});
+    s.heads = 4, s.heads_k = 4, s.causal = false;
+    s.window_left = 40, s.window_right = 7;
+    configs.push_back({"window", s});
+    s.window_left = s.window_right = -1;
+    s.softcap = 5.f;
+    configs.push_back({"softcap", s});
+    s.softcap = 0.f;
+    s.elem = ElemType::fp16;
+    s.cu_q = {0, 1000, 1700};
+    s.cu_k = {};
+    s.deterministic = true;
     configs.push_back({"deterministic", s});
   }
   for (const Config& cfg : configs) {
@@ -432,8 +454,11 @@ TEST_CASE("cuda: the backward's launch refuses shapes without a kernel", "[cuda]
   if (!have_device()) return;
   kern::VarlenBwdParams p;
   p.elem = ElemType::bf16;
-  p.head_dim = 96;
+  p.head_dim = 192;  // FA2's 64 x 64 tile: no key-block kernel walks it
+  CHECK(!kern::varlen_bwd_supported(p));
   CHECK_THROWS_AS(kern::launch_varlen_bwd_step(p, kern::BwdStep::preprocess, Checks::unchecked), cuda::LaunchConfigError);
+  p.head_dim = 96;
+  CHECK(kern::varlen_bwd_supported(p));
   p.elem = ElemType::fp32;
   p.head_dim = 64;
   CHECK(!kern::varlen_bwd_supported(p));

@@ -24,6 +24,7 @@ TEST_CASE("cuda: kernels (not built)", "[cuda]") {
 #include <random>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "contract/rotary.hpp"
@@ -45,17 +46,19 @@ static_assert(!std::is_convertible_v<kern::SmemTile<kern::KeyRole, uint16_t>, ke
 static_assert(!std::is_convertible_v<kern::SmemTile<kern::ValueRole, uint16_t>, kern::SmemTile<kern::KeyRole, uint16_t>>);
 static_assert(!std::is_convertible_v<kern::KeyPipelineParams, kern::ValuePipelineParams>);
 
-// The tensor-core kernels this device runs for a bf16/fp16 head_dim 64/128 call: the mma.sync
-// kernel everywhere, the wgmma kernel on compute capability 9.0 when the build carries sm_90a.
+// The tensor-core kernels this device runs for a bf16/fp16 call of this head dim and block_m:
+// the mma.sync kernel everywhere, the wgmma kernel (head dims 64, 128, 192 with 128-row
+// tiles) on compute capability 9.0 when the build carries sm_90a.
 struct TcKernel {
   kern::AttnKernel which;
   const char* name;
 };
-std::vector<TcKernel> tensor_core_kernels() {
+std::vector<TcKernel> tensor_core_kernels(int head_dim = 64, int block_m = 128) {
   std::vector<TcKernel> ks = {{kern::AttnKernel::tensor_core, "mma.sync"}};
   kern::VarlenFwdParams probe;
   probe.elem = ElemType::bf16;
-  probe.head_dim = 64;
+  probe.head_dim = head_dim;
+  probe.block_m = block_m;
   if (kern::varlen_fwd_has_wgmma_path(probe)) ks.push_back({kern::AttnKernel::wgmma, "wgmma"});
   return ks;
 }
@@ -72,6 +75,7 @@ struct AttnSpec {
   int window_left = -1, window_right = -1;
   float softcap = 0.f;
   uint32_t seed = 1;
+  int block_m = 128;  // FA2's kBlockM (64: head dim 256 on an H100)
 };
 
 struct AttnRun {
@@ -123,6 +127,7 @@ struct AttnCase {
     p.num_heads = spec.heads;
     p.num_heads_k = spec.heads_k;
     p.head_dim = spec.head_dim;
+    p.block_m = spec.block_m;
     p.max_seqlen_q = spec.max_seqlen_q;
     p.max_seqlen_k = spec.max_seqlen_k;
     p.softmax_scale = float(1.0 / std::sqrt(double(spec.head_dim)));
@@ -250,6 +255,7 @@ TEST_CASE("cuda: varlen forward matches fp64 attention", "[cuda]") {
     int left, right;
     float softcap;
     std::vector<int32_t> cu_q, cu_k;
+    int block_m = 128;
   };
   const std::vector<Config> configs = {
       {"bf16 d64 causal", ElemType::bf16, 4, 4, 64, true, -1, -1, 0.f, {0, 1, 130, 300, 557}, {}},
@@ -259,25 +265,37 @@ TEST_CASE("cuda: varlen forward matches fp64 attention", "[cuda]") {
       {"fp16 d128 causal softcap", ElemType::fp16, 2, 2, 128, true, -1, -1, 30.f, {0, 129, 390}, {}},
       {"bf16 d64 cross lengths", ElemType::bf16, 4, 4, 64, true, -1, -1, 0.f, {0, 60, 100}, {0, 200, 230}},
       {"bf16 d128 kv shorter", ElemType::bf16, 2, 1, 128, true, -1, -1, 0.f, {0, 300, 310}, {0, 100, 400}},
-      {"bf16 d96 generic", ElemType::bf16, 4, 2, 96, true, -1, -1, 0.f, {0, 70, 250}, {}},
+      {"bf16 d96 causal gqa", ElemType::bf16, 4, 2, 96, true, -1, -1, 0.f, {0, 70, 250}, {}},
       {"fp32 d32 generic", ElemType::fp32, 2, 2, 32, false, 3, 3, 0.f, {0, 40, 41, 90}, {}},
-      {"bf16 d256 generic", ElemType::bf16, 2, 2, 256, true, -1, -1, 5.f, {0, 33, 170}, {}},
+      {"bf16 d256 causal softcap", ElemType::bf16, 2, 2, 256, true, -1, -1, 5.f, {0, 33, 170}, {}},
+      {"fp16 d96 window", ElemType::fp16, 4, 4, 96, false, 37, 5, 0.f, {0, 1, 130, 300, 557}, {}},
+      {"bf16 d96 kv shorter", ElemType::bf16, 2, 1, 96, true, -1, -1, 0.f, {0, 300, 310}, {0, 100, 400}},
+      {"bf16 d192 causal gqa", ElemType::bf16, 8, 2, 192, true, -1, -1, 0.f, {0, 200, 329, 700}, {}},
+      {"fp16 d192 softcap cross lengths", ElemType::fp16, 2, 2, 192, false, -1, -1, 20.f, {0, 60, 100}, {0, 200, 230}},
+      {"bf16 d192 window", ElemType::bf16, 4, 2, 192, false, 40, 7, 0.f, {0, 77, 77, 333, 600}, {}},
+      {"fp16 d256 non-causal gqa", ElemType::fp16, 4, 2, 256, false, -1, -1, 0.f, {0, 77, 77, 333, 600}, {}},
+      {"bf16 d256 causal, 64-row tiles", ElemType::bf16, 4, 2, 256, true, -1, -1, 0.f, {0, 1, 130, 300, 557}, {}, 64},
+      {"fp16 d256 window, 64-row tiles", ElemType::fp16, 2, 2, 256, false, 37, 5, 0.f, {0, 150, 420}, {}, 64},
   };
   for (const Config& cfg : configs) {
     DYNAMIC_SECTION(cfg.what) {
       AttnSpec s;
       s.elem = cfg.elem, s.heads = cfg.heads, s.heads_k = cfg.heads_k, s.head_dim = cfg.head_dim;
       s.causal = cfg.causal, s.window_left = cfg.left, s.window_right = cfg.right, s.softcap = cfg.softcap;
-      s.cu_q = cfg.cu_q, s.cu_k = cfg.cu_k;
+      s.cu_q = cfg.cu_q, s.cu_k = cfg.cu_k, s.block_m = cfg.block_m;
       const AttnCase c(s);
       // The automatic choice, then each tensor-core kernel by name where the shape has one
-      // (on an H200: wgmma and the mma.sync fallback both checked against fp64).
+      // (on an H200: wgmma and the mma.sync fallback both checked against fp64; head dims 96
+      // and 256: mma.sync only), then the generic kernel.
       std::vector<kern::AttnKernel> kernels = {kern::AttnKernel::automatic};
-      if ((cfg.elem == ElemType::bf16 || cfg.elem == ElemType::fp16) && (cfg.head_dim == 64 || cfg.head_dim == 128))
-        for (const TcKernel& k : tensor_core_kernels()) kernels.push_back(k.which);
+      if (cfg.elem == ElemType::bf16 || cfg.elem == ElemType::fp16)
+        for (const TcKernel& k : tensor_core_kernels(cfg.head_dim, cfg.block_m)) kernels.push_back(k.which);
+      kernels.push_back(kern::AttnKernel::generic);
       for (const kern::AttnKernel which : kernels) {
         const AttnRun run = c.run(Checks::checked, which);
         INFO(run.kernel);
+        if (which == kern::AttnKernel::automatic && cfg.elem != ElemType::fp32)
+          CHECK(run.kernel.find("generic") == std::string::npos);  // every bf16/fp16 head dim here has a tensor-core kernel
         CHECK(run.record.count == 0);
         const Compare cmp = compare(c, run);
         CHECK(cmp.nan_mismatch == 0);
@@ -294,18 +312,23 @@ TEST_CASE("cuda: varlen forward matches fp64 attention", "[cuda]") {
 
 TEST_CASE("cuda: checked, unchecked and generic forms compute the same output", "[cuda]") {
   if (!have_device()) return;
-  for (int d : {64, 128}) {
+  for (const auto& [d, bm] :
+       std::initializer_list<std::pair<int, int>>{{64, 128}, {96, 128}, {128, 128}, {192, 128}, {256, 128}, {256, 64}}) {
+    INFO("head_dim " << d << " block_m " << bm);
     AttnSpec s;
-    s.head_dim = d, s.heads = 4, s.heads_k = 2, s.causal = true;
+    s.head_dim = d, s.heads = 4, s.heads_k = 2, s.causal = true, s.block_m = bm;
     s.cu_q = {0, 513, 700, 1400};
     const AttnCase c(s);
     const AttnRun automatic = c.run(Checks::checked);
-    // On compute capability 9.0 with sm_90a in the build the Hopper kernel is the default.
-    const bool hopper = tensor_core_kernels().size() > 1;
+    // On compute capability 9.0 with sm_90a in the build the Hopper kernel is the default
+    // (head dims 64, 128 and 192; 96 and 256 run the mma.sync kernel there too).
+    const std::vector<TcKernel> tcs = tensor_core_kernels(d, bm);
+    const bool hopper = tcs.size() > 1;
+    CHECK((!hopper || d == 64 || d == 128 || d == 192));
     INFO(automatic.kernel);
     REQUIRE(automatic.kernel.find(hopper ? "wgmma" : "tc") != std::string::npos);
     const AttnRun generic = c.run(Checks::checked, kern::AttnKernel::generic);
-    for (const TcKernel& k : tensor_core_kernels()) {
+    for (const TcKernel& k : tcs) {
       INFO(k.name);
       const AttnRun checked = c.run(Checks::checked, k.which);
       const AttnRun unchecked = c.run(Checks::unchecked, k.which);
@@ -365,6 +388,10 @@ TEST_CASE("cuda: the wgmma and mma.sync kernels record the same violations", "[c
       {"cu_seqlens_k past k/v, window", 64, false, 40, 7, {0, 260, 600}, {0, 300, 700}, 600, 555},
       {"negative q start", 64, false, -1, -1, {-16, 48, 128}, {0, 64, 144}, 128, 144},
       {"negative k start", 128, true, -1, -1, {0, 64, 144}, {-40, 64, 144}, 144, 144},
+      {"d192: cu_seqlens_q past q/out", 192, false, -1, -1, {0, 100, 300}, {0, 100, 300}, 200, 300},
+      {"d192: cu_seqlens_k past k/v, causal", 192, true, -1, -1, {0, 260, 600}, {0, 300, 700}, 600, 610},
+      {"d192: cu_seqlens_k past k/v, window", 192, false, 40, 7, {0, 260, 600}, {0, 300, 700}, 600, 555},
+      {"d192: negative k start", 192, true, -1, -1, {0, 64, 144}, {-40, 64, 144}, 144, 144},
   };
   for (const Broken& bc : cases) {
     DYNAMIC_SECTION(bc.what) {
@@ -410,24 +437,41 @@ TEST_CASE("cuda: the wgmma and mma.sync kernels record the same violations", "[c
 
 TEST_CASE("cuda: an overshooting cu_seqlens is recorded as attention.access, never performed", "[cuda]") {
   if (!have_device()) return;
-  AttnSpec s;
-  s.head_dim = 128, s.heads = 2, s.heads_k = 2;
-  s.cu_q = {0, 100, 300};
-  s.rows_q = 200;  // cu_seqlens_q[-1] = 300 > 200 rows: FA2 reads and writes past q/out
-  s.rows_k = 300;
-  s.cu_k = {0, 100, 300};
-  const AttnCase c(s);
-  const AttnRun run = c.run(Checks::checked);
-  REQUIRE(run.record.count > 0);
-  CHECK(run.record.min_index == 200);
-  CHECK(run.record.first.bound == 200);
-  const Buffer buffer = run.record.first.buffer;
-  CHECK((buffer == Buffer::q || buffer == Buffer::out));
-  CHECK(run.record.first.segment == 1);
-  INFO(cuda::describe(run.record));
-  // Rows inside the buffer are still computed.
-  CHECK(!std::isnan(run.out[0]));
-  CHECK(!std::isnan(run.out.back()));
+  for (const int d : {128, 96, 192, 256}) {
+    DYNAMIC_SECTION("head_dim " << d) {
+      AttnSpec s;
+      s.head_dim = d, s.heads = 2, s.heads_k = 2;
+      s.cu_q = {0, 100, 300};
+      s.rows_q = 200;  // cu_seqlens_q[-1] = 300 > 200 rows: FA2 reads and writes past q/out
+      s.rows_k = 300;
+      s.cu_k = {0, 100, 300};
+      const AttnCase c(s);
+      const AttnRun run = c.run(Checks::checked);
+      INFO(run.kernel);
+      CHECK(run.kernel.find("generic") == std::string::npos);
+      REQUIRE(run.record.count > 0);
+      CHECK(run.record.min_index == 200);
+      CHECK(run.record.first.bound == 200);
+      const Buffer buffer = run.record.first.buffer;
+      CHECK((buffer == Buffer::q || buffer == Buffer::out));
+      CHECK(run.record.first.segment == 1);
+      INFO(cuda::describe(run.record));
+      // Rows inside the buffer are still computed, as the generic kernel computes them.
+      CHECK(!std::isnan(run.out[0]));
+      CHECK(!std::isnan(run.out.back()));
+      const AttnRun generic = c.run(Checks::checked, kern::AttnKernel::generic);
+      CHECK(generic.record.min_index == run.record.min_index);
+      double worst = 0;
+      int64_t nan_mismatch = 0;
+      for (size_t i = 0; i < run.out.size(); ++i) {
+        if (std::isnan(run.out[i]) != std::isnan(generic.out[i])) ++nan_mismatch;
+        else if (!std::isnan(run.out[i])) worst = std::max(worst, double(std::abs(run.out[i] - generic.out[i])));
+      }
+      CHECK(nan_mismatch == 0);
+      CHECK(worst < 3e-2);
+      CHECK(run.row_writes == generic.row_writes);
+    }
+  }
 }
 
 TEST_CASE("cuda: a negative cu_seqlens start becomes a row offset near 2^32", "[cuda]") {

@@ -2,7 +2,7 @@
 """Times attn-doctor's checked varlen backward against PyTorch's FA2 varlen backward
 (torch.ops.aten._flash_attention_backward) on the same GPU, same inputs, same run.
 
-bf16, head_dim 64 / 128, causal and not, 16k-64k total tokens in sequences of 512-4096
+bf16, head_dim 64 / 128 (--head-dims: also 96), causal and not, 16k-64k total tokens in sequences of 512-4096
 (bench_kernels.py's segment generator). Each side runs its own forward first (FA2's forward
 for FA2's backward, ours for ours: each backward reads the O and LSE its forward wrote), then
 the backward is timed alone: ours checked (every launch with its violation record) and
@@ -109,7 +109,7 @@ def bench(lib, args, gen, record):
                     rdv = rdv.view(total, Hk, H // Hk, head_dim).float().sum(2)
                 # the default kernel (block_m 0: wgmma on an H100 / H200) and the mma.sync kernel's
                 # default shape (d128: 32 rows per step, d64: 64)
-                alt = {128: 32, 64: 64}[head_dim]
+                alt = {128: 32, 64: 64, 96: 64}[head_dim]
                 shapes = [0, alt]
                 verified = True
                 for bm in shapes:

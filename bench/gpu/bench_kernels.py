@@ -3,9 +3,10 @@
 
   attention: our varlen forward (checked and unchecked; the kernel the launcher picks, i.e.
              wgmma on an H100/H200, plus the mma.sync kernel for comparison) vs FA2 varlen
-             (torch.ops.aten._flash_attention_forward), bf16, head_dim 64 / 128, causal and
-             not, 16k-64k total tokens in sequences of 512-4096; TFLOP/s over the exact count
-             of visible (query, key) pairs, 4 * H * D FLOP each.
+             (torch.ops.aten._flash_attention_forward), bf16, head_dim 64 / 128 (--head-dims: also
+             96 / 192 / 256, mma.sync on every GPU), causal and not, 16k-64k total tokens in
+             sequences of 512-4096; TFLOP/s over the exact count of visible (query, key)
+             pairs, 4 * H * D FLOP each.
   memory:    unpad gather, pad scatter and rotary (checked and unchecked) vs the GPU's
              device-to-device copy bandwidth (bytes read + written).
 
@@ -410,6 +411,8 @@ def main():
     ap.add_argument("--alt", action="store_true", help="also time the tensor-core kernel's other warp layout")
     ap.add_argument("--wgmma-alt", action="store_true",
                     help="also time the wgmma kernel's other variant (needs ATTN_DOCTOR_WGMMA_ALT)")
+    ap.add_argument("--block-m-d256", type=int, default=128, choices=(64, 128),
+                    help="FA2's query rows per CTA at head dim 256: 128 (A100's tile) or 64 (H100's)")
     ap.add_argument("--json")
     ap.add_argument("--md")
     ap.add_argument("--svg")
@@ -417,9 +420,11 @@ def main():
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
     lib = load_lib(args.lib)
+    lib.ad_set_fwd_block_m_d256.argtypes = [ctypes.c_int32]
+    lib.ad_set_fwd_block_m_d256(args.block_m_d256)
     record = Record(lib)
     meta = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
-            "argv": sys.argv, "time": time.strftime("%Y-%m-%d %H:%M:%S")}
+            "argv": sys.argv, "time": time.strftime("%Y-%m-%d %H:%M:%S"), "block_m_d256": args.block_m_d256}
     att = bench_attention(lib, args, gen, record)
     mem = None
     if not args.skip_memory:

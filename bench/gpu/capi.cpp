@@ -18,6 +18,9 @@ using namespace ad;
 
 namespace {
 thread_local std::string last_error;
+// FA2's query rows per CTA for the forward (kBlockM) at head dim 256: 128 (A100's tile, the
+// params' default) or 64 (H100's); ad_set_fwd_block_m_d256 picks it for the benchmarks.
+thread_local int32_t block_m_d256 = 128;
 
 template <class F>
 int guarded(F&& f) {
@@ -49,6 +52,10 @@ extern "C" {
 
 const char* ad_last_error() { return last_error.c_str(); }
 
+// The forward's block_m for head dim 256 in later ad_varlen_fwd / ad_varlen_fwd_kernel_name
+// calls of this thread (64: FA2's H100 tile; 128 otherwise).
+void ad_set_fwd_block_m_d256(int32_t block_m) { block_m_d256 = block_m; }
+
 size_t ad_record_size() { return sizeof(AccessRecord); }
 
 // Writes an empty record to host memory `out` (the caller copies it to the device).
@@ -72,6 +79,7 @@ const char* ad_varlen_fwd_kernel_name(int elem, int32_t head_dim, int which, int
   kern::VarlenFwdParams p;
   p.elem = static_cast<ElemType>(elem);
   p.head_dim = head_dim;
+  if (head_dim == 256) p.block_m = block_m_d256;
   name = kern::varlen_fwd_kernel_name(p, checked ? Checks::checked : Checks::unchecked,
                                       static_cast<kern::AttnKernel>(which));
   return name.c_str();
@@ -107,6 +115,7 @@ int ad_varlen_fwd(int elem, const void* q, int64_t rows_q, void* out, float* lse
     p.out = {out, rows_q, heads};
     p.lse = lse;
     p.record = static_cast<AccessRecord*>(record);
+    if (head_dim == 256) p.block_m = block_m_d256;
     kern::launch_varlen_fwd(p, checked ? Checks::checked : Checks::unchecked,
                             static_cast<cudaStream_t>(stream), static_cast<kern::AttnKernel>(which));
   });

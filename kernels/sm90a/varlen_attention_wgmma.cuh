@@ -7,7 +7,9 @@
 //   grid (ceil(max_seqlen_q / 128), N, H); tile (m, b, h) exits when m * 128 >= len_q.
 //
 // Shape: a CTA is FA2's 128-row tile, two warpgroups of 64 query rows (256 threads); keys in
-// tiles of BN (128 for d128, one CTA per SM; 64 for d64, two CTAs per SM: WgmmaDefault).
+// tiles of BN (128 for d128, one CTA per SM; 64 for d64, two CTAs per SM; 64 for d192, one CTA
+// per SM: WgmmaDefault). Head dims 64, 128 and 192 (96 is not a whole number of the 64-column
+// panels below; 256 takes FA2's 64-row tile on an H100): the others run the mma.sync kernel.
 // S = Q·Kᵀ is wgmma m64nBNk16 with Q and K from shared memory (both K-major); O += P·V is
 // wgmma m64nDk16 with P from registers (the S accumulators converted in place: the wgmma
 // accumulator and A-fragment layouts are the mma.m16n8k16 ones, per warp) and V from shared
@@ -55,7 +57,7 @@ struct WgmmaShape {
   static constexpr int kMinBlocks = MinBlocks;
   static constexpr int kWarpgroups = kBlockM / 64;            // 2: one per 64 query rows
   static constexpr int kThreads = kWarpgroups * 128;
-  static constexpr int kRangeBlockN = TileShape<D, kDefaultMT>::kBlockN;  // key-range granularity
+  static constexpr int kRangeBlockN = TileShape<D, default_mt(D)>::kBlockN;  // key-range granularity
   static constexpr int kQBytes = kBlockM * D * 2;
   static constexpr int kKVBytes = kBlockN * D * 2;
   static constexpr int kPBytes = PSmem ? 2 * kBlockM * kBlockN * 2 : 0;  // 2 x 64 x BN per warpgroup
@@ -68,8 +70,10 @@ struct WgmmaShape {
 // d64: 64-key tiles, two CTAs per SM (S, P and O fit 128 registers), 1.16-1.22x the one-CTA
 // 128-key shape; d128: 128-key tiles, one CTA per SM (64-key tiles at 128 registers spill, and
 // a 128-key CTA's shared memory leaves no room for a second). P stays in registers.
+// d192: 64-key tiles, one CTA per SM (O alone is 96 registers; Q and three K/V stages take
+// 193 KB of the 227), as FA3 keeps its head dim 192 tiles below 128 keys.
 template <int D> struct WgmmaDefault {
-  static constexpr int kBlockN = D == 64 ? 64 : 128, kMinBlocks = D == 64 ? 2 : 1;
+  static constexpr int kBlockN = D == 128 ? 128 : 64, kMinBlocks = D == 64 ? 2 : 1;
   static constexpr bool kPSmem = false;
 };
 // The variant bench/gpu times against it (--wgmma-alt): P through shared memory. With P in
@@ -404,6 +408,16 @@ detail::FwdKernel wgmma_kernel_cfg(int head_dim, bool checked) {
     return detail::FwdKernel{&varlen_fwd_wgmma_kernel<T, D, C::kBlockN, C::kMinBlocks, C::kPSmem, decltype(c)::value>,
                              Shape::kThreads, Shape::kSmemBytes};
   });
+}
+
+// Head dim 192 in the default shape (kernels/sm90a/varlen_attention_wgmma_d192_{bf16,fp16}.cu).
+template <class T, int D>
+detail::FwdKernel wgmma_kernel_d(bool checked) {
+  using C = WgmmaDefault<D>;
+  using Shape = WgmmaShape<D, C::kBlockN, C::kMinBlocks, C::kPSmem>;
+  return detail::FwdKernel{checked ? &varlen_fwd_wgmma_kernel<T, D, C::kBlockN, C::kMinBlocks, C::kPSmem, true>
+                                   : &varlen_fwd_wgmma_kernel<T, D, C::kBlockN, C::kMinBlocks, C::kPSmem, false>,
+                           Shape::kThreads, Shape::kSmemBytes};
 }
 
 // alt: the other tile shape (WgmmaAlt), compiled only with ATTN_DOCTOR_WGMMA_ALT (benchmarks of

@@ -7,6 +7,7 @@
 
 namespace ad::kern::detail {
 FwdKernel varlen_fwd_wgmma_fp16(int head_dim, bool checked, bool alt) {
+  if (head_dim == 192 && !alt) return varlen_fwd_wgmma_d192_fp16(checked);
   if (alt) throw cuda::LaunchConfigError("the other wgmma tile shape is built for bf16 only");
   return attn::wgmma_kernel_cfg<__half, attn::WgmmaDefault>(head_dim, checked);
 }
