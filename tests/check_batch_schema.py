@@ -70,6 +70,8 @@ CANNOT_EXPRESS = {
     "dispatch-hunyuanvideo-without-varlen.json": "HunyuanVideo's dispatch only beside a varlen block",
     "dispatch-key-of-other-library.json": "a dispatch key only for its library",
     "dispatch-xformers-without-bias.json": "xformers' dispatch names its attn_bias",
+    "dispatch-axolotl-without-backend.json": "axolotl's dispatch names its ring_attn_func",
+    "dispatch-axolotl-zigzag-removed.json": "the ring_attn_func values of environment.axolotl's release",
     "ragged.json": "arrays are not ragged",
     "ragged-mask.json": "arrays are not ragged",
     "hf-config-names-conflict.json": "a key given both ways has the same value",

@@ -1,6 +1,8 @@
 // Invariants 6-14 (static: the mask / position ids -> varlen conversion and the route). Where a
 // check depends on what the transformers release computed, the test hands it a replay built by
 // hand (what `_upad_input` / the packed path returns for that batch) or none at all.
+#include <algorithm>
+
 #include "test_check_helpers.hpp"
 
 using namespace check_test;
@@ -451,5 +453,87 @@ TEST_CASE("route.cu_seqlens_ignored: each HunyuanVideo mode attends within the c
   }
   SECTION("vanilla over rows that are each one segment: nothing to cross") {
     CHECK(run(hunyuan("vanilla", "[0, 8, 16]")).violations.empty());
+  }
+}
+
+TEST_CASE("route.cu_seqlens_ignored: a HunyuanVideo violation carries HunyuanVideo's text only", "[check]") {
+  auto r = run(hunyuan("vanilla", "[0, 5, 8]"));
+  REQUIRE_ONLY(r, "route.cu_seqlens_ignored");
+  const ad::Violation& v = r.violations[0];
+  CHECK(v.explanation.find("HunyuanVideo") != std::string::npos);
+  CHECK(v.explanation.find("axolotl") == std::string::npos);
+  CHECK(v.fix.find("axolotl") == std::string::npos);
+  CHECK(v.references == std::vector<std::string>{"Tencent-Hunyuan/HunyuanVideo PR#310", "Tencent-Hunyuan/HunyuanVideo#296"});
+  // the catalogue entry names both frameworks (docs, explain)
+  const ad::Invariant* inv = ad::find_invariant("route.cu_seqlens_ignored");
+  REQUIRE(inv);
+  CHECK(inv->explanation.find("HunyuanVideo") != std::string_view::npos);
+  CHECK(inv->explanation.find("batch_ring") != std::string_view::npos);
+  CHECK(std::find(inv->references.begin(), inv->references.end(), "axolotl-ai-cloud/axolotl#3608") != inv->references.end());
+}
+
+// axolotl's context parallelism: one row given by its documents' lengths, ring_attn_func and
+// context_parallel_size as dispatch facts (axolotl-ai-cloud/axolotl#3608).
+static std::string axolotl(const char* backend, const char* lengths, int ring = 2, const char* release = "0.18.0",
+                           bool causal = true) {
+  return std::string(R"({"format": "attn-doctor/batch@1", "model": {"num_heads": 9, "num_kv_heads": 3, "head_dim": 64, "causal": )") +
+         (causal ? "true" : "false") + R"(}, "environment": {"transformers": "5.14.1", "flash_attn": "2.8.3")" +
+         (release ? std::string(R"(, "axolotl": ")") + release + "\"" : std::string()) +
+         R"(}, "batch": {"position_ids": {"from": "packed", "lengths": )" + lengths +
+         R"(}}, "dispatch": {"library": "axolotl", "backend": ")" + backend + R"(", "ring_degree": )" +
+         std::to_string(ring) + "}}";
+}
+
+TEST_CASE("route.cu_seqlens_ignored: axolotl's batch ring adapters attend a packed row as one sequence", "[check]") {
+  SECTION("batch_ring, a row of five documents: named, with the documents and the adapter's function") {
+    auto r = run(axolotl("batch_ring", "[300, 180, 240, 150, 154]"), Replay::convert());
+    REQUIRE_ONLY(r, "route.cu_seqlens_ignored");
+    const ad::Violation& v = r.violations[0];
+    CHECK(v.severity == ad::Severity::error);
+    CHECK(v.evidence["function"] == "ring_flash_attn_func");
+    CHECK(v.evidence["sequences_in_row"] == 5);
+    CHECK(v.evidence["ring_degree"] == 2);
+    CHECK(v.evidence["axolotl"] == "0.18.0");
+    CHECK(v.evidence["sequences"].size() == 4);  // the first four listed
+    CHECK(v.message.find("one causal sequence") != std::string::npos);
+    REQUIRE(v.symptom);
+    CHECK(v.symptom->outcome == ad::Outcome::wrong_output);
+    CHECK(v.symptom->basis == "report axolotl-ai-cloud/axolotl#3608");
+    CHECK(v.explanation.find("HunyuanVideo") == std::string::npos);
+    CHECK(v.references.front() == "axolotl-ai-cloud/axolotl#3608");
+  }
+  SECTION("the same row on varlen_llama3: the boundaries reach ring-flash-attn, and max_seqlen is its host int") {
+    auto r = run(axolotl("varlen_llama3", "[300, 180, 240, 150, 154]"), Replay::convert());
+    INFO(r.describe());
+    CHECK(r.violations.empty());
+  }
+  SECTION("one document per row on batch_ring: the row is the sequence") {
+    CHECK(run(axolotl("batch_ring", "[1024]"), Replay::convert()).violations.empty());
+  }
+  SECTION("context parallel size 1: axolotl installs no ring attention") {
+    auto r = run(axolotl("batch_ring", "[300, 724]", 1), Replay::convert());
+    CHECK_FALSE(r.has("route.cu_seqlens_ignored"));
+  }
+  SECTION("0.9.x's zigzag and stripe adapters, and no release named") {
+    auto z = run(axolotl("batch_zigzag", "[4, 4]", 4, "0.9.2"), Replay::convert());
+    REQUIRE_ONLY(z, "route.cu_seqlens_ignored");
+    CHECK(z.violations[0].evidence["function"] == "zigzag_ring_flash_attn_func");
+    auto s = run(axolotl("batch_stripe", "[4, 4]", 2, nullptr), Replay::convert());
+    REQUIRE_ONLY(s, "route.cu_seqlens_ignored");
+    CHECK(s.violations[0].evidence["function"] == "stripe_flash_attn_func");
+    CHECK(s.violations[0].evidence["axolotl"].is_null());
+    CHECK(s.violations[0].message.find("axolotl (0.9.0 - 0.19.0)") != std::string::npos);
+  }
+  SECTION("not causal: every document attends to the others") {
+    auto r = run(axolotl("batch_ring", "[4, 4]", 2, "0.18.0", false), Replay::convert());
+    REQUIRE(r.has("route.cu_seqlens_ignored"));
+    CHECK(r.get("route.cu_seqlens_ignored").message.find("every sequence attending to the others") != std::string::npos);
+  }
+  SECTION("0.20.0 onwards ignores ring_attn_func: a note, no error") {
+    auto r = run(axolotl("batch_ring", "[300, 724]", 2, "0.20.0"), Replay::convert());
+    REQUIRE(r.has("route.cu_seqlens_ignored"));
+    const ad::Violation& v = r.get("route.cu_seqlens_ignored");
+    CHECK(v.severity == ad::Severity::note);
+    CHECK(v.message.find("ringmaster") != std::string::npos);
   }
 }

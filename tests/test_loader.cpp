@@ -984,3 +984,40 @@ TEST_CASE("dispatch and the execution context: values as written, defaults, and 
   require_error(kModel + R"(, "dispatch": {"library": "xformers", "attn_bias": "BlockDiagonalCausalMask", "seqlens": [2, -1]})",
                 "/dispatch/seqlens/1", "");
 }
+
+TEST_CASE("dispatch: axolotl's ring_attn_func by release, and its errors", "[loader][dispatch]") {
+  const std::string rows = R"("batch": {"position_ids": {"from": "packed", "lengths": [3, 5]}}, )";
+  Batch b = parse(kModel + ", " + rows + R"("environment": {"axolotl": "0.18.0"},
+    "dispatch": {"library": "axolotl", "backend": "batch_ring", "ring_degree": 2})");
+  REQUIRE(b.environment.axolotl);
+  CHECK(b.environment.axolotl->text == "0.18.0");
+  CHECK(b.dispatch->library == "axolotl");
+  CHECK(b.dispatch->backend == "batch_ring");
+  CHECK(b.dispatch->ring_degree == 2);
+  // no release named: every backend of 0.9.x is taken; 0.9.x's zigzag and stripe too
+  CHECK(parse(kModel + ", " + rows + R"("dispatch": {"library": "axolotl", "backend": "batch_zigzag"})").dispatch->ring_degree == 1);
+  CHECK(parse(kModel + ", " + rows + R"("environment": {"axolotl": "0.9.2"},
+    "dispatch": {"library": "axolotl", "backend": "batch_stripe", "ring_degree": 4})").dispatch->backend == "batch_stripe");
+  // 0.20.0 onwards ignores ring_attn_func: loaded, the check says so in a note
+  CHECK(parse(kModel + ", " + rows + R"("environment": {"axolotl": "0.21.0"},
+    "dispatch": {"library": "axolotl", "backend": "batch_ring", "ring_degree": 2})").environment.axolotl->text == "0.21.0");
+
+  require_error(kModel + ", " + rows + R"("dispatch": {"library": "axolotl", "ring_degree": 2})", "/dispatch",
+                "axolotl's ring_attn_func");
+  require_error(kModel + ", " + rows + R"("dispatch": {"library": "axolotl", "backend": "varlen_ring"})", "/dispatch/backend",
+                R"(expected one of "batch_ring", "batch_zigzag", "batch_stripe", "varlen_llama3")");
+  require_error(kModel + ", " + rows + R"("environment": {"axolotl": "0.18.0"},
+    "dispatch": {"library": "axolotl", "backend": "batch_zigzag", "ring_degree": 2})",
+                "/dispatch/backend", "RingAttnFunc has no batch_zigzag");
+  require_error(kModel + ", " + rows + R"("environment": {"axolotl": "0.8.1"},
+    "dispatch": {"library": "axolotl", "backend": "batch_ring", "ring_degree": 2})",
+                "/dispatch/backend", "found axolotl 0.8.1");
+  require_error(kModel + ", " + rows + R"("environment": {"axolotl": "zero.18"},
+    "dispatch": {"library": "axolotl", "backend": "batch_ring"})", "/environment/axolotl", "PEP 440 version");
+  require_error(kModel + ", " + rows + R"("dispatch": {"library": "axolotl", "backend": "batch_ring", "ring_degree": 0})",
+                "/dispatch/ring_degree", "[1, 1048576]");
+  require_error(kModel + ", " + rows + R"("dispatch": {"library": "axolotl", "backend": "batch_ring", "ulysses_degree": 2})",
+                "/dispatch/ulysses_degree", R"(expected "library": "diffusers" beside ulysses_degree, found library axolotl)");
+  require_error(kModel + R"(, "varlen": {"cu_seqlens_q": [0, 5, 8]}, "dispatch": {"library": "hunyuanvideo", "backend": "vanilla", "ring_degree": 2})",
+                "/dispatch/ring_degree", R"(expected "library": "diffusers" beside ring_degree (or "axolotl"), found library hunyuanvideo)");
+}

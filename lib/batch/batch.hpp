@@ -52,6 +52,7 @@ struct Environment {
   std::string compile = "none";         // torch.compile around the model: none | default | fullgraph
   std::optional<Version> diffusers;     // diffusers (its attention dispatcher: `dispatch`)
   std::optional<Version> xformers;      // xformers (fmha and its attn_bias objects: `dispatch`)
+  std::optional<Version> axolotl;       // axolotl (its ring_attn_func under context parallelism: `dispatch`)
 };
 
 struct Model {
@@ -206,9 +207,10 @@ struct ContextParallel {
 // call (batch-format.md `dispatch`): diffusers' attention dispatcher, xformers' attn_bias
 // objects, HunyuanVideo's attention modes.
 struct Dispatch {
-  std::string library;                  // diffusers | xformers | hunyuanvideo
-  std::string backend;                  // diffusers' AttentionBackendName value, HunyuanVideo's mode ("" absent)
-  int64_t ring_degree = 1;              // diffusers ContextParallelConfig
+  std::string library;                  // diffusers | xformers | hunyuanvideo | axolotl
+  std::string backend;                  // diffusers' AttentionBackendName value, HunyuanVideo's mode,
+                                        // axolotl's ring_attn_func ("" absent)
+  int64_t ring_degree = 1;              // diffusers ContextParallelConfig; axolotl's context_parallel_size
   int64_t ulysses_degree = 1;
   std::string attn_bias;                // xformers: the attn_bias class passed ("" absent)
   bool attn_bias_moved = false;         // xformers: the bias went through `.to(device)` before the call

@@ -379,7 +379,7 @@ struct Loader {
 
   Environment environment(const Node& n) {
     n.expect_object({"transformers", "flash_attn", "flash_attn_4", "fla", "triton", "torch", "device", "gpu_arch", "trl",
-                     "transformer_engine", "compile", "diffusers", "xformers"});
+                     "transformer_engine", "compile", "diffusers", "xformers", "axolotl"});
     Environment e;
     auto version = [&](const char* key) -> std::optional<Version> {
       auto v = n.get(key);
@@ -399,6 +399,7 @@ struct Loader {
     if (auto c = n.get("compile")) e.compile = c->as_enum({"none", "default", "fullgraph"});
     e.diffusers = version("diffusers");
     e.xformers = version("xformers");
+    e.axolotl = version("axolotl");
     if (auto d = n.get("device")) e.device = device(*d);
     if (auto g = n.get("gpu_arch")) {
       e.gpu_arch = parse_gpu_arch(g->as_string());
@@ -685,19 +686,43 @@ struct Loader {
     return cp;
   }
 
+  // axolotl's `ring_attn_func` (the dispatch backend) by release, read in the wheels: none
+  // before 0.9.0 (context parallelism went through ring-flash-attn's own varlen adapter);
+  // 0.9.x's RingAttnFunc holds varlen_llama3, batch_ring, batch_zigzag and batch_stripe
+  // (monkeypatch/attention/ring_attn/patch.py); 0.10.0 - 0.19.0 keep varlen_llama3 and
+  // batch_ring (utils/schemas/enums.py), so the config rejects the other two. From 0.20.0 the
+  // key is deprecated and unused (ringmaster replaced the backend): the check says so in a note.
+  void axolotl_release(const Node& n, const Dispatch& d, const Environment& env) {
+    static const Version first = version_literal("0.9.0"), narrowed = version_literal("0.10.0");
+    if (d.backend.empty())
+      n.fail("\"backend\": axolotl's ring_attn_func (\"batch_ring\", \"batch_zigzag\", \"batch_stripe\" or "
+             "\"varlen_llama3\")",
+             "none");
+    if (!env.axolotl) return;
+    if (*env.axolotl < first)
+      n.at("backend").fail("environment.axolotl 0.9.0 or later (the first release with ring_attn_func)",
+                           "axolotl " + env.axolotl->text);
+    if (*env.axolotl >= narrowed && (d.backend == "batch_zigzag" || d.backend == "batch_stripe"))
+      n.at("backend").fail("\"batch_ring\" or \"varlen_llama3\" (axolotl 0.10.0 onwards: RingAttnFunc has no " +
+                               d.backend + ")",
+                           "\"" + d.backend + "\" with axolotl " + env.axolotl->text);
+  }
+
   // `dispatch`: a framework's own attention dispatch (batch-format.md). The backend names are
   // diffusers' AttentionBackendName values (0.36.0 - 0.42.1) and HunyuanVideo's modes; the bias
   // classes are xformers' fmha.attn_bias block-diagonal classes (0.0.27 - 0.0.30).
-  Dispatch dispatch(const Node& n, const std::optional<ExplicitVarlen>& v) {
+  Dispatch dispatch(const Node& n, const std::optional<ExplicitVarlen>& v, const Environment& env) {
     n.expect_object({"library", "backend", "ring_degree", "ulysses_degree", "attn_bias", "attn_bias_moved", "seqlens"});
     Dispatch d;
     auto lib = n.at("library");
-    d.library = lib.as_enum({"diffusers", "xformers", "hunyuanvideo"});
+    d.library = lib.as_enum({"diffusers", "xformers", "hunyuanvideo", "axolotl"});
     auto only = [&](const char* key, const char* library) {
       if (n.has(key) && d.library != library)
         n.at(key).fail("\"library\": \"" + std::string(library) + "\" beside " + key, "library " + d.library);
     };
-    for (const char* key : {"ring_degree", "ulysses_degree"}) only(key, "diffusers");
+    if (n.has("ring_degree") && d.library != "diffusers" && d.library != "axolotl")
+      n.at("ring_degree").fail("\"library\": \"diffusers\" beside ring_degree (or \"axolotl\")", "library " + d.library);
+    only("ulysses_degree", "diffusers");
     for (const char* key : {"attn_bias", "attn_bias_moved", "seqlens"}) only(key, "xformers");
     if (auto b = n.get("backend")) {
       if (d.library == "diffusers")
@@ -709,6 +734,8 @@ struct Loader {
                                 "_sage_qk_int8_pv_fp16_triton", "sparge", "xformers"});
       else if (d.library == "hunyuanvideo")
         d.backend = b->as_enum({"flash", "torch", "vanilla"});
+      else if (d.library == "axolotl")
+        d.backend = b->as_enum({"batch_ring", "batch_zigzag", "batch_stripe", "varlen_llama3"});
       else
         b->fail("no \"backend\" for xformers (the call is fmha.memory_efficient_attention)", "a backend");
     }
@@ -723,6 +750,7 @@ struct Loader {
                              "layout: total_q a multiple of max_seqlen_q)",
                              "total_q " + std::to_string(v->total_q) + ", max_seqlen_q " + std::to_string(rows));
     }
+    if (d.library == "axolotl") axolotl_release(n, d, env);
     if (auto r = n.get("ring_degree")) d.ring_degree = r->as_int(1, 1 << 20);
     if (auto u = n.get("ulysses_degree")) d.ulysses_degree = u->as_int(1, 1 << 20);
     if (auto a = n.get("attn_bias"))
@@ -1138,7 +1166,7 @@ struct Loader {
       b.layers = layers(*v);
     }
     if (auto v = root.get("context_parallel")) b.context_parallel = context_parallel(*v, b.varlen);
-    if (auto v = root.get("dispatch")) b.dispatch = dispatch(*v, b.varlen);
+    if (auto v = root.get("dispatch")) b.dispatch = dispatch(*v, b.varlen, b.environment);
     if (auto v = root.get("expect")) b.expect = expect(*v);
     // dtype of explicit cu_seqlens: the override, else int32 (JSON) or the .npy dtype
     if (b.varlen) {

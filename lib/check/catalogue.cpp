@@ -6,6 +6,7 @@
 
 #include "batch/json_node.hpp"
 #include "check/check.hpp"
+#include "check/cu_seqlens_ignored_text.hpp"
 #include "check/static_checks.hpp"
 
 namespace ad {
@@ -31,6 +32,20 @@ using G = InvariantGroup;
 // observed by the execution backends; their entries here only name them.
 // The upstream messages of flash-attn's host checks are flash-attn 2's (vocab/host_checks.cpp);
 // a violation names its own release's (checks_input.cpp, checks_cu_seqlens.cpp).
+// 61's texts: HunyuanVideo's, then axolotl's (check/cu_seqlens_ignored_text.hpp).
+const checks::FrameworkText& cu_seqlens_ignored_joined() {
+  static const std::string explanation = std::string(checks::hunyuanvideo_cu_seqlens_text().explanation) + " " +
+                                         std::string(checks::axolotl_cu_seqlens_text().explanation);
+  static const std::string fix = "HunyuanVideo: " + std::string(checks::hunyuanvideo_cu_seqlens_text().fix) +
+                                 " axolotl: " + std::string(checks::axolotl_cu_seqlens_text().fix);
+  static const checks::FrameworkText t = [] {
+    checks::FrameworkText j{explanation, fix, checks::hunyuanvideo_cu_seqlens_text().references};
+    for (auto r : checks::axolotl_cu_seqlens_text().references) j.references.push_back(r);
+    return j;
+  }();
+  return t;
+}
+
 const std::vector<Invariant>& table() {
   static const std::vector<Invariant> t = {
       // ---- static: inputs ---------------------------------------------------------------
@@ -998,17 +1013,12 @@ const std::vector<Invariant>& table() {
        .apis = {Api::te_dot_product_attention}},
       {.number = 61, .id = "route.cu_seqlens_ignored", .group = G::conversion, .stage = "conversion",
        .severity_rule = "error (silent cross-contamination)",
-       .statement = "the attention mode that receives cu_seqlens attends within exactly the segments they give",
+       .statement = "the attention mode that receives cu_seqlens (or position ids that restart per document) attends "
+                    "within exactly the segments they give",
        .when_broken = "silently wrong output: tokens attend across the segment boundaries (padding included)",
-       .explanation =
-           "A framework's attention function that takes cu_seqlens for its flash-attn mode may have other modes that "
-           "do not pass them on. HunyuanVideo's attention() (hyvideo/modules/attenion.py) gets one valid and one "
-           "padding segment per row from get_cu_seqlens; its \"vanilla\" mode runs plain attention over each whole "
-           "row, and its \"torch\" mode splits every row at cu_seqlens_q[1], right only for batch size 1. Valid "
-           "tokens then attend to padding, with no error (the quality loss of Tencent-Hunyuan/HunyuanVideo#296).",
-       .fix = "Use the flash mode, or build the block-diagonal mask (or the per-row split) from every cu_seqlens entry, "
-              "as Tencent-Hunyuan/HunyuanVideo PR#310 does.",
-       .references = {"Tencent-Hunyuan/HunyuanVideo PR#310", "Tencent-Hunyuan/HunyuanVideo#296"},
+       .explanation = cu_seqlens_ignored_joined().explanation,
+       .fix = cu_seqlens_ignored_joined().fix,
+       .references = cu_seqlens_ignored_joined().references,
        .upstream_message = "",
        .check = checks::route_cu_seqlens_ignored,
        .apis = kAllApis},

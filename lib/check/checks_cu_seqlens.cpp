@@ -404,6 +404,13 @@ void cu_seqlens_total(Ctx& ctx) {
 void max_seqlen_type(Ctx& ctx) {
   const VarlenArgs* a = varlen_call(ctx);
   if (!a) return;
+  // axolotl's ring attention (0.9.0 - 0.19.0, context parallel size > 1) replaces transformers'
+  // _flash_attention_forward, where the replayed max_seqlen is built: its batch adapters pass
+  // none, varlen_llama3 ring-flash-attn's host ints (llama3_flash_attn_prepare_cu_seqlens, .item())
+  if (const auto& d = ctx.batch.dispatch; d && d->library == "axolotl" && d->ring_degree > 1 &&
+                                          !(ctx.batch.environment.axolotl &&
+                                            *ctx.batch.environment.axolotl >= version_literal("0.20.0")))
+    return;
   const FlashAttnRules& r = ctx.rules();
   const MaxSeqlen& mq = a->max_seqlen_q;
   const MaxSeqlen& mk = a->max_seqlen_k;

@@ -3,6 +3,7 @@
 // attends across them without any error.
 #include <algorithm>
 
+#include "check/cu_seqlens_ignored_text.hpp"
 #include "check/static_checks.hpp"
 
 namespace ad::checks {
@@ -105,12 +106,103 @@ void route_partial_kwargs(Ctx& ctx) {
 
 namespace ad::checks {
 
+namespace {
+
+// A violation of 61 carries its own framework's explanation, fix and references.
+void carry_text(Violation& v, const FrameworkText& t) {
+  v.explanation = std::string(t.explanation);
+  v.fix = std::string(t.fix);
+  v.references.assign(t.references.begin(), t.references.end());
+}
+
+// axolotl under context parallelism (context_parallel_size > 1; sequence_parallel_degree in
+// 0.9.x): `ring_attn_func` picks ring-flash-attn's entry. The batch adapters
+// (monkeypatch/ring_attn/adapters/batch.py, 0.9.x under monkeypatch/attention/) replace
+// transformers' _flash_attention_forward and call ring_flash_attn_func (zigzag_ring_flash_attn_func,
+// stripe_flash_attn_func in 0.9.x) with q, k, v and causal only: position_ids and cu_seq_lens_*
+// are "Not used in this implementation", so each row runs as one sequence across the ranks.
+// varlen_llama3 derives cu_seqlens from the position ids (get_cu_seqlens_from_pos_ids) for
+// llama3_flash_attn_varlen_func. Releases 0.9.0 - 0.19.0 (read in the wheels); 0.20.0 replaced
+// the ring-flash-attn backend (ringmaster) and ignores ring_attn_func.
+void axolotl_ring(Ctx& ctx) {
+  const Dispatch& d = *ctx.batch.dispatch;
+  if (d.ring_degree < 2) return;  // validate_ring_attn_func: no ring attention at size 1
+  const std::optional<Version>& release = ctx.batch.environment.axolotl;
+  static const Version ringmaster = version_literal("0.20.0");
+  if (release && *release >= ringmaster) {
+    ctx.report(Severity::note,
+               "axolotl " + release->text + " ignores ring_attn_func \"" + d.backend +
+                   "\" (deprecated from 0.20.0: ringmaster's context parallelism replaced the ring-flash-attn "
+                   "backend); the attention ringmaster runs is not modelled",
+               {{"library", "axolotl"}, {"backend", d.backend}, {"axolotl", release->text}});
+    return;
+  }
+  if (d.backend.rfind("batch_", 0) != 0) return;  // varlen_llama3 passes the boundaries
+  const std::string function = d.backend == "batch_zigzag"   ? "zigzag_ring_flash_attn_func"
+                               : d.backend == "batch_stripe" ? "stripe_flash_attn_func"
+                                                             : "ring_flash_attn_func";
+  // the first row that holds several intended sequences
+  std::vector<IntendedSequence> seqs = ctx.batch.intent.sequences;
+  std::stable_sort(seqs.begin(), seqs.end(), [](const IntendedSequence& a, const IntendedSequence& b) {
+    return a.row != b.row ? a.row < b.row : a.start < b.start;
+  });
+  int64_t packed_rows = 0;
+  size_t first = seqs.size(), first_end = 0;
+  for (size_t i = 0; i < seqs.size();) {
+    size_t j = i;
+    while (j < seqs.size() && seqs[j].row == seqs[i].row) ++j;
+    if (j - i >= 2) {
+      ++packed_rows;
+      if (first == seqs.size()) {
+        first = i;
+        first_end = j;
+      }
+    }
+    i = j;
+  }
+  if (first == seqs.size()) return;
+  nlohmann::json listed = nlohmann::json::array();
+  std::string spans;
+  for (size_t k = first; k < first_end && k < first + 4; ++k) {
+    listed.push_back({{"start", seqs[k].start}, {"length", seqs[k].length}});
+    spans += (k > first ? ", " : "") + std::to_string(seqs[k].start) + "-" +
+             std::to_string(seqs[k].start + seqs[k].length - 1);
+  }
+  if (first_end - first > 4) spans += ", ...";
+  const bool causal = ctx.batch.model.causal;
+  const std::string which = release ? "axolotl " + release->text : "axolotl (0.9.0 - 0.19.0)";
+  Violation& v =
+      ctx.report(Severity::error,
+                 "row " + std::to_string(seqs[first].row) + " holds " + std::to_string(first_end - first) +
+                     " intended sequences (tokens " + spans + ") but " + which + "'s " + d.backend +
+                     " adapter calls ring-flash-attn's " + function + "(q, k, v, causal=...) across " +
+                     std::to_string(d.ring_degree) +
+                     " context-parallel ranks with no cu_seqlens (position_ids and cu_seq_lens_* unused): the row "
+                     "is attended as one " + (causal ? "causal " : "") + "sequence, " +
+                     (causal ? "each sequence after the first attending to the ones before it"
+                             : "every sequence attending to the others"),
+                 {{"library", "axolotl"}, {"backend", d.backend}, {"function", function}, {"ring_degree", d.ring_degree},
+                  {"axolotl", release ? nlohmann::json(release->text) : nlohmann::json(nullptr)},
+                  {"row", seqs[first].row}, {"sequences", listed}, {"sequences_in_row", first_end - first},
+                  {"packed_rows", packed_rows}, {"intent", to_string(ctx.batch.intent.source)}});
+  v.location = Location::whole_row(seqs[first].row);
+  ctx.symptom(v, "axolotl_batch");
+  carry_text(v, axolotl_cu_seqlens_text());
+}
+
+}  // namespace
+
 // 61 route.cu_seqlens_ignored: a framework hands cu_seqlens to an attention function whose
 // non-flash modes do not pass them to any kernel (HunyuanVideo's hyvideo/modules/attenion.py,
 // Tencent-Hunyuan/HunyuanVideo PR#310): `vanilla` attends over each whole row of the (B, S)
 // layout, `torch` splits every row at cu_seqlens_q[1] only. The blocks a mode attends within
-// are compared with the segments cu_seqlens gives.
+// are compared with the segments cu_seqlens gives. axolotl's batch ring adapters drop the
+// boundaries the position ids give (axolotl_ring above, axolotl-ai-cloud/axolotl#3608).
 void route_cu_seqlens_ignored(Ctx& ctx) {
+  if (ctx.batch.dispatch && ctx.batch.dispatch->library == "axolotl") {
+    axolotl_ring(ctx);
+    return;
+  }
   if (!ctx.batch.dispatch || ctx.batch.dispatch->library != "hunyuanvideo" || !ctx.batch.varlen) return;
   const std::string& mode = ctx.batch.dispatch->backend;
   if (mode != "vanilla" && mode != "torch") return;
@@ -145,6 +237,7 @@ void route_cu_seqlens_ignored(Ctx& ctx) {
                {{"mode", mode}, {"boundary", bounds[i]}, {"row", r}, {"row_length", row}, {"block_start", first},
                 {"block_end", last}})
         .location = Location::whole_row(r);
+    carry_text(ctx.out.back(), hunyuanvideo_cu_seqlens_text());
     return;
   }
   // every boundary is kept, but the mode splits where cu_seqlens does not: a segment loses keys
@@ -157,6 +250,7 @@ void route_cu_seqlens_ignored(Ctx& ctx) {
                    "that segment's tokens do not attend to the keys past the split",
                {{"mode", mode}, {"split", blocks[i]}, {"row", r}, {"row_length", row}})
         .location = Location::whole_row(r);
+    carry_text(ctx.out.back(), hunyuanvideo_cu_seqlens_text());
     return;
   }
 }

@@ -208,6 +208,16 @@ CASES = {
     "dispatch-xformers-without-bias": (
         ('{%s, %s, "dispatch": {"library": "xformers", "attn_bias_moved": true}}' % (F, M)).encode(),
         '/dispatch: expected "attn_bias": the xformers attn_bias class the call passed, found none', {}),
+    # axolotl's ring_attn_func by release (batch-format.md#dispatch)
+    "dispatch-axolotl-zigzag-removed": (
+        ('{%s, %s, "environment": {"axolotl": "0.18.0"}, "batch": {"position_ids": {"from": "packed", "lengths": [3, 5]}}, '
+         '"dispatch": {"library": "axolotl", "backend": "batch_zigzag", "ring_degree": 2}}' % (F, M)).encode(),
+        '/dispatch/backend: expected "batch_ring" or "varlen_llama3" (axolotl 0.10.0 onwards: RingAttnFunc has no '
+        'batch_zigzag), found "batch_zigzag" with axolotl 0.18.0', {}),
+    "dispatch-axolotl-without-backend": (
+        ('{%s, %s, "batch": {"position_ids": {"from": "packed", "lengths": [3, 5]}}, '
+         '"dispatch": {"library": "axolotl", "ring_degree": 2}}' % (F, M)).encode(),
+        '/dispatch: expected "backend": axolotl\'s ring_attn_func', {}),
     "environment-compile-not-a-mode": (
         ('{%s, %s, "environment": {"compile": true}, "dispatch": {"library": "diffusers"}}' % (F, M)).encode(),
         '/environment/compile: expected one of "none", "default", "fullgraph", found true', {}),
