@@ -153,7 +153,8 @@ TEST_CASE("fa3 paged: mha_fwd's host checks on the page table, in its order", "[
   // int32, two rows for three sequences
   j["varlen"]["page_table"].erase("dtype");
   Batch rows = batch_from(j);
-  const Violation* r = find(static_only(rows), "input.feature");
+  const Diagnosis dr = static_only(rows);
+  const Violation* r = find(dr, "input.feature");
   REQUIRE(r);
   CHECK(r->evidence["upstream_message"] == "batch_size must be equal to batch_size_k");
   ExecPlan p = make_exec_plan(rows, convert(rows), ExecOptions{});
@@ -166,13 +167,15 @@ TEST_CASE("fa3: the signatures take page_table, qv, attention_chunk where the re
   // FA3's flash_attn_varlen_func has no page_table
   nlohmann::json j = paged_call({{0, 1}, {2, 3}, {4, 5}}, {1, 1, 1});
   j["varlen"]["api"] = "flash_attn_3.varlen";
-  const Violation* v = find(static_only(batch_from(j)), "input.feature");
+  const Diagnosis dv = static_only(batch_from(j));
+  const Violation* v = find(dv, "input.feature");
   REQUIRE(v);
   CHECK(v->evidence["upstream_message"] == "flash_attn_varlen_func() got an unexpected keyword argument 'page_table'");
   // flash_attn_with_kvcache has no seqused_q
   nlohmann::json q = paged_call({{0, 1}, {2, 3}, {4, 5}}, {1, 1, 1});
   q["varlen"]["seqused_q"] = {1, 1, 1};
-  const Violation* s = find(static_only(batch_from(q)), "input.feature");
+  const Diagnosis ds = static_only(batch_from(q));
+  const Violation* s = find(ds, "input.feature");
   REQUIRE(s);
   CHECK(s->evidence["upstream_message"] == "flash_attn_with_kvcache() got an unexpected keyword argument 'seqused_q'");
   // FA4 has no attention_chunk
@@ -181,7 +184,8 @@ TEST_CASE("fa3: the signatures take page_table, qv, attention_chunk where the re
   c["varlen"]["api"] = "flash_attn_4.varlen";
   c["varlen"]["attention_chunk"] = 64;
   c["environment"] = {{"flash_attn_4", "4.0.0b36"}};
-  const Violation* f4 = find(static_only(batch_from(c)), "input.feature");
+  const Diagnosis d4 = static_only(batch_from(c));
+  const Violation* f4 = find(d4, "input.feature");
   REQUIRE(f4);
   CHECK(f4->evidence["upstream_message"] == "flash_attn_varlen_func() got an unexpected keyword argument 'attention_chunk'");
   const Signature* kv = signature_for(Api::flash_attn_3_kvcache, std::nullopt);
@@ -191,7 +195,8 @@ TEST_CASE("fa3: the signatures take page_table, qv, attention_chunk where the re
 
 TEST_CASE("fa3 qv: mha_fwd's q_v checks", "[fa3_paged]") {
   auto first = [](nlohmann::json j) -> std::string {
-    const Violation* v = find(static_only(batch_from(j)), "input.feature");
+    const Diagnosis d = static_only(batch_from(j));
+    const Violation* v = find(d, "input.feature");
     return v && v->evidence.contains("upstream_message") ? v->evidence["upstream_message"].get<std::string>() : "";
   };
   CHECK(first(qv_call(64, {{"head_dim", 64}})).empty());

@@ -243,7 +243,7 @@ CASES = {
     "fa3-qv-without-head-dim": (
         ('{%s, %s, "varlen": {"api": "flash_attn_3.varlen", "cu_seqlens_q": [0, 8, 16], "qv": {"dtype": "bf16"}}}'
          % (F, M)).encode(),
-        '/varlen/qv: expected', {}),
+        '/varlen/qv/head_dim: expected the required key "head_dim"', {}),
 }
 
 
