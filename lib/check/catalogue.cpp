@@ -1071,13 +1071,16 @@ const std::vector<Invariant>& table() {
            "page_size] without comparing j // page_size with the row's length. page_table is contiguous, so an index "
            "past the row reads the next row: sequence b + 1's pages, whose keys and values sequence b then attends to; "
            "past the last row it reads whatever follows the table and uses it as a page index. mha_fwd checks "
-           "seqused_k's shape and dtype only.",
+           "seqused_k's shape and dtype only. FA2's flash_attn_with_kvcache had the same unchecked index in its split-KV "
+           "kernel and checks max(cache_seqlens) against the table on the host since Dao-AILab/flash-attention PR#2711 "
+           "(2026-07-16, after v2.8.3); hopper/flash_api.cpp has no such check (read at its 2026-08-15 state).",
        .fix = "Give page_table enough columns for the longest cache (ceil(max(cache_seqlens) / page_size)) and keep "
               "cache_seqlens[b] within the pages sequence b owns.",
        .references = {"Dao-AILab/flash-attention v2.8.3 hopper/flash_api.cpp mha_fwd (seqlen_k = max_num_pages_per_seq * "
                       "page_size; seqused_k shape check)",
                       "Dao-AILab/flash-attention v2.8.3 hopper/seqlen.h (seqlen_k = seqused_k[bidb])",
-                      "Dao-AILab/flash-attention v2.8.3 hopper/paged_kv.h"},
+                      "Dao-AILab/flash-attention v2.8.3 hopper/paged_kv.h",
+                      "Dao-AILab/flash-attention#2709, PR#2711 (the same index in FA2's mha_fwd_kvcache, checked from then)"},
        .upstream_message = "",
        .check = checks::page_table_coverage,
        .apis = {Api::flash_attn_3_kvcache, Api::flash_attn_4_varlen}},
