@@ -11,6 +11,7 @@
 #include "doctor/doctor.hpp"
 #include "exec/cpu/cpu_kernels.hpp"
 #include "exec/plan/plan.hpp"
+#include "render/render.hpp"
 #include "vocab/host_checks.hpp"
 #include "vocab/signature.hpp"
 
@@ -62,6 +63,12 @@ TEST_CASE("fa3 paged: the loader's page table and the keys it lays out", "[fa3_p
   CHECK(b.varlen->cu_seqlens_k.values == std::vector<int64_t>{0, 512, 1024, 1536});
   CHECK(b.varlen->max_seqlen_k.value == 512);
   CHECK(b.varlen->total_k == 1536);
+  // the report's varlen block shows the call's page table
+  const nlohmann::json rj = varlen_json(explicit_varlen_args(b), true);
+  CHECK(rj["page_table"]["shape"] == nlohmann::json({3, 2}));
+  CHECK(rj["page_table"]["table"] == nlohmann::json({0, 1, 2, 3, 4, 5}));
+  CHECK(rj["page_table"]["num_pages"] == 6);
+  CHECK_FALSE(rj.contains("attention_chunk"));
 
   // a shape without values
   nlohmann::json j = paged_call({{0}}, {1, 1, 1});
