@@ -55,6 +55,8 @@ OBJECTS = {
     ("collator_spec", "e"): ("/collator/examples/0", "#/$defs/collatorExampleObject"),
     ("context_parallel", "n"): ("/context_parallel", "#/$defs/contextParallel"),
     ("dispatch", "n"): ("/dispatch", "#/$defs/dispatch"),
+    ("fa3_extras", "q"): ("/varlen/qv", "#/$defs/qvArg"),
+    ("fa3_extras", "t"): ("/varlen/page_table", "#/$defs/pageTable"),
 }
 
 # Rejected files whose rule a JSON Schema cannot state (the loader's checks beyond types,
@@ -72,6 +74,9 @@ CANNOT_EXPRESS = {
     "dispatch-xformers-without-bias.json": "xformers' dispatch names its attn_bias",
     "dispatch-axolotl-without-backend.json": "axolotl's dispatch names its ring_attn_func",
     "dispatch-axolotl-zigzag-removed.json": "the ring_attn_func values of environment.axolotl's release",
+    "fa3-page-table-beside-cu-seqlens-k.json": "a page table's keys come from its pages, not cu_seqlens_k",
+    "fa3-page-table-fa2-api.json": "page_table, qv and attention_chunk only with a FlashAttention-3 / -4 api",
+    "fa3-page-table-too-many-keys.json": "page_table rows x pages per sequence x page_size at most 2^62",
     "ragged.json": "arrays are not ragged",
     "ragged-mask.json": "arrays are not ragged",
     "hf-config-names-conflict.json": "a key given both ways has the same value",

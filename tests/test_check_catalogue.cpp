@@ -27,7 +27,8 @@ const std::vector<std::string> kSpecIds = {
     "launch.fla_grid", "backward.access", "backward.coverage", "backward.dq_offset", "backward.reference",
     "seqused_q.range",
     "te.thd_arguments", "te.padded_offsets", "te.cp_padding_multiple", "te.pad_between_seqs", "te.cp_shard",
-    "te.cp_chunks", "te.cp_group", "te.sequences", "route.cu_seqlens_ignored", "window.fa4_resolution"};
+    "te.cp_chunks", "te.cp_group", "te.sequences", "route.cu_seqlens_ignored", "window.fa4_resolution",
+    "page_table.index", "page_table.coverage"};
 
 // The numbers: the first revision's 44 ids numbered in their order, later ids numbered on
 // (an id's number never changes, wherever the order places it).
@@ -44,7 +45,7 @@ const std::vector<std::string> kNumbered = {
     "mask.cast_to_bool", "launch.fla_grid", "layers.same_boundaries", "seqused_q.range",
     "te.thd_arguments", "te.padded_offsets", "te.cp_padding_multiple", "te.pad_between_seqs", "te.cp_shard",
     "te.cp_chunks", "te.cp_group", "te.sequences", "position_ids.width", "mask.static_cache_slots",
-    "route.cu_seqlens_ignored", "window.fa4_resolution"};
+    "route.cu_seqlens_ignored", "window.fa4_resolution", "page_table.index", "page_table.coverage"};
 
 std::string read_text(const std::string& relative) {
   std::ifstream in(std::string(ATTN_DOCTOR_SOURCE_DIR) + "/" + relative);

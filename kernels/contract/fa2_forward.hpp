@@ -77,6 +77,7 @@ struct Call {
                                       // 4: FA4's (flash_attn/cute/interface.py)
   bool fa4_literal_windows = false;   // FA4 4.0.0b30 onward: only both sides negative is no window,
                                       // any other pair is taken as passed (normalize_fa4)
+  int64_t attention_chunk = 0;        // FA3's attention_chunk (normalize_fa3; 0: none)
 };
 
 // The call the kernel runs.
@@ -88,6 +89,7 @@ struct Normalized {
   int64_t ngroups = 1;                // num_heads / num_heads_k
   int64_t max_seqlen_q = 0;           // the kernel's (ngroups on the swapped path)
   int64_t num_heads = 0;              // the kernel's (num_heads_k on the swapped path)
+  int64_t attention_chunk = 0;        // FA3: keys of the query's own chunk only (row_keys)
 };
 
 // In mha_varlen_fwd's order: causal is dropped when max_seqlen_q == 1 ("causal=true is the
@@ -129,22 +131,36 @@ AD_HD Normalized normalize(const Call& c) {
 // max_seqlen_k - 1 (left) or max_seqlen_q - 1 (right) on its open side. The mask itself is
 // FA2's: bottom-right aligned on the segment's lengths (hopper/mask.h), where the query length
 // is seqused_q[b] when given (hopper/seqlen.h SeqlenInfoQK).
+//
+// attention_chunk (Dao-AILab/flash-attention since v2.8.0, "Implement attention_chunk"): a chunk
+// of C > 0 keeps the single-query causal flag, makes the call local rather than causal, opens
+// both sides (left max_seqlen_k - 1, right max_seqlen_q - 1) and caps each at C - 1
+// (set_params_fprop); hopper/mask.h then also cuts each row to the keys of its chunk
+// (row_keys). A chunk <= 0 is no chunk (the mask tests divisor > 0).
 AD_HD Normalized normalize_fa3(const Call& c) {
   Normalized n;
   bool causal = c.causal;
   int64_t wl = c.window_left, wr = c.window_right;
+  const int64_t chunk = c.attention_chunk > 0 ? c.attention_chunk : 0;
   if (wl >= c.max_seqlen_k - 1) wl = -1;
   if (wr >= c.max_seqlen_q - 1) wr = -1;
-  if (c.max_seqlen_q == 1 && wl == -1 && wr == -1) causal = false;
+  if (c.max_seqlen_q == 1 && wl == -1 && wr == -1 && c.attention_chunk == 0) causal = false;
   if (causal) wr = 0;
   n.ngroups = c.num_heads_k > 0 && c.num_heads / c.num_heads_k > 1 ? c.num_heads / c.num_heads_k : 1;
   n.swapped = false;
   n.max_seqlen_q = c.max_seqlen_q;
   n.num_heads = c.num_heads;
-  n.causal = wl < 0 && wr == 0;
+  n.causal = wl < 0 && wr == 0 && c.attention_chunk == 0;
+  if (chunk > 0 && !n.causal) {
+    if (wl < 0) wl = c.max_seqlen_k - 1;
+    if (wr < 0) wr = c.max_seqlen_q - 1;
+    wl = wl < chunk - 1 ? wl : chunk - 1;
+    wr = wr < chunk - 1 ? wr : chunk - 1;
+  }
+  n.attention_chunk = n.causal ? 0 : chunk;
   if (wl < 0 && wr >= 0) wl = c.max_seqlen_k - 1;
   if (wl >= 0 && wr < 0) wr = c.max_seqlen_q - 1;
-  n.local = (wl >= 0 || wr >= 0) && !n.causal;
+  n.local = (wl >= 0 || wr >= 0 || chunk >= 1) && !n.causal;
   n.window_left = wl;
   n.window_right = wr;
   return n;
@@ -199,6 +215,7 @@ struct Flags {
   bool local;         // Is_local (sliding window, inclusive)
   int32_t window_left, window_right;  // as the kernel receives them
   int block_m, block_n;
+  int32_t chunk = 0;  // FA3's attention_chunk (row_keys); 0 in every FA2 / FA4 call
 };
 
 // Segment b as the kernel addresses it. The single-query swapped path drops cu_seqlens_q:
@@ -297,6 +314,15 @@ AD_HD KeyLimits row_keys(int64_t i, int32_t len_q, int32_t len_k, const Flags& f
   if (f.local) {
     const int64_t left = i + int64_t(len_k) - len_q - f.window_left;
     if (left > lo) lo = left;
+  }
+  // FA3's attention_chunk (hopper/mask.h): only the keys of the chunk that holds the row's
+  // diagonal, [round_down(i + len_k - len_q, chunk), + chunk). A diagonal before the first key
+  // (len_q > len_k) is rounded toward -inf here; the kernel's FastDivmod takes it as unsigned.
+  if (f.chunk > 0) {
+    const int64_t d = i + int64_t(len_k) - len_q;
+    const int64_t start = (d >= 0 ? d / f.chunk : -((-d + f.chunk - 1) / f.chunk)) * f.chunk;
+    if (start > lo) lo = start;
+    if (start + f.chunk < hi) hi = start + f.chunk;
   }
   if (hi < lo) hi = lo;
   return {lo, hi};

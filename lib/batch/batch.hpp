@@ -160,6 +160,25 @@ struct MaxSeqlenArg {
   bool is_tensor = false;  // given as {"tensor": N}: a 0-d tensor
 };
 
+// FlashAttention-3's paged KV cache (`varlen.page_table`, flash_attn_with_kvcache's page_table):
+// k_cache / v_cache hold `num_pages` pages of `page_size` rows; row b of the table lists the
+// pages of sequence b in order. `values` holds the table when the batch gives it, else only its
+// shape is known.
+struct PageTable {
+  int64_t page_size = 0;
+  int64_t num_pages = 0;      // k_cache.shape[0]
+  int64_t rows = 0;           // page_table.shape[0] (batch_size_k)
+  int64_t pages_per_seq = 0;  // page_table.shape[1] (max_num_pages_per_seq)
+  std::optional<std::vector<int64_t>> values;  // rows * pages_per_seq, row-major
+  DType dtype = DType::int32;
+};
+
+// `varlen.qv` (FA3): the extra query tensor q_v, (total_q, num_heads, head_dim) as passed.
+struct QvArg {
+  int64_t head_dim = 0;
+  std::optional<DType> dtype;  // absent: q's
+};
+
 struct ExplicitVarlen {
   // As written (JSON arrays are 1-D or 2-D; a .npy keeps its own shape). dtype: the
   // `tensors` override if given, the .npy dtype, else int32 (what a correct call passes).
@@ -189,6 +208,10 @@ struct ExplicitVarlen {
   std::optional<std::vector<int64_t>> cu_seqlens_kv_padded;
   std::optional<bool> pad_between_seqs;
   std::string attn_mask_type;
+  // FlashAttention-3's page_table, qv and attention_chunk (absent: not passed)
+  std::optional<PageTable> page_table;
+  std::optional<QvArg> qv;
+  std::optional<int64_t> attention_chunk;
 };
 
 // `context_parallel` (docs/spec/transformer-engine-thd.md): the rank of a context-parallel

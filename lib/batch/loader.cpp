@@ -25,6 +25,7 @@ namespace {
 constexpr int64_t kMaxHeads = 1 << 20;
 constexpr int64_t kMaxHeadDim = 1 << 20;
 constexpr int64_t kMaxIndex = int64_t{1} << 62;
+constexpr int64_t kInt32Max = 2147483647;
 
 // Tracks materialised elements across the whole batch.
 struct Budget {
@@ -639,6 +640,84 @@ struct Loader {
     if (auto s = n.get("num_splits")) v.num_splits = s->as_int(0, 1 << 20);
     if (auto g = n.get("enable_gqa")) v.enable_gqa = g->as_bool();
     te_thd(n, v);
+    fa3_extras(n, v);
+  }
+
+  // A paged call's keys as the kernel addresses them (hopper/flash_api.cpp mha_fwd): sequence b
+  // has seqlen_k = pages per sequence * page_size logical rows, the b-th such block of a
+  // (batch_size_k * seqlen_k)-row view; logical row r lives in page page_table.flatten()[r /
+  // page_size] at row r % page_size. cu_seqlens_k holds those blocks' offsets (the call passes
+  // none), max_seqlen_k their length (flash_attn_with_kvcache passes none either).
+  void paged_keys(const Node& n, ExplicitVarlen& v) {
+    const PageTable& p = *v.page_table;
+    const Node at = n.at("page_table");
+    const auto seqlen = checked::mul(p.pages_per_seq, p.page_size);
+    const auto rows = seqlen ? checked::mul(p.rows, *seqlen) : std::nullopt;
+    if (!rows || *rows > kMaxIndex)
+      at.fail("a page table whose rows x pages per sequence x page_size fits 2^62 key rows",
+              std::to_string(p.rows) + " x " + std::to_string(p.pages_per_seq) + " x " + std::to_string(p.page_size));
+    if (n.has("max_seqlen_k")) n.at("max_seqlen_k").fail("no max_seqlen_k beside page_table (mha_fwd takes pages per sequence x page_size)");
+    budget.take(p.rows + 1, at.path());
+    v.cu_seqlens_k = IntTensor{{p.rows + 1}, {}, DType::int32};
+    for (int64_t b = 0; b <= p.rows; ++b) v.cu_seqlens_k.values.push_back(b * *seqlen);
+    v.max_seqlen_k = {*seqlen, false};
+  }
+
+  // FlashAttention-3's page_table, qv and attention_chunk (docs/spec/batch-format.md): values as
+  // passed; the host checks and the page_table.* invariants judge them.
+  void fa3_extras(const Node& n, ExplicitVarlen& v) {
+    for (const char* key : {"attention_chunk", "qv", "page_table"})
+      if (n.has(key) && (!v.api || flash_attn_family(*v.api) < 3))
+        n.at(key).fail("\"api\": a FlashAttention-3 / -4 API (e.g. \"flash_attn_3.kvcache\") beside " + std::string(key),
+                       v.api ? "api " + to_string(*v.api) : std::string("no api"));
+    if (auto c = n.get("attention_chunk")) v.attention_chunk = c->as_int(0, kMaxIndex);
+    if (auto q = n.get("qv")) {
+      q->expect_object({"head_dim", "dtype"});
+      QvArg a;
+      a.head_dim = q->at("head_dim").as_int(1, kMaxHeadDim);
+      if (auto d = q->get("dtype")) {
+        a.dtype = parse_dtype(d->as_string());
+        if (!a.dtype) d->fail("a dtype such as \"bf16\", \"fp16\", \"fp32\"");
+      }
+      v.qv = a;
+    }
+    if (auto t = n.get("page_table")) {
+      t->expect_object({"page_size", "num_pages", "table", "shape", "dtype"});
+      // FA3's flash_attn_with_kvcache takes it; FA3's flash_attn_varlen_func does not (the binding
+      // reports the TypeError); FA4's flash_attn_varlen_func takes one too
+      if (n.has("cu_seqlens_k") || n.has("cu_seqlens_k_file"))
+        t->fail("no cu_seqlens_k beside page_table (the keys come from the pages; seqused_k holds their counts)",
+                "cu_seqlens_k");
+      PageTable p;
+      // C ints in mha_fwd
+      p.page_size = t->at("page_size").as_int(1, kInt32Max);
+      p.num_pages = t->at("num_pages").as_int(1, kInt32Max);
+      if (t->has("table") == t->has("shape"))
+        t->fail("exactly one of \"table\" and \"shape\"", t->has("table") ? "both" : "neither");
+      if (auto a = t->get("table")) {
+        IntTensor tab = dense(*a, 2);
+        if (tab.dtype == DType::boolean) a->fail("integers", "booleans");
+        if (tab.rank() != 2) a->fail("a 2-D array [batch_size_k][pages per sequence]", "rank " + std::to_string(tab.rank()));
+        for (size_t i = 0; i < tab.values.size(); ++i)
+          if (tab.values[i] < -kMaxIndex || tab.values[i] > kMaxIndex)
+            a->fail("page indices within +-2^62", std::to_string(tab.values[i]));
+        p.rows = tab.shape[0];
+        p.pages_per_seq = tab.shape[1];
+        p.values = std::move(tab.values);
+      } else {
+        const Node s = t->at("shape");
+        const std::vector<int64_t> shape = s.as_int_array(0, kInt32Max, 2);
+        if (shape.size() != 2) s.fail("[batch_size_k, pages per sequence], two integers >= 0", std::to_string(shape.size()) + " values");
+        p.rows = shape[0];
+        p.pages_per_seq = shape[1];
+      }
+      if (auto d = t->get("dtype")) {
+        auto parsed = parse_dtype(d->as_string());
+        if (!parsed || (*parsed != DType::int32 && *parsed != DType::int64)) d->fail("\"int32\" or \"int64\"");
+        p.dtype = *parsed;
+      }
+      v.page_table = std::move(p);
+    }
   }
 
   // Transformer Engine's THD arguments (docs/spec/transformer-engine-thd.md): values as passed;
@@ -773,7 +852,8 @@ struct Loader {
   ExplicitVarlen varlen(const Node& n) {
     n.expect_object({"cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k", "seqused_k", "total_q", "total_k",
                      "cu_seqlens_file", "cu_seqlens_k_file", "api", "seqused_q", "window_size", "binding", "pack_gqa", "num_splits",
-                     "cu_seqlens_q_padded", "cu_seqlens_kv_padded", "pad_between_seqs", "attn_mask_type", "enable_gqa"});
+                     "cu_seqlens_q_padded", "cu_seqlens_kv_padded", "pad_between_seqs", "attn_mask_type", "enable_gqa",
+                     "page_table", "qv", "attention_chunk"});
     ExplicitVarlen v;
     if (n.has("cu_seqlens_q") == n.has("cu_seqlens_file"))
       n.fail("exactly one of \"cu_seqlens_q\" and \"cu_seqlens_file\"",
@@ -814,6 +894,7 @@ struct Loader {
     }
     if (auto s = n.get("seqused_k")) v.seqused_k = s->as_int_array(-kMaxIndex, kMaxIndex, limits.max_array_elements);
     call_site(n, v);
+    if (v.page_table) paged_keys(n, v);
     auto last = [](const IntTensor& t) { return t.values.empty() ? int64_t{0} : std::max<int64_t>(0, t.values.back()); };
     if (auto t = n.get("total_q")) {
       v.total_q = t->as_int(0, kMaxIndex);
@@ -825,7 +906,7 @@ struct Loader {
       v.total_k = t->as_int(0, kMaxIndex);
       v.total_k_given = true;
     } else {
-      v.total_k = v.cu_seqlens_k_given ? last(v.cu_seqlens_k) : v.total_q;
+      v.total_k = v.cu_seqlens_k_given || v.page_table ? last(v.cu_seqlens_k) : v.total_q;
     }
     return v;
   }

@@ -15,8 +15,17 @@ std::optional<CallSite> call_site(const Batch& batch, const VarlenArgs& args) {
   site.signature = sig;
   site.function = std::string(function_name(api));
   CallArguments& a = site.args;
-  a.positional = {"q", "k", "v"};
-  if (is_varlen(api)) {
+  if (api == Api::flash_attn_3_kvcache) {
+    // flash_attn_with_kvcache(q, k_cache, v_cache, ...): the cache's counts are cache_seqlens,
+    // its queries cu_seqlens_q / max_seqlen_q; no cu_seqlens_k, max_seqlen_k or seqused_q
+    a.positional = {"q", "k_cache", "v_cache"};
+    a.keywords = {"cu_seqlens_q", "max_seqlen_q"};
+    if (e.seqused_k) a.keywords.push_back("cache_seqlens");
+    if (e.seqused_q) a.keywords.push_back("seqused_q");
+  } else {
+    a.positional = {"q", "k", "v"};
+  }
+  if (is_varlen(api) && api != Api::flash_attn_3_kvcache) {
     const std::vector<std::string> four = {"cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k"};
     std::vector<std::string>& to = e.binding && *e.binding == Bound::positional ? a.positional : a.keywords;
     to.insert(to.end(), four.begin(), four.end());
@@ -28,6 +37,9 @@ std::optional<CallSite> call_site(const Batch& batch, const VarlenArgs& args) {
   if (batch.model.softcap && *batch.model.softcap > 0) a.keywords.push_back("softcap");
   if (e.pack_gqa) a.keywords.push_back("pack_gqa");
   if (e.num_splits) a.keywords.push_back("num_splits");
+  if (e.page_table) a.keywords.push_back("page_table");
+  if (e.qv) a.keywords.push_back("qv");
+  if (e.attention_chunk) a.keywords.push_back("attention_chunk");
   site.binding = bind_arguments(*sig, site.function, a);
   return site;
 }

@@ -1048,6 +1048,52 @@ const std::vector<Invariant>& table() {
        .upstream_message = "",
        .check = checks::window_fa4_resolution,
        .apis = {Api::flash_attn_4_varlen, Api::flash_attn_4_dense}},
+      // ---- FlashAttention-3's paged KV (checks_kernel_values.cpp; docs/spec/flash-attn-features.md) ------
+      {.number = 63, .id = "page_table.index", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "every page a sequence's keys occupy is a page of k_cache: 0 <= page_table[b][p] < k_cache.shape[0]",
+       .when_broken = "no error; the kernel reads k_cache / v_cache rows outside the pool (another allocation's values, "
+                      "or an illegal memory access past the mapped memory)",
+       .explanation =
+           "With a page table, flash_attn_with_kvcache's kernel takes key j of sequence b from page page_table[b][j // "
+           "page_size], row j % page_size, of k_cache and v_cache (hopper/paged_kv.h). mha_fwd checks the table's "
+           "dtype and shape, never its values: an index at or past k_cache.shape[0], or a negative one, addresses "
+           "rows outside the pool and the kernel reads them as keys and values. Every page holding one of the "
+           "sequence's keys (seqused_k[b] of them, or the whole row without cache_seqlens) is counted; a window or "
+           "attention_chunk that masks a whole page out may leave that page unread.",
+       .fix = "Keep every used entry of page_table in [0, num_pages): allocate pages from k_cache's pool and reset a "
+              "freed sequence's row instead of leaving stale or sentinel indices where its keys are counted.",
+       .references = {"Dao-AILab/flash-attention v2.8.3 hopper/flash_api.cpp mha_fwd (page_table checks: device, dtype, "
+                      "contiguity, shape)",
+                      "Dao-AILab/flash-attention v2.8.3 hopper/paged_kv.h (page index from page_table, no bound)",
+                      "Dao-AILab/flash-attention v2.8.3 hopper/flash_attn_interface.py flash_attn_with_kvcache"},
+       .upstream_message = "",
+       .check = checks::page_table_index,
+       .apis = {Api::flash_attn_3_kvcache, Api::flash_attn_4_varlen}},
+      {.number = 64, .id = "page_table.coverage", .group = G::conversion, .stage = "conversion",
+       .severity_rule = "error",
+       .statement = "seqused_k[b] (cache_seqlens) is at most the keys a page_table row holds: pages per sequence x "
+                    "page_size",
+       .when_broken = "no error; the sequence's last keys come from the next sequence's pages (attended silently) or, "
+                      "for the last sequence, from past the end of page_table",
+       .explanation =
+           "The kernel takes sequence b's key count from seqused_k[b] and its page for key j from page_table[b][j // "
+           "page_size] without comparing j // page_size with the row's length. page_table is contiguous, so an index "
+           "past the row reads the next row: sequence b + 1's pages, whose keys and values sequence b then attends to; "
+           "past the last row it reads whatever follows the table and uses it as a page index. mha_fwd checks "
+           "seqused_k's shape and dtype only. FA2's flash_attn_with_kvcache had the same unchecked index in its split-KV "
+           "kernel and checks max(cache_seqlens) against the table on the host since Dao-AILab/flash-attention PR#2711 "
+           "(2026-07-16, after v2.8.3); hopper/flash_api.cpp has no such check (read at its 2026-08-15 state).",
+       .fix = "Give page_table enough columns for the longest cache (ceil(max(cache_seqlens) / page_size)) and keep "
+              "cache_seqlens[b] within the pages sequence b owns.",
+       .references = {"Dao-AILab/flash-attention v2.8.3 hopper/flash_api.cpp mha_fwd (seqlen_k = max_num_pages_per_seq * "
+                      "page_size; seqused_k shape check)",
+                      "Dao-AILab/flash-attention v2.8.3 hopper/seqlen.h (seqlen_k = seqused_k[bidb])",
+                      "Dao-AILab/flash-attention v2.8.3 hopper/paged_kv.h",
+                      "Dao-AILab/flash-attention#2709, PR#2711 (the same index in FA2's mha_fwd_kvcache, checked from then)"},
+       .upstream_message = "",
+       .check = checks::page_table_coverage,
+       .apis = {Api::flash_attn_3_kvcache, Api::flash_attn_4_varlen}},
   };
   return t;
 }

@@ -113,7 +113,10 @@ void cu_seqlens_shape(Ctx& ctx) {
                {{"tensor", cu_name(q)}, {"shape", cu.shape}, {"entries", cu.numel()}}, upstream);
     if (same_cu(*a)) break;
   }
-  if (is_vector(a->cu_seqlens_q) && is_vector(a->cu_seqlens_k) && a->cu_seqlens_q.numel() != a->cu_seqlens_k.numel())
+  // a paged call's cu_seqlens_k is the page table's layout (one block per row), not an argument:
+  // input.feature reports FA3's "batch_size must be equal to batch_size_k" for it
+  const bool paged = ctx.batch.varlen && ctx.batch.varlen->page_table && a->path == VarlenPath::explicit_varlen;
+  if (!paged && is_vector(a->cu_seqlens_q) && is_vector(a->cu_seqlens_k) && a->cu_seqlens_q.numel() != a->cu_seqlens_k.numel())
     ctx.report(Severity::error,
                "cu_seqlens_q has " + std::to_string(a->cu_seqlens_q.numel()) + " entries but cu_seqlens_k has " +
                    std::to_string(a->cu_seqlens_k.numel()) + "; both must be batch_size + 1",

@@ -149,6 +149,72 @@ static bool torch_signature(Ctx& ctx) {
 // silently drops the window before that); softcap from 2.6.0 (transformers <= 4.54 passes it
 // anyway -> TypeError; 4.55 - 5.17 drop it silently; 5.23 raises); softcap with dropout raises
 // on every FA2 release that has softcap; FA3/FA4 have no dropout argument.
+// FlashAttention-3's page table, q_v and attention_chunk (hopper/flash_api.cpp mha_fwd as of
+// v2.8.3; hopper/flash_attn_interface.py's backward): the first of mha_fwd's checks on them that
+// fails, in the release's order, then the backward's assert on attention_chunk. A call whose
+// arguments do not bind raises TypeError first (reported above).
+static void fa3_call_extras(Ctx& ctx) {
+  const ExplicitVarlen* e = ctx.batch.varlen ? &*ctx.batch.varlen : nullptr;
+  if (!ctx.args || !e || ctx.args->path != VarlenPath::explicit_varlen || flash_attn_family(ctx.args->call.api) != 3) return;
+  if (const std::optional<CallSite> site = call_site(ctx.batch, *ctx.args); site && site->binding.type_error) return;
+  const Model& m = ctx.batch.model;
+  const PageTable* paged = e->page_table ? &*e->page_table : nullptr;
+  const QvArg* qv = e->qv ? &*e->qv : nullptr;
+  const int64_t batch_size = ctx.args->cu_seqlens_q.numel() - 1;
+  auto failing = [&](HostCheck c) {
+    switch (c) {
+      case HostCheck::page_table_dtype: return paged && paged->dtype != DType::int32;
+      case HostCheck::batch_size_k: return paged && paged->rows != batch_size;  // cu_seqlens_k: cu_seqlens.shape
+      case HostCheck::qv_head_dim: return qv && m.head_dim > 64;
+      case HostCheck::qv_q_dtype: return qv && m.dtype == DType::fp8_e4m3;
+      case HostCheck::qv_arch: return qv && ctx.batch.environment.gpu_arch && ctx.batch.environment.gpu_arch->compute_capability() != 90;
+      case HostCheck::qv_dtype: return qv && qv->dtype && *qv->dtype != m.dtype;
+      case HostCheck::qv_shape: return qv && qv->head_dim != m.head_dim;
+      default: return false;
+    }
+  };
+  const HostCheckTable& host = host_checks("fa3");
+  for (const HostCheckEntry& entry : host.entries) {
+    if (!failing(entry.check)) continue;
+    const std::string raised = std::string(entry.type) + ": " + std::string(entry.message);
+    std::string what;
+    nlohmann::json evidence = {{"check", entry.condition}, {"source", entry.source}};
+    if (paged) evidence["page_table"] = {{"rows", paged->rows}, {"pages_per_sequence", paged->pages_per_seq},
+                                         {"page_size", paged->page_size}, {"num_pages", paged->num_pages},
+                                         {"dtype", to_string(paged->dtype)}};
+    if (qv) evidence["qv_head_dim"] = qv->head_dim;
+    switch (entry.check) {
+      case HostCheck::page_table_dtype: what = "page_table is " + to_string(paged->dtype) + ", not int32"; break;
+      case HostCheck::batch_size_k:
+        what = "page_table has " + std::to_string(paged->rows) + " rows for " + std::to_string(batch_size) + " sequences";
+        break;
+      case HostCheck::qv_head_dim: what = "q_v with head_dim " + std::to_string(m.head_dim) + " (at most 64)"; break;
+      case HostCheck::qv_q_dtype: what = "q_v with " + to_string(m.dtype) + " inputs"; break;
+      case HostCheck::qv_arch: what = "q_v on " + to_string(*ctx.batch.environment.gpu_arch) + " (Hopper only)"; break;
+      case HostCheck::qv_dtype: what = "q_v is " + to_string(*qv->dtype) + " and q " + to_string(m.dtype); break;
+      default:
+        what = "q_v's last dim is " + std::to_string(qv->head_dim) + ", v's head dim " + std::to_string(m.head_dim);
+        break;
+    }
+    Violation& v = ctx.report(Severity::error,
+                              what + ": " + std::string(function_name(ctx.args->call.api)) +
+                                  " (FlashAttention-3 mha_fwd) raises " + raised,
+                              std::move(evidence), std::string(entry.message));
+    ctx.symptom(v, "", raised);
+    return;
+  }
+  if (e->attention_chunk && *e->attention_chunk != 0 && ctx.batch.pass == CallPass::training) {
+    const std::string message = "FA3 backward does not support attention_chunk";
+    Violation& v = ctx.report(Severity::error,
+                              "attention_chunk " + std::to_string(*e->attention_chunk) + " in a training step: the forward "
+                              "runs, then the backward raises AssertionError: " + message,
+                              {{"feature", "attention_chunk"}, {"attention_chunk", *e->attention_chunk},
+                               {"source", "hopper/flash_attn_interface.py FlashAttnVarlenFunc.backward"}},
+                              message);
+    ctx.symptom(v, "chunk_backward", "AssertionError: " + message);
+  }
+}
+
 void input_feature(Ctx& ctx) {
   const FlashAttnRules& r = ctx.rules();
   const Model& m = ctx.batch.model;
@@ -203,6 +269,7 @@ void input_feature(Ctx& ctx) {
                                 *site->binding.type_error);
       ctx.symptom(v, "", raised);
     }
+  fa3_call_extras(ctx);
   if (m.dropout > 0 && !r.dropout)
     ctx.report(Severity::warning,
                "dropout " + nlohmann::json(m.dropout).dump() + " requested but FA" + std::to_string(r.family) +

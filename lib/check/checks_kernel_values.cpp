@@ -5,6 +5,7 @@
 #include <cfloat>
 #include <cmath>
 
+#include "check/call_site.hpp"
 #include "check/static_checks.hpp"
 #include "contract/fa2_forward.hpp"
 
@@ -189,6 +190,97 @@ void window_fa4_resolution(Ctx& ctx) {
        {"fa2_left", fa2.left ? nlohmann::json(*fa2.left) : nlohmann::json(nullptr)},
        {"fa2_right", fa2.right ? nlohmann::json(*fa2.right) : nlohmann::json(nullptr)}});
   ctx.symptom(v, fa4.full() ? "full" : fa4.empty() ? "empty" : "");
+}
+
+}  // namespace ad::checks
+
+namespace ad::checks {
+
+namespace {
+
+// The key count the kernel takes for sequence b of a paged call (hopper/seqlen.h): seqused_k[b]
+// (cache_seqlens) when given, else pages per sequence * page_size (mha_fwd's seqlen_k).
+int64_t paged_seqlen_k(const ExplicitVarlen& e, int64_t b) {
+  const PageTable& p = *e.page_table;
+  if (e.seqused_k && b < static_cast<int64_t>(e.seqused_k->size())) return (*e.seqused_k)[static_cast<size_t>(b)];
+  return p.pages_per_seq * p.page_size;
+}
+
+// A paged FA3 / FA4 call whose page table the host checks let through (int32, one row per
+// sequence, seqused_k of the right length); nullptr otherwise.
+const ExplicitVarlen* checked_paged_call(const Ctx& ctx) {
+  const ExplicitVarlen* e = ctx.batch.varlen ? &*ctx.batch.varlen : nullptr;
+  if (!e || !e->page_table || !ctx.args || ctx.args->path != VarlenPath::explicit_varlen) return nullptr;
+  if (flash_attn_family(ctx.args->call.api) < 3) return nullptr;
+  if (const std::optional<CallSite> site = call_site(ctx.batch, *ctx.args); site && site->binding.type_error) return nullptr;
+  const PageTable& p = *e->page_table;
+  const int64_t batch_size = ctx.args->cu_seqlens_q.numel() - 1;
+  if (p.dtype != DType::int32 || p.rows != batch_size || batch_size <= 0) return nullptr;
+  if (e->seqused_k && static_cast<int64_t>(e->seqused_k->size()) != batch_size) return nullptr;
+  return e;
+}
+
+}  // namespace
+
+// 63 page_table.index (FA3 paged KV): the kernel takes key j of sequence b from page
+// page_table[b][j / page_size], row j % page_size, of k_cache / v_cache (hopper/paged_kv.h), and
+// nothing checks the index against k_cache.shape[0]: an index past the pool (or negative) reads
+// memory outside it. Every page that holds one of the sequence's keys is counted (a window or
+// chunk that masks a whole page out may leave it unread).
+void page_table_index(Ctx& ctx) {
+  const ExplicitVarlen* e = checked_paged_call(ctx);
+  if (!e || !e->page_table->values) return;
+  const PageTable& p = *e->page_table;
+  const std::vector<int64_t>& t = *p.values;
+  int64_t bad = 0, first_b = -1, first_p = -1, first_v = 0;
+  for (int64_t b = 0; b < p.rows; ++b) {
+    const int64_t keys = paged_seqlen_k(*e, b);
+    if (keys <= 0) continue;
+    const int64_t pages = std::min<int64_t>((keys + p.page_size - 1) / p.page_size, p.pages_per_seq);
+    for (int64_t i = 0; i < pages; ++i) {
+      const int64_t v = t[static_cast<size_t>(b * p.pages_per_seq + i)];
+      if (v >= 0 && v < p.num_pages) continue;
+      if (bad++ == 0) first_b = b, first_p = i, first_v = v;
+    }
+  }
+  if (bad == 0) return;
+  Violation& v = ctx.report(
+      Severity::error,
+      "page_table[" + std::to_string(first_b) + "][" + std::to_string(first_p) + "] = " + std::to_string(first_v) +
+          " is outside k_cache's " + std::to_string(p.num_pages) + " pages (" + std::to_string(bad) +
+          " page entr" + (bad == 1 ? "y" : "ies") + " the call reads): the kernel reads k_cache / v_cache rows " +
+          (first_v < 0 ? "before the pool" : "past the pool") + " without a check",
+      {{"tensor", "page_table"}, {"sequence", first_b}, {"page", first_p}, {"value", first_v},
+       {"num_pages", p.num_pages}, {"page_size", p.page_size}, {"entries_outside", bad}});
+  ctx.symptom(v, "");
+}
+
+// 64 page_table.coverage (FA3 paged KV): seqused_k[b] (cache_seqlens) keys need ceil(seqused_k[b]
+// / page_size) pages; the kernel indexes page_table[b] by j / page_size without comparing it with
+// the row's length, so keys past pages_per_seq * page_size take their page from the row after
+// (page_table is contiguous: the next sequence's pages, its keys attended silently) or, for the
+// last sequence, from past the table.
+void page_table_coverage(Ctx& ctx) {
+  const ExplicitVarlen* e = checked_paged_call(ctx);
+  if (!e || !e->seqused_k) return;
+  const PageTable& p = *e->page_table;
+  const int64_t capacity = p.pages_per_seq * p.page_size;
+  int64_t over = 0, first = -1;
+  for (int64_t b = 0; b < p.rows; ++b)
+    if (paged_seqlen_k(*e, b) > capacity && over++ == 0) first = b;
+  if (over == 0) return;
+  const int64_t keys = paged_seqlen_k(*e, first);
+  const bool last = first == p.rows - 1;
+  Violation& v = ctx.report(
+      Severity::error,
+      "seqused_k[" + std::to_string(first) + "] = " + std::to_string(keys) + " keys need " +
+          std::to_string((keys + p.page_size - 1) / p.page_size) + " pages, but a page_table row holds " +
+          std::to_string(p.pages_per_seq) + " (" + std::to_string(capacity) + " keys; " + std::to_string(over) + " of " +
+          std::to_string(p.rows) + " sequences): the kernel takes the pages after the row from " +
+          (last ? "past the end of page_table" : "the next sequence's row, attending to its keys"),
+      {{"tensor", "seqused_k"}, {"sequence", first}, {"value", keys}, {"pages_per_sequence", p.pages_per_seq},
+       {"page_size", p.page_size}, {"capacity", capacity}, {"sequences_over", over}, {"last_row", last}});
+  ctx.symptom(v, last ? "past_table" : "next_row");
 }
 
 }  // namespace ad::checks

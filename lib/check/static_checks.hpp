@@ -92,6 +92,8 @@ void seqused_k_range(Ctx&);
 void seqused_q_range(Ctx&);
 void input_softcap(Ctx&);
 void window_fa4_resolution(Ctx&);
+void page_table_index(Ctx&);
+void page_table_coverage(Ctx&);
 // checks_te_thd.cpp
 void te_thd_arguments(Ctx&);
 void te_padded_offsets(Ctx&);

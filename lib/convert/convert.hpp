@@ -84,6 +84,10 @@ struct VarlenArgs {
   MaxSeqlen max_seqlen_q, max_seqlen_k;
   std::optional<std::vector<int64_t>> seqused_k;
   std::optional<std::vector<int64_t>> seqused_q;  // FA3 / FA4 / TE: query rows used per segment
+  // FA3's page_table, q_v and attention_chunk as passed (the explicit path only)
+  std::optional<PageTable> page_table;
+  std::optional<QvArg> qv;
+  std::optional<int64_t> attention_chunk;
   int64_t total_q = 0, total_k = 0;       // rows of the packed q and k/v the kernel receives
   std::optional<IntTensor> indices_q;     // mask path: unpad gather indices
   std::optional<IntTensor> indices_k;

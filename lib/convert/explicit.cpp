@@ -66,6 +66,9 @@ VarlenArgs explicit_varlen_args(const Batch& batch) {
   a.total_k = e.total_k_given ? e.total_k : (k && k->rows) ? *k->rows : e.total_k;
   a.call = kernel_call_for(batch.model);
   a.seqused_q = e.seqused_q;
+  a.page_table = e.page_table;
+  a.qv = e.qv;
+  a.attention_chunk = e.attention_chunk;
   // the batch file says what was passed; how, only where it records `binding`
   set_explicit_release(a.call, e, kernel_release(batch));
   if (e.window_size) std::tie(a.call.window_left, a.call.window_right) = *e.window_size;

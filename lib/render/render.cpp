@@ -202,6 +202,15 @@ nlohmann::json varlen_json(const VarlenArgs& a, bool full) {
   if (a.indices_k) j["indices_k"] = tensor_values(*a.indices_k);
   if (a.seqused_k) j["seqused_k"] = summarise_array(*a.seqused_k, full);
   if (a.seqused_q) j["seqused_q"] = summarise_array(*a.seqused_q, full);
+  if (a.page_table) {
+    const PageTable& p = *a.page_table;
+    nlohmann::json t = {{"page_size", p.page_size}, {"num_pages", p.num_pages}, {"shape", {p.rows, p.pages_per_seq}},
+                        {"dtype", to_string(p.dtype)}};
+    if (p.values) t["table"] = summarise_array(*p.values, full);
+    j["page_table"] = t;
+  }
+  if (a.qv) j["qv"] = {{"head_dim", a.qv->head_dim}};
+  if (a.attention_chunk) j["attention_chunk"] = *a.attention_chunk;
   j["dtypes"] = {{"cu_seqlens_q", to_string(a.cu_seqlens_q.dtype)}, {"cu_seqlens_k", to_string(a.cu_seqlens_k.dtype)}};
   j["shapes"] = {{"cu_seqlens_q", a.cu_seqlens_q.shape}, {"cu_seqlens_k", a.cu_seqlens_k.shape}};
   j["function"] = a.call.function_name();

@@ -29,6 +29,8 @@ constexpr std::array<ApiRow, kApiCount> kApis = {{
      "DotProductAttention", 0, true},
     {"fla.ops", "fla.ops", "fla.ops", 0, true},
     {"fla.layers", "fla.layers", "fla.layers", 0, true},
+    // takes cu_seqlens_q (varlen queries); its keys come from the cache (paged or not)
+    {"flash_attn_3.kvcache", "flash_attn_interface.flash_attn_with_kvcache", "flash_attn_with_kvcache", 3, true},
 }};
 
 // What `attn-doctor list apis` shows: the releases whose contract the tool models for each
@@ -45,6 +47,7 @@ constexpr std::array<ApiContract, kApiCount> kContracts = {{
     {Api::te_dot_product_attention, "transformer-engine 1.13.0 - 2.12.0 (qkv_format thd)", "docs/spec/transformer-engine-thd.md"},
     {Api::fla_ops, "fla (the releases conversions.md names)", "docs/spec/conversions.md"},
     {Api::fla_layers, "fla (the releases conversions.md names)", "docs/spec/conversions.md"},
+    {Api::flash_attn_3_kvcache, "flash-attn 3 (hopper/, as of v2.8.3)", "docs/spec/flash-attn-features.md"},
 }};
 
 constexpr std::array<std::string_view, kApiCount> ids() {

@@ -31,8 +31,9 @@ enum class Api : uint8_t {
   te_dot_product_attention,  // transformer_engine.pytorch.DotProductAttention
   fla_ops,                   // fla.ops (FLA's kernels called directly, e.g. its rotary)
   fla_layers,                // fla.layers (FLA's modules)
+  flash_attn_3_kvcache,      // flash_attn_interface.flash_attn_with_kvcache (FA3, hopper/)
 };
-inline constexpr size_t kApiCount = 11;
+inline constexpr size_t kApiCount = 12;
 
 std::string to_string(Api a);                         // "flash_attn_2.varlen", "torch.varlen_attn", ...
 std::optional<Api> parse_api(std::string_view s);      // the inverse of to_string
@@ -78,7 +79,7 @@ class ApiSet {
 inline constexpr ApiSet kFlashAttn2Apis{Api::flash_attn_2_varlen, Api::flash_attn_2_dense, Api::flash_attn_2_kvcache};
 inline constexpr ApiSet kFlashAttnApis{Api::flash_attn_2_varlen, Api::flash_attn_2_dense, Api::flash_attn_2_kvcache,
                                        Api::flash_attn_3_varlen, Api::flash_attn_3_dense, Api::flash_attn_4_varlen,
-                                       Api::flash_attn_4_dense};
+                                       Api::flash_attn_4_dense, Api::flash_attn_3_kvcache};
 inline constexpr ApiSet kAllApis = ApiSet::all();
 std::string to_string(const ApiSet& s);  // "flash_attn_2.varlen, flash_attn_2.dense" / "every API"
 

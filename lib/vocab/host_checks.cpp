@@ -91,12 +91,17 @@ constexpr HostCheckEntry kFa3Entries[] = {
      "FlashAttention only supports fp16, bf16, and fp8_e4m3 data type", kFa3},
     {C::k_dtype, S::both, "k.scalar_type() == q_type", kRuntime, "query and key must have the same dtype", kFa3},
     {C::v_dtype, S::both, "v.scalar_type() == q_type", kRuntime, "query and value must have the same dtype", kFa3},
+    // a page table (flash_attn_with_kvcache): its device, then its dtype
+    {C::page_table_dtype, S::both, "page_table.dtype() == torch::kInt32", kRuntime, "page_table must have dtype torch.int32",
+     kFa3},
     {C::cu_seqlens_q_device, S::varlen, "CHECK_DEVICE(cu_seqlens_q)", kRuntime, "cu_seqlens_q must be on CUDA", kFa3},
     {C::cu_seqlens_q_dtype, S::varlen, "cu_seqlens_q.dtype() == torch::kInt32", kRuntime,
      "cu_seqlens_q must have dtype torch.int32", kFa3},
     {C::cu_seqlens_k_device, S::varlen, "CHECK_DEVICE(cu_seqlens_k)", kRuntime, "cu_seqlens_k must be on CUDA", kFa3},
     {C::cu_seqlens_k_dtype, S::varlen, "cu_seqlens_k.dtype() == torch::kInt32", kRuntime,
      "cu_seqlens_k must have dtype torch.int32", kFa3},
+    // batch_size_k: page_table.size(0) with a page table, else cu_seqlens_k.size(0) - 1 (varlen)
+    {C::batch_size_k, S::both, "batch_size == batch_size_k", kRuntime, "batch_size must be equal to batch_size_k", kFa3},
     {C::head_dim_max, S::both, "head_size <= max_headdim (256)", kRuntime,
      "FlashAttention forward only supports head dimension at most 256", kFa3},
     {C::heads_divide, S::both, "num_heads % num_heads_k == 0", kRuntime,
@@ -113,6 +118,16 @@ constexpr HostCheckEntry kFa3Entries[] = {
      kFa3},
     // alignment = 16 for fp8_e4m3, 8 otherwise; the message names it (the 16-bit case here)
     {C::head_dim_aligned, S::both, "head_size % alignment == 0", kRuntime, "head_size should be a multiple of 8", kFa3},
+    // q_v (Dao-AILab/flash-attention since 2025-02, "Support Qv"), after the output and the
+    // scheduler metadata; the hopper/ 3.0.0 release adds "q_v is only supported for hdim_v >= 256."
+    // after the shape (not modelled: one rule set for both)
+    {C::qv_head_dim, S::both, "head_size <= 64", kRuntime, "q_v is only supported for head_size <= 64", kFa3},
+    {C::qv_q_dtype, S::both, "q_type == Half || q_type == BFloat16", kRuntime,
+     "q_v is only supported for fp16 and bf16 data type", kFa3},
+    {C::qv_arch, S::both, "params.arch == 90", kRuntime, "q_v is only supported for Hopper GPUs", kFa3},
+    {C::qv_dtype, S::both, "q_v.dtype() == q_type", kRuntime, "q_v must have the same dtype as query", kFa3},
+    {C::qv_shape, S::varlen, "CHECK_SHAPE(q_v, total_q, num_heads, head_size_v)", kRuntime,
+     "q_v must have shape (total_q, num_heads, head_size_v)", kFa3},
 };
 
 // ---- FA4: flash_attn/cute/interface.py _flash_attn_fwd, Python asserts: shapes first, then

@@ -37,6 +37,14 @@ enum class HostCheck : uint8_t {
   cu_seqlens_k_shape,
   seqused_k_shape,      // (batch_size)
   seqused_q_shape,      // (batch_size): FA3 / FA4, which take seqused_q
+  // FA3's paged KV and q_v (hopper/flash_api.cpp mha_fwd)
+  page_table_dtype,     // int32
+  batch_size_k,         // the key side's batch (page_table rows, cu_seqlens_k.size(0) - 1) is q's
+  qv_head_dim,          // head_size <= 64
+  qv_q_dtype,           // q is fp16 or bf16
+  qv_arch,              // a Hopper GPU (compute capability 9.0)
+  qv_dtype,             // q_v's dtype is q's
+  qv_shape,             // (total_q, num_heads, head_size_v)
 };
 
 // Which entry point makes the check: both, or only the varlen one (mha_varlen_fwd,

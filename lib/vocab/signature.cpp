@@ -25,6 +25,16 @@ constexpr Parameter kFa3Dense[] = {
     {"attention_chunk", "0"}, {"softcap", "0.0"}, {"num_splits", "1"}, {"pack_gqa", "None"},
     {"deterministic", "False"}, {"sm_margin", "0"}, {"return_attn_probs", "False"},
 };
+// flash_attn_with_kvcache: the same list at v2.8.3 and on the hopper/ 3.0.0 release
+constexpr Parameter kFa3KvCache[] = {
+    {"q", ""}, {"k_cache", ""}, {"v_cache", ""}, {"k", "None"}, {"v", "None"}, {"qv", "None"},
+    {"rotary_cos", "None"}, {"rotary_sin", "None"}, {"cache_seqlens", "None"}, {"cache_batch_idx", "None"},
+    {"cache_leftpad", "None"}, {"page_table", "None"}, {"cu_seqlens_q", "None"}, {"cu_seqlens_k_new", "None"},
+    {"max_seqlen_q", "None"}, {"rotary_seqlens", "None"}, {"q_descale", "None"}, {"k_descale", "None"},
+    {"v_descale", "None"}, {"softmax_scale", "None"}, {"causal", "False"}, {"window_size", "(-1, -1)"},
+    {"attention_chunk", "0"}, {"softcap", "0.0"}, {"rotary_interleaved", "True"}, {"scheduler_metadata", "None"},
+    {"num_splits", "0"}, {"pack_gqa", "None"}, {"sm_margin", "0"}, {"return_softmax_lse", "False"},
+};
 
 // ---- FlashAttention-4 (flash_attn/cute/interface.py of each wheel). 4.0.0b9 inserted qv as
 // the 4th parameter of flash_attn_varlen_func (and min_seqlen_k, gather_kv_indices).
@@ -152,6 +162,7 @@ constexpr Parameter kTorch212[] = {
 const Signature kSignatures[] = {
     {Api::flash_attn_3_varlen, "", kFa3Source, kFa3Varlen},
     {Api::flash_attn_3_dense, "", kFa3Source, kFa3Dense},
+    {Api::flash_attn_3_kvcache, "", "flash_attn_3 3.0.0b1 hopper/flash_attn_interface.py (v2.8.3; same in 3.0.0)", kFa3KvCache},
     {Api::flash_attn_4_varlen, "4.0.0b4", "flash-attn-4 4.0.0b4 flash_attn/cute/interface.py (same through 4.0.0b8)", kFa4Varlen_b4},
     {Api::flash_attn_4_varlen, "4.0.0b9", "flash-attn-4 4.0.0b9 flash_attn/cute/interface.py (same in 4.0.0b10)", kFa4Varlen_b9},
     {Api::flash_attn_4_varlen, "4.0.0b11", "flash-attn-4 4.0.0b11 flash_attn/cute/interface.py (same in 4.0.0b12)", kFa4Varlen_b11},

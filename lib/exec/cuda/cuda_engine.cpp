@@ -256,9 +256,10 @@ class CudaEngine final : public Engine {
       lse_ = dlse.download();
       return ob;
     }
-    if (at.seqused_q) {
-      // FA3 / FA4's seqused_q (the segment's query length is seqused_q[b]): the CUDA kernels
-      // address FA2's segments, so the CPU twin runs on host copies, then back to the device
+    if (at.seqused_q || at.flags.chunk > 0) {
+      // FA3 / FA4's seqused_q (the segment's query length is seqused_q[b]) and FA3's
+      // attention_chunk: the CUDA kernels address FA2's segments and masks, so the CPU twin runs
+      // on host copies, then back to the device
       const std::vector<float> qh = q_->download(), kh = k_->download(), vh = v_->download();
       std::vector<float> oh = out_.download();
       lse_.assign(size_t(std::max<int64_t>(at.lse_elements, 0)), kPoison);
@@ -266,8 +267,10 @@ class CudaEngine final : public Engine {
       out_.upload(oh.data());
       if (!lse_.empty()) dlse.upload(lse_);
       ob.engine = StageEngine::cpu_twin;
-      ob.facts.why_cpu = "seqused_q (FA3 / FA4): the CUDA attention kernels take FA2's segments; this call needs the "
-                         "CPU twin's semantics";
+      ob.facts.why_cpu = at.seqused_q ? "seqused_q (FA3 / FA4): the CUDA attention kernels take FA2's segments; this call "
+                                        "needs the CPU twin's semantics"
+                                      : "attention_chunk (FA3): the CUDA attention kernels take FA2's masks; this call "
+                                        "needs the CPU twin's semantics";
       ob.access = r.access;
       ob.writes = std::move(r.writes);
       ob.computed = std::move(r.computed);

@@ -114,6 +114,11 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
   const int64_t batch_size = static_cast<int64_t>(a.cu_seqlens_q.values.size()) - 1;  // numel - 1
   at.num_segments = std::max<int64_t>(batch_size, 0);
 
+  // FA3's page table, q_v and attention_chunk (explicit calls; batch-format.md varlen.page_table, varlen.qv)
+  const ExplicitVarlen* ev = a.path == VarlenPath::explicit_varlen && batch.varlen ? &*batch.varlen : nullptr;
+  const PageTable* paged = ev && ev->page_table ? &*ev->page_table : nullptr;
+  const QvArg* qv = ev && ev->qv ? &*ev->qv : nullptr;
+  const int64_t batch_size_k = paged ? paged->rows : a.cu_seqlens_k.rank() >= 1 ? a.cu_seqlens_k.dim(0) - 1 : batch_size;
   int64_t max_q = a.max_seqlen_q.value, max_k = a.max_seqlen_k.value;
   const fa2::Normalized n = fa2::normalize({.max_seqlen_q = max_q,
                                             .max_seqlen_k = max_k,
@@ -126,7 +131,8 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
                                             .dropout = dropout,
                                             .family = at.family,
                                             .fa4_literal_windows =
-                                                at.family == 4 && p.flash_attn_release >= version_literal("4.0.0b30")});
+                                                at.family == 4 && p.flash_attn_release >= version_literal("4.0.0b30"),
+                                            .attention_chunk = at.family == 3 && ev && ev->attention_chunk ? *ev->attention_chunk : 0});
   at.swapped = n.swapped;
   at.ngroups = n.ngroups;
 
@@ -148,6 +154,15 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
                                                                 : *resolve_flash_attn(p.flash_attn_release).rules;
   auto failing = [&](HostCheck c) {
     switch (c) {
+      case HostCheck::page_table_dtype: return paged && paged->dtype != DType::int32;
+      case HostCheck::batch_size_k: return batch_size != batch_size_k;
+      case HostCheck::qv_head_dim: return qv && p.head_dim > 64;
+      // fp8_e4m3, the other dtype FA3 runs (q's own dtype check is left to input.dtype)
+      case HostCheck::qv_q_dtype: return qv && batch.model.dtype == DType::fp8_e4m3;
+      case HostCheck::qv_arch:
+        return qv && batch.environment.gpu_arch && batch.environment.gpu_arch->compute_capability() != 90;
+      case HostCheck::qv_dtype: return qv && qv->dtype && *qv->dtype != batch.model.dtype;
+      case HostCheck::qv_shape: return qv && qv->head_dim != p.head_dim;
       case HostCheck::cu_seqlens_q_dtype: return a.cu_seqlens_q.dtype != DType::int32;
       case HostCheck::cu_seqlens_k_dtype: return a.cu_seqlens_k.dtype != DType::int32;
       case HostCheck::cu_seqlens_q_device: return off_cuda("cu_seqlens_q");
@@ -198,7 +213,8 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
               .window_left = static_cast<int32_t>(n.window_left),
               .window_right = static_cast<int32_t>(n.window_right),
               .block_m = at.tile.block_m,
-              .block_n = at.tile.block_n};
+              .block_n = at.tile.block_n,
+              .chunk = static_cast<int32_t>(std::min<int64_t>(n.attention_chunk, kInt32Max))};
 
   // swapped: the kernel sees Hk heads, ngroups rows per "sequence", no cu_seqlens_q
   at.max_seqlen_q = static_cast<int32_t>(n.max_seqlen_q);
@@ -261,6 +277,9 @@ void plan_backward(ExecPlan& p, const Batch& batch, const VarlenArgs& a) {
   // the output's, measured against the scale of each gradient row's terms (gradient_reference)
   bw.tolerance = p.reference.tolerance;
   if (at.raises) bw.skip_reason = "the forward raises: no backward runs";
+  else if (at.family == 3 && batch.varlen && batch.varlen->attention_chunk && *batch.varlen->attention_chunk != 0)
+    bw.skip_reason = "the backward raises AssertionError: FA3 backward does not support attention_chunk "
+                     "(hopper/flash_attn_interface.py, FlashAttnVarlenFunc.backward)";
   else if (at.seqused_q)
     bw.skip_reason = "not run: FA3 / FA4 honour seqused_q in the backward too (Dao-AILab/flash-attention PR#1182, "
                      "PR#2167); the checked backward addresses FA2's segments";
@@ -456,6 +475,10 @@ void plan_reference(ExecPlan& p, const Batch& batch, const VarlenArgs& a, int64_
   ref.causal = meant.causal;
   ref.window_left = meant.window_left;
   ref.window_right = meant.window_right;
+  // a chunked call (FA3's attention_chunk) is the model's chunked attention: no model key says so
+  if (flash_attn_family(a.call.api) == 3 && a.path == VarlenPath::explicit_varlen && batch.varlen &&
+      batch.varlen->attention_chunk)
+    ref.attention_chunk = *batch.varlen->attention_chunk;
   ref.softcap = meant.softcap && *meant.softcap > 0 ? *meant.softcap : 0.0;
   ref.softmax_scale = 1.0 / std::sqrt(static_cast<double>(p.head_dim));
   ref.tolerance = num::tolerance_for(p.elem);
@@ -646,6 +669,20 @@ bool plan_call(ExecPlan& p, const VarlenArgs* a, const Batch& batch) {
   if (p.num_heads <= 0 || p.head_dim <= 0 || p.num_kv_heads <= 0) {
     p.skip_reason = "the model has no heads or no head dim";
     return false;
+  }
+  // FA3's q_v and paged KV: the checked kernels run neither (docs/spec/flash-attn-features.md);
+  // the host checks (input.feature) and the page_table.* invariants judge such a call statically
+  if (a->path == VarlenPath::explicit_varlen && batch.varlen && flash_attn_family(a->call.api) == 3) {
+    if (batch.varlen->qv) {
+      p.skip_reason = "q_v (FA3): the checked kernels do not run its extra score term; the call is judged by its host "
+                      "checks only";
+      return false;
+    }
+    if (batch.varlen->page_table) {
+      p.skip_reason = "page_table (FA3 paged KV): the checked kernels do not address K/V through a page table; the call "
+                      "is judged by its host checks and the page_table invariants";
+      return false;
+    }
   }
   if (p.dtype == DType::fp32 || p.dtype == DType::fp64)
     p.notes.push_back("flash-attn rejects " + to_string(p.dtype) + " inputs (input.dtype); executed as if it accepted them");

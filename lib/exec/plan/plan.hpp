@@ -177,6 +177,8 @@ struct ReferencePlan {
   std::vector<RefSequence> sequences;
   bool causal = true;
   int64_t window_left = -1, window_right = -1;  // inclusive, -1 unlimited
+  int64_t attention_chunk = 0;                  // FA3's attention_chunk as passed: the model's chunked
+                                                // attention (keys of the query's own chunk only)
   double softcap = 0.0;
   double softmax_scale = 0.0;
   double tolerance = 0.0;                       // relative, per dtype

@@ -228,6 +228,11 @@ ReferenceResult reference_compare(const ExecPlan& plan, const float* q_src, cons
     if (ref.causal) hi = std::min(hi, iq + 1);
     if (ref.window_left >= 0) lo = std::max(lo, iq - ref.window_left);
     if (ref.window_right >= 0 && !ref.causal) hi = std::min(hi, iq + ref.window_right + 1);
+    if (ref.attention_chunk > 0) {  // the keys of the query's own chunk (iq >= 0 here)
+      const int64_t start = iq / ref.attention_chunk * ref.attention_chunk;
+      lo = std::max(lo, start);
+      hi = std::min(hi, start + ref.attention_chunk);
+    }
     const float* qrow = qv + (s.q_src_first + t) * H * D + g * groups * D;
     if (kT && hi > lo) {
       // scores of the group's heads, two at a time

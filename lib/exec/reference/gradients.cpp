@@ -70,6 +70,11 @@ void gradient_reference(const ExecPlan& plan, const GradientInputs& in, Gradient
       if (ref.causal) hi = std::min(hi, iq + 1);
       if (ref.window_left >= 0) lo = std::max(lo, iq - ref.window_left);
       if (ref.window_right >= 0 && !ref.causal) hi = std::min(hi, iq + ref.window_right + 1);
+      if (ref.attention_chunk > 0) {
+        const int64_t start = iq / ref.attention_chunk * ref.attention_chunk;
+        lo = std::max(lo, start);
+        hi = std::min(hi, start + ref.attention_chunk);
+      }
       for (int64_t x = 0; x < G; ++x) {
         const int64_t h = pr.g * G + x;
         const float* q = qrow.data() + h * D;

@@ -226,6 +226,39 @@ CASES = {
         ('{%s, "model": {"num_heads": 8, "head_dim": 64, "remote_code": "trust"}, "collator": {"name": '
          '"axolotl.multipack", "release": "0.19.0", "examples": [{"seq_lengths": [3, 2]}]}}' % F).encode(),
         '/model/remote_code: expected true or false, found the string "trust"', {}),
+    # FlashAttention-3's page_table, qv and attention_chunk
+    "fa3-page-table-index-not-int": (
+        ('{%s, %s, "varlen": {"api": "flash_attn_3.kvcache", "cu_seqlens_q": [0, 1, 2], '
+         '"page_table": {"page_size": 16, "num_pages": 4, "table": [[0, 1], [2, "3"]]}}}' % (F, M)).encode(),
+        "/varlen/page_table/table/1/1: expected an integer", {}),
+    "fa3-page-table-fa2-api": (
+        ('{%s, %s, "varlen": {"api": "flash_attn_2.varlen", "cu_seqlens_q": [0, 1, 2], '
+         '"page_table": {"page_size": 16, "num_pages": 4, "table": [[0, 1], [2, 3]]}}}' % (F, M)).encode(),
+        '/varlen/page_table: expected "api": a FlashAttention-3 / -4 API', {}),
+    "fa3-page-table-beside-cu-seqlens-k": (
+        ('{%s, %s, "varlen": {"api": "flash_attn_3.kvcache", "cu_seqlens_q": [0, 1, 2], "cu_seqlens_k": [0, 16, 32], '
+         '"page_table": {"page_size": 16, "num_pages": 4, "table": [[0, 1], [2, 3]]}}}' % (F, M)).encode(),
+        "/varlen/page_table: expected no cu_seqlens_k beside page_table", {}),
+    "fa3-page-table-too-many-keys": (
+        ('{%s, %s, "varlen": {"api": "flash_attn_3.kvcache", "cu_seqlens_q": [0, 1, 2], '
+         '"page_table": {"page_size": 2147483647, "num_pages": 4, "shape": [2147483647, 2147483647]}}}' % (F, M)).encode(),
+        "/varlen/page_table: expected a page table whose rows x pages per sequence x page_size fits 2^62 key rows", {}),
+    "fa3-page-table-table-and-shape": (
+        ('{%s, %s, "varlen": {"api": "flash_attn_3.kvcache", "cu_seqlens_q": [0, 1, 2], '
+         '"page_table": {"page_size": 16, "num_pages": 4, "table": [[0], [1]], "shape": [2, 1]}}}' % (F, M)).encode(),
+        '/varlen/page_table: expected exactly one of "table" and "shape", found both', {}),
+    "fa3-page-size-zero": (
+        ('{%s, %s, "varlen": {"api": "flash_attn_3.kvcache", "cu_seqlens_q": [0, 1, 2], '
+         '"page_table": {"page_size": 0, "num_pages": 4, "table": [[0], [1]]}}}' % (F, M)).encode(),
+        "/varlen/page_table/page_size: expected", {}),
+    "fa3-attention-chunk-negative": (
+        ('{%s, %s, "varlen": {"api": "flash_attn_3.varlen", "cu_seqlens_q": [0, 8, 16], "attention_chunk": -4}}'
+         % (F, M)).encode(),
+        "/varlen/attention_chunk: expected", {}),
+    "fa3-qv-without-head-dim": (
+        ('{%s, %s, "varlen": {"api": "flash_attn_3.varlen", "cu_seqlens_q": [0, 8, 16], "qv": {"dtype": "bf16"}}}'
+         % (F, M)).encode(),
+        '/varlen/qv/head_dim: expected the required key "head_dim"', {}),
 }
 
 
