@@ -30,7 +30,7 @@ def rel(a, b):
 def correctness(results):
     rows = []
     for dtype in (torch.bfloat16, torch.float16):
-        for D in (64, 128):
+        for D in ops.CUDA_HEAD_DIMS:
             for H, Hk in ((8, 8), (8, 2)):
                 torch.manual_seed(D + H + Hk)
                 lens = [37, 200, 5, 411, 128]
