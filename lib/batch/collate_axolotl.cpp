@@ -94,6 +94,13 @@ void replay_multipack(const CollatorSpec& spec, const Version& release, Collator
   if (with_mask) em.push_back(value("attention_mask", std::move(mask), true));
   em.push_back(value("labels", std::move(labels), known));
   if (with_pos) em.push_back(value("position_ids", std::move(pos), true));
+  if (with_mask && with_pos && release >= *parse_version("0.11.0"))
+    out.record.notes.push_back("axolotl " + out.record.replayed_as + "'s trainer removes the attention_mask column "
+                               "beside position_ids when sample_packing_drop_attention_mask is set (core/trainers/"
+                               "base.py; core/builders/causal.py sets it for flash, xformers or flex attention in "
+                               "0.11 - 0.12, from the attention backend's packing support later), so such a run "
+                               "reaches the model with position ids only; this replay keeps the collator's mask: "
+                               "describe that run with the option attention_mask false");
   if (with_mask && spec.remote_code) {
     out.record.unpad_patch = patched ? "axolotl.get_unpad_data" : "axolotl.get_unpad_data@0.18";
     out.record.notes.push_back("axolotl " + out.record.replayed_as + "'s patch_for_multipack (a remote-code model) "
