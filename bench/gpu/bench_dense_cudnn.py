@@ -46,9 +46,9 @@ def bench(lib, args, record):
                     if checked:
                         record.reset()
                     check_rc(lib, lib.ad_varlen_fwd(
-                        which, qp.data_ptr(), total, out.data_ptr(), lse.data_ptr(), kp.data_ptr(), vp.data_ptr(), total,
+                        0, qp.data_ptr(), total, out.data_ptr(), lse.data_ptr(), kp.data_ptr(), vp.data_ptr(), total,
                         cu.data_ptr(), cu.data_ptr(), B, H, H, d, L, L, scale, int(causal), -1, -1, 0.0,
-                        int(checked), 0, record.dev.data_ptr() if checked else None, stream_ptr))
+                        int(checked), which, record.dev.data_ptr() if checked else None, stream_ptr))
 
                 def fa2():
                     return torch.ops.aten._flash_attention_forward(qp, kp, vp, cu, cu, L, L, 0.0, causal, False,
