@@ -207,7 +207,13 @@ struct RowSwizzle {
 // recorded with its key tile `kr / order_bn` (the mma.sync kernel's key-tile size); a tile
 // whose rows all lie past the buffer (a segment running past k/v) is recorded at once, with
 // its row count, and zero-filled.
-template <class T, int D, int BN, int NT, bool Checked, class Layout, class Role>
+// Interior (the wgmma kernel): a tile whose rows all lie inside [lo, hi) takes a path with the
+// same addresses computed incrementally: row first + r of the segment is the tile's first
+// row of this thread plus a multiple of NT / C rows, the same 64-bit sum modulo 2^64, so the
+// unchecked form keeps FA2's addresses; a thread's 16-byte chunks then differ by constants
+// (global) and immediates (shared: the layout's kRowElems), instead of a bounds test and a
+// 64-bit product each.
+template <class T, int D, int BN, int NT, bool Checked, class Layout, class Role, bool Interior = false>
 __device__ __forceinline__ void load_key_rows(const VarlenFwdParams& p, const PipelineParams<Role>& pipe,
                                               SmemTile<Role, T> tile, const Segment& seg, int b, int h_kv, int first,
                                               int lo, int hi, int order_bn) {
@@ -231,6 +237,19 @@ __device__ __forceinline__ void load_key_rows(const VarlenFwdParams& p, const Pi
     }
   }
   if (!per_row) {
+    if constexpr (Interior && NT % C == 0 && (BN * C) % NT == 0) {
+      if (first >= lo && first + BN <= hi) {
+        constexpr int RS = NT / C;  // rows one pass of the threads covers
+        const int r0 = int(threadIdx.x) / C, c = int(threadIdx.x) % C;
+        static_assert(RS % 8 == 0, "the shared-memory step below needs rows 8 apart to share a swizzle");
+        const T* g = src + int64_t(uint64_t(seg.start_k) + uint64_t(first + r0)) * row_elems + c * 8;
+        const int64_t step = int64_t(RS) * row_elems;
+        T* dst = tile.data + Layout::offset(r0, c * 8);
+#pragma unroll
+        for (int it = 0; it < BN / RS; ++it) cp_async_16(dst + it * RS * Layout::kRowElems, g + it * step);
+        return;
+      }
+    }
 #pragma unroll
     for (int it = 0; it < BN * C / NT; ++it) {
       const int i = threadIdx.x + it * NT;

@@ -42,13 +42,13 @@ def bench(lib, args, record):
                 lse = torch.empty(H, total, dtype=torch.float32, device="cuda")
                 scale = 1.0 / math.sqrt(d)
 
-                def ours(checked):
+                def ours(checked, which=0):
                     if checked:
                         record.reset()
                     check_rc(lib, lib.ad_varlen_fwd(
                         0, qp.data_ptr(), total, out.data_ptr(), lse.data_ptr(), kp.data_ptr(), vp.data_ptr(), total,
                         cu.data_ptr(), cu.data_ptr(), B, H, H, d, L, L, scale, int(causal), -1, -1, 0.0,
-                        int(checked), 0, record.dev.data_ptr() if checked else None, stream_ptr))
+                        int(checked), which, record.dev.data_ptr() if checked else None, stream_ptr))
 
                 def fa2():
                     return torch.ops.aten._flash_attention_forward(qp, kp, vp, cu, cu, L, L, 0.0, causal, False,
@@ -73,6 +73,14 @@ def bench(lib, args, record):
                     err_cudnn = None
                     variants = {"checked": lambda: ours(True), "unchecked": lambda: ours(False), "fa2": fa2}
                 verified = err_ours < 2e-2 and record.fields()["count"] == 0 and (err_cudnn is None or err_cudnn < 2e-2)
+                if args.wgmma_alt:  # the wgmma kernel's other variant (a build with ATTN_DOCTOR_WGMMA_ALT), verified alike
+                    out.fill_(float("nan"))
+                    ours(True, 5)
+                    torch.cuda.synchronize()
+                    err_alt = ((out.float() - ref).norm() / ref.norm()).item()
+                    verified = verified and err_alt < 2e-2 and record.fields()["count"] == 0
+                    variants["alt_checked"] = lambda: ours(True, 5)
+                    variants["alt_unchecked"] = lambda: ours(False, 5)
                 times = time_round_robin(variants, args.reps, args.warmup)
                 pairs = B * (L * (L + 1) // 2 if causal else L * L)
                 flop = 4.0 * H * d * pairs
@@ -85,6 +93,9 @@ def bench(lib, args, record):
                 print(f"dense d={d} causal={int(causal)} B={B} L={L}: ours {t['checked']:.1f} "
                       f"(unchecked {t['unchecked']:.1f}) FA2 {t['fa2']:.1f} cuDNN {t.get('cudnn', float('nan')):.1f} "
                       f"TFLOP/s{'' if verified else '  UNVERIFIED'}", flush=True)
+                if "alt_checked" in t:
+                    print(f"     wgmma alt variant: checked {t['alt_checked']:.1f} unchecked {t['alt_unchecked']:.1f} "
+                          f"TFLOP/s", flush=True)
                 del q, k, v, out, lse
     return rows
 
@@ -114,6 +125,8 @@ def main():
     ap.add_argument("--heads", type=int, default=16)
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--wgmma-alt", action="store_true",
+                    help="also time the wgmma kernel's other variant (a build with ATTN_DOCTOR_WGMMA_ALT)")
     ap.add_argument("--json")
     ap.add_argument("--md")
     args = ap.parse_args()
