@@ -339,7 +339,7 @@ def main():
                 loss = step(model, opt, batch, variant, optimise=False)
                 gnorm = math.sqrt(sum(float(x.grad.float().pow(2).sum()) for x in model.parameters()
                                       if x.grad is not None))
-                run["variants"][key] = {"loss": float(loss), "grad_norm": gnorm}
+                run["variants"][key] = {"loss": float(loss.detach()), "grad_norm": gnorm}
             except (torch.cuda.OutOfMemoryError, RuntimeError) as exc:
                 oom = isinstance(exc, torch.cuda.OutOfMemoryError)
                 run["variants"][key] = {"error": "out of memory" if oom else "failed",
