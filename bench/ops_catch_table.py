@@ -18,7 +18,9 @@ process after one died):
 
     ATTN_DOCTOR_NATIVE_DIR=build/python/attn_doctor PYTHONPATH=python python bench/ops_catch_table.py \
         --json bench/results/ops-catch-cpu-2026-11-27.json --markdown docs/backend-catch.md \
-        --gpu-json bench/results/ops-catch-h100-2026-11-27/ops-catch-h100.json
+        --gpu-json bench/results/ops-h100-2026-11-27b/ops-catch.json
+--rows-json FILE (with --markdown) takes the rows of an earlier --json instead of running the
+cases: the table regenerated from two committed runs.
 """
 import argparse
 import glob
@@ -267,7 +269,15 @@ def main():
                         "cases already there are skipped, so that a run whose process died (a device fault) goes on "
                         "in a new one; a case started and not finished is recorded as an error")
     parser.add_argument("--gpu-json", help="with --markdown: a --device cuda run's JSON, shown as its own column")
+    parser.add_argument("--rows-json", help="with --markdown: the rows of an earlier run's --json instead of running "
+                        "the cases (the table regenerated, e.g. with a new --gpu-json)")
     args = parser.parse_args()
+    if args.rows_json:
+        if not args.markdown:
+            parser.error("--rows-json needs --markdown")
+        gpu = {r["case"]: r for r in json.load(open(args.gpu_json))["rows"]} if args.gpu_json else None
+        write_markdown(args.markdown, json.load(open(args.rows_json))["rows"], gpu)
+        return
     global DEVICE
     DEVICE = args.device
     rows = []
@@ -341,8 +351,10 @@ def write_markdown(path, rows, gpu=None):
         g_missed = [r["case"] for r in silent_rows if r["case"] in gpu and
                     gpu[r["case"]].get("where") in ("missed", "clean", "not run", "error", None)]
         g_kernel = [r["case"] for r in silent_rows if "kernel" in (gpu.get(r["case"], {}).get("where") or "")]
+        g_host = [r["case"] for r in silent_rows if gpu.get(r["case"], {}).get("where") == "host"]
         gpu_line = [f"On the H100 (the CUDA kernels; rotary calls on the CPU twin): silent outcomes caught in a kernel: "
-                    f"{len(g_kernel)}, missed: {len(g_missed)}" + (f" ({', '.join(g_missed)})" if g_missed else "") +
+                    f"{len(g_kernel)}, on the host only: {len(g_host)}, missed: {len(g_missed)}"
+                    + (f" ({', '.join(g_missed)})" if g_missed else "") +
                     (f"; not in the H100 run (oracle cases added since): {len(absent)} ({', '.join(absent)})"
                      if absent else "") + ".", ""]
     missed = [r["case"] for r in silent_rows if r["where"] in ("missed", "clean", "not run")]

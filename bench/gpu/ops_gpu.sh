@@ -11,6 +11,7 @@
 #   same GPU, rows=True and rows=False: baseline-timing.json.
 # --catch: bench/ops_catch_table.py --device cuda as well (ops-catch.json).
 # --no-tests: leave out the CPU ops tests (they need no GPU).
+# --build-only: build the extension and stop (bench/gpu/train_step_gpu.sh builds it this way).
 # Results go to $OUT (else bench/results/local): ops-gpu.json, ops-gpu.log, ops-build.log,
 # ops-tests.log, gpu.txt.
 set -uo pipefail
@@ -18,13 +19,14 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 deps=${ATTN_DOCTOR_DEPS:-$root/.device/deps}
 out=${OUT:-$root/bench/results/local}
 python=${PYTHON:-python3}
-baseline="" catch=0 tests=1
+baseline="" catch=0 tests=1 build_only=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --deps) deps=$2; shift 2 ;;
     --baseline) baseline=$(cd "$2" && pwd); shift 2 ;;
     --catch) catch=1; shift ;;
     --no-tests) tests=0; shift ;;
+    --build-only) build_only=1; shift ;;
     *) echo "ops_gpu.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -43,6 +45,7 @@ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DATTN_DOCTOR_C
 rc=$?
 echo "== build rc=$rc in $((SECONDS - start)) s"
 [[ $rc -eq 0 ]] || { tail -n 40 "$out/ops-build.log"; exit 1; }
+[[ $build_only -eq 1 ]] && exit 0
 native=$build/python/attn_doctor
 export ATTN_DOCTOR_NATIVE_DIR=$native PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH}
 if [[ $tests -eq 1 ]]; then
