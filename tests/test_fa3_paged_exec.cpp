@@ -73,6 +73,21 @@ TEST_CASE("fa3 paged contract: key j of sequence b is row j % page_size of page 
   CHECK(fa3::first_key_past_table(kv, 3) == 0);
   CHECK(fa3::page_run_end(kv, 5, 100) == 8);
   CHECK(fa3::page_run_end(kv, 5, 7) == 7);
+  // the refused reads of a key range, one page at a time
+  fa3::PagedRefusals rf = fa3::paged_refusals(kv, 2, 0, 11);
+  CHECK(rf.outside_pool == 8);
+  CHECK(rf.first_outside == 0);
+  CHECK(rf.first_outside_row.page == -1);
+  CHECK(rf.past_table == 3);
+  CHECK(rf.first_past == 8);
+  rf = fa3::paged_refusals(kv, 0, 2, 9);  // row 0, then row 1's first entry: all in the pool
+  CHECK(rf.outside_pool == 0);
+  CHECK(rf.past_table == 0);
+  CHECK(rf.first_outside == -1);
+  rf = fa3::paged_refusals(kv, 1, 6, 13);  // row 1's second page (5), then row 2's: -1 and 9
+  CHECK(rf.outside_pool == 5);
+  CHECK(rf.first_outside == 8);
+  CHECK(rf.first_outside_row.row == -4);
   // a huge page index saturates instead of overflowing
   const std::vector<int64_t> huge = {int64_t{1} << 61};
   const fa3::PagedKV big{huge.data(), 1, 1, 1 << 30, 2};
@@ -209,6 +224,23 @@ TEST_CASE("fa3 paged twin: a page outside the pool and an entry past the table a
     REQUIRE_FALSE(d.report.violations.empty());
     CHECK(d.report.violations.front().id == "result.reference");
   }
+}
+
+TEST_CASE("fa3 paged: a segment wholly past q counts its refused table reads from the plan", "[fa3_paged_exec]") {
+  // cu_seqlens_q runs 200 rows past the 3 rows of q: the third segment's CTAs past q are
+  // counted on the host, their keys through page 7 (outside the pool) included
+  nlohmann::json j = paged({{0, 1}, {2, 3}, {4, 7}}, {5, 3, 8}, 6);
+  j["varlen"]["cu_seqlens_q"] = {0, 1, 2, 203};
+  j["varlen"]["max_seqlen_q"] = 201;
+  j["varlen"]["total_q"] = 3;
+  const Batch b = batch_from(j);
+  const ExecPlan p = make_exec_plan(b, convert(b), ExecOptions{});
+  REQUIRE(p.skip_reason.empty());
+  REQUIRE(p.attention.paged);
+  CHECK(p.attention.past_rows.tiles > 0);
+  // the CTAs past q: keys 4 - 7 of segment 2 lie in page 7 (k and v, each head)
+  CHECK(p.attention.past_rows.access.count > 0);
+  CHECK(p.attention.past_rows.access.min_index <= 7 * 4);
 }
 
 TEST_CASE("fa3 paged: a table given by its shape only, or naming too many keys, is not run", "[fa3_paged_exec]") {

@@ -77,4 +77,38 @@ AD_HD int64_t page_run_end(const PagedKV& kv, int64_t j, int64_t end) {
   return next < end ? next : end;
 }
 
+// The refused reads among keys [j0, j1) of sequence b, one page at a time: keys through a page
+// outside the pool (each refuses its k and its v row) and keys whose entry lies past the table
+// (each refuses the table read). The first of each, in key order.
+struct PagedRefusals {
+  int64_t outside_pool = 0;     // keys read through a page outside [0, num_pages)
+  int64_t first_outside = -1;   // the first such key, and its address
+  PagedRow first_outside_row;
+  int64_t past_table = 0;       // keys whose entry lies past the table
+  int64_t first_past = -1;      // the first such key
+};
+AD_HD PagedRefusals paged_refusals(const PagedKV& kv, int64_t b, int64_t j0, int64_t j1) {
+  PagedRefusals r;
+  const int64_t past = first_key_past_table(kv, b);
+  const int64_t in_end = j1 < past ? j1 : past;
+  for (int64_t j = j0; j < in_end;) {
+    const int64_t e = page_run_end(kv, j, in_end);
+    const PagedRow row = paged_row(kv, b, j);
+    if (row.status == PagedStatus::outside_pool) {
+      if (r.first_outside < 0) {
+        r.first_outside = j;
+        r.first_outside_row = row;
+      }
+      r.outside_pool += e - j;
+    }
+    j = e;
+  }
+  const int64_t p0 = j0 > past ? j0 : past;
+  if (j1 > p0) {
+    r.past_table = j1 - p0;
+    r.first_past = p0;
+  }
+  return r;
+}
+
 }  // namespace ad::fa3

@@ -432,21 +432,17 @@ AttentionResult fa2_varlen_forward(const ExecPlan& plan, const float* q, const f
     if (!t.empty && paged) {
       // through the page table: a page outside the pool refuses its k / v rows, an entry past
       // the end of the table refuses the table read (and the rows it would name)
-      const int64_t past = std::max(t.key_begin, fa3::first_key_past_table(*paged, b));
-      for (int64_t j = t.key_begin; j < std::min(t.key_end, past);) {
-        const int64_t e = fa3::page_run_end(*paged, j, std::min(t.key_end, past));
-        const fa3::PagedRow pr = fa3::paged_row(*paged, b, j);
-        if (pr.status == fa3::PagedStatus::outside_pool)
-          rec.note(order::key(program, order::kKeyRead, j),
-                   access(k_buf, AccessKind::read, Unit::rows, pr.row, paged->pool_rows(), pr.row, at.swapped ? -1 : h),
-                   uint64_t(2 * (e - j)));
-        j = e;
-      }
-      if (t.key_end > past)
-        rec.note(order::key(program, order::kKeyRead, past),
-                 access(Buffer::page_table, AccessKind::read, Unit::elements, b * paged->pages_per_seq + past / paged->page_size,
-                        paged->entries, -1, at.swapped ? -1 : h),
-                 uint64_t(t.key_end - past));
+      const fa3::PagedRefusals rf = fa3::paged_refusals(*paged, b, t.key_begin, t.key_end);
+      if (rf.outside_pool > 0)
+        rec.note(order::key(program, order::kKeyRead, rf.first_outside),
+                 access(k_buf, AccessKind::read, Unit::rows, rf.first_outside_row.row, paged->pool_rows(),
+                        rf.first_outside_row.row, at.swapped ? -1 : h),
+                 uint64_t(2 * rf.outside_pool));
+      if (rf.past_table > 0)
+        rec.note(order::key(program, order::kKeyRead, rf.first_past),
+                 access(Buffer::page_table, AccessKind::read, Unit::elements,
+                        fa3::paged_row(*paged, b, rf.first_past).entry, paged->entries, -1, at.swapped ? -1 : h),
+                 uint64_t(rf.past_table));
     } else if (!t.empty) {
       const int64_t lo = std::max(t.key_begin, total_k - sg.start_k);
       if (t.key_end > lo)
