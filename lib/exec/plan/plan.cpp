@@ -913,7 +913,8 @@ bool plan_frames(ExecPlan& p, const Batch& batch, const VarlenArgs* a, Frames& f
     q_src_index.resize(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(args.total_q, int64_t{1} << 31))));
     std::iota(q_src_index.begin(), q_src_index.end(), 0);
   }
-  if (k_src_index.empty() && !p.unpad.k.enabled) {
+  // (a paged call has no rotary, the index's only reader: its pool may hold up to 2^62 rows)
+  if (k_src_index.empty() && !p.unpad.k.enabled && !paged_table(batch, args)) {
     k_src_index.resize(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(args.total_k, int64_t{1} << 31))));
     std::iota(k_src_index.begin(), k_src_index.end(), 0);
   }
