@@ -164,8 +164,11 @@ TEST_CASE("fa3 paged: mha_fwd's host checks on the page table, in its order", "[
   const Violation* r = find(dr, "input.feature");
   REQUIRE(r);
   CHECK(r->evidence["upstream_message"] == "batch_size must be equal to batch_size_k");
+  // the plan raises it before the (paged) attention runs
   ExecPlan p = make_exec_plan(rows, convert(rows), ExecOptions{});
-  CHECK_FALSE(p.skip_reason.empty());  // paged KV is not executed by the checked kernels
+  CHECK(p.skip_reason.empty());
+  REQUIRE(p.attention.raises);
+  CHECK(p.attention.raises->message == "batch_size must be equal to batch_size_k");
   // the healthy table: no feature error, and flash_attn_with_kvcache binds every argument
   CHECK_FALSE(find(static_only(batch_from(paged_call({{0, 1}, {2, 3}, {4, 5}}, {300, 17, 512}))), "input.feature"));
 }
@@ -216,10 +219,12 @@ TEST_CASE("fa3 qv: mha_fwd's q_v checks", "[fa3_paged]") {
   CHECK(first(ampere) == "q_v is only supported for Hopper GPUs");
   CHECK(first(qv_call(64, {{"head_dim", 64}, {"dtype", "fp16"}})) == "q_v must have the same dtype as query");
   CHECK(first(qv_call(64, {{"head_dim", 32}})) == "q_v must have shape (total_q, num_heads, head_size_v)");
-  // the plan raises the same message, and a q_v call is not executed
+  // the plan raises the same message before the attention runs
   Batch b = batch_from(qv_call(128, {{"head_dim", 128}}));
   ExecPlan p = make_exec_plan(b, convert(b), ExecOptions{});
-  CHECK(p.skip_reason.find("q_v") != std::string::npos);
+  CHECK(p.skip_reason.empty());
+  REQUIRE(p.attention.raises);
+  CHECK(p.attention.raises->message == "q_v is only supported for head_size <= 64");
 }
 
 TEST_CASE("fa3 attention_chunk: the host adjustments and each row's keys", "[fa3_paged]") {

@@ -35,6 +35,7 @@ enum class Buffer : int32_t {
   dk, dv,               // what dq_dk_dv writes: dk/dv, or dk/dv_expanded (total_k x H x D) under GQA
   dq_accum,             // fp32 (nsplits, total_q + 128 N, H, d_rounded)
   softmax_d,            // fp32 rowsum(dO * O): (H, total_q + 128 N), or (N, H, round128(max_seqlen_q))
+  page_table,           // FA3's paged KV: the table the k / v rows are addressed through (contract/fa3_paged.hpp)
 };
 inline const char* to_string(Buffer b) {
   switch (b) {
@@ -58,6 +59,7 @@ inline const char* to_string(Buffer b) {
     case Buffer::dv: return "dv";
     case Buffer::dq_accum: return "dq_accum";
     case Buffer::softmax_d: return "softmax_d";
+    case Buffer::page_table: return "page_table";
     case Buffer::none: break;
   }
   return "none";

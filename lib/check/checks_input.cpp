@@ -203,7 +203,27 @@ static void fa3_call_extras(Ctx& ctx) {
     ctx.symptom(v, "", raised);
     return;
   }
-  if (e->attention_chunk && *e->attention_chunk != 0 && ctx.batch.pass == CallPass::training) {
+  if (ctx.batch.pass != CallPass::training) return;
+  // flash_attn_with_kvcache is no autograd function, and torch.ops.flash_attn_3.fwd registers
+  // no autograd kernel: torch's default autograd fallback (warn) hands the backward undefined
+  // gradients, so nothing flows through the attention (the backward's assert never runs)
+  if (ctx.args->call.api == Api::flash_attn_3_kvcache) {
+    const std::string message = "flash_attn_3::fwd: an autograd kernel was not registered to the Autograd key(s) but we "
+                                "are trying to backprop through it";
+    Violation& v = ctx.report(Severity::error,
+                              "flash_attn_with_kvcache in a training step: it is not an autograd function and "
+                              "torch.ops.flash_attn_3.fwd registers no autograd kernel, so torch's autograd fallback "
+                              "warns at the backward and passes no gradient through the attention to q, k_cache or v_cache",
+                              {{"feature", "flash_attn_with_kvcache"},
+                               {"source", "hopper/flash_attn_interface.py flash_attn_with_kvcache; hopper/flash_api.cpp "
+                                          "TORCH_LIBRARY_IMPL(flash_attn_3, CUDA); torch/csrc/autograd/"
+                                          "autograd_not_implemented_fallback.cpp WarnNotImplemented"}},
+                              message);
+    ctx.symptom(v, "kvcache_backward", "no error; UserWarning: " + message + "; q, k_cache and v_cache get no gradient "
+                                       "from the attention");
+    return;
+  }
+  if (e->attention_chunk && *e->attention_chunk != 0) {
     const std::string message = "FA3 backward does not support attention_chunk";
     Violation& v = ctx.report(Severity::error,
                               "attention_chunk " + std::to_string(*e->attention_chunk) + " in a training step: the forward "
@@ -212,6 +232,18 @@ static void fa3_call_extras(Ctx& ctx) {
                                {"source", "hopper/flash_attn_interface.py FlashAttnVarlenFunc.backward"}},
                               message);
     ctx.symptom(v, "chunk_backward", "AssertionError: " + message);
+    return;
+  }
+  // FA3's autograd backward takes no q_v: the kernel recomputes the probabilities from q . k
+  // alone against the forward's LSE (which includes q_v . v), and q_v's gradient is None
+  if (qv) {
+    Violation& v = ctx.report(Severity::error,
+                              "q_v in a training step: FA3's backward passes no q_v to the kernel and returns no gradient "
+                              "for it, so dq, dk and dv are computed from q . k alone against the forward's LSE, which "
+                              "includes q_v . v",
+                              {{"feature", "qv"}, {"qv_head_dim", qv->head_dim},
+                               {"source", "hopper/flash_attn_interface.py FlashAttnVarlenFunc.backward / FlashAttnFunc.backward"}});
+    ctx.symptom(v, "qv_backward");
   }
 }
 

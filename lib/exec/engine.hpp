@@ -31,6 +31,7 @@ enum class Operand : uint8_t { q, k, v };
 // filled once by the driver; the reference reads them too.
 struct Inputs {
   std::vector<float> q_src, k_src, v_src;
+  std::vector<float> qv_src;  // FA3's q_v (q's shape; empty without q_v): the explicit path, no gather
 };
 
 // The rotary cos/sin table the call passes (table_rows x half), in the dtype.

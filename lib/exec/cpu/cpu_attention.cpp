@@ -13,6 +13,9 @@
 #include <cstring>
 #include <limits>
 
+#include <optional>
+
+#include "contract/fa3_paged.hpp"
 #include "exec/cpu/cpu_kernels.hpp"
 
 namespace ad::cpu {
@@ -47,6 +50,7 @@ __attribute__((always_inline)) inline float exp2_vec(float x) {
 
 struct RowDesc {
   const float* q;    // D values (nullptr: read out of bounds, zeros)
+  const float* qv;   // FA3's q_v row (nullptr: no q_v)
   float* out;        // D values to write
   float* lse;        // one value (nullptr: out of bounds)
   int64_t lo, hi;    // visible keys of the segment
@@ -57,10 +61,15 @@ struct RowDesc {
 // 16 floats) so the register-blocked loops below run on whole vectors.
 struct Scratch {
   std::vector<float> kT, vb, s, p, acc, rmax, rsum, zeros;
+  std::vector<float> vT, s2;  // q_v: V transposed and the q_v . v scores
   int64_t Dp = 0;
-  void ensure(int64_t D, int64_t BN, int64_t BM) {
+  void ensure(int64_t D, int64_t BN, int64_t BM, bool qv) {
     Dp = (D + 15) / 16 * 16;
     kT.assign(static_cast<size_t>(Dp * BN), 0.f);
+    if (qv) {
+      vT.assign(static_cast<size_t>(Dp * BN), 0.f);
+      s2.resize(static_cast<size_t>(BM * BN));
+    }
     vb.assign(static_cast<size_t>(BN * Dp), 0.f);
     s.resize(static_cast<size_t>(BM * BN));
     p.resize(static_cast<size_t>(BM * BN));
@@ -78,6 +87,17 @@ struct KeySource {
   int64_t head_off;     // kv_head * D
   int64_t start;        // uint32(cu_k[b]) as a row
   int64_t total;        // total_k
+  const fa3::PagedKV* paged = nullptr;  // FA3's paged KV: key j is read through the table
+  int64_t seq = 0;                      // the segment (the table's row)
+  // The row of k / v holding key j of the segment (-1: refused, read as zeros).
+  int64_t row(int64_t j) const {
+    if (paged) {
+      const fa3::PagedRow r = fa3::paged_row(*paged, seq, j);
+      return r.status == fa3::PagedStatus::ok ? r.row : -1;
+    }
+    const int64_t kr = start + j;
+    return kr >= 0 && kr < total ? kr : -1;
+  }
 };
 
 struct Numerics {
@@ -153,12 +173,15 @@ AD_CLONES void block_step(const RowDesc* rows, int nrows, const KeySource& ks, i
   float* __restrict kT = sc.kT.data();
   float* __restrict vb = sc.vb.data();
   // load K (transposed) and V; out-of-bounds rows were recorded by the caller and read as 0
+  const bool with_qv = !sc.vT.empty();
   for (int64_t jj = 0; jj < BN; ++jj) {
-    const int64_t kr = ks.start + j0 + jj;
-    const bool ok = jj < nb && kr >= 0 && kr < ks.total;
+    const int64_t kr = jj < nb ? ks.row(j0 + jj) : -1;
+    const bool ok = kr >= 0;
     const float* krow = ok ? ks.k + kr * ks.row_elems + ks.head_off : sc.zeros.data();
     const float* vrow = ok ? ks.v + kr * ks.row_elems + ks.head_off : sc.zeros.data();
     for (int64_t d = 0; d < D; ++d) kT[d * BN + jj] = krow[d];
+    if (with_qv)
+      for (int64_t d = 0; d < D; ++d) sc.vT[static_cast<size_t>(d * BN + jj)] = vrow[d];
     std::memcpy(vb + jj * Dp, vrow, static_cast<size_t>(D) * sizeof(float));
   }
   // the rows with a visible key in this block
@@ -178,6 +201,19 @@ AD_CLONES void block_step(const RowDesc* rows, int nrows, const KeySource& ks, i
     int64_t c = 0;
     for (; c + 64 <= BN; c += 64) qk_pair<4>(q0, q1, kT, D, BN, c, s0, s1);
     for (; c < BN; c += 32) qk_pair<2>(q0, q1, kT, D, BN, c, s0, s1);
+    if (with_qv) {
+      // FA3's q_v: a second gemm into the same fp32 scores, S += Qv V^T (the v rows just loaded)
+      const float* x0 = r0.qv ? r0.qv : sc.zeros.data();
+      const float* x1 = r1.qv ? r1.qv : sc.zeros.data();
+      float* t0 = sc.s2.data() + static_cast<int64_t>(r0.acc_slot) * BN;
+      float* t1 = sc.s2.data() + static_cast<int64_t>(r1.acc_slot) * BN;
+      c = 0;
+      for (; c + 64 <= BN; c += 64) qk_pair<4>(x0, x1, sc.vT.data(), D, BN, c, t0, t1);
+      for (; c < BN; c += 32) qk_pair<2>(x0, x1, sc.vT.data(), D, BN, c, t0, t1);
+      for (int64_t jj = 0; jj < BN; ++jj) s0[jj] += t0[jj];
+      if (s1 != s0)
+        for (int64_t jj = 0; jj < BN; ++jj) s1[jj] += t1[jj];
+    }
   }
   // online softmax per row
   for (int a = 0; a < nact; ++a) {
@@ -248,6 +284,7 @@ void zero_blocks_step(const RowDesc* rows, int nrows, int64_t z0, int64_t z1, co
     if (hi <= lo) continue;
     bool finite = true;
     for (int64_t d = 0; d < D && row.q; ++d) finite = finite && std::isfinite(row.q[d]);
+    for (int64_t d = 0; d < D && row.qv; ++d) finite = finite && std::isfinite(row.qv[d]);
     float score = finite ? 0.f : std::numeric_limits<float>::quiet_NaN();
     if (nm.softcap_in > 0.f) score = std::tanh(score * nm.softcap_in);
     const size_t slot = static_cast<size_t>(row.acc_slot);
@@ -299,7 +336,9 @@ void run_rows(RowDesc* rows, int nrows, const KeySource& ks, int64_t key_begin, 
   if (key_end > key_begin) {
     const int64_t n_min = key_begin / nm.BN, n_max = (key_end + nm.BN - 1) / nm.BN;
     // the blocks wholly past k/v come first (from the top), all at once
-    const int64_t n_zero = std::clamp<int64_t>((ks.total - ks.start + nm.BN - 1) / nm.BN, n_min, n_max);
+    // (paged: the keys past the end of the table, refused and read as zeros)
+    const int64_t zero_from = ks.paged ? fa3::first_key_past_table(*ks.paged, ks.seq) : ks.total - ks.start;
+    const int64_t n_zero = std::clamp<int64_t>((zero_from + nm.BN - 1) / nm.BN, n_min, n_max);
     if (n_zero < n_max) zero_blocks_step<P>(rows, nrows, n_zero * nm.BN, key_end, nm, sc, macs);
     for (int64_t n = n_zero - 1; n >= n_min; --n) {
       const int64_t j0 = n * nm.BN;
@@ -319,7 +358,7 @@ struct Tile {
 }  // namespace
 
 AttentionResult fa2_varlen_forward(const ExecPlan& plan, const float* q, const float* k, const float* v, float* out,
-                                   float* lse, int threads) {
+                                   float* lse, int threads, const float* qv) {
   const AttentionPlan& at = plan.attention;
   AttentionResult res;
   const int64_t total_q = std::max<int64_t>(at.total_q, 0), total_k = std::max<int64_t>(at.total_k, 0);
@@ -371,7 +410,9 @@ AttentionResult fa2_varlen_forward(const ExecPlan& plan, const float* q, const f
   std::vector<Scratch> scratch(static_cast<size_t>(workers));
   std::vector<double> macs(static_cast<size_t>(workers), 0.0);
   std::vector<int64_t> no_keys(static_cast<size_t>(workers), 0), empty_tiles(static_cast<size_t>(workers), 0);
-  for (auto& s : scratch) s.ensure(D, BN, BM);
+  const bool with_qv = at.qv && qv != nullptr;
+  for (auto& s : scratch) s.ensure(D, BN, BM, with_qv);
+  const std::optional<fa3::PagedKV> paged = at.paged ? std::optional<fa3::PagedKV>(at.paged->view()) : std::nullopt;
   std::vector<std::vector<RowDesc>> rowbuf(static_cast<size_t>(workers), std::vector<RowDesc>(static_cast<size_t>(BM)));
 
   parallel_for(workers, static_cast<int64_t>(tiles.size()), 4, [&](int64_t ti, int w) {
@@ -388,7 +429,21 @@ AttentionResult fa2_varlen_forward(const ExecPlan& plan, const float* q, const f
                     .segment = b, .row = row, .head = head};
     };
     // K/V rows read by this CTA
-    if (!t.empty) {
+    if (!t.empty && paged) {
+      // through the page table: a page outside the pool refuses its k / v rows, an entry past
+      // the end of the table refuses the table read (and the rows it would name)
+      const fa3::PagedRefusals rf = fa3::paged_refusals(*paged, b, t.key_begin, t.key_end);
+      if (rf.outside_pool > 0)
+        rec.note(order::key(program, order::kKeyRead, rf.first_outside),
+                 access(k_buf, AccessKind::read, Unit::rows, rf.first_outside_row.row, paged->pool_rows(),
+                        rf.first_outside_row.row, at.swapped ? -1 : h),
+                 uint64_t(2 * rf.outside_pool));
+      if (rf.past_table > 0)
+        rec.note(order::key(program, order::kKeyRead, rf.first_past),
+                 access(Buffer::page_table, AccessKind::read, Unit::elements,
+                        fa3::paged_row(*paged, b, rf.first_past).entry, paged->entries, -1, at.swapped ? -1 : h),
+                 uint64_t(rf.past_table));
+    } else if (!t.empty) {
       const int64_t lo = std::max(t.key_begin, total_k - sg.start_k);
       if (t.key_end > lo)
         rec.note(order::key(program, order::kKeyRead, lo),
@@ -417,6 +472,7 @@ AttentionResult fa2_varlen_forward(const ExecPlan& plan, const float* q, const f
       if (sampled && !at.sample[static_cast<size_t>(qr.row)] && !t.empty) continue;
       RowDesc rd{};
       rd.q = q + qr.row * H * D + qr.head * D;
+      rd.qv = with_qv ? qv + qr.row * H * D + qr.head * D : nullptr;
       rd.out = out + qr.row * H * D + qr.head * D;
       rd.lse = lse_ok ? lse + lidx : nullptr;
       if (t.empty) {
@@ -429,7 +485,7 @@ AttentionResult fa2_varlen_forward(const ExecPlan& plan, const float* q, const f
       rows[nrows++] = rd;
     }
     if (nrows == 0) return;
-    const KeySource ks{k, v, Hk * D, kv_head * D, sg.start_k, total_k};
+    const KeySource ks{k, v, Hk * D, kv_head * D, sg.start_k, total_k, paged ? &*paged : nullptr, b};
     Scratch& sc = scratch[static_cast<size_t>(w)];
     double& mc = macs[static_cast<size_t>(w)];
     int64_t& nk = no_keys[static_cast<size_t>(w)];

@@ -64,7 +64,8 @@ class CpuEngine final : public Engine {
       ob.computed.assign(static_cast<size_t>(total_q), 1);
       return ob;
     }
-    cpu::AttentionResult r = cpu::fa2_varlen_forward(plan, q_, k_, v_, out_.data(), lse_.data(), threads_);
+    cpu::AttentionResult r = cpu::fa2_varlen_forward(plan, q_, k_, v_, out_.data(), lse_.data(), threads_,
+                                                     in_->qv_src.empty() ? nullptr : in_->qv_src.data());
     ob.access = r.access;
     ob.writes = std::move(r.writes);
     ob.computed = std::move(r.computed);

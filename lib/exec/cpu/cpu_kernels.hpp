@@ -57,9 +57,12 @@ struct AttentionResult {
   double macs = 0;                   // multiply-adds performed (QK + PV)
 };
 // FA2 varlen forward over packed q (total_q, H, D), k/v (total_k, Hk, D) into out and lse,
-// following plan.attention (grid, exits, masks, swapped path, sampling).
+// following plan.attention (grid, exits, masks, swapped path, sampling). FA3's extensions:
+// with plan.attention.paged, k/v are the pool and key j of segment b is read through the page
+// table (contract/fa3_paged.hpp, every read checked); with plan.attention.qv, `qv` (q's shape)
+// adds q_v . v_j to each score.
 AttentionResult fa2_varlen_forward(const ExecPlan& plan, const float* q, const float* k, const float* v, float* out,
-                                   float* lse, int threads);
+                                   float* lse, int threads, const float* qv = nullptr);
 
 // ---- backward -----------------------------------------------------------------------------
 

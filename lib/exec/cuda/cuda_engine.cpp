@@ -132,6 +132,7 @@ class CudaEngine final : public Engine {
     k_src_.upload(in.k_src.data());
     v_src_.upload(in.v_src.data());
     q_ = &q_src_, k_ = &k_src_, v_ = &v_src_;
+    qv_host_ = in.qv_src.empty() ? nullptr : in.qv_src.data();  // FA3's q_v: the CPU twin reads it
   }
 
   GatherObservation gather(const ExecPlan& plan, Operand which) override {
@@ -256,21 +257,27 @@ class CudaEngine final : public Engine {
       lse_ = dlse.download();
       return ob;
     }
-    if (at.seqused_q || at.flags.chunk > 0) {
-      // FA3 / FA4's seqused_q (the segment's query length is seqused_q[b]) and FA3's
-      // attention_chunk: the CUDA kernels address FA2's segments and masks, so the CPU twin runs
-      // on host copies, then back to the device
+    if (at.seqused_q || at.flags.chunk > 0 || at.paged || at.qv) {
+      // FA3 / FA4's seqused_q (the segment's query length is seqused_q[b]), FA3's
+      // attention_chunk, paged KV and q_v: the CUDA kernels address FA2's segments, masks and
+      // contiguous k / v with q . k scores, so the CPU twin runs on host copies, then back to
+      // the device
       const std::vector<float> qh = q_->download(), kh = k_->download(), vh = v_->download();
       std::vector<float> oh = out_.download();
       lse_.assign(size_t(std::max<int64_t>(at.lse_elements, 0)), kPoison);
-      cpu::AttentionResult r = cpu::fa2_varlen_forward(plan, qh.data(), kh.data(), vh.data(), oh.data(), lse_.data(), threads_);
+      cpu::AttentionResult r =
+          cpu::fa2_varlen_forward(plan, qh.data(), kh.data(), vh.data(), oh.data(), lse_.data(), threads_, qv_host_);
       out_.upload(oh.data());
       if (!lse_.empty()) dlse.upload(lse_);
       ob.engine = StageEngine::cpu_twin;
       ob.facts.why_cpu = at.seqused_q ? "seqused_q (FA3 / FA4): the CUDA attention kernels take FA2's segments; this call "
                                         "needs the CPU twin's semantics"
-                                      : "attention_chunk (FA3): the CUDA attention kernels take FA2's masks; this call "
-                                        "needs the CPU twin's semantics";
+                         : at.paged ? "page_table (FA3 paged KV): the CUDA attention kernels read contiguous k / v; this call "
+                                      "needs the CPU twin's semantics (contract/fa3_paged.hpp)"
+                         : at.qv    ? "q_v (FA3): the CUDA attention kernels score q . k only; this call needs the CPU "
+                                      "twin's semantics"
+                                    : "attention_chunk (FA3): the CUDA attention kernels take FA2's masks; this call "
+                                      "needs the CPU twin's semantics";
       ob.access = r.access;
       ob.writes = std::move(r.writes);
       ob.computed = std::move(r.computed);
@@ -543,6 +550,7 @@ class CudaEngine final : public Engine {
   DTensor* v_ = nullptr;
   cuda::DeviceBuffer<float> dlse_;  // the forward's LSE on the device (the backward reads it)
   std::vector<float> lse_, out_final_host_;
+  const float* qv_host_ = nullptr;  // FA3's q_v (host; the Inputs outlive the run)
   bool scattered_on_host_ = false;
 };
 

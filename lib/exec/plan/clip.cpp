@@ -36,10 +36,29 @@ TilesPastRows attention_tiles_past_rows(const ExecPlan& plan) {
     out.tiles += (m_end - m_past) * at.grid_h;
     // k/v rows past the buffer over the CTAs (all heads read the same rows)
     int64_t kv_past = 0, first_kv = -1;
+    // paged (FA3): the refused reads through the table (contract/fa3_paged.hpp), the first
+    // CTA's first of each
+    int64_t pool_refused = 0, table_refused = 0, first_pool_key = -1, first_pool_row = 0, first_entry_key = -1,
+            first_entry = 0;
     const int64_t cap = int64_t{1} << 22;
     for (int64_t m = m_past; m < m_end && m - m_past < cap; ++m) {
       const fa2::TileRange t = fa2::tile_range(m, sg.len_q, sg.len_k, at.flags);
       if (t.exits || t.empty) continue;
+      if (at.paged) {
+        const fa3::PagedKV pk = at.paged->view();
+        const fa3::PagedRefusals rf = fa3::paged_refusals(pk, b, t.key_begin, t.key_end);
+        if (rf.outside_pool > 0 && first_pool_key < 0) {
+          first_pool_key = rf.first_outside;
+          first_pool_row = rf.first_outside_row.row;
+        }
+        if (rf.past_table > 0 && first_entry_key < 0) {
+          first_entry_key = rf.first_past;
+          first_entry = fa3::paged_row(pk, b, rf.first_past).entry;
+        }
+        pool_refused += rf.outside_pool;
+        table_refused += rf.past_table;
+        continue;
+      }
       const int64_t lo = std::max(t.key_begin, total_k - sg.start_k);
       if (t.key_end > lo) {
         kv_past += t.key_end - lo;
@@ -62,6 +81,14 @@ TilesPastRows attention_tiles_past_rows(const ExecPlan& plan) {
       if (kv_past > 0)
         out.access.note(order::key(program, order::kKeyRead, first_kv - sg.start_k),
                         access(k_buf, AccessKind::read, Unit::rows, first_kv, total_k, first_kv), uint64_t(2 * kv_past));
+      if (pool_refused > 0)
+        out.access.note(order::key(program, order::kKeyRead, first_pool_key),
+                        access(k_buf, AccessKind::read, Unit::rows, first_pool_row, at.paged->view().pool_rows(), first_pool_row),
+                        uint64_t(2 * pool_refused));
+      if (table_refused > 0)
+        out.access.note(order::key(program, order::kKeyRead, first_entry_key),
+                        access(Buffer::page_table, AccessKind::read, Unit::elements, first_entry, at.paged->view().entries, -1),
+                        uint64_t(table_refused));
       if (!at.swapped) {
         // the LSE elements of these rows outside the LSE buffer
         const int64_t i0 = fa2::lse_index(lse_shape, false, at.cu_seqlens_q[static_cast<size_t>(b)], b, h, h, row0);

@@ -58,7 +58,7 @@ AD_HD float round_to(ElemType p, float x) {
 // Seeded inputs: a counter-based generator, so any element can be produced independently
 // (in parallel, on either backend) from (seed, tensor, element index).
 
-enum class InputTensor : uint32_t { q = 1, k = 2, v = 3, dout = 4 };  // dout: the training step's seeded dO (final frame)
+enum class InputTensor : uint32_t { q = 1, k = 2, v = 3, dout = 4, qv = 5 };  // dout: the training step's seeded dO (final frame); qv: FA3's q_v
 
 AD_HD uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;

@@ -71,6 +71,12 @@ int64_t intent_width(const Batch& b) {
   return b.batch->kv_length;
 }
 
+// FA3's page table of an explicit call (nullptr: none, or not an FA3 call).
+const PageTable* paged_table(const Batch& batch, const VarlenArgs& a) {
+  if (a.path != VarlenPath::explicit_varlen || !batch.varlen || flash_attn_family(a.call.api) != 3) return nullptr;
+  return batch.varlen->page_table ? &*batch.varlen->page_table : nullptr;
+}
+
 // ---------------------------------------------------------------------------------------
 // attention: mha_varlen_fwd's host side (flash_api.cpp v2.6.3): the family's host checks in their
 // order, then FA2's adjustments of the kernel flags.
@@ -233,6 +239,16 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
       fail("RuntimeError", "CUDA error: invalid configuration argument (grid " + std::to_string(at.grid_m) + " x " +
                                std::to_string(at.grid_b) + " x " + std::to_string(at.grid_h) + ")");
   }
+  // FA3's paged KV and q_v (hopper/paged_kv.h; hopper/flash_attn_interface.py: with q_v the
+  // default softmax_scale is (head_dim + head_dim_v) ** -0.5, and each score adds q_v . v_j)
+  if (at.family == 3) {
+    if (const PageTable* t = paged_table(batch, a); t && t->values)
+      at.paged = PagedPlan{*t->values, t->pages_per_seq, t->page_size, t->num_pages};
+    if (qv) {
+      at.qv = true;
+      at.softmax_scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(p.head_dim + qv->head_dim)));
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -283,6 +299,15 @@ void plan_backward(ExecPlan& p, const Batch& batch, const VarlenArgs& a) {
   else if (at.seqused_q)
     bw.skip_reason = "not run: FA3 / FA4 honour seqused_q in the backward too (Dao-AILab/flash-attention PR#1182, "
                      "PR#2167); the checked backward addresses FA2's segments";
+  else if (at.paged)
+    bw.skip_reason = "not run: FA3 has no backward for a paged call: flash_attn_with_kvcache is not an autograd function "
+                     "and torch.ops.flash_attn_3.fwd registers no autograd kernel (hopper/flash_attn_interface.py, "
+                     "hopper/flash_api.cpp TORCH_LIBRARY_IMPL, v2.8.3); torch's autograd fallback warns \"an autograd "
+                     "kernel was not registered\" when a backward reaches it";
+  else if (at.qv)
+    bw.skip_reason = "not run: FA3's backward takes no q_v: FlashAttnVarlenFunc.backward passes none to the kernel and "
+                     "returns no gradient for it (hopper/flash_attn_interface.py, v2.8.3), so the kernel recomputes the "
+                     "probabilities from q . k alone against the forward's LSE; the checked backward does not model that";
 }
 
 // ---------------------------------------------------------------------------------------
@@ -463,6 +488,17 @@ std::vector<int64_t> first_segment_of_starts(const std::vector<IntendedSequence>
   return out;
 }
 
+// Whether keys [0, count) of a paged sequence (table row `seq`) all lie in pages of the pool.
+bool paged_keys_in_pool(const PagedPlan& pg, int64_t seq, int64_t count) {
+  const int64_t pages = pg.page_size > 0 ? (count + pg.page_size - 1) / pg.page_size : 0;
+  if (seq < 0 || pages > pg.pages_per_seq) return false;
+  for (int64_t i = 0; i < pages; ++i) {
+    const size_t e = static_cast<size_t>(seq * pg.pages_per_seq + i);
+    if (e >= pg.table.size() || pg.table[e] < 0 || pg.table[e] >= pg.num_pages) return false;
+  }
+  return true;
+}
+
 void plan_reference(ExecPlan& p, const Batch& batch, const VarlenArgs& a, int64_t B, int64_t Lq, int64_t Lk) {
   ReferencePlan& ref = p.reference;
   const auto& seqs = batch.intent.sequences;
@@ -481,6 +517,15 @@ void plan_reference(ExecPlan& p, const Batch& batch, const VarlenArgs& a, int64_
     ref.attention_chunk = *batch.varlen->attention_chunk;
   ref.softcap = meant.softcap && *meant.softcap > 0 ? *meant.softcap : 0.0;
   ref.softmax_scale = 1.0 / std::sqrt(static_cast<double>(p.head_dim));
+  // FA3's q_v: the model's scores add q_v . v_j, with FA3's default scale (plan_attention)
+  if (p.attention.qv) {
+    ref.qv = true;
+    ref.softmax_scale = static_cast<double>(p.attention.softmax_scale);
+  }
+  if (p.attention.paged) {
+    ref.paged = p.attention.paged;
+    ref.paged_seqlen_k = p.attention.paged->pages_per_seq * p.attention.paged->page_size;
+  }
   ref.tolerance = num::tolerance_for(p.elem);
   if (p.rotary.enabled) {
     ref.rotary = true;
@@ -557,6 +602,26 @@ void plan_reference(ExecPlan& p, const Batch& batch, const VarlenArgs& a, int64_
         r.q_key_first = r.k_count - qlen + (s.start - cq[static_cast<size_t>(seg)]);
       }
     }
+    if (ref.paged) {
+      // a paged sequence: its keys are the pages of its own row of the table, all inside the
+      // pool (the loader's cu_seqlens_k holds its logical block). One whose keys name a page
+      // outside the pool has no intended value to compare with (the stages record the reads).
+      if (!paged_keys_in_pool(*ref.paged, r.k_src_first / std::max<int64_t>(ref.paged_seqlen_k, 1), r.k_count)) {
+        ++ref.paged_outside_pool;
+        continue;
+      }
+      if (r.q_count <= 0 || r.k_count <= 0) continue;
+      const int64_t qshift = std::max<int64_t>({0, -r.q_src_first, -r.q_final_first});
+      r.q_src_first += qshift;
+      r.q_final_first += qshift;
+      r.q_key_first += qshift;
+      if (r.q_packed_first >= 0) r.q_packed_first += qshift;
+      r.q_count = std::min({r.q_count - qshift, p.rows_q_src - r.q_src_first, p.rows_final - r.q_final_first});
+      if (r.q_count <= 0) continue;
+      ref.sequences.push_back(r);
+      ref.rows_total += r.q_count;
+      continue;
+    }
     // clip to the rows that exist (a cu_seqlens that overruns its tensor still leaves the
     // rows before the end to compare)
     const int64_t kshift = std::max<int64_t>(0, -r.k_src_first);
@@ -576,9 +641,14 @@ void plan_reference(ExecPlan& p, const Batch& batch, const VarlenArgs& a, int64_
   (void)B;
   if (!same_packing && !padded_frame && !batch.batch)
     p.notes.push_back("reference: q and k are packed differently; each intended sequence attends to the keys of its cu_seqlens_k segment");
+  if (ref.paged_outside_pool > 0)
+    p.notes.push_back("reference: " + std::to_string(ref.paged_outside_pool) +
+                      " sequence(s) whose page_table row names a page outside the pool are not compared");
   if (ref.sequences.empty()) {
     ref.enabled = false;
-    ref.skip_reason = "no intended sequence maps onto the tensors the call received";
+    ref.skip_reason = ref.paged_outside_pool > 0
+                          ? "every intended sequence's page_table row names a page outside the pool: no intended keys"
+                          : "no intended sequence maps onto the tensors the call received";
   }
 }
 
@@ -670,17 +740,23 @@ bool plan_call(ExecPlan& p, const VarlenArgs* a, const Batch& batch) {
     p.skip_reason = "the model has no heads or no head dim";
     return false;
   }
-  // FA3's q_v and paged KV: the checked kernels run neither (docs/spec/flash-attn-features.md);
-  // the host checks (input.feature) and the page_table.* invariants judge such a call statically
-  if (a->path == VarlenPath::explicit_varlen && batch.varlen && flash_attn_family(a->call.api) == 3) {
-    if (batch.varlen->qv) {
-      p.skip_reason = "q_v (FA3): the checked kernels do not run its extra score term; the call is judged by its host "
-                      "checks only";
+  // FA3's paged KV: the checked CPU twin reads k / v through the page table
+  // (contract/fa3_paged.hpp) when the batch gives its values; q_v's score term runs everywhere
+  if (a->path == VarlenPath::explicit_varlen && batch.varlen && flash_attn_family(a->call.api) == 3 &&
+      batch.varlen->page_table) {
+    if (!batch.varlen->page_table->values) {
+      p.skip_reason = "page_table (FA3 paged KV) given by its shape only: the checked kernels need the table's values to "
+                      "address K/V; the call is judged by its host checks and the page_table invariants";
       return false;
     }
-    if (batch.varlen->page_table) {
-      p.skip_reason = "page_table (FA3 paged KV): the checked kernels do not address K/V through a page table; the call "
-                      "is judged by its host checks and the page_table invariants";
+    if (batch.rotary) {
+      p.skip_reason = "page_table (FA3 paged KV) with a rotary: flash_attn_with_kvcache rotates the appended k only, "
+                      "which is not modelled; the call is judged by its host checks and the page_table invariants";
+      return false;
+    }
+    if (batch.batch) {
+      p.skip_reason = "page_table (FA3 paged KV) beside a batch block: the pool's rows are not the batch's; the call is "
+                      "judged by its host checks and the page_table invariants";
       return false;
     }
   }
@@ -781,9 +857,11 @@ void frames_padded(ExecPlan& p, const VarlenArgs* a, Frames& fr) {
   p.rows_final = args.total_q;
 }
 
-// An explicit varlen call: the packed tensors are the source and the final frame.
-void frames_explicit(ExecPlan& p, Frames& fr) {
+// An explicit varlen call: the packed tensors are the source and the final frame. A paged
+// FA3 call's k / v are the pool: num_pages * page_size rows.
+void frames_explicit(ExecPlan& p, const Batch& batch, Frames& fr) {
   VarlenArgs& args = fr.args;
+  if (const PageTable* t = paged_table(batch, args); t && t->values) args.total_k = t->num_pages * t->page_size;
   p.rows_q_src = std::max<int64_t>(args.total_q, 0);
   p.rows_k_src = std::max<int64_t>(args.total_k, 0);
   args.total_q = p.rows_q_src;
@@ -825,7 +903,7 @@ bool plan_frames(ExecPlan& p, const Batch& batch, const VarlenArgs* a, Frames& f
       frames_padded(p, a, fr);
       break;
     case VarlenPath::explicit_varlen:
-      frames_explicit(p, fr);
+      frames_explicit(p, batch, fr);
       break;
   }
   VarlenArgs& args = fr.args;
@@ -835,7 +913,8 @@ bool plan_frames(ExecPlan& p, const Batch& batch, const VarlenArgs* a, Frames& f
     q_src_index.resize(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(args.total_q, int64_t{1} << 31))));
     std::iota(q_src_index.begin(), q_src_index.end(), 0);
   }
-  if (k_src_index.empty() && !p.unpad.k.enabled) {
+  // (a paged call has no rotary, the index's only reader: its pool may hold up to 2^62 rows)
+  if (k_src_index.empty() && !p.unpad.k.enabled && !paged_table(batch, args)) {
     k_src_index.resize(static_cast<size_t>(std::max<int64_t>(0, std::min<int64_t>(args.total_k, int64_t{1} << 31))));
     std::iota(k_src_index.begin(), k_src_index.end(), 0);
   }
@@ -873,6 +952,7 @@ int64_t buffer_elements(const ExecPlan& p, const VarlenArgs& args, checked::Size
   int64_t el = 0;
   el = m.add(el, m.mul(p.rows_q_src, H, D));
   el = m.add(el, m.mul(2, m.mul(p.rows_k_src, Hk, D)));
+  if (p.attention.qv) el = m.add(el, m.mul(p.rows_q_src, H, D));  // q_v
   if (p.unpad.q.enabled) el = m.add(el, m.mul(std::max<int64_t>(args.total_q, 0), H, D));
   if (p.unpad.k.enabled) el = m.add(el, m.mul(2, m.mul(std::max<int64_t>(args.total_k, 0), Hk, D)));
   if (p.rotary.enabled) {
@@ -962,14 +1042,20 @@ int64_t plan_cost(const ExecPlan& p) {
   const auto& ck = at.cu_seqlens_k;
   for (int64_t b = 0; b < at.num_segments && static_cast<size_t>(b + 1) < cq.size(); ++b) {
     const int64_t lq = at.swapped ? 1 : fa2::wrap_sub(cq[static_cast<size_t>(b) + 1], cq[static_cast<size_t>(b)]);
-    const int64_t lk = static_cast<size_t>(b + 1) < ck.size() ? fa2::wrap_sub(ck[static_cast<size_t>(b) + 1], ck[static_cast<size_t>(b)]) : 0;
+    const int64_t lk_cu = static_cast<size_t>(b + 1) < ck.size() ? fa2::wrap_sub(ck[static_cast<size_t>(b) + 1], ck[static_cast<size_t>(b)]) : 0;
     // the rows the stages compute: those the grid covers, inside q, against the keys inside k
     // (the rest is counted or folded at once: clip.cpp, zero_blocks_step)
     const int64_t q_inside = at.swapped ? lq : std::max<int64_t>(0, at.total_q - fa2::row_offset(cq[static_cast<size_t>(b)]));
     const int64_t rows = std::min({lq, std::max<int64_t>(at.grid_m, 0) * at.tile.block_m, q_inside});
-    const int64_t k_inside = static_cast<size_t>(b + 1) < ck.size()
-                                 ? std::max<int64_t>(0, at.total_k - fa2::row_offset(ck[static_cast<size_t>(b)]))
-                                 : 0;
+    int64_t k_inside = static_cast<size_t>(b + 1) < ck.size()
+                           ? std::max<int64_t>(0, at.total_k - fa2::row_offset(ck[static_cast<size_t>(b)]))
+                           : 0;
+    int64_t lk = lk_cu;
+    if (at.paged) {
+      // keys through the table: those before its end are read one by one (the rest fold at once)
+      k_inside = fa3::first_key_past_table(at.paged->view(), b);
+      if (at.seqused_k && static_cast<size_t>(b) < at.seqused_k->size()) lk = (*at.seqused_k)[static_cast<size_t>(b)];
+    }
     cost = std::min<int64_t>(cost + attention_macs(rows, std::min(lk, k_inside), at.flags.causal,
                                                    at.flags.local ? at.flags.window_left : -1,
                                                    at.flags.window_right, p.num_heads, p.head_dim),
@@ -1053,6 +1139,28 @@ void sample_reference_rows_packed(ExecPlan& p, int64_t total_q) {
 // compute a sample of rows.
 void plan_budget(ExecPlan& p, const ExecOptions& options) {
   const int64_t cost = plan_cost(p);
+  // A page table can name far more keys than its pool holds (every entry the same page, a
+  // large cache_seqlens): sampling cuts rows, never keys. Past 8x the budget for the two rows
+  // of each segment a sample keeps, the dynamic stages are not run (--full runs them).
+  if (p.attention.paged && !options.full && options.budget > 0) {
+    const AttentionPlan& at = p.attention;
+    double floor = 0;
+    for (int64_t b = 0; b < at.num_segments && static_cast<size_t>(b + 1) < at.cu_seqlens_q.size(); ++b) {
+      const int64_t lq = fa2::wrap_sub(at.cu_seqlens_q[static_cast<size_t>(b) + 1], at.cu_seqlens_q[static_cast<size_t>(b)]);
+      const int64_t lk = at.seqused_k && static_cast<size_t>(b) < at.seqused_k->size()
+                             ? (*at.seqused_k)[static_cast<size_t>(b)]
+                             : int64_t{at.max_seqlen_k};
+      const int64_t keys = std::min<int64_t>(std::max<int64_t>(lk, 0), fa3::first_key_past_table(at.paged->view(), b));
+      floor += double(std::clamp<int64_t>(lq, 0, 2)) * double(keys) * double(p.num_heads) * double(p.head_dim) * 4.0;
+    }
+    if (floor > 8.0 * double(options.budget)) {
+      p.skip_reason = "page_table (FA3 paged KV): the keys its table names need about " +
+                      std::to_string(static_cast<int64_t>(floor)) + " multiply-adds for two rows of each sequence, over 8x --budget " +
+                      std::to_string(options.budget) + "; the call is judged by its host checks and the page_table invariants "
+                      "(--full runs it)";
+      return;
+    }
+  }
   p.cost = cost;
   const int64_t total_q = std::max<int64_t>(p.attention.total_q, 0);
   if (!options.full && cost > options.budget && options.budget > 0) {

@@ -27,6 +27,7 @@
 #include "contract/access_record.hpp"
 #include "contract/fa2_backward.hpp"
 #include "contract/fa2_forward.hpp"
+#include "contract/fa3_paged.hpp"
 #include "contract/vocabulary.hpp"
 #include "exec/plan/numeric.hpp"
 
@@ -107,6 +108,16 @@ TilesPastRows attention_tiles_past_rows(const ExecPlan& plan);
 std::string clipped_note(const ExecPlan& plan);
 
 // flash_attn_varlen_func as the kernel runs it, after mha_varlen_fwd's host adjustments.
+// FA3's paged KV (`varlen.page_table` with its values): k / v are the pool (num_pages *
+// page_size rows) and key j of segment b is read through the table (contract/fa3_paged.hpp).
+struct PagedPlan {
+  std::vector<int64_t> table;  // rows x pages_per_seq, row-major
+  int64_t pages_per_seq = 0, page_size = 1, num_pages = 0;
+  fa3::PagedKV view() const {
+    return {table.data(), static_cast<int64_t>(table.size()), pages_per_seq, page_size, num_pages};
+  }
+};
+
 struct AttentionPlan {
   int64_t num_segments = 0;              // batch_size = cu_seqlens_q.numel() - 1 (grid.y)
   std::vector<int32_t> cu_seqlens_q;     // as the kernel reads them (int32 view)
@@ -146,6 +157,10 @@ struct AttentionPlan {
   std::vector<uint8_t> sample;
   int64_t rows_sampled = 0;              // rows flagged in `sample` (or total_q)
   TilesPastRows past_rows;               // CTAs wholly past q/out: counted, not run
+  // FA3: k / v addressed through a page table (total_k: the pool's rows), and the q_v score
+  // term (each score adds q_v . v_j; q_v has q's shape)
+  std::optional<PagedPlan> paged;
+  bool qv = false;
 };
 
 // pad_input: out_final = zeros(dst_rows); out_final[indices[i]] = out[i].
@@ -187,6 +202,13 @@ struct ReferencePlan {
   bool rotary_interleaved = false;
   double rotary_base = 10000.0;
   int64_t rotary_freq_dim = 0;                  // inv_freq = base^(-2i / rotary_freq_dim)
+  // FA3's paged KV: a sequence's k_src_first is its logical block (segment * seqlen_k); key
+  // j of it is row j % page_size of page table[segment][j / page_size] of the pool, within
+  // the sequence's own row of the table (the page table's meaning, not the kernel's reads)
+  std::optional<PagedPlan> paged;
+  int64_t paged_seqlen_k = 0;                   // pages_per_seq * page_size
+  int64_t paged_outside_pool = 0;               // sequences left out: a page of theirs is outside the pool
+  bool qv = false;                              // scores add q_v . v_j (FA3's q_v)
   // Sampling: final-frame rows to check (empty: all intended query rows).
   std::vector<uint8_t> sample;
   int64_t rows_total = 0;                       // intended query rows

@@ -161,7 +161,8 @@ struct Worst {
 }  // namespace
 
 ReferenceResult reference_compare(const ExecPlan& plan, const float* q_src, const float* k_src, const float* v_src,
-                                  const float* out_final, const std::vector<uint8_t>& checkable, int threads) {
+                                  const float* out_final, const std::vector<uint8_t>& checkable, int threads,
+                                  const float* qv_src) {
   const ReferencePlan& ref = plan.reference;
   ReferenceResult res;
   const int64_t H = plan.num_heads, Hk = plan.num_kv_heads, D = plan.head_dim;
@@ -203,6 +204,18 @@ ReferenceResult reference_compare(const ExecPlan& plan, const float* q_src, cons
     }
   }
 
+  // FA3: q_v's term and paged keys take the direct path below (one key at a time); a paged
+  // sequence's key j is row j % page_size of page table[seq][j / page_size] (its own row,
+  // every page inside the pool: plan_reference keeps only such sequences)
+  const bool with_qv = ref.qv && qv_src != nullptr;
+  const bool direct = with_qv || ref.paged.has_value();
+  auto key_row = [&](const RefSequence& s, int64_t j) -> int64_t {
+    if (!ref.paged) return s.k_src_first + j;
+    const PagedPlan& pg = *ref.paged;
+    const int64_t seq = s.k_src_first / std::max<int64_t>(ref.paged_seqlen_k, 1);
+    return pg.table[static_cast<size_t>(seq * pg.pages_per_seq + j / pg.page_size)] * pg.page_size + j % pg.page_size;
+  };
+
   // keys of one (sequence, kv head), transposed (D, n) so the score loop runs over keys
   auto padded = [](int64_t n) { return (n + 31) / 32 * 32; };
   auto transpose_keys = [&](const RefSequence& s, int64_t g, float* kT, int64_t j0, int64_t j1) {
@@ -234,6 +247,7 @@ ReferenceResult reference_compare(const ExecPlan& plan, const float* q_src, cons
       hi = std::min(hi, start + ref.attention_chunk);
     }
     const float* qrow = qv + (s.q_src_first + t) * H * D + g * groups * D;
+    if (direct) kT = nullptr;
     if (kT && hi > lo) {
       // scores of the group's heads, two at a time
       for (int64_t x = 0; x < groups; x += 2) {
@@ -250,10 +264,16 @@ ReferenceResult reference_compare(const ExecPlan& plan, const float* q_src, cons
       if (hi > lo) {
         double* __restrict scp = sc.data() + x * np;
         if (!kT) {
+          const float* qvr = with_qv ? qv_src + (s.q_src_first + t) * H * D + h * D : nullptr;
           for (int64_t j = lo; j < hi; ++j) {
-            const float* kr = kv + (s.k_src_first + j) * Hk * D + g * D;
+            const int64_t kr_row = key_row(s, j);
+            const float* kr = kv + kr_row * Hk * D + g * D;
             double acc = 0.0;
             for (int64_t d = 0; d < D; ++d) acc += static_cast<double>(q[d]) * static_cast<double>(kr[d]);
+            if (qvr) {
+              const float* vr = v_src + kr_row * Hk * D + g * D;
+              for (int64_t d = 0; d < D; ++d) acc += static_cast<double>(qvr[d]) * static_cast<double>(vr[d]);
+            }
             scp[j] = acc;
           }
         }
@@ -264,7 +284,19 @@ ReferenceResult reference_compare(const ExecPlan& plan, const float* q_src, cons
         for (int64_t j = lo; j < hi; ++j) mx = std::max(mx, scp[j]);
         const double sum = ref_exp(scp, lo, hi, mx);
         for (int64_t j = lo; j < hi; ++j) scp[j] /= sum;
-        ref_pv(scp, v_src + s.k_src_first * Hk * D + g * D, Hk * D, D, lo, hi, o.data());
+        if (ref.paged) {
+          // page by page: each page's rows are contiguous in the pool
+          for (int64_t j = lo; j < hi;) {
+            const int64_t e = std::min(hi, (j / ref.paged->page_size + 1) * ref.paged->page_size);
+            thread_local std::vector<double> part;
+            part.assign(static_cast<size_t>(D), 0.0);
+            ref_pv(scp + j, v_src + key_row(s, j) * Hk * D + g * D, Hk * D, D, 0, e - j, part.data());
+            for (int64_t d = 0; d < D; ++d) o[static_cast<size_t>(d)] += part[static_cast<size_t>(d)];
+            j = e;
+          }
+        } else {
+          ref_pv(scp, v_src + s.k_src_first * Hk * D + g * D, Hk * D, D, lo, hi, o.data());
+        }
         macs[static_cast<size_t>(w)] += 2.0 * double(hi - lo) * double(D);
       }
       // relative error of the head's row: ||o - ref||_2 / ||ref||_2 (the element with the
@@ -297,7 +329,7 @@ ReferenceResult reference_compare(const ExecPlan& plan, const float* q_src, cons
     const auto& ts = rows_of[static_cast<size_t>(pr.si)];
     const float* kT = nullptr;
     thread_local std::vector<float> buf;
-    if (ts.size() >= 16) {
+    if (!direct && ts.size() >= 16) {
       buf.assign(static_cast<size_t>(padded(s.k_count) * D), 0.f);
       transpose_keys(s, pr.g, buf.data(), 0, s.k_count);
       kT = buf.data();
@@ -308,13 +340,16 @@ ReferenceResult reference_compare(const ExecPlan& plan, const float* q_src, cons
   for (const Pair& pr : large) {
     const RefSequence& s = ref.sequences[static_cast<size_t>(pr.si)];
     const auto& ts = rows_of[static_cast<size_t>(pr.si)];
-    shared.assign(static_cast<size_t>(padded(s.k_count) * D), 0.f);
-    const int64_t chunk = 4096;
-    parallel_for(workers, (s.k_count + chunk - 1) / chunk, 1, [&](int64_t c, int) {
-      transpose_keys(s, pr.g, shared.data(), c * chunk, std::min(s.k_count, (c + 1) * chunk));
+    if (!direct) {
+      shared.assign(static_cast<size_t>(padded(s.k_count) * D), 0.f);
+      const int64_t chunk = 4096;
+      parallel_for(workers, (s.k_count + chunk - 1) / chunk, 1, [&](int64_t c, int) {
+        transpose_keys(s, pr.g, shared.data(), c * chunk, std::min(s.k_count, (c + 1) * chunk));
+      });
+    }
+    parallel_for(workers, static_cast<int64_t>(ts.size()), 1, [&](int64_t i, int w) {
+      compare_row(pr.si, pr.g, ts[static_cast<size_t>(i)], direct ? nullptr : shared.data(), w);
     });
-    parallel_for(workers, static_cast<int64_t>(ts.size()), 1,
-                 [&](int64_t i, int w) { compare_row(pr.si, pr.g, ts[static_cast<size_t>(i)], shared.data(), w); });
   }
   Worst best;
   for (const Worst& w : worst)

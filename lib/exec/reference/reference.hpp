@@ -88,9 +88,12 @@ struct ReferenceResult {
   double macs = 0;
 };
 // `out_final` is the final output (rows_final, H, D); `checkable[r]` says whether final row r
-// holds a value to compare (computed, or never written).
+// holds a value to compare (computed, or never written). FA3: `qv_src` (q's shape) adds q_v . v_j
+// to each score (plan.reference.qv); a paged call's keys are read through its own table row
+// (plan.reference.paged).
 ReferenceResult reference_compare(const ExecPlan& plan, const float* q_src, const float* k_src, const float* v_src,
-                                  const float* out_final, const std::vector<uint8_t>& checkable, int threads);
+                                  const float* out_final, const std::vector<uint8_t>& checkable, int threads,
+                                  const float* qv_src = nullptr);
 
 // ---- the backward: backward.reference (gradients.cpp) -------------------------------------
 

@@ -298,6 +298,7 @@ void result_stage(Run& run) {
   ri.lse = out.lse;
   ri.q_src = in.q_src.data();
   ri.k_src = in.k_src.data();
+  ri.qv_src = in.qv_src.empty() ? nullptr : in.qv_src.data();
   ri.v_src = in.v_src.data();
   ri.total_q = run.total_q;
   ri.threads = run.threads;
@@ -356,6 +357,10 @@ Inputs seeded_inputs(const ExecPlan& plan, int threads) {
   fill(in.q_src, plan.seed, num::InputTensor::q, plan.elem, threads);
   fill(in.k_src, plan.seed, num::InputTensor::k, plan.elem, threads);
   fill(in.v_src, plan.seed, num::InputTensor::v, plan.elem, threads);
+  if (plan.attention.qv) {
+    in.qv_src.resize(in.q_src.size());
+    fill(in.qv_src, plan.seed, num::InputTensor::qv, plan.elem, threads);
+  }
   return in;
 }
 

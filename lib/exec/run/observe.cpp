@@ -315,7 +315,8 @@ void result(StageRecord& s, ExecResult& res, const ExecPlan& plan, const ResultI
     s.facts.reference_skipped = true;
     return;
   }
-  ref::ReferenceResult rr = ref::reference_compare(plan, in.q_src, in.k_src, in.v_src, in.out_final, checkable, in.threads);
+  ref::ReferenceResult rr = ref::reference_compare(plan, in.q_src, in.k_src, in.v_src, in.out_final, checkable, in.threads,
+                                                   in.qv_src);
   s.facts.rows_total = ref.rows_total;
   s.facts.rows_checked = rr.rows_checked;
   s.facts.rows_failed = rr.rows_failed;

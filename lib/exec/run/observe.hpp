@@ -82,6 +82,7 @@ struct ResultInputs {
   const float* q_src = nullptr;                    // the inputs, for the reference
   const float* k_src = nullptr;
   const float* v_src = nullptr;
+  const float* qv_src = nullptr;                   // FA3's q_v (nullptr: none)
   int64_t total_q = 0;
   int threads = 1;
   std::string output_name = "output";              // "GPU output" on the CUDA backend
