@@ -16,6 +16,7 @@ head dim x checked/unchecked), a markdown table row:
 
 Usage:
   python3 bench/fwd_sass.py --build build-cuda [--cuobjdump PATH] [--label TEXT]
+  python3 bench/fwd_sass.py --self-test      # the parser on a built-in listing (tests/CMakeLists.txt)
 
 cuobjdump: --cuobjdump, else $CUOBJDUMP, else cuobjdump on PATH, else the CUDA toolkit's.
 No GPU needed.
@@ -109,12 +110,52 @@ def key_loops(ins):
     return sorted(loops, key=lambda l: l[0])
 
 
+# A cuobjdump listing in miniature (the format's lines, made-up code): a loop with two HGMMA
+# and an R2UR in front of the second, an outer loop around it with a local store, a local load
+# before both.
+SELF_TEST_SASS = """
+		Function : _ZN2ad4kern4attn23varlen_fwd_wgmma_kernelI13__nv_bfloat16Li128ELi128ELi1ELb0ELb1ELb1EEEvNS0_15VarlenFwdParamsE
+        /*0000*/                   LDL R2, [R1+0x8] ;                                /* 0x0000080001027983 */
+        /*0010*/                   UMOV UR4, 0x1 ;                                   /* 0x0000000100047882 */
+        /*0020*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR8], RZ, !UPT ; /* 0x0 */
+        /*0030*/                   R2UR UR9, R3 ;                                    /* 0x0 */
+        /*0040*/                   HGMMA.64x128x16.F32.BF16 R24, gdesc[UR8], R24 ;   /* 0x0 */
+        /*0050*/               @P0 BRA 0x20 ;                                        /* 0x0 */
+        /*0060*/                   STL [R1+0x8], R2 ;                                /* 0x0 */
+        /*0070*/               @P1 BRA 0x10 ;                                        /* 0x0 */
+        /*0080*/                   EXIT ;                                            /* 0x0 */
+"""
+
+
+def self_test():
+    funcs = parse_sass(SELF_TEST_SASS)
+    assert len(funcs) == 1, funcs
+    (name, ins), = funcs.items()
+    assert KERNEL_RE.search(name)["checked"] == "1" and KERNEL_RE.search(name)["d"] == "128"
+    assert len(ins) == 9 and ins[5] == (0x50, "@P0 BRA 0x20"), ins
+    c = collections.Counter(opcode(t) for _, t in ins)
+    assert (c["R2UR"], c["LDL"], c["STL"], c["HGMMA"]) == (1, 1, 1, 2), c
+    loops = key_loops(ins)  # both back edges hold HGMMA: the inner loop first
+    assert [n for n, _ in loops] == [4, 7], loops
+    assert loops[0][1]["R2UR"] == 1 and loops[0][1]["LDL"] + loops[0][1]["STL"] == 0, loops
+    assert loops[1][1]["STL"] == 1, loops
+    res = parse_res(" Function _Zfoo:\n  REG:255 STACK:208 SHARED:1024 LOCAL:0\n")
+    assert res == {"_Zfoo": (255, 208)}, res
+    print("fwd_sass.py self-test: ok")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--build", required=True, help="CUDA build directory (objects under %s)" % OBJ_DIR)
+    ap.add_argument("--build", help="CUDA build directory (objects under %s)" % OBJ_DIR)
     ap.add_argument("--cuobjdump")
     ap.add_argument("--label", default="")
+    ap.add_argument("--self-test", action="store_true", help="check the parser on a built-in listing (no CUDA)")
     a = ap.parse_args()
+    if a.self_test:
+        self_test()
+        return
+    if not a.build:
+        ap.error("--build is required")
     cu = find_cuobjdump(a.cuobjdump)
     rows = []
     for f in FILES + OPTIONAL:
