@@ -126,32 +126,33 @@ __device__ __forceinline__ uint32_t mnmajor_lo(uint32_t tile_addr) {
 }
 __device__ __forceinline__ constexpr uint32_t mnmajor_step(int kc) { return uint32_t((kc * 16 * 128) >> 4); }
 
-// S (64 x BN, this warpgroup's rows) = Q · Kᵀ. The key tile only: a value tile does not convert.
+// The operands come by shared-memory address (the kernel computes them: desc_base in the kernel).
+// S (64 x BN, this warpgroup's rows) = Q · Kᵀ, K the key tile at k_addr.
 template <class T, int D, int BN>
-__device__ __forceinline__ void gemm_qk(float (&s)[BN / 2], uint32_t q_addr, int wg, SmemTile<KeyRole, T> k) {
+__device__ __forceinline__ void gemm_qk(float (&s)[BN / 2], uint32_t q_addr, int wg, uint32_t k_addr) {
   const uint32_t q_lo = kmajor_lo(q_addr, wg * 64);
-  const uint32_t k_lo = kmajor_lo(smem_u32(k.data), 0);
+  const uint32_t k_lo = kmajor_lo(k_addr, 0);
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk)
     gmma::WgmmaSS<T, BN>::run(s, gmma::sw128_desc_words(q_lo + kmajor_step<kBlockM>(kk)),
                               gmma::sw128_desc_words(k_lo + kmajor_step<BN>(kk)), kk > 0 ? 1u : 0u);
 }
 
-// O (64 x D) += P (64 x BN, registers) · V (BN x D). The value tile only.
+// O (64 x D) += P (64 x BN, registers) · V (BN x D), V the value tile at v_addr.
 // (ptxas reuses the P registers as scratch for the next softmax as soon as it may, so it
 // waits for this product before that softmax: no overlap. gemm_pv_smem avoids that.)
 template <class T, int D, int BN>
-__device__ __forceinline__ void gemm_pv(float (&o)[D / 2], const uint32_t (&pf)[BN / 16][4], SmemTile<ValueRole, T> v) {
-  const uint32_t v_lo = mnmajor_lo<BN>(smem_u32(v.data));
+__device__ __forceinline__ void gemm_pv(float (&o)[D / 2], const uint32_t (&pf)[BN / 16][4], uint32_t v_addr) {
+  const uint32_t v_lo = mnmajor_lo<BN>(v_addr);
 #pragma unroll
   for (int kc = 0; kc < BN / 16; ++kc) gmma::WgmmaRS<T, D>::run(o, pf[kc], gmma::sw128_desc_words(v_lo + mnmajor_step(kc)));
 }
 
 // O (64 x D) += P (64 x BN, this warpgroup's shared-memory P tile, K-major) · V (BN x D).
 template <class T, int D, int BN>
-__device__ __forceinline__ void gemm_pv_smem(float (&o)[D / 2], uint32_t p_addr, SmemTile<ValueRole, T> v) {
+__device__ __forceinline__ void gemm_pv_smem(float (&o)[D / 2], uint32_t p_addr, uint32_t v_addr) {
   const uint32_t p_lo = kmajor_lo(p_addr, 0);
-  const uint32_t v_lo = mnmajor_lo<BN>(smem_u32(v.data));
+  const uint32_t v_lo = mnmajor_lo<BN>(v_addr);
 #pragma unroll
   for (int kc = 0; kc < BN / 16; ++kc)
     gmma::WgmmaSSTransB<T, D>::run(o, gmma::sw128_desc_words(p_lo + kmajor_step<64>(kc)),
@@ -193,6 +194,46 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
   // keeps the descriptors built from it in uniform registers (as CUTLASS's
   // canonical_warp_group_idx does); otherwise each wgmma waits on register-to-uniform moves.
   const int wg = __shfl_sync(0xffffffffu, tid / 128, 0);
+  // The shared-memory address of the aligned base, which the wgmma descriptors are built from
+  // (Q at the base, then the K and V stages). The checked form reads it from the array's
+  // symbol at each use (an asm statement, so the compiler neither hoists nor shares it): its
+  // refusal branches call record_access, and a value computed once before the loop then lives
+  // in an ordinary register, so every descriptor built from it went through an ordinary
+  // register and a register-to-uniform move before each wgmma (SASS: 48 R2UR per d128
+  // iteration, 24 at d64). Read from the symbol it is a uniform constant, and the descriptors
+  // stay in uniform registers as in the unchecked form. (The name is smem_raw's, mangled in
+  // this namespace: renaming either fails the build at ptxas, it cannot go wrong silently.)
+  // The warpgroup index (Q's rows), for the same reason, is re-broadcast at each use in the
+  // checked form (tid.x / 128 from lane 0: the SHFL result is warp-uniform); kept from before
+  // the loop, the d64 image (at its 128-register cap) reloaded it from local memory.
+  auto desc_base = [&]() -> uint32_t {
+    if constexpr (Checked) {
+      uint32_t a;
+      asm volatile("mov.u32 %0, _ZN2ad4kern4attn8smem_rawE;" : "=r"(a));
+      return a + ((1024u - (a & 1023u)) & 1023u);  // base's offset, as above
+    } else {
+      return smem_u32(base);
+    }
+  };
+  auto desc_wg = [&]() -> int {
+    if constexpr (Checked) {
+      int w;
+      asm volatile("{ .reg .u32 t; mov.u32 t, %%tid.x; shr.u32 t, t, 7; shfl.sync.idx.b32 %0, t, 0, 0x1f, 0xffffffff; }"
+                   : "=r"(w));
+      return w;
+    } else {
+      return wg;
+    }
+  };
+  // K and V stage i (the unchecked form keeps the expressions it was built from, and its image)
+  auto k_addr = [&](uint32_t sb, int i) -> uint32_t {
+    if constexpr (Checked) return sb + uint32_t(Shape::kQBytes + i * Shape::kKVBytes);
+    else return smem_u32(k_tile(i).data);
+  };
+  auto v_addr = [&](uint32_t sb, int i) -> uint32_t {
+    if constexpr (Checked) return sb + uint32_t(Shape::kQBytes + (S + i) * Shape::kKVBytes);
+    else return smem_u32(v_tile(i).data);
+  };
   // P tiles (PSmem): two per warpgroup, P_i in tile i % 2, so P_i is written while P_{i-1}·V
   // is still reading the other one.
   T* sP = reinterpret_cast<T*>(base + Shape::kQBytes + 2 * S * Shape::kKVBytes + wg * (2 * 64 * BN * 2));
@@ -216,7 +257,6 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
   if (kr.n_max > kr.n_min) {
     const int t_hi = (key_hi - 1) / BN;
     const int num_tiles = t_hi - key_lo / BN + 1;  // tile i covers keys [(t_hi - i) BN, + BN)
-    const uint32_t q_addr = smem_u32(sQ);
     float s[NB * 4];
 #pragma unroll
     for (int i = 0; i < NB * 4; ++i) s[i] = 0.f;
@@ -262,11 +302,11 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
     auto pin_p = [&]() {
       if constexpr (!PSmem) gmma::pin(pf);
     };
-    auto pv = [&](int vbuf, int pb) {  // P (tile pb) · V (stage vbuf)
+    auto pv = [&](uint32_t sb, int vbuf, int pb) {  // P (tile pb) · V (stage vbuf); sb: desc_base()
       if constexpr (PSmem)
-        gemm_pv_smem<T, D, BN>(o, p_addr + pb * (64 * BN * 2), v_tile(vbuf));
+        gemm_pv_smem<T, D, BN>(o, p_addr + pb * (64 * BN * 2), v_addr(sb, vbuf));
       else
-        gemm_pv<T, D, BN>(o, pf, v_tile(vbuf));
+        gemm_pv<T, D, BN>(o, pf, v_addr(sb, vbuf));
     };
     auto rescale_o = [&]() { rescale_rows<DB>(o, corr); };
 
@@ -312,7 +352,10 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
       // Tile 0: S_0 alone.
       gmma::pin(s);
       gmma::wgmma_fence();
-      gemm_qk<T, D, BN>(s, q_addr, wg, k_tile(0));
+      {
+        const uint32_t sb = desc_base();
+        gemm_qk<T, D, BN>(s, sb, desc_wg(), k_addr(sb, 0));  // (Q at the base)
+      }
       gmma::wgmma_commit();
       gmma::wgmma_wait<0>();
       gmma::pin(s);
@@ -330,10 +373,11 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
         gmma::pin(o);
         pin_p();
         gmma::wgmma_fence();
-        gemm_qk<T, D, BN>(s, q_addr, wg, k_tile(cur));
+        const uint32_t sb = desc_base();
+        gemm_qk<T, D, BN>(s, sb, desc_wg(), k_addr(sb, cur));
         gmma::wgmma_commit();
         pbuf = i & 1;
-        pv(prev, pbuf ^ 1);  // P_{i-1}
+        pv(sb, prev, pbuf ^ 1);  // P_{i-1}
         gmma::wgmma_commit();
         if (i + S - 1 < num_tiles) load_k(i + S - 1, prev);  // (i + S - 1) % S == (i - 1) % S: K_{i-1} is done
         if (i + S - 2 < num_tiles) load_v(i + S - 2, vload);  // V_{i-2} is done
@@ -362,7 +406,7 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
       gmma::pin(o);
       pin_p();
       gmma::wgmma_fence();
-      pv(cur, pbuf);  // P_{last}
+      pv(desc_base(), cur, pbuf);  // P_{last}
       gmma::wgmma_commit();
       gmma::wgmma_wait<0>();
       gmma::pin(o);
