@@ -68,7 +68,7 @@ const char* to_string(BwdStep s);
 // mha_varlen_bwd's adjustments of the call and FA2's geometry (fa2::bwd::normalize), and
 // the workspaces' shapes: fills p.kernel, p.dq_accum_shape, p.softmax_d_shape. Idempotent.
 void fa2_bwd_normalize(VarlenBwdParams& p);
-// The checked tensor-core backward covers this call: bf16/fp16, head_dim 64, 96 or 128.
+// The checked tensor-core backward covers this call: bf16/fp16, head_dim 64, 96, 128, 192 or 256.
 bool varlen_bwd_supported(const VarlenBwdParams& p);
 // Why the kernels cannot run this call (element type, head dim, FA2's tile), or "".
 std::string varlen_bwd_unsupported(const VarlenBwdParams& p);
@@ -147,6 +147,11 @@ BwdKernel varlen_bwd_tc_bf16(int head_dim, int block_m, bool checked);
 BwdKernel varlen_bwd_tc_fp16(int head_dim, int block_m, bool checked);
 BwdKernel varlen_bwd_tc_d96_bf16(int block_m, bool checked);  // head dim 96's own file
 BwdKernel varlen_bwd_tc_d96_fp16(int block_m, bool checked);
+// head dims 192 and 256 (varlen_attention_bwd_split.cuh), a file per head dim and type
+BwdKernel varlen_bwd_tc_d192_bf16(int block_m, bool checked);
+BwdKernel varlen_bwd_tc_d192_fp16(int block_m, bool checked);
+BwdKernel varlen_bwd_tc_d256_bf16(int block_m, bool checked);
+BwdKernel varlen_bwd_tc_d256_fp16(int block_m, bool checked);
 }  // namespace detail
 
 }  // namespace ad::kern

@@ -1,7 +1,8 @@
 // Varlen attention backward: the launchers of FA2's three launches (the preprocess, the
 // key-block kernel, the dq conversion) and of the GQA group sum, the call's normalisation
 // and the workspace sizes. The kernels are in varlen_attention_bwd.cuh; the key-block kernel
-// is instantiated per element type in varlen_attention_bwd_tc_{bf16,fp16}.cu.
+// is instantiated per element type in varlen_attention_bwd_tc_{bf16,fp16}.cu (head dims 96, 192
+// and 256: a file per head dim and type).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -93,20 +94,23 @@ void fa2_bwd_normalize(VarlenBwdParams& p) {
 }
 
 bool varlen_bwd_supported(const VarlenBwdParams& p) {
-  return p.elem != ElemType::fp32 && (p.head_dim == 64 || p.head_dim == 96 || p.head_dim == 128);
+  return p.elem != ElemType::fp32 &&
+         (p.head_dim == 64 || p.head_dim == 96 || p.head_dim == 128 || p.head_dim == 192 || p.head_dim == 256);
 }
 
 std::string varlen_bwd_unsupported(const VarlenBwdParams& p_in) {
   VarlenBwdParams p = p_in;
   fa2_bwd_normalize(p);
   if (!varlen_bwd_supported(p))
-    return std::string("the kernels take bf16 / fp16 with head_dim 64, 96 or 128, not ") + to_string(p.elem) + " d" +
+    return std::string("the kernels take bf16 / fp16 with head_dim 64, 96, 128, 192 or 256, not ") + to_string(p.elem) + " d" +
            std::to_string(p.head_dim);
   const int block_m = walk_block_m(p);
   const int tile_m = bwd::tile_m_of(p);
-  if (bwd::tile_n_of(p) != bwd::kBwdBlockN || tile_m <= 0 || tile_m % block_m != 0 || tile_m > 128)
+  const int block_n = bwd::key_block_n(p.head_dim);
+  if (bwd::tile_n_of(p) != block_n || tile_m <= 0 || tile_m % block_m != 0 || tile_m > 128)
     return "FA2's tile " + std::to_string(tile_m) + " x " + std::to_string(bwd::tile_n_of(p)) +
-           " is not one the kernel walks (key blocks of 128, query tiles a multiple of " + std::to_string(block_m) + ")";
+           " is not one the kernel walks (key blocks of " + std::to_string(block_n) +
+           ", query tiles a multiple of " + std::to_string(block_m) + ")";
   if (p.kernel.tile.head_dim_rounded != p.head_dim)
     return "dq_accum has " + std::to_string(p.kernel.tile.head_dim_rounded) + " columns per head for head_dim " +
            std::to_string(p.head_dim);
@@ -141,7 +145,7 @@ void launch_varlen_bwd_step(const VarlenBwdParams& p_in, BwdStep step, Checks ch
   fa2_bwd_normalize(p);
   const bool checked = checks == Checks::checked;
   check_config(varlen_bwd_supported(p), "no tensor-core kernel for " + std::string(to_string(p.elem)) + " head_dim " +
-                                            std::to_string(p.head_dim) + " (bf16/fp16, 64, 96 or 128)");
+                                            std::to_string(p.head_dim) + " (bf16/fp16, 64, 96, 128, 192 or 256)");
   check_config(p.num_heads_k > 0 && p.num_heads > 0 && p.num_heads % p.num_heads_k == 0,
                "num_heads " + std::to_string(p.num_heads) + " is not a multiple of num_heads_k " +
                    std::to_string(p.num_heads_k));
@@ -155,9 +159,11 @@ void launch_varlen_bwd_step(const VarlenBwdParams& p_in, BwdStep step, Checks ch
   check_config(step != BwdStep::group_sum || (p.dk_out != nullptr && p.dv_out != nullptr),
                "H > Hk without dk_out / dv_out");
   const int tile_m = bwd::tile_m_of(p), block_m = walk_block_m(p);
-  check_config(bwd::tile_n_of(p) == bwd::kBwdBlockN && tile_m > 0 && tile_m % block_m == 0 && tile_m <= 128,
+  const int block_n = bwd::key_block_n(p.head_dim);
+  check_config(bwd::tile_n_of(p) == block_n && tile_m > 0 && tile_m % block_m == 0 && tile_m <= 128,
                "FA2 tile " + std::to_string(tile_m) + " x " + std::to_string(bwd::tile_n_of(p)) +
-                   " is not walked by this kernel (key blocks of 128, query tiles a multiple of " +
+                   " is not walked by this kernel (key blocks of " + std::to_string(block_n) +
+                   ", query tiles a multiple of " +
                    std::to_string(block_m) + ", at most 128)");
   check_config(p.kernel.tile.head_dim_rounded == p.head_dim, "dq_accum columns per head must equal head_dim");
   check_config(p.kernel.grid_x > 0 && p.kernel.grid_x <= 0x7fffffff && p.kernel.grid_m <= 0x7fffffff,

@@ -23,7 +23,8 @@
 // FA2 runs, so the dq_accum layout (and the 32-bit offset of releases before the fix) is the
 // real one.
 //
-// The tensor-core kernel (bf16/fp16, head dim 64, 96 and 128: FA2's key blocks of 128): 8 warps, each owning 16 of the
+// The tensor-core kernel (bf16/fp16, head dim 64, 96 and 128: FA2's key blocks of 128; 192 and
+// 256: varlen_attention_bwd_split.cuh, key blocks of 64): 8 warps, each owning 16 of the
 // CTA's 128 keys; K and V stay in shared memory for the whole CTA; Q and dO tiles of 64 rows
 // are double-buffered with cp.async. S and dP are computed transposed (keys are the MMA's M
 // dimension), so Pᵀ and dSᵀ come out of the accumulators already as the A operands of the
@@ -67,8 +68,9 @@ inline constexpr int kPreThreads = 128;
 // an H100 1.2x faster unchecked but only 1.07x checked, whose body then spills (548 bytes
 // stored), so its check overhead reaches 13-15 % (docs/performance.md).
 // Head dim 96 takes 64 (FA2's query tile; with 32, the dQ product's 24-column groups would not
-// split into 16-column ldmatrix steps), its accumulators 160 registers.
-inline constexpr int default_block_m(int head_dim) { return head_dim == 128 ? 32 : 64; }
+// split into 16-column ldmatrix steps), its accumulators 160 registers. Head dims 192 and 256
+// take 32 (varlen_attention_bwd_split.cuh: the shared tiles fit an A100's 163 KB).
+inline constexpr int default_block_m(int head_dim) { return head_dim >= 128 ? 32 : 64; }
 // The wgmma key-block kernel's query rows per step (sm90a/varlen_attention_bwd_wgmma.cuh
 // WgmmaBwdShape says why).
 inline constexpr int kWgmmaBlockM = 64;
@@ -136,6 +138,10 @@ __device__ __noinline__ inline void record_bwd(const VarlenBwdParams& p, Cta at,
 AD_HD int64_t pre_grid_m(const VarlenBwdParams& p) { return p.kernel.grid_m; }
 AD_HD int64_t key_grid_x(const VarlenBwdParams& p) { return p.kernel.grid_x; }
 inline constexpr int kBwdBlockN = 128;  // this kernel's key block (= FA2's tile_n for head dims 64, 96 and 128)
+// FA2's tile_n above head dim 128 (contract tile_for: 64 x 64), the key block of the split
+// kernel (varlen_attention_bwd_split.cuh)
+inline constexpr int kSplitBlockN = 64;
+inline constexpr int key_block_n(int head_dim) { return head_dim > 128 ? kSplitBlockN : kBwdBlockN; }
 
 // The swizzled offset of (row, col) in the [128][BM] dSᵀ tile: 16-byte chunks XORed so that
 // the 8 rows an ldmatrix phase reads hit distinct bank groups (BM 64: 8 chunks per row, as
@@ -589,29 +595,14 @@ __device__ __forceinline__ void add_dq(const VarlenBwdParams& p, const Cta& at, 
   }
 }
 
-// Epilogue of a key block: dK * scale and dV, held as m16n8 accumulators by warp w for keys
-// 16 w .. 16 w + 15 of the block (dk[4 i + 2 half + e]: key 16 w + lane / 4 + 8 half, column
-// 8 i + 2 (lane % 4) + e), through shared memory (sK, sV: the block's K and V, no longer
-// read) into 16-byte row chunks. A key block no query block sees writes zeros (FA2 does the
-// same). Checked form: a row past dk / dv is recorded and not written.
-template <class T, int D, int NT, bool Checked>
-__device__ __forceinline__ void store_dk_dv(const VarlenBwdParams& p, const Cta& at, const Segment& seg, int n_block,
-                                            int n0, int key_valid, const float (&dk)[D / 2], const float (&dv)[D / 2],
-                                            T* sK, T* sV) {
-  constexpr int BN = kBwdBlockN, DB = D / 8, C = D / 8;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, h = at.z;
-  __syncthreads();
-  const float dk_scale = p.softmax_scale;
-#pragma unroll
-  for (int i = 0; i < DB; ++i)
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = warp * 16 + (lane >> 2) + half * 8, c = i * 8 + 2 * (lane & 3);
-      *reinterpret_cast<uint32_t*>(sK + swz<D>(r, c)) =
-          Elem<T>::pack(dk[4 * i + 2 * half] * dk_scale, dk[4 * i + 2 * half + 1] * dk_scale);
-      *reinterpret_cast<uint32_t*>(sV + swz<D>(r, c)) = Elem<T>::pack(dv[4 * i + 2 * half], dv[4 * i + 2 * half + 1]);
-    }
-  __syncthreads();
+// The rows of a key block's dK and dV (scaled and rounded, in sK and sV: the swizzled [BN][D]
+// tiles) into dk and dv, in 16-byte row chunks, the key rows [n0, key_valid) of the segment.
+// Checked form: a row past dk / dv is recorded and not written.
+template <class T, int D, int BN, int NT, bool Checked>
+__device__ __forceinline__ void write_dk_dv_rows(const VarlenBwdParams& p, const Cta& at, const Segment& seg,
+                                                 int n_block, int n0, int key_valid, const T* sK, const T* sV) {
+  constexpr int C = D / 8;
+  const int tid = threadIdx.x, h = at.z;
   T* gdk = static_cast<T*>(p.dk.data);
   T* gdv = static_cast<T*>(p.dv.data);
   for (int x = tid; x < BN * C; x += NT) {
@@ -644,6 +635,32 @@ __device__ __forceinline__ void store_dk_dv(const VarlenBwdParams& p, const Cta&
   }
 }
 
+// Epilogue of a key block: dK * scale and dV, held as m16n8 accumulators by warp w for keys
+// 16 w .. 16 w + 15 of the block (dk[4 i + 2 half + e]: key 16 w + lane / 4 + 8 half, column
+// 8 i + 2 (lane % 4) + e), through shared memory (sK, sV: the block's K and V, no longer
+// read) into 16-byte row chunks. A key block no query block sees writes zeros (FA2 does the
+// same). Checked form: a row past dk / dv is recorded and not written.
+template <class T, int D, int NT, bool Checked>
+__device__ __forceinline__ void store_dk_dv(const VarlenBwdParams& p, const Cta& at, const Segment& seg, int n_block,
+                                            int n0, int key_valid, const float (&dk)[D / 2], const float (&dv)[D / 2],
+                                            T* sK, T* sV) {
+  constexpr int DB = D / 8;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  __syncthreads();
+  const float dk_scale = p.softmax_scale;
+#pragma unroll
+  for (int i = 0; i < DB; ++i)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = warp * 16 + (lane >> 2) + half * 8, c = i * 8 + 2 * (lane & 3);
+      *reinterpret_cast<uint32_t*>(sK + swz<D>(r, c)) =
+          Elem<T>::pack(dk[4 * i + 2 * half] * dk_scale, dk[4 * i + 2 * half + 1] * dk_scale);
+      *reinterpret_cast<uint32_t*>(sV + swz<D>(r, c)) = Elem<T>::pack(dv[4 * i + 2 * half], dv[4 * i + 2 * half + 1]);
+    }
+  __syncthreads();
+  write_dk_dv_rows<T, D, kBwdBlockN, NT, Checked>(p, at, seg, n_block, n0, key_valid, sK, sV);
+}
+
 // What a CTA knows about key block n_block of its segment (at.y) and head (at.z) before it
 // walks the query steps (one definition for the mma.sync and the wgmma bodies).
 struct KeyBlockWalk {
@@ -663,12 +680,12 @@ struct KeyBlockWalk {
   } steps;  // FA2's query tiles [m_min, m_max) walked as steps of bm rows; empty: zeros only
 };
 __device__ __forceinline__ KeyBlockWalk key_block_walk(const VarlenBwdParams& p, const Cta& at, int n_block,
-                                                      int bm) {
+                                                      int bm, int bn = kBwdBlockN) {
   KeyBlockWalk w;
   const int b = at.y, h = at.z;
   w.seg = segment_of(p, b);
   w.kb = fa2::bwd::key_block_range(n_block, w.seg.len_q, w.seg.len_k, p.kernel.flags);
-  w.n0 = n_block * kBwdBlockN;
+  w.n0 = n_block * bn;
   w.h_kv = h / (p.num_heads / p.num_heads_k);
   w.tm = tile_m_of(p);  // a multiple of bm: the launcher checks it
   w.key_valid = int(w.kb.key_end);
@@ -677,11 +694,57 @@ __device__ __forceinline__ KeyBlockWalk key_block_walk(const VarlenBwdParams& p,
   w.cu_q_b = p.cu_seqlens_q.data[b];
   w.flags = p.kernel.flags;
   w.flags.block_m = bm;
-  w.flags.block_n = kBwdBlockN;
+  w.flags.block_n = bn;
   w.sm = step_math(p, w.seg, w.flags);
   w.steps.m_min = w.kb.m_min * w.tm / bm;
   w.steps.m_max = w.kb.empty ? w.steps.m_min : w.kb.m_max * w.tm / bm;
   return w;
+}
+
+// Checked form: work wholly past the tensors is not run (a segment whose cu_seqlens run past
+// them). Zero K and V rows add nothing to dq, zero Q and dO rows nothing to dk and dv, so
+// the gradients are those of the full walk; the refused rows are recorded at once, each
+// buffer with its row count.
+// Returns false when the key block lies wholly past k, v, dk and dv (recorded: nothing runs);
+// otherwise trims `run` to the query steps whose rows lie inside q and dO (BM rows a step, BN
+// keys a block: the body's shape).
+template <int BM, int BN>
+__device__ __forceinline__ bool trim_walk(const VarlenBwdParams& p, const KeyBlockWalk& w, int n_block,
+                                          decltype(KeyBlockWalk::steps)& run) {
+  const Segment& seg = w.seg;
+  const Cta& at = w.at;
+  const int n0 = w.n0, key_valid = w.key_valid, tm = w.tm, h = at.z, tid = threadIdx.x;
+  const auto& qb = w.steps;
+  const uint64_t k_first = uint64_t(seg.start_k) + uint64_t(n0);
+  if (k_first >= uint64_t(p.k.rows) && k_first >= uint64_t(p.v.rows) && k_first >= uint64_t(p.dk.rows) &&
+      k_first >= uint64_t(p.dv.rows)) {
+    if (tid == 0) {
+      const uint64_t n = uint64_t(min(BN, key_valid - n0));
+      record_bwd(p, at, p.k.buffer, AccessKind::read, Unit::rows, int64_t(k_first), p.k.rows, int64_t(k_first),
+                 h, n_block, oc::kMainKeyReads, n0, n);
+      record_bwd(p, at, p.v.buffer, AccessKind::read, Unit::rows, int64_t(k_first), p.v.rows, int64_t(k_first),
+                 h, n_block, oc::kMainKeyReads, int64_t(n0) | int64_t(order::kValueBit), n);
+      record_bwd(p, at, p.dk.buffer, AccessKind::write, Unit::rows, int64_t(k_first), p.dk.rows,
+                 int64_t(k_first), h, n_block, oc::kMainDkDv, n0, n);
+      record_bwd(p, at, p.dv.buffer, AccessKind::write, Unit::rows, int64_t(k_first), p.dv.rows,
+                 int64_t(k_first), h, n_block, oc::kMainDkDv, int64_t(n0) | int64_t(order::kValueBit), n);
+    }
+    return false;
+  }
+  const int64_t q_inside = min(p.q.rows, p.dout.rows) - int64_t(seg.start_q);  // segment rows inside q and dO
+  const int64_t m_live = q_inside > 0 ? fa2::ceil_div(q_inside, BM) : 0;
+  if (m_live < qb.m_max) {
+    const int64_t first = (m_live > qb.m_min ? m_live : qb.m_min) * BM;
+    const int64_t last = min(int64_t(seg.len_q), qb.m_max * BM);
+    if (tid == 0 && last > first) {
+      const int64_t row = int64_t(uint64_t(seg.start_q) + uint64_t(first));
+      // q and dO rows (one record of two accesses per row, as for a tile that is run)
+      record_bwd(p, at, p.q.buffer, AccessKind::read, Unit::rows, row, p.q.rows, row, h, first / tm,
+                 oc::kMainQueryReads, first, 2 * uint64_t(last - first));
+    }
+    run.m_max = m_live > qb.m_min ? m_live : qb.m_min;
+  }
+  return true;
 }
 
 // Key block n_block of CTA `at` (segment at.y, head at.z); its dq goes into dq_accum copy
@@ -726,41 +789,9 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, const C
 #pragma unroll
     for (int e = 0; e < 4; ++e) dk[i][e] = dv[i][e] = 0.f;
 
-  // Checked form: work wholly past the tensors is not run (a segment whose cu_seqlens run past
-  // them). Zero K and V rows add nothing to dq, zero Q and dO rows nothing to dk and dv, so
-  // the gradients are those of the full walk; the refused rows are recorded at once, each
-  // buffer with its row count.
   auto run = qb;
   if constexpr (Checked) {
-    const uint64_t k_first = uint64_t(seg.start_k) + uint64_t(n0);
-    if (k_first >= uint64_t(p.k.rows) && k_first >= uint64_t(p.v.rows) && k_first >= uint64_t(p.dk.rows) &&
-        k_first >= uint64_t(p.dv.rows)) {
-      if (tid == 0) {
-        const uint64_t n = uint64_t(min(BN, key_valid - n0));
-        record_bwd(p, at, p.k.buffer, AccessKind::read, Unit::rows, int64_t(k_first), p.k.rows, int64_t(k_first),
-                   h, n_block, oc::kMainKeyReads, n0, n);
-        record_bwd(p, at, p.v.buffer, AccessKind::read, Unit::rows, int64_t(k_first), p.v.rows, int64_t(k_first),
-                   h, n_block, oc::kMainKeyReads, int64_t(n0) | int64_t(order::kValueBit), n);
-        record_bwd(p, at, p.dk.buffer, AccessKind::write, Unit::rows, int64_t(k_first), p.dk.rows,
-                   int64_t(k_first), h, n_block, oc::kMainDkDv, n0, n);
-        record_bwd(p, at, p.dv.buffer, AccessKind::write, Unit::rows, int64_t(k_first), p.dv.rows,
-                   int64_t(k_first), h, n_block, oc::kMainDkDv, int64_t(n0) | int64_t(order::kValueBit), n);
-      }
-      return;
-    }
-    const int64_t q_inside = min(p.q.rows, p.dout.rows) - int64_t(seg.start_q);  // segment rows inside q and dO
-    const int64_t m_live = q_inside > 0 ? fa2::ceil_div(q_inside, BM) : 0;
-    if (m_live < qb.m_max) {
-      const int64_t first = (m_live > qb.m_min ? m_live : qb.m_min) * BM;
-      const int64_t last = min(int64_t(seg.len_q), qb.m_max * BM);
-      if (tid == 0 && last > first) {
-        const int64_t row = int64_t(uint64_t(seg.start_q) + uint64_t(first));
-        // q and dO rows (one record of two accesses per row, as for a tile that is run)
-        record_bwd(p, at, p.q.buffer, AccessKind::read, Unit::rows, row, p.q.rows, row, h, first / tm,
-                   oc::kMainQueryReads, first, 2 * uint64_t(last - first));
-      }
-      run.m_max = m_live > qb.m_min ? m_live : qb.m_min;
-    }
+    if (!trim_walk<BM, BN>(p, w, n_block, run)) return;
   }
 
   if (run.m_max > run.m_min) {

@@ -1,6 +1,6 @@
 // GPU tests of the checked varlen backward (kernels/varlen_attention_bwd*): the gradients
-// against an fp64 reference over the intended segments (bf16/fp16, head dim 64/128, causal,
-// window, softcap, GQA, query and key segments of different lengths), the checked and
+// against an fp64 reference over the intended segments (bf16/fp16, head dims 64, 96, 128, 192
+// and 256, causal, window, softcap, GQA, query and key segments of different lengths), the checked and
 // unchecked forms against each other, and what the checked form records (never performs)
 // when cu_seqlens run past the tensors. Tagged [cuda]; without a device (or without CUDA in
 // the build) each test prints "SKIPPED: <reason>" and ctest reports it skipped.
@@ -362,6 +362,34 @@ TEST_CASE("cuda: varlen backward matches fp64 gradients", "[cuda]") {
     s.deterministic = true;
     configs.push_back({"deterministic", s});
   }
+  for (const ElemType e : {ElemType::bf16, ElemType::fp16})
+    for (const int d : {192, 256}) {
+      // head dims 192 and 256 (FA2's 64 x 64 tile, the split kernel's 64-key blocks and
+      // 32-row steps): partial blocks everywhere, bottom-right causal with len_q != len_k,
+      // GQA, a window, a softcap, the deterministic walk
+      BwdSpec s;
+      s.elem = e, s.head_dim = d;
+      s.cu_q = {0, 1, 130, 385, 700};
+      configs.push_back({"plain", s});
+      s.causal = true;
+      configs.push_back({"plain", s});
+      s.heads = 6, s.heads_k = 2;
+      s.cu_q = {0, 70, 300, 301};
+      s.cu_k = {0, 200, 260, 400};
+      configs.push_back({"GQA, len_q != len_k", s});
+      s.heads = 4, s.heads_k = 4, s.causal = false;
+      s.window_left = 40, s.window_right = 7;
+      configs.push_back({"window", s});
+      s.window_left = s.window_right = -1;
+      s.softcap = 5.f;
+      configs.push_back({"softcap", s});
+      s.softcap = 0.f;
+      s.cu_q = {0, 1000, 1700};
+      s.cu_k = {};
+      s.heads = 2, s.heads_k = 1;
+      s.deterministic = true;
+      configs.push_back({"deterministic, MQA", s});
+    }
   for (const Config& cfg : configs) {
     DYNAMIC_SECTION(cfg.what << " " << to_string(cfg.spec.elem) << " d" << cfg.spec.head_dim
                               << (cfg.spec.causal ? " causal" : "")) {
@@ -375,19 +403,23 @@ TEST_CASE("cuda: varlen backward matches fp64 gradients", "[cuda]") {
 
 TEST_CASE("cuda: checked and unchecked backward compute the same gradients", "[cuda]") {
   if (!have_device()) return;
-  BwdSpec s;
-  s.cu_q = {0, 300, 333, 900};
-  s.head_dim = 128, s.causal = true, s.heads = 4, s.heads_k = 2;
-  const BwdCase c(s);
-  const BwdRun a = c.run(Checks::checked), b = c.run(Checks::unchecked);
-  // dk / dv are summed in one order in both; dq goes through fp32 atomics (any order), so
-  // the two agree to the rounding of the last bit of the sum
-  CHECK(a.dk == b.dk);
-  CHECK(a.dv == b.dv);
-  std::vector<double> dqa(a.dq.begin(), a.dq.end());
-  const Err e = rel_error(b.dq, dqa, dqa.size());
-  CHECK(e.nan == 0);
-  CHECK(e.rel < 1e-2);
+  for (const int d : {128, 192, 256}) {
+    DYNAMIC_SECTION("d" << d) {
+      BwdSpec s;
+      s.cu_q = {0, 300, 333, 900};
+      s.head_dim = d, s.causal = true, s.heads = 4, s.heads_k = 2;
+      const BwdCase c(s);
+      const BwdRun a = c.run(Checks::checked), b = c.run(Checks::unchecked);
+      // dk / dv are summed in one order in both; dq goes through fp32 atomics (any order), so
+      // the two agree to the rounding of the last bit of the sum
+      CHECK(a.dk == b.dk);
+      CHECK(a.dv == b.dv);
+      std::vector<double> dqa(a.dq.begin(), a.dq.end());
+      const Err e = rel_error(b.dq, dqa, dqa.size());
+      CHECK(e.nan == 0);
+      CHECK(e.rel < 1e-2);
+    }
+  }
 }
 
 TEST_CASE("cuda: the deterministic backward gives the same dq bit for bit on every run", "[cuda]") {
@@ -405,60 +437,72 @@ TEST_CASE("cuda: the deterministic backward gives the same dq bit for bit on eve
 
 TEST_CASE("cuda: an overshooting cu_seqlens_q is recorded by the backward, never performed", "[cuda]") {
   if (!have_device()) return;
-  BwdSpec s;
-  s.head_dim = 64, s.heads = 2, s.heads_k = 2;
-  s.cu_q = {0, 100, 300};
-  s.cu_k = {0, 100, 300};
-  s.rows_q = 200;  // cu_seqlens_q[-1] = 300 > 200 rows of q, dO, out, dq
-  const BwdCase c(s);
-  const BwdRun r = c.run(Checks::checked);
-  const AccessRecord& pre = r.records.at(kern::BwdStep::preprocess);
-  REQUIRE(pre.count > 0);
-  CHECK(pre.min_index == 200);
-  CHECK((pre.first.buffer == Buffer::dout || pre.first.buffer == Buffer::out));
-  CHECK(pre.first.segment == 1);
-  const AccessRecord& main = r.records.at(kern::BwdStep::key_blocks);
-  REQUIRE(main.count > 0);
-  INFO(cuda::describe(main));
-  // q / dO rows from 200 on, and the LSE / softmax_d / dq_accum elements of those rows
-  CHECK(main.first.segment == 1);
-  const AccessRecord& conv = r.records.at(kern::BwdStep::convert_dq);
-  REQUIRE(conv.count > 0);
-  CHECK(conv.first.buffer == Buffer::dq);
-  CHECK(conv.min_index == 200);
-  // the rows inside the buffers are still computed
-  CHECK(!std::isnan(r.dq[0]));
-  CHECK(!std::isnan(r.dq.back()));
-  CHECK(!std::isnan(r.dk.back()));
+  for (const int d : {64, 192}) {
+    DYNAMIC_SECTION("d" << d) {
+      BwdSpec s;
+      s.head_dim = d, s.heads = 2, s.heads_k = 2;
+      s.cu_q = {0, 100, 300};
+      s.cu_k = {0, 100, 300};
+      s.rows_q = 200;  // cu_seqlens_q[-1] = 300 > 200 rows of q, dO, out, dq
+      const BwdCase c(s);
+      const BwdRun r = c.run(Checks::checked);
+      const AccessRecord& pre = r.records.at(kern::BwdStep::preprocess);
+      REQUIRE(pre.count > 0);
+      CHECK(pre.min_index == 200);
+      CHECK((pre.first.buffer == Buffer::dout || pre.first.buffer == Buffer::out));
+      CHECK(pre.first.segment == 1);
+      const AccessRecord& main = r.records.at(kern::BwdStep::key_blocks);
+      REQUIRE(main.count > 0);
+      INFO(cuda::describe(main));
+      // q / dO rows from 200 on, and the LSE / softmax_d / dq_accum elements of those rows
+      CHECK(main.first.segment == 1);
+      const AccessRecord& conv = r.records.at(kern::BwdStep::convert_dq);
+      REQUIRE(conv.count > 0);
+      CHECK(conv.first.buffer == Buffer::dq);
+      CHECK(conv.min_index == 200);
+      // the rows inside the buffers are still computed
+      CHECK(!std::isnan(r.dq[0]));
+      CHECK(!std::isnan(r.dq.back()));
+      CHECK(!std::isnan(r.dk.back()));
+    }
+  }
 }
 
 TEST_CASE("cuda: an overshooting cu_seqlens_k is recorded as k / v reads and dk / dv writes", "[cuda]") {
   if (!have_device()) return;
-  BwdSpec s;
-  s.head_dim = 128, s.heads = 2, s.heads_k = 2;
-  s.cu_q = {0, 100, 300};
-  s.cu_k = {0, 100, 400};
-  s.rows_k = 300;  // cu_seqlens_k[-1] = 400 > 300 rows of k, v, dk, dv
-  const BwdCase c(s);
-  const BwdRun r = c.run(Checks::checked);
-  const AccessRecord& main = r.records.at(kern::BwdStep::key_blocks);
-  REQUIRE(main.count > 0);
-  INFO(cuda::describe(main));
-  CHECK(main.min_index == 300);
-  CHECK(r.records.at(kern::BwdStep::preprocess).count == 0);
-  CHECK(!std::isnan(r.dk[0]));
-  CHECK(!std::isnan(r.dv.back()));
+  for (const int d : {128, 256}) {
+    DYNAMIC_SECTION("d" << d) {
+      BwdSpec s;
+      s.head_dim = d, s.heads = 2, s.heads_k = 2;
+      s.cu_q = {0, 100, 300};
+      s.cu_k = {0, 100, 400};
+      s.rows_k = 300;  // cu_seqlens_k[-1] = 400 > 300 rows of k, v, dk, dv
+      const BwdCase c(s);
+      const BwdRun r = c.run(Checks::checked);
+      const AccessRecord& main = r.records.at(kern::BwdStep::key_blocks);
+      REQUIRE(main.count > 0);
+      INFO(cuda::describe(main));
+      CHECK(main.min_index == 300);
+      CHECK(r.records.at(kern::BwdStep::preprocess).count == 0);
+      CHECK(!std::isnan(r.dk[0]));
+      CHECK(!std::isnan(r.dv.back()));
+    }
+  }
 }
 
 TEST_CASE("cuda: the backward's launch refuses shapes without a kernel", "[cuda]") {
   if (!have_device()) return;
   kern::VarlenBwdParams p;
   p.elem = ElemType::bf16;
-  p.head_dim = 192;  // FA2's 64 x 64 tile: no key-block kernel walks it
+  p.head_dim = 160;  // FA2's 64 x 64 tile, but no key-block kernel of that head dim
   CHECK(!kern::varlen_bwd_supported(p));
   CHECK_THROWS_AS(kern::launch_varlen_bwd_step(p, kern::BwdStep::preprocess, Checks::unchecked), cuda::LaunchConfigError);
-  p.head_dim = 96;
-  CHECK(kern::varlen_bwd_supported(p));
+  for (const int d : {64, 96, 128, 192, 256}) {
+    p.head_dim = d;
+    CHECK(kern::varlen_bwd_supported(p));
+  }
+  // a block_m the head dim has no instantiation of
+  CHECK_THROWS_AS(kern::detail::varlen_bwd_tc_bf16(256, 64, true), cuda::LaunchConfigError);
   p.elem = ElemType::fp32;
   p.head_dim = 64;
   CHECK(!kern::varlen_bwd_supported(p));

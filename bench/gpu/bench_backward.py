@@ -2,7 +2,7 @@
 """Times attn-doctor's checked varlen backward against PyTorch's FA2 varlen backward
 (torch.ops.aten._flash_attention_backward) on the same GPU, same inputs, same run.
 
-bf16, head_dim 64 / 128 (--head-dims: also 96), causal and not, 16k-64k total tokens in sequences of 512-4096
+bf16, head_dim 64 / 128 (--head-dims: also 96, 192 and 256), causal and not, 16k-64k total tokens in sequences of 512-4096
 (bench_kernels.py's segment generator). Each side runs its own forward first (FA2's forward
 for FA2's backward, ours for ours: each backward reads the O and LSE its forward wrote), then
 the backward is timed alone: ours checked (every launch with its violation record) and
@@ -108,9 +108,9 @@ def bench(lib, args, gen, record):
                     rdk = rdk.view(total, Hk, H // Hk, head_dim).float().sum(2)
                     rdv = rdv.view(total, Hk, H // Hk, head_dim).float().sum(2)
                 # the default kernel (block_m 0: wgmma on an H100 / H200) and the mma.sync kernel's
-                # default shape (d128: 32 rows per step, d64: 64)
-                alt = {128: 32, 64: 64, 96: 64}[head_dim]
-                shapes = [0, alt]
+                # default shape (d128: 32 rows per step, d64: 64); 192 and 256 have one kernel
+                alt = {128: 32, 64: 64, 96: 64}.get(head_dim)
+                shapes = [0] + ([alt] if alt else [])
                 verified = True
                 for bm in shapes:
                     for t in (dq, dk, dv):
@@ -127,8 +127,9 @@ def bench(lib, args, gen, record):
                         print(f"VERIFICATION FAILED: d={head_dim} causal={causal} total={total} block_m={bm} "
                               f"errs={e} record={rec}", flush=True)
                 variants = {"checked": lambda: ours(True), "unchecked": lambda: ours(False), "fa2": fa2}
-                variants["alt_checked"] = lambda: ours(True, alt)
-                variants["alt_unchecked"] = lambda: ours(False, alt)
+                if alt:
+                    variants["alt_checked"] = lambda: ours(True, alt)
+                    variants["alt_unchecked"] = lambda: ours(False, alt)
                 times = time_round_robin(variants, args.reps, args.warmup)
                 flop = 10.0 * H * head_dim * visible_pairs(lens, causal)
                 med = {n: statistics.median(t) for n, t in times.items()}
@@ -139,8 +140,9 @@ def bench(lib, args, gen, record):
                     "tflops": {n: flop / (m * 1e-3) / 1e12 for n, m in med.items()},
                     "rel_err_vs_fa2": errs, "verified": verified, "alt_block_m": alt,
                     "kernel": lib.ad_varlen_bwd_kernel_name(0, head_dim, 0, 1).decode(),
-                    "alt_kernel": lib.ad_varlen_bwd_kernel_name(0, head_dim, alt, 1).decode(),
                 }
+                if alt:
+                    row["alt_kernel"] = lib.ad_varlen_bwd_kernel_name(0, head_dim, alt, 1).decode()
                 row["ours_over_fa2"] = med["fa2"] / med["checked"]
                 row["check_overhead"] = med["checked"] / med["unchecked"] - 1.0
                 rows.append(row)
@@ -149,9 +151,10 @@ def bench(lib, args, gen, record):
                       f"FA2 {row['tflops']['fa2']:6.1f} TFLOP/s  ratio {row['ours_over_fa2']:.2f} "
                       f"overhead {100 * row['check_overhead']:+.1f}%  err dq {errs['dq']:.1e} dk {errs['dk']:.1e} "
                       f"dv {errs['dv']:.1e}{'' if verified else '  UNVERIFIED'}", flush=True)
-                row["alt_check_overhead"] = med["alt_checked"] / med["alt_unchecked"] - 1.0
-                print(f"     block_m {alt}: checked {row['tflops']['alt_checked']:6.1f} unchecked "
-                      f"{row['tflops']['alt_unchecked']:6.1f} TFLOP/s", flush=True)
+                if alt:
+                    row["alt_check_overhead"] = med["alt_checked"] / med["alt_unchecked"] - 1.0
+                    print(f"     block_m {alt}: checked {row['tflops']['alt_checked']:6.1f} unchecked "
+                          f"{row['tflops']['alt_unchecked']:6.1f} TFLOP/s", flush=True)
                 del q, k, v, dout, out, lse, softmax_d, dq_accum, dq, dk, dv, dk_x, dv_x, fwd, g
     return rows
 

@@ -59,7 +59,7 @@ LOG = logging.getLogger("attn_doctor.ops")
 _ELEM = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
 # the head dims of the checked CUDA kernels (kernels/launch.hpp: the forward's tensor-core and
 # wgmma kernels, the backward's); others run the real kernel with the host checks
-CUDA_HEAD_DIMS = (64, 96, 128)
+CUDA_HEAD_DIMS = (64, 96, 128, 192, 256)
 _INLINE = 1 << 62
 
 _state = threading.local()

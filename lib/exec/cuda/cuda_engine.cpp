@@ -392,7 +392,7 @@ class CudaEngine final : public Engine {
       const std::vector<float> qh = q_->download(), kh = k_->download(), vh = v_->download(), oh = out_.download();
       ob = cpu::fa2_varlen_backward(plan, qh.data(), kh.data(), vh.data(), oh.data(), lse_.data(), dout.data(), threads_);
       ob.engine = StageEngine::cpu_twin;
-      ob.facts.why_cpu = "the CUDA backward kernels take bf16 / fp16 with head_dim 64, 96 or 128 and FA2's tiles for "
+      ob.facts.why_cpu = "the CUDA backward kernels take bf16 / fp16 with head_dim 64, 96, 128, 192 or 256 and FA2's tiles for "
                             "them; " + why;
       return ob;
     }
