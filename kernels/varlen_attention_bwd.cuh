@@ -372,44 +372,72 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_convert_dq_kernel(cons
     }
   }
   if (!t.col_live) return;  // no shuffle below: a lane past the row has nothing to do
-  for (int r = t.r_in; r < bm; r += t.rows_per_pass) {
-    const int i = row0 + r;
-    // FA2 reads the whole tile of dq_accum (unpredicated) and writes the segment's rows
-    const bool live = i < seg.len_q;
-    const uint64_t row = uint64_t(seg.start_q) + uint64_t(i);
-    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  // Rows in chunks of kPreRowsInFlight per thread: for each copy, the dq_accum loads of every
+  // row of the chunk (2 x 16 bytes each) are issued before they are summed, and the dq stores
+  // come after all of them (no store between loads that the compiler must order them against).
+  for (int r_base = t.r_in; r_base < bm; r_base += kPreRowsInFlight * t.rows_per_pass) {
+    float v[kPreRowsInFlight][8];
+#pragma unroll
+    for (int j = 0; j < kPreRowsInFlight; ++j)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[j][e] = 0.f;
     for (int sp = 0; sp < splits; ++sp) {
-      const int64_t row_first =
-          dq_accum_tile(p, fa2::bwd::DqKernel::per_tile, cu_q_b, b, h, m_block, m_block, sp) + int64_t(r) * stride;
-      const int64_t qi = row_first + c;
+      const int64_t t0 = dq_accum_tile(p, fa2::bwd::DqKernel::per_tile, cu_q_b, b, h, m_block, m_block, sp);
+      float4 x[kPreRowsInFlight], y[kPreRowsInFlight];
+#pragma unroll
+      for (int j = 0; j < kPreRowsInFlight; ++j) {
+        const int r = r_base + j * t.rows_per_pass;
+        x[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+        y[j] = x[j];
+        if (r >= bm) continue;
+        const int i = row0 + r;
+        // FA2 reads the whole tile of dq_accum (unpredicated) and writes the segment's rows
+        const bool live = i < seg.len_q;
+        const uint64_t row = uint64_t(seg.start_q) + uint64_t(i);
+        const int64_t row_first = t0 + int64_t(r) * stride;
+        if constexpr (Checked) {
+          if (row_first < 0 || row_first + p.dq_accum_shape.d_rounded > p.dq_accum_size) {
+            if (c == 0)
+              record_bwd(p, at, Buffer::dq_accum, AccessKind::read, Unit::elements, row_first, p.dq_accum_size,
+                         int64_t(row), h, m_block, oc::kConvertRead, i, uint64_t(p.dq_accum_shape.d_rounded));
+            continue;
+          }
+        }
+        if (!live) continue;  // the value of a row past the segment is not used
+        const float4* a = reinterpret_cast<const float4*>(p.dq_accum + row_first + c);
+        x[j] = __ldg(a);
+        y[j] = __ldg(a + 1);
+      }
+#pragma unroll
+      for (int j = 0; j < kPreRowsInFlight; ++j) {
+        v[j][0] += x[j].x, v[j][1] += x[j].y, v[j][2] += x[j].z, v[j][3] += x[j].w;
+        v[j][4] += y[j].x, v[j][5] += y[j].y, v[j][6] += y[j].z, v[j][7] += y[j].w;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kPreRowsInFlight; ++j) {
+      const int r = r_base + j * t.rows_per_pass;
+      if (r >= bm) break;
+      const int i = row0 + r;
+      if (i >= seg.len_q) continue;
+      const uint64_t row = uint64_t(seg.start_q) + uint64_t(i);
       if constexpr (Checked) {
-        if (row_first < 0 || row_first + p.dq_accum_shape.d_rounded > p.dq_accum_size) {
+        if (row >= uint64_t(p.dq.rows)) {
           if (c == 0)
-            record_bwd(p, at, Buffer::dq_accum, AccessKind::read, Unit::elements, row_first, p.dq_accum_size,
-                       int64_t(row), h, m_block, oc::kConvertRead, i, uint64_t(p.dq_accum_shape.d_rounded));
+            record_bwd(p, at, p.dq.buffer, AccessKind::write, Unit::rows, int64_t(row), p.dq.rows, int64_t(row), h,
+                       m_block, oc::kConvertWrite, i);
           continue;
         }
+        if (c == 0 && h == 0 && p.dq_writes != nullptr && row < uint64_t(p.dq_writes_size))
+          atomicAdd(p.dq_writes + row, 1u);
       }
-      if (!live) continue;  // the value of a row past the segment is not used
-      const float4* a = reinterpret_cast<const float4*>(p.dq_accum + qi);
-      const float4 x = a[0], y = a[1];
-      v[0] += x.x, v[1] += x.y, v[2] += x.z, v[3] += x.w, v[4] += y.x, v[5] += y.y, v[6] += y.z, v[7] += y.w;
-    }
-    if (!live) continue;
-    if constexpr (Checked) {
-      if (row >= uint64_t(p.dq.rows)) {
-        if (c == 0)
-          record_bwd(p, at, p.dq.buffer, AccessKind::write, Unit::rows, int64_t(row), p.dq.rows, int64_t(row), h,
-                     m_block, oc::kConvertWrite, i);
-        continue;
-      }
-      if (c == 0 && h == 0 && p.dq_writes != nullptr && row < uint64_t(p.dq_writes_size)) atomicAdd(p.dq_writes + row, 1u);
-    }
-    uint4 o;
-    uint32_t* ow = reinterpret_cast<uint32_t*>(&o);
+      uint4 o;
+      uint32_t* ow = reinterpret_cast<uint32_t*>(&o);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) ow[e] = Elem<T>::pack(v[2 * e] * p.softmax_scale, v[2 * e + 1] * p.softmax_scale);
-    *reinterpret_cast<uint4*>(dq + (int64_t(row) * p.dq.heads + h) * D + c) = o;
+      for (int e = 0; e < 4; ++e)
+        ow[e] = Elem<T>::pack(v[j][2 * e] * p.softmax_scale, v[j][2 * e + 1] * p.softmax_scale);
+      *reinterpret_cast<uint4*>(dq + (int64_t(row) * p.dq.heads + h) * D + c) = o;
+    }
   }
 }
 

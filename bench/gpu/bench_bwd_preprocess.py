@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""Times the checked backward's small launches alone (the preprocess: softmax_d = rowsum(dO * O)
+and zeroing dq_accum; the dq conversion; GQA's group sum) at the 1B-class training step's shapes
+(bench/gpu/train_step_gpu.py: TinyLlama's 2048 hidden as 32 heads of 64 or 16 of 128, 4
+key/value heads, bf16, one packed row of documents of 128-4096 tokens, causal), through
+attn_doctor.ops.varlen_attn's backward under torch.profiler: the device time per call of each
+kernel (median over --reps backward calls, each profiled) and the bandwidth it reaches over the
+bytes it must move (preprocess: dO and O read, softmax_d written, dq_accum's tile rows zeroed;
+conversion: the segments' dq_accum rows read, dq written).
+
+Verified first: dq, dk, dv against torch's varlen_attn (FA2) on the same call when torch has it
+(relative Frobenius error, bf16 tolerance 2e-2), and ops.check() raises nothing. Writes JSON
+(--json) and prints a table. Run it on two trees (before / after a kernel change) on the same
+machine to compare; bench/results/bwd-preprocess-2026-11-27/README.md has the command.
+"""
+import argparse
+import json
+import statistics
+import sys
+
+import torch
+
+
+def random_lengths(total, lo, hi, gen):
+    """train_step_gpu.py's documents: lengths uniform in [lo, hi] until they fill `total`."""
+    lengths = []
+    while sum(lengths) < total:
+        n = int(torch.randint(lo, hi + 1, (1,), generator=gen))
+        lengths.append(min(n, total - sum(lengths)))
+    return lengths
+
+
+STEPS = {"preprocess": "varlen_bwd_preprocess_kernel", "convert_dq": "varlen_bwd_convert_dq_kernel",
+         "group_sum": "varlen_bwd_group_sum_kernel"}
+
+
+def device_us(evt):
+    for a in ("self_device_time_total", "self_cuda_time_total"):
+        v = getattr(evt, a, None)
+        if v:
+            return float(v)
+    return 0.0
+
+
+def one_backward(fn):
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize()
+    times = {k: 0.0 for k in STEPS}
+    times["other"] = 0.0
+    for e in prof.events():
+        if e.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        step = next((k for k, n in STEPS.items() if n in e.name), "other")
+        times[step] += device_us(e)
+    return times
+
+
+def rel(a, b):
+    return ((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)).item()
+
+
+def run(args, D, T):
+    from attn_doctor import ops
+    dev = "cuda"
+    H, Hk = 2048 // D, 4
+    gen = torch.Generator().manual_seed(args.seed + T + D)
+    lengths = random_lengths(T, 128, 4096, gen)
+    cu = torch.tensor([0] + list(torch.tensor(lengths).cumsum(0)), dtype=torch.int32, device=dev)
+    mx = max(lengths)
+    torch.manual_seed(args.seed)
+    q = torch.randn(T, H, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
+    k = torch.randn(T, Hk, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
+    v = torch.randn(T, Hk, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
+    g = torch.randn(T, H, D, device=dev, dtype=torch.bfloat16)
+    out = ops.varlen_attn(q, k, v, cu, cu, mx, mx, window_size=(-1, 0))
+    ours = torch.autograd.grad(out, (q, k, v), g, retain_graph=True)
+    ops.check()
+    err = None
+    try:
+        from torch.nn.attention.varlen import varlen_attn
+        ref_out = varlen_attn(q, k.repeat_interleave(H // Hk, 1), v.repeat_interleave(H // Hk, 1), cu, cu, mx, mx,
+                              is_causal=True) if "is_causal" in varlen_attn.__code__.co_varnames else \
+            varlen_attn(q, k.repeat_interleave(H // Hk, 1), v.repeat_interleave(H // Hk, 1), cu, cu, mx, mx,
+                        window_size=(-1, 0))
+        ref = torch.autograd.grad(ref_out, (q, k, v), g)
+        err = max(rel(a, b) for a, b in zip(ours, ref))
+        if err > 2e-2:
+            sys.exit(f"d{D} T{T}: gradients differ from varlen_attn's (relative {err:.3g})")
+    except ImportError:
+        pass
+
+    def backward():
+        torch.autograd.grad(out, (q, k, v), g, retain_graph=True)
+
+    for _ in range(args.warmup):
+        backward()
+    torch.cuda.synchronize()
+    samples = [one_backward(backward) for _ in range(args.reps)]
+    ops.check()
+    med = {key: statistics.median(s[key] for s in samples) for key in samples[0]}
+    # bytes each kernel must move
+    tile_rows = sum((n + 127) // 128 * 128 for n in lengths)
+    pre_bytes = 2 * T * H * D * 2 + T * H * 4 + tile_rows * H * D * 4
+    conv_bytes = T * H * D * 4 + T * H * D * 2
+    return {"head_dim": D, "tokens": T, "heads": H, "heads_k": Hk, "segments": len(lengths), "max_seqlen": mx,
+            "grad_rel_err_vs_varlen_attn": err, "us": med,
+            "preprocess_GBps": pre_bytes / med["preprocess"] / 1e3 if med["preprocess"] else None,
+            "convert_dq_GBps": conv_bytes / med["convert_dq"] / 1e3 if med["convert_dq"] else None,
+            "preprocess_bytes": pre_bytes, "convert_dq_bytes": conv_bytes}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--tokens", type=int, nargs="+", default=[8192, 16384])
+    ap.add_argument("--head-dims", type=int, nargs="+", default=[64, 128])
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--label", default="")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    rows = [run(args, D, T) for D in args.head_dims for T in args.tokens]
+    print(f"{args.label} {torch.cuda.get_device_name()}")
+    print("| head_dim | tokens | preprocess us | GB/s | convert_dq us | GB/s | group_sum us | rest of backward us |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        u = r["us"]
+        print(f"| {r['head_dim']} | {r['tokens']} | {u['preprocess']:.1f} | {r['preprocess_GBps'] or 0:.0f} | "
+              f"{u['convert_dq']:.1f} | {r['convert_dq_GBps'] or 0:.0f} | {u['group_sum']:.1f} | {u['other']:.1f} |")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"label": args.label, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
