@@ -67,6 +67,7 @@ inline constexpr int kPreRowsInFlight = 4;
 
 // A 16-byte read-only global load (ld.global.nc: dO and O are not written during the launch).
 __device__ __forceinline__ uint4 ldg_nc_v4(const void* ptr) { return __ldg(static_cast<const uint4*>(ptr)); }
+
 // The key-block kernel's query rows per step by head dim (the instantiated shapes: d64 m64
 // and m32, d128 m32 and m64). Head dim 128 takes 32: with 64 its dK, dV, Sᵀ and dPᵀ
 // accumulators (192 registers) spill (ptxas: 72 bytes of spill loads unchecked, 756 checked),

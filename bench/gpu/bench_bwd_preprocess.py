@@ -14,6 +14,8 @@ Verified first: dq, dk, dv against torch's varlen_attn (FA2) on the same call wh
 machine to compare; bench/results/bwd-preprocess-2026-11-27/README.md has the command.
 """
 import argparse
+import inspect
+import itertools
 import json
 import statistics
 import sys
@@ -67,7 +69,7 @@ def run(args, D, T):
     H, Hk = 2048 // D, 4
     gen = torch.Generator().manual_seed(args.seed + T + D)
     lengths = random_lengths(T, 128, 4096, gen)
-    cu = torch.tensor([0] + list(torch.tensor(lengths).cumsum(0)), dtype=torch.int32, device=dev)
+    cu = torch.tensor([0] + list(itertools.accumulate(lengths)), dtype=torch.int32, device=dev)
     mx = max(lengths)
     torch.manual_seed(args.seed)
     q = torch.randn(T, H, D, device=dev, dtype=torch.bfloat16, requires_grad=True)
@@ -80,10 +82,10 @@ def run(args, D, T):
     err = None
     try:
         from torch.nn.attention.varlen import varlen_attn
-        ref_out = varlen_attn(q, k.repeat_interleave(H // Hk, 1), v.repeat_interleave(H // Hk, 1), cu, cu, mx, mx,
-                              is_causal=True) if "is_causal" in varlen_attn.__code__.co_varnames else \
-            varlen_attn(q, k.repeat_interleave(H // Hk, 1), v.repeat_interleave(H // Hk, 1), cu, cu, mx, mx,
-                        window_size=(-1, 0))
+        # causal as is_causal (2.10) or window_size=(-1, 0) (2.11 on), as train_step_gpu.py asks
+        causal = {"is_causal": True} if "is_causal" in inspect.signature(varlen_attn).parameters else \
+            {"window_size": (-1, 0)}
+        ref_out = varlen_attn(q, k, v, cu, cu, mx, mx, **causal)
         ref = torch.autograd.grad(ref_out, (q, k, v), g)
         err = max(rel(a, b) for a, b in zip(ours, ref))
         if err > 2e-2:
