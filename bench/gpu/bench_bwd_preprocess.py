@@ -37,16 +37,17 @@ STEPS = {"preprocess": "varlen_bwd_preprocess_kernel", "convert_dq": "varlen_bwd
 
 
 def device_us(evt):
+    """A kernel event's duration (µs): its device time, else its own time range."""
     for a in ("self_device_time_total", "self_cuda_time_total"):
         v = getattr(evt, a, None)
         if v:
             return float(v)
-    return 0.0
+    return float(evt.time_range.elapsed_us())
 
 
 def one_backward(fn):
     from torch.profiler import ProfilerActivity, profile
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         fn()
         torch.cuda.synchronize()
     times = {k: 0.0 for k in STEPS}
