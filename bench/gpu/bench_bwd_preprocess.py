@@ -9,7 +9,9 @@ bytes it must move (preprocess: dO and O read, softmax_d written, dq_accum's til
 conversion: the segments' dq_accum rows read, dq written).
 
 Verified first: dq, dk, dv against torch's varlen_attn (FA2) on the same call when torch has it
-(relative Frobenius error, bf16 tolerance 2e-2), and ops.check() raises nothing. Writes JSON
+(relative Frobenius error, bf16 tolerance 2e-2), and ops.check() raises nothing. --device cpu
+(the CI smoke test, python/tests/test_bwd_preprocess_bench.py): the same call on the CPU twin,
+its gradients against per-document SDPA in fp32, nothing timed. Writes JSON
 (--json) and prints a table. Run it on two trees (before / after a kernel change) on the same
 machine to compare; bench/results/bwd-preprocess-2026-11-27/README.md has the command.
 """
@@ -64,12 +66,26 @@ def rel(a, b):
     return ((a.float() - b.float()).norm() / b.float().norm().clamp_min(1e-30)).item()
 
 
+def sdpa_grads(q, k, v, g, lengths):
+    """dq, dk, dv of causal attention per document (SDPA in fp32, key/value heads repeated)."""
+    qf, kf, vf = (t.detach().float().requires_grad_() for t in (q, k, v))
+    G = q.shape[1] // k.shape[1]
+    outs, s = [], 0
+    for n in lengths:
+        qs = qf[s:s + n].transpose(0, 1)
+        ks = kf[s:s + n].repeat_interleave(G, 1).transpose(0, 1)
+        vs = vf[s:s + n].repeat_interleave(G, 1).transpose(0, 1)
+        outs.append(torch.nn.functional.scaled_dot_product_attention(qs, ks, vs, is_causal=True).transpose(0, 1))
+        s += n
+    return torch.autograd.grad(torch.cat(outs), (qf, kf, vf), g.float())
+
+
 def run(args, D, T):
     from attn_doctor import ops
-    dev = "cuda"
+    dev = args.device
     H, Hk = 2048 // D, 4
     gen = torch.Generator().manual_seed(args.seed + T + D)
-    lengths = random_lengths(T, 128, 4096, gen)
+    lengths = random_lengths(T, args.doc_min, args.doc_max, gen)
     cu = torch.tensor([0] + list(itertools.accumulate(lengths)), dtype=torch.int32, device=dev)
     mx = max(lengths)
     torch.manual_seed(args.seed)
@@ -80,19 +96,25 @@ def run(args, D, T):
     out = ops.varlen_attn(q, k, v, cu, cu, mx, mx, window_size=(-1, 0))
     ours = torch.autograd.grad(out, (q, k, v), g, retain_graph=True)
     ops.check()
-    err = None
-    try:
-        from torch.nn.attention.varlen import varlen_attn
-        # causal as is_causal (2.10) or window_size=(-1, 0) (2.11 on), as train_step_gpu.py asks
-        causal = {"is_causal": True} if "is_causal" in inspect.signature(varlen_attn).parameters else \
-            {"window_size": (-1, 0)}
-        ref_out = varlen_attn(q, k, v, cu, cu, mx, mx, **causal)
-        ref = torch.autograd.grad(ref_out, (q, k, v), g)
-        err = max(rel(a, b) for a, b in zip(ours, ref))
-        if err > 2e-2:
-            sys.exit(f"d{D} T{T}: gradients differ from varlen_attn's (relative {err:.3g})")
-    except ImportError:
-        pass
+    err, against = None, None
+    if dev == "cpu":
+        err, against = max(rel(a, b) for a, b in zip(ours, sdpa_grads(q, k, v, g, lengths))), "sdpa_fp32"
+    else:
+        try:
+            from torch.nn.attention.varlen import varlen_attn
+            # causal as is_causal (2.10) or window_size=(-1, 0) (2.11 on), as train_step_gpu.py asks
+            causal = {"is_causal": True} if "is_causal" in inspect.signature(varlen_attn).parameters else \
+                {"window_size": (-1, 0)}
+            ref_out = varlen_attn(q, k, v, cu, cu, mx, mx, **causal)
+            err, against = max(rel(a, b) for a, b in zip(ours, torch.autograd.grad(ref_out, (q, k, v), g))), "varlen_attn"
+        except ImportError:
+            pass
+    if err is not None and err > 2e-2:
+        sys.exit(f"d{D} T{T}: gradients differ from {against}'s (relative {err:.3g})")
+    row = {"head_dim": D, "tokens": T, "heads": H, "heads_k": Hk, "segments": len(lengths), "max_seqlen": mx,
+           "grad_rel_err": err, "grad_reference": against}
+    if dev == "cpu":  # the CPU twin launches no kernels: nothing to time
+        return row
 
     def backward():
         torch.autograd.grad(out, (q, k, v), g, retain_graph=True)
@@ -107,11 +129,11 @@ def run(args, D, T):
     tile_rows = sum((n + 127) // 128 * 128 for n in lengths)
     pre_bytes = 2 * T * H * D * 2 + T * H * 4 + tile_rows * H * D * 4
     conv_bytes = T * H * D * 4 + T * H * D * 2
-    return {"head_dim": D, "tokens": T, "heads": H, "heads_k": Hk, "segments": len(lengths), "max_seqlen": mx,
-            "grad_rel_err_vs_varlen_attn": err, "us": med,
-            "preprocess_GBps": pre_bytes / med["preprocess"] / 1e3 if med["preprocess"] else None,
-            "convert_dq_GBps": conv_bytes / med["convert_dq"] / 1e3 if med["convert_dq"] else None,
-            "preprocess_bytes": pre_bytes, "convert_dq_bytes": conv_bytes}
+    row.update({"us": med,
+                "preprocess_GBps": pre_bytes / med["preprocess"] / 1e3 if med["preprocess"] else None,
+                "convert_dq_GBps": conv_bytes / med["convert_dq"] / 1e3 if med["convert_dq"] else None,
+                "preprocess_bytes": pre_bytes, "convert_dq_bytes": conv_bytes})
+    return row
 
 
 def main():
@@ -121,20 +143,24 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
+    ap.add_argument("--doc-min", type=int, default=128)
+    ap.add_argument("--doc-max", type=int, default=4096)
     ap.add_argument("--label", default="")
     ap.add_argument("--json")
     args = ap.parse_args()
     rows = [run(args, D, T) for D in args.head_dims for T in args.tokens]
-    print(f"{args.label} {torch.cuda.get_device_name()}")
+    device = torch.cuda.get_device_name() if args.device == "cuda" else "cpu (the CPU twin; nothing timed)"
+    print(f"{args.label} {device}")
     print("| head_dim | tokens | preprocess us | GB/s | convert_dq us | GB/s | group_sum us | rest of backward us |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for r in rows:
+    for r in (r for r in rows if "us" in r):
         u = r["us"]
         print(f"| {r['head_dim']} | {r['tokens']} | {u['preprocess']:.1f} | {r['preprocess_GBps'] or 0:.0f} | "
               f"{u['convert_dq']:.1f} | {r['convert_dq_GBps'] or 0:.0f} | {u['group_sum']:.1f} | {u['other']:.1f} |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"label": args.label, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+            json.dump({"label": args.label, "device": device, "torch": torch.__version__,
                        "rows": rows}, f, indent=1)
 
 
