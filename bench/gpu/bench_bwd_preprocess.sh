@@ -19,7 +19,7 @@ cp "$out/after-build/gpu.txt" "$out/gpu.txt"
 if [[ -n $before ]]; then
   copy=/tmp/bwdpre-before-tree
   rm -rf "$copy" && mkdir -p "$copy"
-  (cd "$root" && tar --exclude=./build --exclude='./build-*' -cf - .) | tar -xf - -C "$copy"
+  (cd "$root" && tar --exclude=./.git --exclude=./build --exclude='./build-*' -cf - .) | tar -xf - -C "$copy"
   cp "$before" "$copy/kernels/varlen_attention_bwd.cuh"
   OUT=$out/before-build BUILD=/tmp/build-bwdpre-before PYTHON=$python bash "$copy/bench/gpu/ops_gpu.sh" --build-only || exit 1
 fi
