@@ -61,6 +61,13 @@ __device__ __forceinline__ void cp_async_4(void* smem_dst, const void* gmem_src)
 }
 
 inline constexpr int kPreThreads = 128;
+// The preprocess's rows in flight per thread: each thread issues the dO and O loads of this
+// many rows (2 x 16 bytes each) before the first row sum and the first store.
+inline constexpr int kPreRowsInFlight = 4;
+
+// A 16-byte read-only global load (ld.global.nc: dO and O are not written during the launch).
+__device__ __forceinline__ uint4 ldg_nc_v4(const void* ptr) { return __ldg(static_cast<const uint4*>(ptr)); }
+
 // The key-block kernel's query rows per step by head dim (the instantiated shapes: d64 m64
 // and m32, d128 m32 and m64). Head dim 128 takes 32: with 64 its dK, dV, Sᵀ and dPᵀ
 // accumulators (192 registers) spill (ptxas: 72 bytes of spill loads unchecked, 756 checked),
@@ -229,69 +236,96 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(cons
       }
     }
   }
-  // every lane runs every pass (the row sum is a shuffle over the row's lanes)
-  for (int r = t.r_in; r < bm; r += t.rows_per_pass) {
-    const int i = row0 + r;
-    const bool live = i < seg.len_q;
-    const uint64_t row = uint64_t(seg.start_q) + uint64_t(i);
-    float acc = 0.f;
-    bool ok_do = live && reads_ok, ok_o = live && reads_ok;
-    if constexpr (Checked) {
-      if (ok_do && row >= uint64_t(p.dout.rows)) {
-        if (c == 0)
-          record_bwd(p, at, p.dout.buffer, AccessKind::read, Unit::rows, int64_t(row), p.dout.rows, int64_t(row), h,
-                     m_block, oc::kDotReads, i);
-        ok_do = false;
-      }
-      if (ok_o && row >= uint64_t(p.out.rows)) {
-        if (c == 0)
-          record_bwd(p, at, p.out.buffer, AccessKind::read, Unit::rows, int64_t(row), p.out.rows, int64_t(row), h,
-                     m_block, oc::kDotReads, i | int64_t(order::kValueBit));
-        ok_o = false;
-      }
-    }
-    if (ok_do && ok_o && t.col_live) {
-      const uint4 a = *reinterpret_cast<const uint4*>(dout + (int64_t(row) * p.dout.heads + h) * D + c);
-      const uint4 o = *reinterpret_cast<const uint4*>(out + (int64_t(row) * p.out.heads + h) * D + c);
-      const T* ae = reinterpret_cast<const T*>(&a);
-      const T* oe = reinterpret_cast<const T*>(&o);
+  // Rows in chunks of kPreRowsInFlight per thread, each chunk in three phases so that its
+  // loads are in flight together (no store between them that the compiler must order them
+  // against): (a) the checks of every row's dO and O reads (records only on a refused row),
+  // then every load; (b) the dot products and the row sums (a shuffle over the row's lanes);
+  // (c) the softmax_d and dq_accum stores. Every lane runs every pass: the trip count is the
+  // same for all lanes (rows_per_pass divides the tile).
+  for (int r_base = t.r_in; r_base < bm; r_base += kPreRowsInFlight * t.rows_per_pass) {
+    uint4 a[kPreRowsInFlight], o[kPreRowsInFlight];
 #pragma unroll
-      for (int e = 0; e < 8; ++e) acc = fmaf(Elem<T>::to_float(ae[e]), Elem<T>::to_float(oe[e]), acc);
+    for (int j = 0; j < kPreRowsInFlight; ++j) {
+      const int r = r_base + j * t.rows_per_pass;
+      const int i = row0 + r;
+      const bool live = r < bm && i < seg.len_q;
+      const uint64_t row = uint64_t(seg.start_q) + uint64_t(i);
+      bool ok_do = live && reads_ok, ok_o = live && reads_ok;
+      if constexpr (Checked) {
+        if (ok_do && row >= uint64_t(p.dout.rows)) {
+          if (c == 0)
+            record_bwd(p, at, p.dout.buffer, AccessKind::read, Unit::rows, int64_t(row), p.dout.rows, int64_t(row), h,
+                       m_block, oc::kDotReads, i);
+          ok_do = false;
+        }
+        if (ok_o && row >= uint64_t(p.out.rows)) {
+          if (c == 0)
+            record_bwd(p, at, p.out.buffer, AccessKind::read, Unit::rows, int64_t(row), p.out.rows, int64_t(row), h,
+                       m_block, oc::kDotReads, i | int64_t(order::kValueBit));
+          ok_o = false;
+        }
+      }
+      a[j] = make_uint4(0u, 0u, 0u, 0u);
+      o[j] = make_uint4(0u, 0u, 0u, 0u);
+      if (ok_do && ok_o && t.col_live) {
+        a[j] = ldg_nc_v4(dout + (int64_t(row) * p.dout.heads + h) * D + c);
+        o[j] = ldg_nc_v4(out + (int64_t(row) * p.out.heads + h) * D + c);
+      }
     }
-    for (int off = tpr / 2; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off, tpr);
-    if (c == 0) {
-      const int64_t di = softmax_d_at(p, cu_q_b, b, h, i);
+    float acc[kPreRowsInFlight];
+#pragma unroll
+    for (int j = 0; j < kPreRowsInFlight; ++j) {
+      // zeros where the row was not read: its sum is 0, as before
+      const T* ae = reinterpret_cast<const T*>(&a[j]);
+      const T* oe = reinterpret_cast<const T*>(&o[j]);
+      float s = 0.f;
+#pragma unroll
+      for (int e = 0; e < 8; ++e) s = fmaf(Elem<T>::to_float(ae[e]), Elem<T>::to_float(oe[e]), s);
+      acc[j] = s;
+    }
+#pragma unroll
+    for (int j = 0; j < kPreRowsInFlight; ++j)
+      for (int off = tpr / 2; off > 0; off >>= 1) acc[j] += __shfl_xor_sync(0xffffffffu, acc[j], off, tpr);
+#pragma unroll
+    for (int j = 0; j < kPreRowsInFlight; ++j) {
+      const int r = r_base + j * t.rows_per_pass;
+      if (r >= bm) break;
+      const int i = row0 + r;
+      const uint64_t row = uint64_t(seg.start_q) + uint64_t(i);
+      if (c == 0) {
+        const int64_t di = softmax_d_at(p, cu_q_b, b, h, i);
+        bool ok = true;
+        if constexpr (Checked) {
+          if (di < 0 || di >= p.softmax_d_size) {
+            record_bwd(p, at, Buffer::softmax_d, AccessKind::write, Unit::elements, di, p.softmax_d_size,
+                       int64_t(row), h, m_block, oc::kDotSoftmaxD, i);
+            ok = false;
+          } else if (!fa2::bwd::softmax_d_in_head(p.softmax_d_shape, h, di)) {
+            record_bwd(p, at, Buffer::softmax_d, AccessKind::write, Unit::elements, di, p.softmax_d_size,
+                       int64_t(row), h, m_block, oc::kDotSoftmaxD, i, 1, Region::head);
+            ok = false;
+          }
+        }
+        if (ok) p.softmax_d[di] = acc[j];
+      }
+      if (p.kernel.deterministic) continue;  // the copies are zeroed by the caller (torch.zeros)
+      // clear_dQaccum: row r of the tile, this lane's 8 columns
+      const int64_t qi = tile + int64_t(r) * stride + c;
       bool ok = true;
       if constexpr (Checked) {
-        if (di < 0 || di >= p.softmax_d_size) {
-          record_bwd(p, at, Buffer::softmax_d, AccessKind::write, Unit::elements, di, p.softmax_d_size,
-                     int64_t(row), h, m_block, oc::kDotSoftmaxD, i);
-          ok = false;
-        } else if (!fa2::bwd::softmax_d_in_head(p.softmax_d_shape, h, di)) {
-          record_bwd(p, at, Buffer::softmax_d, AccessKind::write, Unit::elements, di, p.softmax_d_size,
-                     int64_t(row), h, m_block, oc::kDotSoftmaxD, i, 1, Region::head);
+        const int64_t row_first = tile + int64_t(r) * stride;  // the row's first element: its whole row is one access
+        if (row_first < 0 || row_first + p.dq_accum_shape.d_rounded > p.dq_accum_size) {
+          if (c == 0)
+            record_bwd(p, at, Buffer::dq_accum, AccessKind::write, Unit::elements, row_first, p.dq_accum_size,
+                       int64_t(row), h, m_block, oc::kDotClear, i, uint64_t(p.dq_accum_shape.d_rounded));
           ok = false;
         }
       }
-      if (ok) p.softmax_d[di] = acc;
-    }
-    if (p.kernel.deterministic) continue;  // the copies are zeroed by the caller (torch.zeros)
-    // clear_dQaccum: row r of the tile, this lane's 8 columns
-    const int64_t qi = tile + int64_t(r) * stride + c;
-    bool ok = true;
-    if constexpr (Checked) {
-      const int64_t row_first = tile + int64_t(r) * stride;  // the row's first element: its whole row is one access
-      if (row_first < 0 || row_first + p.dq_accum_shape.d_rounded > p.dq_accum_size) {
-        if (c == 0)
-          record_bwd(p, at, Buffer::dq_accum, AccessKind::write, Unit::elements, row_first, p.dq_accum_size,
-                     int64_t(row), h, m_block, oc::kDotClear, i, uint64_t(p.dq_accum_shape.d_rounded));
-        ok = false;
+      if (ok && t.col_live) {
+        float4* z = reinterpret_cast<float4*>(p.dq_accum + qi);
+        z[0] = make_float4(0.f, 0.f, 0.f, 0.f);
+        z[1] = make_float4(0.f, 0.f, 0.f, 0.f);
       }
-    }
-    if (ok && t.col_live) {
-      float4* z = reinterpret_cast<float4*>(p.dq_accum + qi);
-      z[0] = make_float4(0.f, 0.f, 0.f, 0.f);
-      z[1] = make_float4(0.f, 0.f, 0.f, 0.f);
     }
   }
 }
@@ -339,44 +373,72 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_convert_dq_kernel(cons
     }
   }
   if (!t.col_live) return;  // no shuffle below: a lane past the row has nothing to do
-  for (int r = t.r_in; r < bm; r += t.rows_per_pass) {
-    const int i = row0 + r;
-    // FA2 reads the whole tile of dq_accum (unpredicated) and writes the segment's rows
-    const bool live = i < seg.len_q;
-    const uint64_t row = uint64_t(seg.start_q) + uint64_t(i);
-    float v[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  // Rows in chunks of kPreRowsInFlight per thread: for each copy, the dq_accum loads of every
+  // row of the chunk (2 x 16 bytes each) are issued before they are summed, and the dq stores
+  // come after all of them (no store between loads that the compiler must order them against).
+  for (int r_base = t.r_in; r_base < bm; r_base += kPreRowsInFlight * t.rows_per_pass) {
+    float v[kPreRowsInFlight][8];
+#pragma unroll
+    for (int j = 0; j < kPreRowsInFlight; ++j)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[j][e] = 0.f;
     for (int sp = 0; sp < splits; ++sp) {
-      const int64_t row_first =
-          dq_accum_tile(p, fa2::bwd::DqKernel::per_tile, cu_q_b, b, h, m_block, m_block, sp) + int64_t(r) * stride;
-      const int64_t qi = row_first + c;
+      const int64_t t0 = dq_accum_tile(p, fa2::bwd::DqKernel::per_tile, cu_q_b, b, h, m_block, m_block, sp);
+      float4 x[kPreRowsInFlight], y[kPreRowsInFlight];
+#pragma unroll
+      for (int j = 0; j < kPreRowsInFlight; ++j) {
+        const int r = r_base + j * t.rows_per_pass;
+        x[j] = make_float4(0.f, 0.f, 0.f, 0.f);
+        y[j] = x[j];
+        if (r >= bm) continue;
+        const int i = row0 + r;
+        // FA2 reads the whole tile of dq_accum (unpredicated) and writes the segment's rows
+        const bool live = i < seg.len_q;
+        const uint64_t row = uint64_t(seg.start_q) + uint64_t(i);
+        const int64_t row_first = t0 + int64_t(r) * stride;
+        if constexpr (Checked) {
+          if (row_first < 0 || row_first + p.dq_accum_shape.d_rounded > p.dq_accum_size) {
+            if (c == 0)
+              record_bwd(p, at, Buffer::dq_accum, AccessKind::read, Unit::elements, row_first, p.dq_accum_size,
+                         int64_t(row), h, m_block, oc::kConvertRead, i, uint64_t(p.dq_accum_shape.d_rounded));
+            continue;
+          }
+        }
+        if (!live) continue;  // the value of a row past the segment is not used
+        const float4* a = reinterpret_cast<const float4*>(p.dq_accum + row_first + c);
+        x[j] = __ldg(a);
+        y[j] = __ldg(a + 1);
+      }
+#pragma unroll
+      for (int j = 0; j < kPreRowsInFlight; ++j) {
+        v[j][0] += x[j].x, v[j][1] += x[j].y, v[j][2] += x[j].z, v[j][3] += x[j].w;
+        v[j][4] += y[j].x, v[j][5] += y[j].y, v[j][6] += y[j].z, v[j][7] += y[j].w;
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kPreRowsInFlight; ++j) {
+      const int r = r_base + j * t.rows_per_pass;
+      if (r >= bm) break;
+      const int i = row0 + r;
+      if (i >= seg.len_q) continue;
+      const uint64_t row = uint64_t(seg.start_q) + uint64_t(i);
       if constexpr (Checked) {
-        if (row_first < 0 || row_first + p.dq_accum_shape.d_rounded > p.dq_accum_size) {
+        if (row >= uint64_t(p.dq.rows)) {
           if (c == 0)
-            record_bwd(p, at, Buffer::dq_accum, AccessKind::read, Unit::elements, row_first, p.dq_accum_size,
-                       int64_t(row), h, m_block, oc::kConvertRead, i, uint64_t(p.dq_accum_shape.d_rounded));
+            record_bwd(p, at, p.dq.buffer, AccessKind::write, Unit::rows, int64_t(row), p.dq.rows, int64_t(row), h,
+                       m_block, oc::kConvertWrite, i);
           continue;
         }
+        if (c == 0 && h == 0 && p.dq_writes != nullptr && row < uint64_t(p.dq_writes_size))
+          atomicAdd(p.dq_writes + row, 1u);
       }
-      if (!live) continue;  // the value of a row past the segment is not used
-      const float4* a = reinterpret_cast<const float4*>(p.dq_accum + qi);
-      const float4 x = a[0], y = a[1];
-      v[0] += x.x, v[1] += x.y, v[2] += x.z, v[3] += x.w, v[4] += y.x, v[5] += y.y, v[6] += y.z, v[7] += y.w;
-    }
-    if (!live) continue;
-    if constexpr (Checked) {
-      if (row >= uint64_t(p.dq.rows)) {
-        if (c == 0)
-          record_bwd(p, at, p.dq.buffer, AccessKind::write, Unit::rows, int64_t(row), p.dq.rows, int64_t(row), h,
-                     m_block, oc::kConvertWrite, i);
-        continue;
-      }
-      if (c == 0 && h == 0 && p.dq_writes != nullptr && row < uint64_t(p.dq_writes_size)) atomicAdd(p.dq_writes + row, 1u);
-    }
-    uint4 o;
-    uint32_t* ow = reinterpret_cast<uint32_t*>(&o);
+      uint4 o;
+      uint32_t* ow = reinterpret_cast<uint32_t*>(&o);
 #pragma unroll
-    for (int e = 0; e < 4; ++e) ow[e] = Elem<T>::pack(v[2 * e] * p.softmax_scale, v[2 * e + 1] * p.softmax_scale);
-    *reinterpret_cast<uint4*>(dq + (int64_t(row) * p.dq.heads + h) * D + c) = o;
+      for (int e = 0; e < 4; ++e)
+        ow[e] = Elem<T>::pack(v[j][2 * e] * p.softmax_scale, v[j][2 * e + 1] * p.softmax_scale);
+      *reinterpret_cast<uint4*>(dq + (int64_t(row) * p.dq.heads + h) * D + c) = o;
+    }
   }
 }
 
