@@ -550,6 +550,17 @@ nb::list ops_captured() {
   return out;
 }
 #endif
+
+// An exception translator that raises the Python exception `payload` with E's message as
+// valid UTF-8.
+template <class E>
+void translate_as_utf8(const std::exception_ptr& p, void* payload) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const E& e) {
+    PyErr_SetString(static_cast<PyObject*>(payload), ad::valid_utf8(e.what()).c_str());
+  }
+}
 }  // namespace
 
 NB_MODULE(_native, m) {
@@ -565,24 +576,8 @@ NB_MODULE(_native, m) {
   // Tried before the two translators above (the last registered comes first): the message as
   // valid UTF-8, since it may quote a file's bytes or name (PyErr_SetString would fail on
   // them and raise UnicodeDecodeError instead).
-  nb::register_exception_translator(
-      [](const std::exception_ptr& p, void* payload) {
-        try {
-          std::rethrow_exception(p);
-        } catch (const ad::InputError& e) {
-          PyErr_SetString(static_cast<PyObject*>(payload), ad::valid_utf8(e.what()).c_str());
-        }
-      },
-      input_error.ptr());
-  nb::register_exception_translator(
-      [](const std::exception_ptr& p, void* payload) {
-        try {
-          std::rethrow_exception(p);
-        } catch (const ad::CapabilityError& e) {
-          PyErr_SetString(static_cast<PyObject*>(payload), ad::valid_utf8(e.what()).c_str());
-        }
-      },
-      capability_error.ptr());
+  nb::register_exception_translator(translate_as_utf8<ad::InputError>, input_error.ptr());
+  nb::register_exception_translator(translate_as_utf8<ad::CapabilityError>, capability_error.ptr());
 
   m.def(
       "check_file",

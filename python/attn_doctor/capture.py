@@ -76,6 +76,23 @@ def bootstrap_environment(env: dict) -> dict:
     return env
 
 
+def run_child(command: Sequence[str], env: dict) -> Optional[int]:
+    """Runs the wrapped command and returns its exit status (128 + N when signal N ended it),
+    or None, said on stderr, when it cannot start. Ctrl-C reaches the child through the process
+    group: this process ignores it while it waits for the child to finish."""
+    try:
+        child = subprocess.Popen(command, env=env)
+    except OSError as exc:
+        print(f"attn-doctor: cannot run {command[0]!r}: {exc}", file=sys.stderr)
+        return None
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        status = child.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return status if status >= 0 else 128 - status
+
+
 def _child_environment(args: argparse.Namespace, session: str) -> dict:
     env = bootstrap_environment(dict(os.environ))
     mode = "every" if args.every else "call" if args.call is not None else "first-failure"
@@ -157,19 +174,9 @@ def _shown(path: str) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     session = f"{os.getpid()}-{time.time_ns()}"
-    env = _child_environment(args, session)
-    try:
-        child = subprocess.Popen(args.command, env=env)
-    except OSError as exc:
-        print(f"attn-doctor: cannot run {args.command[0]!r}: {exc}", file=sys.stderr)
+    status = run_child(args.command, _child_environment(args, session))
+    if status is None:
         return 127
-    # Ctrl-C reaches the child through the process group; wait for it to finish.
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        status = child.wait()
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    status = status if status >= 0 else 128 - status
     _report(args, _manifest_entries(os.path.abspath(args.out), session), status)
     return status
 
