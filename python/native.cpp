@@ -225,7 +225,10 @@ nb::object record_dict(const ad::AccessRecord& r) {
 
 const void* as_host(int64_t x) { return reinterpret_cast<const void*>(static_cast<uintptr_t>(x)); }
 
-nb::dict coverage_dict(const ad::direct::Coverage& c) {
+// Rows of one output unwritten / written twice: the CPU twin's (direct::Coverage) and the ops
+// readout's (ops::RowSummary) alike.
+template <class RowCounts>
+nb::dict coverage_dict(const RowCounts& c) {
   nb::dict d;
   d["unwritten"] = c.unwritten;
   d["first_unwritten"] = c.first_unwritten;
@@ -480,15 +483,6 @@ void zero_counters(uint32_t* counters, int64_t rows, cudaStream_t stream) {
     cuda_ok(cudaMemsetAsync(counters, 0, sizeof(uint32_t) * static_cast<size_t>(rows), stream), "zeroing the row counters");
 }
 
-nb::dict rows_dict(const ad::ops::RowSummary& r) {
-  nb::dict d;
-  d["unwritten"] = r.unwritten;
-  d["first_unwritten"] = r.first_unwritten;
-  d["overwritten"] = r.overwritten;
-  d["first_overwritten"] = r.first_overwritten;
-  return d;
-}
-
 bool broken(const Entry& e) {
   const ad::ops::Slot& slot = e.ring->host[e.slot];
   if (slot.access.count != 0) return true;
@@ -504,7 +498,7 @@ nb::dict result_dict(const Entry& e) {
   nb::dict d;
   d["access"] = record_dict(slot.access);
   const char* keys[2] = {e.backward ? "dq_rows" : "rows", "dkv_rows"};
-  for (int i = 0; i < (e.backward ? 2 : 1); ++i) d[keys[i]] = e.counted[i] ? nb::object(rows_dict(slot.rows[i])) : nb::object(nb::dict());
+  for (int i = 0; i < (e.backward ? 2 : 1); ++i) d[keys[i]] = e.counted[i] ? nb::object(coverage_dict(slot.rows[i])) : nb::object(nb::dict());
   return d;
 }
 

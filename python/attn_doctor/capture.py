@@ -29,6 +29,17 @@ from ._session import MANIFEST, capture as _capture_function, check_command_line
 from .diagnosis import summary
 
 
+def command_after_dashes(parser: argparse.ArgumentParser, remainder: Sequence[str]) -> List[str]:
+    """The wrapped command: what argparse.REMAINDER kept, less a leading `--`; a usage error
+    when there is none."""
+    command = list(remainder)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        parser.error("give the command to run after --, e.g. -- python train.py")
+    return command
+
+
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m attn_doctor.capture",
@@ -54,11 +65,7 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("command", nargs=argparse.REMAINDER,
                         help="-- followed by the command to run")
     args = parser.parse_args(list(argv))
-    command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
-    if not command:
-        parser.error("give the command to run after --, e.g. -- python train.py")
+    command = command_after_dashes(parser, args.command)
     if args.call is not None and args.call < 1:
         parser.error("--call N needs N >= 1")
     args.command = command

@@ -459,12 +459,8 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--quiet-warnings", action="store_true", help="do not log warnings")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- followed by the command to run")
     args = parser.parse_args(list(argv))
-    command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
-    if not command:
-        parser.error("give the command to run after --, e.g. -- python train.py")
-    args.command = command
+    from .capture import command_after_dashes
+    args.command = command_after_dashes(parser, args.command)
     return args
 
 
