@@ -225,7 +225,10 @@ nb::object record_dict(const ad::AccessRecord& r) {
 
 const void* as_host(int64_t x) { return reinterpret_cast<const void*>(static_cast<uintptr_t>(x)); }
 
-nb::dict coverage_dict(const ad::direct::Coverage& c) {
+// Rows of one output unwritten / written twice: the CPU twin's (direct::Coverage) and the ops
+// readout's (ops::RowSummary) alike.
+template <class RowCounts>
+nb::dict coverage_dict(const RowCounts& c) {
   nb::dict d;
   d["unwritten"] = c.unwritten;
   d["first_unwritten"] = c.first_unwritten;
@@ -258,6 +261,40 @@ void set_cuda_call(ad::kern::VarlenParamsBase& p, int elem, const TensorArg& q, 
        static_cast<int32_t>(max_q), static_cast<int32_t>(max_k)},
       {scale, softcap, causal, static_cast<int32_t>(wl), static_cast<int32_t>(wr)});
   p.lse_size = q[1] * q[2];
+}
+
+// The backward's fp32 workspaces (softmax_d, dq_accum) for a call of these sizes, as the
+// launches take them (kern::varlen_bwd_workspace; heads: the query's).
+ad::kern::BwdWorkspace bwd_workspace(int64_t rows_q, int32_t heads, int32_t head_dim, int32_t batch, int64_t max_q,
+                                     int64_t max_k) {
+  ad::kern::VarlenBwdParams p;
+  p.q.rows = rows_q;
+  p.num_heads = heads, p.num_heads_k = heads, p.head_dim = head_dim;
+  p.batch = batch;
+  p.max_seqlen_q = static_cast<int32_t>(max_q), p.max_seqlen_k = static_cast<int32_t>(max_k);
+  return ad::kern::varlen_bwd_workspace(p);
+}
+
+// attn_doctor.ops' one fp32 workspace: softmax_d, then dq_accum at the next multiple of 64
+// elements.
+int64_t ops_dq_accum_at(const ad::kern::BwdWorkspace& w) { return (w.softmax_d + 63) / 64 * 64; }
+
+// The backward's tensors: out, dout and dq take q's rows and heads; dk and dv k's rows, or
+// with fewer key/value heads (GQA) the expanded per-query-head gradients the launches write,
+// summed into dk and dv.
+void set_bwd_tensors(ad::kern::VarlenBwdParams& p, const TensorArg& q, const TensorArg& k, int64_t out, int64_t dout,
+                     int64_t lse, int64_t dq, int64_t dk, int64_t dv, int64_t dk_expanded, int64_t dv_expanded) {
+  const int64_t rows_q = q[1], rows_k = k[1];
+  const int32_t heads = static_cast<int32_t>(q[2]), heads_k = static_cast<int32_t>(k[2]);
+  const bool gqa = heads != heads_k;
+  p.out = {as_ptr(out), rows_q, heads};
+  p.lse = static_cast<const float*>(as_ptr(lse));
+  p.dout = {as_ptr(dout), rows_q, heads};
+  p.dq = {as_ptr(dq), rows_q, heads};
+  p.dk = {as_ptr(gqa ? dk_expanded : dk), rows_k, gqa ? heads : heads_k};
+  p.dv = {as_ptr(gqa ? dv_expanded : dv), rows_k, gqa ? heads : heads_k};
+  p.dk_out = gqa ? as_ptr(dk) : nullptr;
+  p.dv_out = gqa ? as_ptr(dv) : nullptr;
 }
 
 void launched() {
@@ -446,15 +483,6 @@ void zero_counters(uint32_t* counters, int64_t rows, cudaStream_t stream) {
     cuda_ok(cudaMemsetAsync(counters, 0, sizeof(uint32_t) * static_cast<size_t>(rows), stream), "zeroing the row counters");
 }
 
-nb::dict rows_dict(const ad::ops::RowSummary& r) {
-  nb::dict d;
-  d["unwritten"] = r.unwritten;
-  d["first_unwritten"] = r.first_unwritten;
-  d["overwritten"] = r.overwritten;
-  d["first_overwritten"] = r.first_overwritten;
-  return d;
-}
-
 bool broken(const Entry& e) {
   const ad::ops::Slot& slot = e.ring->host[e.slot];
   if (slot.access.count != 0) return true;
@@ -470,7 +498,7 @@ nb::dict result_dict(const Entry& e) {
   nb::dict d;
   d["access"] = record_dict(slot.access);
   const char* keys[2] = {e.backward ? "dq_rows" : "rows", "dkv_rows"};
-  for (int i = 0; i < (e.backward ? 2 : 1); ++i) d[keys[i]] = e.counted[i] ? nb::object(rows_dict(slot.rows[i])) : nb::object(nb::dict());
+  for (int i = 0; i < (e.backward ? 2 : 1); ++i) d[keys[i]] = e.counted[i] ? nb::object(coverage_dict(slot.rows[i])) : nb::object(nb::dict());
   return d;
 }
 
@@ -516,6 +544,17 @@ nb::list ops_captured() {
   return out;
 }
 #endif
+
+// An exception translator that raises the Python exception `payload` with E's message as
+// valid UTF-8.
+template <class E>
+void translate_as_utf8(const std::exception_ptr& p, void* payload) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const E& e) {
+    PyErr_SetString(static_cast<PyObject*>(payload), ad::valid_utf8(e.what()).c_str());
+  }
+}
 }  // namespace
 
 NB_MODULE(_native, m) {
@@ -531,24 +570,8 @@ NB_MODULE(_native, m) {
   // Tried before the two translators above (the last registered comes first): the message as
   // valid UTF-8, since it may quote a file's bytes or name (PyErr_SetString would fail on
   // them and raise UnicodeDecodeError instead).
-  nb::register_exception_translator(
-      [](const std::exception_ptr& p, void* payload) {
-        try {
-          std::rethrow_exception(p);
-        } catch (const ad::InputError& e) {
-          PyErr_SetString(static_cast<PyObject*>(payload), ad::valid_utf8(e.what()).c_str());
-        }
-      },
-      input_error.ptr());
-  nb::register_exception_translator(
-      [](const std::exception_ptr& p, void* payload) {
-        try {
-          std::rethrow_exception(p);
-        } catch (const ad::CapabilityError& e) {
-          PyErr_SetString(static_cast<PyObject*>(payload), ad::valid_utf8(e.what()).c_str());
-        }
-      },
-      capability_error.ptr());
+  nb::register_exception_translator(translate_as_utf8<ad::InputError>, input_error.ptr());
+  nb::register_exception_translator(translate_as_utf8<ad::CapabilityError>, capability_error.ptr());
 
   m.def(
       "check_file",
@@ -754,12 +777,7 @@ NB_MODULE(_native, m) {
   m.def(
       "varlen_bwd_workspace",
       [](int64_t rows_q, int32_t heads, int32_t head_dim, int32_t batch, int64_t max_q, int64_t max_k) {
-        ad::kern::VarlenBwdParams p;
-        p.q.rows = rows_q;
-        p.num_heads = heads, p.num_heads_k = heads, p.head_dim = head_dim;
-        p.batch = batch;
-        p.max_seqlen_q = static_cast<int32_t>(max_q), p.max_seqlen_k = static_cast<int32_t>(max_k);
-        const ad::kern::BwdWorkspace w = ad::kern::varlen_bwd_workspace(p);
+        const ad::kern::BwdWorkspace w = bwd_workspace(rows_q, heads, head_dim, batch, max_q, max_k);
         return std::make_tuple(w.softmax_d, w.dq_accum);
       },
       "rows_q"_a, "heads"_a, "head_dim"_a, "batch"_a, "max_seqlen_q"_a, "max_seqlen_k"_a,
@@ -792,16 +810,7 @@ NB_MODULE(_native, m) {
         p.dq_writes_size = dq_writes ? rows_q : 0;
         p.dkv_writes = static_cast<uint32_t*>(as_ptr(dkv_writes));
         p.dkv_writes_size = dkv_writes ? rows_k : 0;
-        const int32_t heads = static_cast<int32_t>(q[2]), heads_k = static_cast<int32_t>(k[2]);
-        p.out = {as_ptr(out), rows_q, heads};
-        p.lse = static_cast<const float*>(as_ptr(lse));
-        p.dout = {as_ptr(dout), rows_q, heads};
-        p.dq = {as_ptr(dq), rows_q, heads};
-        const bool gqa = heads != heads_k;
-        p.dk = {as_ptr(gqa ? dk_expanded : dk), rows_k, gqa ? heads : heads_k};
-        p.dv = {as_ptr(gqa ? dv_expanded : dv), rows_k, gqa ? heads : heads_k};
-        p.dk_out = gqa ? as_ptr(dk) : nullptr;
-        p.dv_out = gqa ? as_ptr(dv) : nullptr;
+        set_bwd_tensors(p, q, k, out, dout, lse, dq, dk, dv, dk_expanded, dv_expanded);
         const ad::kern::BwdWorkspace w = ad::kern::varlen_bwd_workspace(p);
         p.softmax_d = static_cast<float*>(as_ptr(softmax_d));
         p.softmax_d_size = w.softmax_d;
@@ -859,21 +868,11 @@ NB_MODULE(_native, m) {
         set_cuda_call(p, elem, q, k, v, cu_q, cu_k, batch, max_q, max_k, scale, softcap, causal, wl, wr);
         p.launch_check = true;  // the keys the backward leaves out (contract/fa2_backward.hpp)
         const int64_t rows_q = q[1], rows_k = k[1];
-        const int32_t heads = static_cast<int32_t>(q[2]), heads_k = static_cast<int32_t>(k[2]);
-        const bool gqa = heads != heads_k;
-        if (gqa && (!dk_expanded || !dv_expanded))
+        if (static_cast<int32_t>(q[2]) != static_cast<int32_t>(k[2]) && (!dk_expanded || !dv_expanded))
           throw nb::value_error("a backward with fewer key/value heads takes dk_expanded and dv_expanded");
-        p.out = {as_ptr(out), rows_q, heads};
-        p.lse = static_cast<const float*>(as_ptr(lse));
-        p.dout = {as_ptr(dout), rows_q, heads};
-        p.dq = {as_ptr(dq), rows_q, heads};
-        p.dk = {as_ptr(gqa ? dk_expanded : dk), rows_k, gqa ? heads : heads_k};
-        p.dv = {as_ptr(gqa ? dv_expanded : dv), rows_k, gqa ? heads : heads_k};
-        p.dk_out = gqa ? as_ptr(dk) : nullptr;
-        p.dv_out = gqa ? as_ptr(dv) : nullptr;
-        // one fp32 workspace: softmax_d, then dq_accum at the next multiple of 64 elements
+        set_bwd_tensors(p, q, k, out, dout, lse, dq, dk, dv, dk_expanded, dv_expanded);
         const ad::kern::BwdWorkspace w = ad::kern::varlen_bwd_workspace(p);
-        const int64_t accum_at = (w.softmax_d + 63) / 64 * 64;
+        const int64_t accum_at = ops_dq_accum_at(w);
         if (workspace_size < accum_at + w.dq_accum)
           throw nb::value_error(("the backward's workspace takes " + std::to_string(accum_at + w.dq_accum) +
                                  " fp32 elements, got " + std::to_string(workspace_size)).c_str());
@@ -906,13 +905,8 @@ NB_MODULE(_native, m) {
   m.def(
       "ops_bwd_workspace",
       [](int64_t rows_q, int32_t heads, int32_t head_dim, int32_t batch, int64_t max_q, int64_t max_k) {
-        ad::kern::VarlenBwdParams p;
-        p.q.rows = rows_q;
-        p.num_heads = heads, p.num_heads_k = heads, p.head_dim = head_dim;
-        p.batch = batch;
-        p.max_seqlen_q = static_cast<int32_t>(max_q), p.max_seqlen_k = static_cast<int32_t>(max_k);
-        const ad::kern::BwdWorkspace w = ad::kern::varlen_bwd_workspace(p);
-        return std::max<int64_t>((w.softmax_d + 63) / 64 * 64 + w.dq_accum, 1);
+        const ad::kern::BwdWorkspace w = bwd_workspace(rows_q, heads, head_dim, batch, max_q, max_k);
+        return std::max<int64_t>(ops_dq_accum_at(w) + w.dq_accum, 1);
       },
       "rows_q"_a, "heads"_a, "head_dim"_a, "batch"_a, "max_seqlen_q"_a, "max_seqlen_k"_a,
       "fp32 elements of ops_bwd_cuda's workspace");

@@ -8,19 +8,26 @@
 
 namespace ad::checks {
 
-// 13 route.packed_to_dense: a padding-free batch whose boundaries were lost before the kernel
-// (EasyR1 PR#494: 3-D ids lost their text axis; trl PR#3942: loss 0.0) trains on attention
-// across sequences, silently.
-void route_packed_to_dense(Ctx& ctx) {
-  const auto path = kernel_path(ctx);
-  if (!path || *path != VarlenPath::dense) return;
+namespace {
+
+// The first row, by index, that holds several intended sequences: what route.packed_to_dense
+// and the axolotl ring rule name; `spans` and `listed` show the first four of its sequences.
+struct PackedRow {
+  int64_t row = 0;
+  size_t sequences_in_row = 0;
+  int64_t packed_rows = 0;  // rows holding several intended sequences, this one included
+  std::string spans;        // "0-4, 5-9, ..."
+  nlohmann::json listed = nlohmann::json::array();  // [{start, length}], at most four
+};
+
+std::optional<PackedRow> first_packed_row(const Intent& intent) {
   // sorted by (row, start); a derived intent already is, and is not copied
   auto order = [](const IntendedSequence& a, const IntendedSequence& b) { return a.row != b.row ? a.row < b.row : a.start < b.start; };
   std::vector<IntendedSequence> sorted;
-  const std::vector<IntendedSequence>* in = &ctx.batch.intent.sequences;
+  const std::vector<IntendedSequence>* in = &intent.sequences;
   if (!std::is_sorted(in->begin(), in->end(), order)) {
     sorted = *in;
-    std::sort(sorted.begin(), sorted.end(), order);
+    std::stable_sort(sorted.begin(), sorted.end(), order);
     in = &sorted;
   }
   const auto& seqs = *in;
@@ -38,23 +45,38 @@ void route_packed_to_dense(Ctx& ctx) {
     }
     i = j;
   }
-  if (first == seqs.size()) return;
-  nlohmann::json listed = nlohmann::json::array();
-  std::string spans;
+  if (first == seqs.size()) return std::nullopt;
+  PackedRow p;
+  p.row = seqs[first].row;
+  p.sequences_in_row = first_end - first;
+  p.packed_rows = packed_rows;
   for (size_t k = first; k < first_end && k < first + 4; ++k) {
-    listed.push_back({{"start", seqs[k].start}, {"length", seqs[k].length}});
-    spans += (k > first ? ", " : "") + std::to_string(seqs[k].start) + "-" +
-             std::to_string(seqs[k].start + seqs[k].length - 1);
+    p.listed.push_back({{"start", seqs[k].start}, {"length", seqs[k].length}});
+    p.spans += (k > first ? ", " : "") + std::to_string(seqs[k].start) + "-" +
+               std::to_string(seqs[k].start + seqs[k].length - 1);
   }
-  if (first_end - first > 4) spans += ", ...";
+  if (p.sequences_in_row > 4) p.spans += ", ...";
+  return p;
+}
+
+}  // namespace
+
+// 13 route.packed_to_dense: a padding-free batch whose boundaries were lost before the kernel
+// (EasyR1 PR#494: 3-D ids lost their text axis; trl PR#3942: loss 0.0) trains on attention
+// across sequences, silently.
+void route_packed_to_dense(Ctx& ctx) {
+  const auto path = kernel_path(ctx);
+  if (!path || *path != VarlenPath::dense) return;
+  const auto p = first_packed_row(ctx.batch.intent);
+  if (!p) return;
   std::string why = ctx.replayed ? " (replayed rule set " + ctx.replayed->rule_set + ")" : "";
   ctx.report(Severity::error,
-             "row " + std::to_string(seqs[first].row) + " holds " + std::to_string(first_end - first) +
-                 " intended sequences (tokens " + spans + ") but the call reaches the dense kernel" + why +
+             "row " + std::to_string(p->row) + " holds " + std::to_string(p->sequences_in_row) +
+                 " intended sequences (tokens " + p->spans + ") but the call reaches the dense kernel" + why +
                  " with no cu_seqlens: every token attends across the sequence boundaries",
-             {{"row", seqs[first].row}, {"sequences", listed}, {"sequences_in_row", first_end - first},
-              {"packed_rows", packed_rows}, {"path", "dense"}, {"intent", to_string(ctx.batch.intent.source)}})
-      .location = Location::whole_row(seqs[first].row);
+             {{"row", p->row}, {"sequences", p->listed}, {"sequences_in_row", p->sequences_in_row},
+              {"packed_rows", p->packed_rows}, {"path", "dense"}, {"intent", to_string(ctx.batch.intent.source)}})
+      .location = Location::whole_row(p->row);
 }
 
 // 14 route.partial_kwargs: transformers accepts `cu_seq_lens_q/k`, `max_length_q/k` from a
@@ -141,40 +163,14 @@ void axolotl_ring(Ctx& ctx) {
   const std::string function = d.backend == "batch_zigzag"   ? "zigzag_ring_flash_attn_func"
                                : d.backend == "batch_stripe" ? "stripe_flash_attn_func"
                                                              : "ring_flash_attn_func";
-  // the first row that holds several intended sequences
-  std::vector<IntendedSequence> seqs = ctx.batch.intent.sequences;
-  std::stable_sort(seqs.begin(), seqs.end(), [](const IntendedSequence& a, const IntendedSequence& b) {
-    return a.row != b.row ? a.row < b.row : a.start < b.start;
-  });
-  int64_t packed_rows = 0;
-  size_t first = seqs.size(), first_end = 0;
-  for (size_t i = 0; i < seqs.size();) {
-    size_t j = i;
-    while (j < seqs.size() && seqs[j].row == seqs[i].row) ++j;
-    if (j - i >= 2) {
-      ++packed_rows;
-      if (first == seqs.size()) {
-        first = i;
-        first_end = j;
-      }
-    }
-    i = j;
-  }
-  if (first == seqs.size()) return;
-  nlohmann::json listed = nlohmann::json::array();
-  std::string spans;
-  for (size_t k = first; k < first_end && k < first + 4; ++k) {
-    listed.push_back({{"start", seqs[k].start}, {"length", seqs[k].length}});
-    spans += (k > first ? ", " : "") + std::to_string(seqs[k].start) + "-" +
-             std::to_string(seqs[k].start + seqs[k].length - 1);
-  }
-  if (first_end - first > 4) spans += ", ...";
+  const auto p = first_packed_row(ctx.batch.intent);
+  if (!p) return;
   const bool causal = ctx.batch.model.causal;
   const std::string which = release ? "axolotl " + release->text : "axolotl (0.9.0 - 0.19.0)";
   Violation& v =
       ctx.report(Severity::error,
-                 "row " + std::to_string(seqs[first].row) + " holds " + std::to_string(first_end - first) +
-                     " intended sequences (tokens " + spans + ") but " + which + "'s " + d.backend +
+                 "row " + std::to_string(p->row) + " holds " + std::to_string(p->sequences_in_row) +
+                     " intended sequences (tokens " + p->spans + ") but " + which + "'s " + d.backend +
                      " adapter calls ring-flash-attn's " + function + "(q, k, v, causal=...) across " +
                      std::to_string(d.ring_degree) +
                      " context-parallel ranks with no cu_seqlens (position_ids and cu_seq_lens_* unused): the row "
@@ -183,9 +179,9 @@ void axolotl_ring(Ctx& ctx) {
                              : "every sequence attending to the others"),
                  {{"library", "axolotl"}, {"backend", d.backend}, {"function", function}, {"ring_degree", d.ring_degree},
                   {"axolotl", release ? nlohmann::json(release->text) : nlohmann::json(nullptr)},
-                  {"row", seqs[first].row}, {"sequences", listed}, {"sequences_in_row", first_end - first},
-                  {"packed_rows", packed_rows}, {"intent", to_string(ctx.batch.intent.source)}});
-  v.location = Location::whole_row(seqs[first].row);
+                  {"row", p->row}, {"sequences", p->listed}, {"sequences_in_row", p->sequences_in_row},
+                  {"packed_rows", p->packed_rows}, {"intent", to_string(ctx.batch.intent.source)}});
+  v.location = Location::whole_row(p->row);
   ctx.symptom(v, "axolotl_batch");
   carry_text(v, axolotl_cu_seqlens_text());
 }

@@ -29,6 +29,17 @@ from ._session import MANIFEST, capture as _capture_function, check_command_line
 from .diagnosis import summary
 
 
+def command_after_dashes(parser: argparse.ArgumentParser, remainder: Sequence[str]) -> List[str]:
+    """The wrapped command: what argparse.REMAINDER kept, less a leading `--`; a usage error
+    when there is none."""
+    command = list(remainder)
+    if command and command[0] == "--":
+        command = command[1:]
+    if not command:
+        parser.error("give the command to run after --, e.g. -- python train.py")
+    return command
+
+
 def _parse(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m attn_doctor.capture",
@@ -54,11 +65,7 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("command", nargs=argparse.REMAINDER,
                         help="-- followed by the command to run")
     args = parser.parse_args(list(argv))
-    command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
-    if not command:
-        parser.error("give the command to run after --, e.g. -- python train.py")
+    command = command_after_dashes(parser, args.command)
     if args.call is not None and args.call < 1:
         parser.error("--call N needs N >= 1")
     args.command = command
@@ -74,6 +81,23 @@ def bootstrap_environment(env: dict) -> dict:
     paths = [bootstrap, package_parent] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     env["PYTHONPATH"] = os.pathsep.join(paths)
     return env
+
+
+def run_child(command: Sequence[str], env: dict) -> Optional[int]:
+    """Runs the wrapped command and returns its exit status (128 + N when signal N ended it),
+    or None, said on stderr, when it cannot start. Ctrl-C reaches the child through the process
+    group: this process ignores it while it waits for the child to finish."""
+    try:
+        child = subprocess.Popen(command, env=env)
+    except OSError as exc:
+        print(f"attn-doctor: cannot run {command[0]!r}: {exc}", file=sys.stderr)
+        return None
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        status = child.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return status if status >= 0 else 128 - status
 
 
 def _child_environment(args: argparse.Namespace, session: str) -> dict:
@@ -157,19 +181,9 @@ def _shown(path: str) -> str:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
     session = f"{os.getpid()}-{time.time_ns()}"
-    env = _child_environment(args, session)
-    try:
-        child = subprocess.Popen(args.command, env=env)
-    except OSError as exc:
-        print(f"attn-doctor: cannot run {args.command[0]!r}: {exc}", file=sys.stderr)
+    status = run_child(args.command, _child_environment(args, session))
+    if status is None:
         return 127
-    # Ctrl-C reaches the child through the process group; wait for it to finish.
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        status = child.wait()
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    status = status if status >= 0 else 128 - status
     _report(args, _manifest_entries(os.path.abspath(args.out), session), status)
     return status
 

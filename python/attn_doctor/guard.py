@@ -44,7 +44,6 @@ import argparse
 import json
 import logging
 import os
-import subprocess
 import sys
 import threading
 import types
@@ -460,12 +459,8 @@ def _parse(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--quiet-warnings", action="store_true", help="do not log warnings")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- followed by the command to run")
     args = parser.parse_args(list(argv))
-    command = list(args.command)
-    if command and command[0] == "--":
-        command = command[1:]
-    if not command:
-        parser.error("give the command to run after --, e.g. -- python train.py")
-    args.command = command
+    from .capture import command_after_dashes
+    args.command = command_after_dashes(parser, args.command)
     return args
 
 
@@ -475,25 +470,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print("attn-doctor: cannot run: the guard needs attn_doctor's extension "
               "(attn_doctor._native); install the package with `pip install .`", file=sys.stderr)
         return 3
-    from .capture import bootstrap_environment
+    from .capture import bootstrap_environment, run_child
     config = {"sync": not args.no_sync, "nested": args.nested, "strict": args.strict,
               "warnings": "ignore" if args.quiet_warnings else "log"}
     if args.kernels:
         config["kernels"] = True
     env = bootstrap_environment(dict(os.environ))
     env["ATTN_DOCTOR_GUARD"] = json.dumps(config, sort_keys=True)
-    try:
-        child = subprocess.Popen(args.command, env=env)
-    except OSError as exc:
-        print(f"attn-doctor: cannot run {args.command[0]!r}: {exc}", file=sys.stderr)
-        return 127
-    import signal
-    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        status = child.wait()
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    return status if status >= 0 else 128 - status
+    status = run_child(args.command, env)
+    return 127 if status is None else status
 
 
 class _CallableModule(types.ModuleType):

@@ -39,13 +39,7 @@ class CpuEngine final : public Engine {
   }
 
   RotaryObservation rotary(const ExecPlan& plan, const RotaryTable& table) override {
-    const int64_t total_q = std::max<int64_t>(plan.attention.total_q, 0), total_k = std::max<int64_t>(plan.attention.total_k, 0);
-    q_rot_ = cpu::rotary_output(plan, q_, total_q, plan.num_heads);
-    k_rot_ = cpu::rotary_output(plan, k_, total_k, plan.num_kv_heads);
-    RotaryObservation ob;
-    ob.q = cpu::rotary_apply(plan, true, q_, q_rot_.data(), total_q, plan.num_heads, table.cos.data(), table.sin.data(), threads_);
-    ob.k = cpu::rotary_apply(plan, false, k_, k_rot_.data(), total_k, plan.num_kv_heads, table.cos.data(), table.sin.data(),
-                             threads_);
+    RotaryObservation ob = cpu::rotary_stage(plan, q_, k_, table, q_rot_, k_rot_, threads_);
     q_ = q_rot_.data();
     k_ = k_rot_.data();
     return ob;
@@ -56,28 +50,23 @@ class CpuEngine final : public Engine {
     const int64_t total_q = std::max<int64_t>(at.total_q, 0);
     out_.assign(static_cast<size_t>(total_q * plan.num_heads * plan.head_dim), kPoison);
     lse_.assign(static_cast<size_t>(std::max<int64_t>(at.lse_elements, 0)), kPoison);
-    AttentionObservation ob;
     if (at.zero_fill) {
       std::fill(out_.begin(), out_.end(), 0.f);
       std::fill(lse_.begin(), lse_.end(), std::numeric_limits<float>::infinity());
+      AttentionObservation ob;
       ob.writes.assign(static_cast<size_t>(total_q), 1);
       ob.computed.assign(static_cast<size_t>(total_q), 1);
       return ob;
     }
     cpu::AttentionResult r = cpu::fa2_varlen_forward(plan, q_, k_, v_, out_.data(), lse_.data(), threads_,
                                                      in_->qv_src.empty() ? nullptr : in_->qv_src.data());
-    ob.access = r.access;
-    ob.writes = std::move(r.writes);
-    ob.computed = std::move(r.computed);
-    ob.facts.tiles = r.tiles;
-    ob.facts.macs = r.macs;
-    ob.facts.empty_tiles = r.empty_tiles;
-    ob.facts.row_heads_without_keys = r.rows_no_keys;
+    const int64_t rows_computed = r.rows_computed;
+    AttentionObservation ob = cpu::attention_observation(std::move(r));
     if (!at.sample.empty()) {
       int64_t written = 0;
       for (uint32_t w : ob.writes) written += w > 0;
       ob.facts.sampled = true;
-      ob.detail = "computed a sample of " + std::to_string(r.rows_computed) + " of " + std::to_string(written) +
+      ob.detail = "computed a sample of " + std::to_string(rows_computed) + " of " + std::to_string(written) +
                   " written rows (budget)";
     }
     return ob;

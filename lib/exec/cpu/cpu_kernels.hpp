@@ -46,6 +46,12 @@ std::vector<float> rotary_output(const ExecPlan& plan, const float* x, int64_t r
 RotaryCallObservation rotary_apply(const ExecPlan& plan, bool is_q, const float* x, float* y, int64_t rows,
                                    int64_t heads, const float* cos, const float* sin, int threads, bool conjugate = false);
 
+// The rotary stage on the packed q (attention.total_q rows) and k (total_k rows) into q_rot and
+// k_rot: what the CPU engine runs, and the CUDA engine on host copies where its kernel does not
+// cover the call.
+RotaryObservation rotary_stage(const ExecPlan& plan, const float* q, const float* k, const RotaryTable& table,
+                               std::vector<float>& q_rot, std::vector<float>& k_rot, int threads);
+
 // ---- attention --------------------------------------------------------------------------
 
 struct AttentionResult {
@@ -63,6 +69,20 @@ struct AttentionResult {
 // adds q_v . v_j to each score.
 AttentionResult fa2_varlen_forward(const ExecPlan& plan, const float* q, const float* k, const float* v, float* out,
                                    float* lse, int threads, const float* qv = nullptr);
+
+// The attention stage's observation of a forward the twin ran (the CPU engine's, and the CUDA
+// engine's for the calls its kernels do not cover).
+inline AttentionObservation attention_observation(AttentionResult&& r) {
+  AttentionObservation ob;
+  ob.access = std::move(r.access);
+  ob.writes = std::move(r.writes);
+  ob.computed = std::move(r.computed);
+  ob.facts.tiles = r.tiles;
+  ob.facts.macs = r.macs;
+  ob.facts.empty_tiles = r.empty_tiles;
+  ob.facts.row_heads_without_keys = r.rows_no_keys;
+  return ob;
+}
 
 // ---- backward -----------------------------------------------------------------------------
 

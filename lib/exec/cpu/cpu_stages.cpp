@@ -273,6 +273,18 @@ RotaryCallObservation rotary_apply(const ExecPlan& plan, bool is_q, const float*
   return res;
 }
 
+RotaryObservation rotary_stage(const ExecPlan& plan, const float* q, const float* k, const RotaryTable& table,
+                               std::vector<float>& q_rot, std::vector<float>& k_rot, int threads) {
+  const int64_t total_q = std::max<int64_t>(plan.attention.total_q, 0), total_k = std::max<int64_t>(plan.attention.total_k, 0);
+  q_rot = rotary_output(plan, q, total_q, plan.num_heads);
+  k_rot = rotary_output(plan, k, total_k, plan.num_kv_heads);
+  RotaryObservation ob;
+  ob.q = rotary_apply(plan, true, q, q_rot.data(), total_q, plan.num_heads, table.cos.data(), table.sin.data(), threads);
+  ob.k = rotary_apply(plan, false, k, k_rot.data(), total_k, plan.num_kv_heads, table.cos.data(), table.sin.data(),
+                      threads);
+  return ob;
+}
+
 }  // namespace ad::cpu
 
 namespace ad {

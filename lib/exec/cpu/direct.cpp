@@ -135,19 +135,7 @@ ExecPlan plan_for(const VarlenCall& c) {
                                             .window_left = c.window_left,
                                             .window_right = c.window_right,
                                             .dropout = false});
-  at.swapped = n.swapped;
-  at.ngroups = n.ngroups;
-  at.flags = {.causal = n.causal,
-              .local = n.local,
-              .window_left = static_cast<int32_t>(n.window_left),
-              .window_right = static_cast<int32_t>(n.window_right),
-              .block_m = at.tile.block_m,
-              .block_n = at.tile.block_n};
-  at.max_seqlen_q = static_cast<int32_t>(n.max_seqlen_q);
-  at.max_seqlen_k = static_cast<int32_t>(c.max_seqlen_k);
-  at.grid_h = n.num_heads;
-  at.grid_b = at.num_segments;
-  at.grid_m = (static_cast<int64_t>(at.max_seqlen_q) + at.tile.block_m - 1) / at.tile.block_m;
+  set_attention_grid(at, n, c.max_seqlen_k);
   at.unpadded_lse = true;
   at.lse_elements = c.q.heads * c.q.rows;
   at.zero_fill = c.max_seqlen_k <= 0;
@@ -157,27 +145,7 @@ ExecPlan plan_for(const VarlenCall& c) {
   BackwardPlan& bw = p.backward;
   bw.enabled = true;
   bw.release = fa2::bwd::release_rules(2, 8, 3);
-  bw.kernel = fa2::bwd::normalize(bw.release, {.max_seqlen_q = c.max_seqlen_q,
-                                               .max_seqlen_k = c.max_seqlen_k,
-                                               .num_heads = c.q.heads,
-                                               .num_heads_k = c.k.heads,
-                                               .head_dim = c.q.dim,
-                                               .num_segments = at.num_segments,
-                                               .causal = c.causal,
-                                               .window_left = c.window_left,
-                                               .window_right = c.window_right,
-                                               .deterministic = false,
-                                               .arch = at.arch});
-  bw.dq_accum = {.total_q = c.q.rows,
-                 .num_segments = at.num_segments,
-                 .num_heads = c.q.heads,
-                 .d_rounded = bw.kernel.tile.head_dim_rounded,
-                 .nsplits = bw.kernel.nsplits};
-  bw.softmax_d = {.layout = bw.release.lse,
-                  .total_q = c.q.rows,
-                  .num_segments = at.num_segments,
-                  .num_heads = c.q.heads,
-                  .max_seqlen_q = std::max<int64_t>(c.max_seqlen_q, 0)};
+  plan_backward_kernel(p, c.max_seqlen_q, c.causal, c.window_left, c.window_right);
   return p;
 }
 

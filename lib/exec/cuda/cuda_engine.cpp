@@ -171,14 +171,11 @@ class CudaEngine final : public Engine {
       ob.facts.why_cpu = "the CUDA rotary kernel covers the flash_attn contract in place on varlen input with the "
                             "rotation inside the head; this call needs the CPU twin's semantics";
       // the CPU twin on host copies of the packed tensors, then back to the device
-      const int64_t total_q = std::max<int64_t>(plan.attention.total_q, 0), total_k = std::max<int64_t>(plan.attention.total_k, 0);
       const std::vector<float> qh = q_->download(), kh = k_->download();
-      std::vector<float> q_rot = cpu::rotary_output(plan, qh.data(), total_q, plan.num_heads);
-      std::vector<float> k_rot = cpu::rotary_output(plan, kh.data(), total_k, plan.num_kv_heads);
-      ob.q = cpu::rotary_apply(plan, true, qh.data(), q_rot.data(), total_q, plan.num_heads, table.cos.data(),
-                               table.sin.data(), threads_);
-      ob.k = cpu::rotary_apply(plan, false, kh.data(), k_rot.data(), total_k, plan.num_kv_heads, table.cos.data(),
-                               table.sin.data(), threads_);
+      std::vector<float> q_rot, k_rot;
+      RotaryObservation twin = cpu::rotary_stage(plan, qh.data(), kh.data(), table, q_rot, k_rot, threads_);
+      ob.q = std::move(twin.q);
+      ob.k = std::move(twin.k);
       q_->upload(q_rot.data());
       k_->upload(k_rot.data());
       return ob;
@@ -265,8 +262,8 @@ class CudaEngine final : public Engine {
       const std::vector<float> qh = q_->download(), kh = k_->download(), vh = v_->download();
       std::vector<float> oh = out_.download();
       lse_.assign(size_t(std::max<int64_t>(at.lse_elements, 0)), kPoison);
-      cpu::AttentionResult r =
-          cpu::fa2_varlen_forward(plan, qh.data(), kh.data(), vh.data(), oh.data(), lse_.data(), threads_, qv_host_);
+      ob = cpu::attention_observation(cpu::fa2_varlen_forward(plan, qh.data(), kh.data(), vh.data(), oh.data(),
+                                                              lse_.data(), threads_, qv_host_));
       out_.upload(oh.data());
       if (!lse_.empty()) dlse.upload(lse_);
       ob.engine = StageEngine::cpu_twin;
@@ -278,13 +275,6 @@ class CudaEngine final : public Engine {
                                       "twin's semantics"
                                     : "attention_chunk (FA3): the CUDA attention kernels take FA2's masks; this call "
                                       "needs the CPU twin's semantics";
-      ob.access = r.access;
-      ob.writes = std::move(r.writes);
-      ob.computed = std::move(r.computed);
-      ob.facts.tiles = r.tiles;
-      ob.facts.macs = r.macs;
-      ob.facts.empty_tiles = r.empty_tiles;
-      ob.facts.row_heads_without_keys = r.rows_no_keys;
       return ob;
     }
     cuda::DeviceBuffer<int32_t> dcu_q(at.cu_seqlens_q), dcu_k(at.cu_seqlens_k);

@@ -139,8 +139,6 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
                                             .fa4_literal_windows =
                                                 at.family == 4 && p.flash_attn_release >= version_literal("4.0.0b30"),
                                             .attention_chunk = at.family == 3 && ev && ev->attention_chunk ? *ev->attention_chunk : 0});
-  at.swapped = n.swapped;
-  at.ngroups = n.ngroups;
 
   // The release family's host checks, in its order (vocab/host_checks.cpp): the first that
   // fails raises. Not evaluated here: q/k/v dtypes (the stages run other dtypes as if accepted,
@@ -196,10 +194,10 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
     converted = true;
     if (max_q > kInt32Max || max_q < -kInt32Max - 1 || max_k > kInt32Max || max_k < -kInt32Max - 1)
       fail("TypeError", "mha_varlen_fwd(): incompatible function arguments (max_seqlen does not fit a C int)");
-    if (at.swapped && !at.raises) {
+    if (n.swapped && !at.raises) {
       // seqlenq_ngroups_swapped: q (total_q, H, D) reshaped to (batch, Hk, ngroups, D)
       if (at.total_q != batch_size || batch_size <= 0)
-        fail("RuntimeError", "shape '" + shape_text({batch_size, p.num_kv_heads, at.ngroups, p.head_dim}, ShapeStyle::torch_list) +
+        fail("RuntimeError", "shape '" + shape_text({batch_size, p.num_kv_heads, n.ngroups, p.head_dim}, ShapeStyle::torch_list) +
                                  "' is invalid for input of size " + std::to_string(at.total_q * p.num_heads * p.head_dim));
     }
   };
@@ -214,20 +212,7 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
     if (failing(e.check)) fail(std::string(e.type), std::string(e.message));
   }
   if (!converted) convert_arguments();
-  at.flags = {.causal = n.causal,
-              .local = n.local,
-              .window_left = static_cast<int32_t>(n.window_left),
-              .window_right = static_cast<int32_t>(n.window_right),
-              .block_m = at.tile.block_m,
-              .block_n = at.tile.block_n,
-              .chunk = static_cast<int32_t>(std::min<int64_t>(n.attention_chunk, kInt32Max))};
-
-  // swapped: the kernel sees Hk heads, ngroups rows per "sequence", no cu_seqlens_q
-  at.max_seqlen_q = static_cast<int32_t>(n.max_seqlen_q);
-  at.grid_h = n.num_heads;
-  at.max_seqlen_k = static_cast<int32_t>(max_k);
-  at.grid_b = at.num_segments;
-  at.grid_m = (static_cast<int64_t>(at.max_seqlen_q) + at.tile.block_m - 1) / at.tile.block_m;
+  set_attention_grid(at, n, max_k);
   at.unpadded_lse = true;
   if (p.flash_attn_release < version_literal("2.6.0")) at.unpadded_lse = false;
   at.lse_elements = at.unpadded_lse ? p.num_heads * std::max<int64_t>(at.total_q, 0)
@@ -268,28 +253,8 @@ void plan_backward(ExecPlan& p, const Batch& batch, const VarlenArgs& a) {
   bw.release = backward_release(p.flash_attn_release);
   bw.deterministic = batch.model.deterministic;
   // the backward receives max_seqlen_q as passed (the forward's swapped path is its own)
-  const int64_t max_q = std::clamp<int64_t>(a.max_seqlen_q.value, -kInt32Max - 1, kInt32Max);
-  bw.kernel = fa2::bwd::normalize(bw.release, {.max_seqlen_q = max_q,
-                                               .max_seqlen_k = at.max_seqlen_k,
-                                               .num_heads = p.num_heads,
-                                               .num_heads_k = p.num_kv_heads,
-                                               .head_dim = p.head_dim,
-                                               .num_segments = at.num_segments,
-                                               .causal = a.call.causal,
-                                               .window_left = a.call.window_left,
-                                               .window_right = a.call.window_right,
-                                               .deterministic = bw.deterministic,
-                                               .arch = at.arch});
-  bw.dq_accum = {.total_q = std::max<int64_t>(at.total_q, 0),
-                 .num_segments = at.num_segments,
-                 .num_heads = p.num_heads,
-                 .d_rounded = bw.kernel.tile.head_dim_rounded,
-                 .nsplits = bw.kernel.nsplits};
-  bw.softmax_d = {.layout = bw.release.lse,
-                  .total_q = std::max<int64_t>(at.total_q, 0),
-                  .num_segments = at.num_segments,
-                  .num_heads = p.num_heads,
-                  .max_seqlen_q = std::max<int64_t>(max_q, 0)};
+  plan_backward_kernel(p, std::clamp<int64_t>(a.max_seqlen_q.value, -kInt32Max - 1, kInt32Max), a.call.causal,
+                       a.call.window_left, a.call.window_right);
   // the output's, measured against the scale of each gradient row's terms (gradient_reference)
   bw.tolerance = p.reference.tolerance;
   if (at.raises) bw.skip_reason = "the forward raises: no backward runs";
@@ -1202,6 +1167,50 @@ void skip_backward_past_phantom(ExecPlan& p) {
 }
 
 }  // namespace
+
+void set_attention_grid(AttentionPlan& at, const fa2::Normalized& n, int64_t max_k) {
+  at.swapped = n.swapped;
+  at.ngroups = n.ngroups;
+  at.flags = {.causal = n.causal,
+              .local = n.local,
+              .window_left = static_cast<int32_t>(n.window_left),
+              .window_right = static_cast<int32_t>(n.window_right),
+              .block_m = at.tile.block_m,
+              .block_n = at.tile.block_n,
+              .chunk = static_cast<int32_t>(std::min<int64_t>(n.attention_chunk, kInt32Max))};
+  // swapped: the kernel sees Hk heads, ngroups rows per "sequence", no cu_seqlens_q
+  at.max_seqlen_q = static_cast<int32_t>(n.max_seqlen_q);
+  at.grid_h = n.num_heads;
+  at.max_seqlen_k = static_cast<int32_t>(max_k);
+  at.grid_b = at.num_segments;
+  at.grid_m = (static_cast<int64_t>(at.max_seqlen_q) + at.tile.block_m - 1) / at.tile.block_m;
+}
+
+void plan_backward_kernel(ExecPlan& p, int64_t max_q, bool causal, int64_t window_left, int64_t window_right) {
+  BackwardPlan& bw = p.backward;
+  const AttentionPlan& at = p.attention;
+  bw.kernel = fa2::bwd::normalize(bw.release, {.max_seqlen_q = max_q,
+                                               .max_seqlen_k = at.max_seqlen_k,
+                                               .num_heads = p.num_heads,
+                                               .num_heads_k = p.num_kv_heads,
+                                               .head_dim = p.head_dim,
+                                               .num_segments = at.num_segments,
+                                               .causal = causal,
+                                               .window_left = window_left,
+                                               .window_right = window_right,
+                                               .deterministic = bw.deterministic,
+                                               .arch = at.arch});
+  bw.dq_accum = {.total_q = std::max<int64_t>(at.total_q, 0),
+                 .num_segments = at.num_segments,
+                 .num_heads = p.num_heads,
+                 .d_rounded = bw.kernel.tile.head_dim_rounded,
+                 .nsplits = bw.kernel.nsplits};
+  bw.softmax_d = {.layout = bw.release.lse,
+                  .total_q = std::max<int64_t>(at.total_q, 0),
+                  .num_segments = at.num_segments,
+                  .num_heads = p.num_heads,
+                  .max_seqlen_q = std::max<int64_t>(max_q, 0)};
+}
 
 std::vector<uint8_t> AttentionPlan::rows_past_seqused_q() const {
   std::vector<uint8_t> past;

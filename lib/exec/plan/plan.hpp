@@ -274,6 +274,15 @@ struct ExecPlan {
 // std::logic_error only for a conversion that contradicts itself.
 ExecPlan make_exec_plan(const Batch& batch, const Conversion& conversion, const ExecOptions& options);
 
+// The kernel's flags and grid (max_seqlen_q as it uses it, grid_m x grid_b x grid_h) from the
+// call as the host normalised it; at.tile and at.num_segments set, max_k as passed. Shared by
+// make_exec_plan and the direct call (exec/cpu/direct.hpp).
+void set_attention_grid(AttentionPlan& at, const fa2::Normalized& n, int64_t max_k);
+// The backward's kernel geometry and workspaces (dq_accum, softmax_d) for the forward planned
+// in p.attention, p.backward's release and deterministic set: max_q is max_seqlen_q as passed
+// (the forward's swapped path is its own), causal and the window as passed.
+void plan_backward_kernel(ExecPlan& p, int64_t max_q, bool causal, int64_t window_left, int64_t window_right);
+
 // The stage records of a plan whose dynamic stages cannot run (skip_reason set).
 std::vector<StageRecord> skipped_stages(const std::string& why, bool training = false);
 
