@@ -55,6 +55,11 @@ const std::vector<SymptomRow>& table() {
       {"input.feature", "chunk_backward", "", "", "", true, O::raises, P::backward, M::backward,
        "AssertionError: FA3 backward does not support attention_chunk", "model",
        "FA3's autograd backward asserts attention_chunk == 0 (hopper/flash_attn_interface.py)"},
+      {"input.feature", "cute_varlen_backward", "", "", "", true, O::raises, P::backward, M::backward,
+       "NotImplementedError: Backward pass for FlashAttention with variable length sequences is not implemented yet.",
+       "model",
+       "the flash_attn/cute copy bundled in flash-attn 2.8.3 - 2.8.3.post2 has no varlen backward "
+       "(flash_attn/cute/interface.py FlashAttnVarlenFunc.backward raises)"},
       {"input.feature", "warning", "", "", "", false, O::ok, P::forward, M::attention,
        "no error; the feature is dropped but does not change this batch's outputs", "model",
        "a missing window no key range of the batch exceeds; dropout without a dropout argument"},
