@@ -360,6 +360,7 @@ TEST_CASE("flash_attn_cute: the copy bundled in flash-attn 2.8.3 has no varlen b
   REQUIRE(feature);
   CHECK(feature->severity == Severity::error);
   CHECK(feature->evidence.value("feature", "") == "varlen_backward");
+  CHECK(feature->evidence.value("needs", "").find("flash-attn-4 >= 4.0.0b3 on SM100") != std::string::npos);
   REQUIRE(feature->symptom);
   CHECK(feature->symptom->outcome == Outcome::raises);
   CHECK(feature->symptom->pass == Pass::backward);

@@ -107,19 +107,12 @@ const std::vector<Invariant>& table() {
            "releases silently runs full attention instead of the sliding window. softcap exists from 2.6.0: "
            "transformers <= 4.54 passes it anyway (TypeError), 4.55 - 5.17 drop it silently (uncapped logits), 5.23 "
            "raises. Every FA2 release with softcap rejects it together with dropout. FA3 and FA4 have no dropout "
-           "argument. The flash_attn/cute copy bundled in flash-attn 2.8.3 - 2.8.3.post2 (environment.flash_attn_cute) "
-           "has no varlen backward: a training step through its flash_attn_varlen_func raises NotImplementedError in "
-           "FlashAttnVarlenFunc.backward after the forward ran.",
+           "argument.",
        .fix = "Upgrade flash-attn to a release with the feature (>= 2.3.0 for sliding windows, >= 2.6.0 for softcap) "
-              "or run the model with eager/sdpa attention; set attention dropout to 0 with softcap. For a varlen "
-              "training step through flash_attn.cute, install flash-attn-4 (>= 4.0.0b3 on SM100, >= 4.0.0b5 on SM90, "
-              "which has the varlen backward) over the copy flash-attn 2.8.3 bundles.",
+              "or run the model with eager/sdpa attention; set attention dropout to 0 with softcap.",
        .references = {"huggingface/transformers modeling_flash_attention_utils.py (_flash_supports_window_size; "
                       "softcap kwarg 4.42 - 5.23)",
-                      "Dao-AILab/flash-attention v2.3.0 (window_size), v2.6.0 (softcap) csrc/flash_attn/flash_api.cpp",
-                      "flash-attn 2.8.3 - 2.8.3.post2 flash_attn/cute/interface.py (FlashAttnVarlenFunc.backward); "
-                      "flash-attn-4 4.0.0b3 / 4.0.0b5 flash_attn/cute/interface.py (_flash_attn_bwd); "
-                      "Dao-AILab/flash-attention#2094"},
+                      "Dao-AILab/flash-attention v2.3.0 (window_size), v2.6.0 (softcap) csrc/flash_attn/flash_api.cpp"},
        .upstream_message = "flash_attn_varlen_func() got an unexpected keyword argument 'softcap'",
        .check = checks::input_feature},
       {.number = 5, .id = "input.int32_range", .group = G::input, .stage = "input",

@@ -287,6 +287,7 @@ void input_feature(Ctx& ctx) {
                               "bundled in flash-attn " + cute->text + ", which has a varlen forward and no varlen "
                               "backward: FlashAttnVarlenFunc.backward raises NotImplementedError: " + message,
                               {{"feature", "varlen_backward"}, {"flash_attn_cute", cute->text},
+                               {"needs", "flash-attn-4 >= 4.0.0b3 on SM100, >= 4.0.0b5 on SM90, installed over the copy"},
                                {"source", "flash-attn " + cute->text +
                                               " flash_attn/cute/interface.py FlashAttnVarlenFunc.backward"}},
                               message);
