@@ -277,7 +277,9 @@ TEST_CASE("signatures: Python's binding against each release's table", "[fa3_fa4
   CHECK(b8->parameters[3].name == "cu_seqlens_q");
   CHECK(b9->parameters[3].name == "qv");
   CHECK(b36->first == "4.0.0b32");
-  CHECK(signature_for(Api::flash_attn_4_varlen, version_literal("4.0.0b3")) == nullptr);  // before the first table
+  // 4.0.0b3, the first wheel, has b4's table; before it only the copy flash-attn 2.8.3 bundles
+  CHECK(signature_for(Api::flash_attn_4_varlen, version_literal("4.0.0b3")) == b8);
+  CHECK(signature_for(Api::flash_attn_4_varlen, version_literal("2.8.2")) == nullptr);  // before the first table
   CHECK(signature_for(Api::flash_attn_2_varlen, version_literal("2.6.3")) == nullptr);
 
   const CallArguments positional{{"q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k"}, {"causal"}};
