@@ -280,6 +280,8 @@ TEST_CASE("signatures: Python's binding against each release's table", "[fa3_fa4
   // 4.0.0b3, the first wheel, has b4's table; before it only the copy flash-attn 2.8.3 bundles
   CHECK(signature_for(Api::flash_attn_4_varlen, version_literal("4.0.0b3")) == b8);
   CHECK(signature_for(Api::flash_attn_4_varlen, version_literal("2.8.2")) == nullptr);  // before the first table
+  // a flash-attn-4 release before every wheel (the fa4 beta0 tag) is no bundled copy
+  CHECK(signature_for(Api::flash_attn_4_varlen, version_literal("4.0.0b0")) == nullptr);
   CHECK(signature_for(Api::flash_attn_2_varlen, version_literal("2.6.3")) == nullptr);
 
   const CallArguments positional{{"q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k"}, {"causal"}};

@@ -215,6 +215,10 @@ const Signature* signature_for(Api api, const std::optional<Version>& release) {
   const Signature* best = nullptr;
   for (const Signature& s : kSignatures) {
     if (s.api != api) continue;
+    // the tables of the flash_attn/cute copy a flash-attn 2 release bundles (first "2.x") speak
+    // only for that copy's 2.x release, not for a flash-attn-4 release older than every wheel's
+    const bool bundled_copy = (api == Api::flash_attn_4_varlen || api == Api::flash_attn_4_dense) && s.first.starts_with("2.");
+    if (bundled_copy && (!release || release->release.empty() || release->release.front() != 2)) continue;
     if (!release || s.first.empty() || !(*release < version_literal(s.first))) best = &s;  // tables in release order
   }
   return best;
