@@ -103,6 +103,10 @@ CANNOT_EXPRESS = {
     "collator-huge-examples.json": "elements of one array at most 2^25",
     "collator-option-too-new.json": "an option the collator's release accepts",
     "layers-seq-idx-narrow.json": "seq_idx one id per query token",
+    "env-flash-attn-cute-before-2.8.3.json": "environment.flash_attn_cute a flash-attn 2 release from 2.8.3",
+    "env-flash-attn-cute-beside-flash-attn-4.json": "environment.flash_attn_cute not beside flash_attn_4",
+    "env-flash-attn-cute-other-flash-attn.json": "environment.flash_attn_cute equal to a flash_attn beside it",
+    "env-flash-attn-cute-fa2-api.json": "environment.flash_attn_cute only beside a flash_attn.cute api",
 }
 
 SEARCHED = ("repro_cases", "tests", "bench", "docs", "python")

@@ -10,6 +10,7 @@
 
 #include "check/advisories.hpp"
 #include "check/check.hpp"
+#include "check/flash_attn_rules.hpp"
 #include "doctor/doctor.hpp"
 #include "exec/cpu/cpu_kernels.hpp"
 #include "exec/plan/plan.hpp"
@@ -276,7 +277,11 @@ TEST_CASE("signatures: Python's binding against each release's table", "[fa3_fa4
   CHECK(b8->parameters[3].name == "cu_seqlens_q");
   CHECK(b9->parameters[3].name == "qv");
   CHECK(b36->first == "4.0.0b32");
-  CHECK(signature_for(Api::flash_attn_4_varlen, version_literal("4.0.0b3")) == nullptr);  // before the first table
+  // 4.0.0b3, the first wheel, has b4's table; before it only the copy flash-attn 2.8.3 bundles
+  CHECK(signature_for(Api::flash_attn_4_varlen, version_literal("4.0.0b3")) == b8);
+  CHECK(signature_for(Api::flash_attn_4_varlen, version_literal("2.8.2")) == nullptr);  // before the first table
+  // a flash-attn-4 release before every wheel (the fa4 beta0 tag) is no bundled copy
+  CHECK(signature_for(Api::flash_attn_4_varlen, version_literal("4.0.0b0")) == nullptr);
   CHECK(signature_for(Api::flash_attn_2_varlen, version_literal("2.6.3")) == nullptr);
 
   const CallArguments positional{{"q", "k", "v", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k"}, {"causal"}};
@@ -325,4 +330,86 @@ TEST_CASE("advisories: the positional binding matches from 4.0.0b9, where qv bec
   REQUIRE(m.size() == 1);
   CHECK(m[0].advisory->id == "FA-2026-003");
   CHECK(m[0].why.find("max_seqlen_q binds to cu_seqlens_k") != std::string::npos);
+}
+
+TEST_CASE("flash_attn_cute: the copy bundled in flash-attn 2.8.3 has no varlen backward", "[fa3_fa4]") {
+  auto call = [](nlohmann::json environment, const char* pass, nlohmann::json varlen_extra = nlohmann::json::object()) {
+    nlohmann::json varlen = {{"api", "flash_attn_4.varlen"}, {"cu_seqlens_q", {0, 8, 24}}};
+    varlen.update(varlen_extra);
+    return batch_from({{"format", "attn-doctor/batch@1"},
+                       {"pass", pass},
+                       {"environment", environment},
+                       {"model", {{"num_heads", 4}, {"head_dim", 64}, {"dtype", "bf16"}}},
+                       {"varlen", varlen}});
+  };
+  auto diagnosis = [](const Batch& b) {
+    CheckOptions o;
+    o.backend = BackendChoice::none;
+    return diagnose(b, o, "test.json");
+  };
+  const nlohmann::json cute = {{"flash_attn", "2.8.3"}, {"flash_attn_cute", "2.8.3"}, {"gpu_arch", "sm_100a"}};
+  const Batch training = call(cute, "training");
+  // the copy names its release; its rules are FA4's, labelled with the copy
+  REQUIRE(kernel_release(training));
+  CHECK(kernel_release(training)->text == "2.8.3");
+  const ResolvedFlashAttn rules = resolve_flash_attn_cute(*kernel_release(training));
+  CHECK(rules.rules->family == 4);
+  CHECK(rules.rules->name == "fa4-cute-2.8.3");
+  CHECK(rules.label() == "2.8.3 (rule set fa4-cute-2.8.3)");
+
+  const Diagnosis d = diagnosis(training);
+  const Violation* feature = nullptr;
+  for (const auto& v : d.report.violations)
+    if (v.id == "input.feature") feature = &v;
+  REQUIRE(feature);
+  CHECK(feature->severity == Severity::error);
+  CHECK(feature->evidence.value("feature", "") == "varlen_backward");
+  CHECK(feature->evidence.value("needs", "").find("flash-attn-4 >= 4.0.0b3 on SM100") != std::string::npos);
+  REQUIRE(feature->symptom);
+  CHECK(feature->symptom->outcome == Outcome::raises);
+  CHECK(feature->symptom->pass == Pass::backward);
+  CHECK(feature->symptom->message ==
+        "NotImplementedError: Backward pass for FlashAttention with variable length sequences is not implemented yet.");
+  CHECK(feature->symptom->basis == "model");
+  REQUIRE(d.report.prediction);
+  CHECK(d.report.prediction->symptom.outcome == Outcome::raises);
+  CHECK(d.report.prediction->invariant == "input.feature");
+
+  // the forward alone, the dense API and a flash-attn-4 wheel over the copy have a backward to run
+  CHECK(static_ids(call(cute, "forward")).count("input.feature") == 0);
+  CHECK(static_ids(call({{"flash_attn", "2.8.3"}, {"flash_attn_4", "4.0.0b3"}, {"gpu_arch", "sm_100a"}}, "training"))
+            .count("input.feature") == 0);
+  // the copy takes no max_seqlen: one the file passes is a TypeError in the forward, and the
+  // backward's refusal is not reported for a call that never ran
+  const Diagnosis typed = diagnosis(call(cute, "training", {{"max_seqlen_q", 16}}));
+  const Violation* type_error = nullptr;
+  int features = 0;
+  for (const auto& v : typed.report.violations)
+    if (v.id == "input.feature") {
+      ++features;
+      type_error = &v;
+    }
+  CHECK(features == 1);
+  REQUIRE(type_error);
+  CHECK(type_error->evidence.value("feature", "") == "signature");
+  CHECK(type_error->message.find("unexpected keyword argument 'max_seqlen_q'") != std::string::npos);
+  // no flash-attn advisory speaks for the copy (FA-2026-003 would for a 4.x positional call)
+  const Batch positional = call(cute, "forward", {{"binding", "positional"}});
+  CHECK(match_advisories(positional, convert(positional)).empty());
+}
+
+TEST_CASE("flash_attn_cute: signatures of the copy and of flash-attn-4 4.0.0b3", "[fa3_fa4]") {
+  const Signature* copy = signature_for(Api::flash_attn_4_varlen, version_literal("2.8.3.post2"));
+  REQUIRE(copy);
+  CHECK(copy->source.find("flash-attn 2.8.3") != std::string_view::npos);
+  CHECK(std::none_of(copy->parameters.begin(), copy->parameters.end(),
+                     [](const Parameter& p) { return p.name == "max_seqlen_q"; }));
+  // 4.0.0b3, the first flash-attn-4 wheel, has 4.0.0b4's lists (read in both wheels)
+  const Signature* b3 = signature_for(Api::flash_attn_4_varlen, version_literal("4.0.0b3"));
+  REQUIRE(b3);
+  CHECK(b3->source.find("flash-attn-4 4.0.0b3") != std::string_view::npos);
+  CHECK(b3 == signature_for(Api::flash_attn_4_varlen, version_literal("4.0.0b8")));
+  const Signature* dense = signature_for(Api::flash_attn_4_dense, version_literal("2.8.3"));
+  REQUIRE(dense);
+  CHECK(dense->parameters.size() == 9);
 }

@@ -44,6 +44,7 @@ struct Environment {
   std::optional<Version> torch;
   std::optional<Version> fla;           // flash-linear-attention (fla-core)
   std::optional<Version> flash_attn_4;  // the separately installed flash-attn 4 package (CuTe DSL)
+  std::optional<Version> flash_attn_cute;  // the flash-attn 2 release whose bundled flash_attn/cute took the call
   std::optional<Version> trl;           // TRL: the release whose collator a `collator` block replays
   std::string device = "cuda:0";
   std::optional<GpuArch> gpu_arch;      // the GPU the call ran on (FA4 and cuDNN pick kernels by it)
@@ -383,7 +384,8 @@ struct Batch {
 // The flash-attn release whose rules the call follows: `environment.flash_attn_4` (the
 // separately installed FlashAttention-4 package) when the call names an FA4 API
 // (`varlen.api` "flash_attn_4.*") or no `environment.flash_attn` is given; else
-// `environment.flash_attn`.
+// `environment.flash_attn`. A call through the flash_attn/cute copy a flash-attn 2 release
+// bundles names that release (`environment.flash_attn_cute`; its rules: resolve_flash_attn_cute).
 std::optional<Version> kernel_release(const Batch& batch);
 
 // ---------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ InputError::InputError(std::string file, std::string json_path, std::string expe
 
 std::optional<Version> kernel_release(const Batch& batch) {
   const Environment& e = batch.environment;
+  if (e.flash_attn_cute) return e.flash_attn_cute;  // the loader admits it only beside a flash_attn.cute call
   if (!e.flash_attn_4) return e.flash_attn;
   const bool fa4_api = batch.varlen && batch.varlen->api &&
                        (*batch.varlen->api == Api::flash_attn_4_varlen || *batch.varlen->api == Api::flash_attn_4_dense);

@@ -380,7 +380,7 @@ struct Loader {
 
   Environment environment(const Node& n) {
     n.expect_object({"transformers", "flash_attn", "flash_attn_4", "fla", "triton", "torch", "device", "gpu_arch", "trl",
-                     "transformer_engine", "compile", "diffusers", "xformers", "axolotl"});
+                     "transformer_engine", "compile", "diffusers", "xformers", "axolotl", "flash_attn_cute"});
     Environment e;
     auto version = [&](const char* key) -> std::optional<Version> {
       auto v = n.get(key);
@@ -401,6 +401,7 @@ struct Loader {
     e.diffusers = version("diffusers");
     e.xformers = version("xformers");
     e.axolotl = version("axolotl");
+    e.flash_attn_cute = version("flash_attn_cute");
     if (auto d = n.get("device")) e.device = device(*d);
     if (auto g = n.get("gpu_arch")) {
       e.gpu_arch = parse_gpu_arch(g->as_string());
@@ -1205,6 +1206,32 @@ struct Loader {
     return last_collation.record;
   }
 
+  // environment.flash_attn_cute: the flash_attn/cute package a flash-attn 2 release bundles
+  // (2.8.3, 2.8.3.post1 and 2.8.3.post2 ship it; the 2.8.0 - 2.8.2 tags have the folder but no
+  // __init__.py, so find_packages leaves it out of their builds). One distribution owns the
+  // import path flash_attn.cute: beside flash-attn-4 the copy is the one installed last, so the
+  // file names one of the two; the copy belongs to the flash-attn it came with, so a
+  // flash_attn given beside it is that release; and only a flash_attn.cute call reaches it.
+  void bundled_cute(const Node& env, const Batch& b) {
+    const Node key = env.at("flash_attn_cute");
+    const Version& v = *b.environment.flash_attn_cute;
+    if (v.release.empty() || v.release.front() != 2 || v < version_literal("2.8.3"))
+      key.fail("a flash-attn 2 release that bundles flash_attn/cute (2.8.3 or a later 2.x)");
+    if (b.environment.flash_attn_4)
+      key.fail("one owner of flash_attn.cute: flash_attn_cute (the copy in flash-attn " + v.text +
+                   ") or flash_attn_4 (a flash-attn-4 wheel installed over it), not both",
+               "both");
+    if (b.environment.flash_attn && !(*b.environment.flash_attn == v))
+      key.fail("the installed flash-attn release, environment.flash_attn (" + b.environment.flash_attn->text +
+               "): the copy comes with it");
+    const bool cute_api = b.varlen && b.varlen->api &&
+                          (*b.varlen->api == Api::flash_attn_4_varlen || *b.varlen->api == Api::flash_attn_4_dense);
+    if (!cute_api)
+      key.fail("a call through flash_attn.cute beside it (varlen.api \"flash_attn_4.varlen\" or \"flash_attn_4.dense\")",
+               b.varlen && b.varlen->api ? "varlen.api \"" + to_string(*b.varlen->api) + "\""
+                                         : std::string("no varlen.api"));
+  }
+
   Batch batch(const Node& root) {
     root.expect_object({"format", "name", "description", "references", "pass", "environment", "model", "batch",
                         "varlen", "tensors", "rotary", "launch", "fla_op", "intent", "expect", "$schema", "collator", "layers",
@@ -1248,6 +1275,7 @@ struct Loader {
     }
     if (auto v = root.get("context_parallel")) b.context_parallel = context_parallel(*v, b.varlen);
     if (auto v = root.get("dispatch")) b.dispatch = dispatch(*v, b.varlen, b.environment);
+    if (b.environment.flash_attn_cute) bundled_cute(root.at("environment"), b);
     if (auto v = root.get("expect")) b.expect = expect(*v);
     // dtype of explicit cu_seqlens: the override, else int32 (JSON) or the .npy dtype
     if (b.varlen) {

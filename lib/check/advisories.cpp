@@ -361,6 +361,9 @@ std::optional<Version> release_for(const Advisory& a, const Batch& batch, const 
     if (a.library == "xformers") return batch.environment.xformers;
     return std::nullopt;
   }
+  // the flash_attn/cute copy bundled in a flash-attn 2 release is neither flash-attn 2's kernels
+  // nor a flash-attn-4 wheel: no flash-attn row speaks for it
+  if (batch.environment.flash_attn_cute) return std::nullopt;
   if (a.family == 4) {
     if (batch.environment.flash_attn_4) return batch.environment.flash_attn_4;
     if (family_of(fa) == 4) return fa;

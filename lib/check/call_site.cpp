@@ -26,7 +26,12 @@ std::optional<CallSite> call_site(const Batch& batch, const VarlenArgs& args) {
     a.positional = {"q", "k", "v"};
   }
   if (is_varlen(api) && api != Api::flash_attn_3_kvcache) {
-    const std::vector<std::string> four = {"cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k"};
+    std::vector<std::string> four = {"cu_seqlens_q", "cu_seqlens_k"};
+    // the flash_attn/cute copy a flash-attn 2 release bundles has no max_seqlen parameters: its
+    // caller passes them only where the file gives them (a default is not an argument)
+    const bool cute_copy = batch.environment.flash_attn_cute.has_value();
+    if (!cute_copy || e.max_seqlen_q_given) four.push_back("max_seqlen_q");
+    if (!cute_copy || e.max_seqlen_k_given) four.push_back("max_seqlen_k");
     std::vector<std::string>& to = e.binding && *e.binding == Bound::positional ? a.positional : a.keywords;
     to.insert(to.end(), four.begin(), four.end());
     if (e.seqused_q) a.keywords.push_back("seqused_q");

@@ -291,8 +291,10 @@ void input_feature(Ctx& ctx) {
                {{"feature", "softcap+dropout"}, {"softcap", *m.softcap}, {"dropout", m.dropout}, {"flash_attn", ctx.fa.label()}},
                r.host_checks().message(HostCheck::softcap_dropout));
   // an explicit FA3 / FA4 call: the arguments the caller passed against its release's signature
+  bool forward_raises = false;
   if (ctx.args)
     if (const std::optional<CallSite> site = call_site(ctx.batch, *ctx.args); site && site->binding.type_error) {
+      forward_raises = true;
       const std::string raised = "TypeError: " + *site->binding.type_error;
       Violation& v = ctx.report(Severity::error,
                                 site->function + " (" + std::string(site->signature->source) +
@@ -302,6 +304,27 @@ void input_feature(Ctx& ctx) {
       ctx.symptom(v, "", raised);
     }
   fa3_call_extras(ctx);
+  // The flash_attn/cute copy a flash-attn 2 release bundles (environment.flash_attn_cute; read in
+  // 2.8.3, 2.8.3.post1 and 2.8.3.post2, one file set) has no varlen backward:
+  // FlashAttnVarlenFunc.backward raises before any kernel, on every architecture (its dense
+  // backward runs the SM80 kernel). flash-attn-4 has one from its first wheel on SM100 (4.0.0b3)
+  // and from 4.0.0b5 on SM90 (4.0.0b3 and 4.0.0b4 assert "varlen backward is not yet supported
+  // on sm90").
+  if (const auto& cute = ctx.batch.environment.flash_attn_cute;
+      cute && !forward_raises && ctx.args && ctx.args->call.api == Api::flash_attn_4_varlen &&
+      ctx.batch.pass == CallPass::training) {
+    const std::string message = "Backward pass for FlashAttention with variable length sequences is not implemented yet.";
+    Violation& v = ctx.report(Severity::error,
+                              "flash_attn.cute.flash_attn_varlen_func in a training step through the flash_attn/cute copy "
+                              "bundled in flash-attn " + cute->text + ", which has a varlen forward and no varlen "
+                              "backward: FlashAttnVarlenFunc.backward raises NotImplementedError: " + message,
+                              {{"feature", "varlen_backward"}, {"flash_attn_cute", cute->text},
+                               {"needs", "flash-attn-4 >= 4.0.0b3 on SM100, >= 4.0.0b5 on SM90, installed over the copy"},
+                               {"source", "flash-attn " + cute->text +
+                                              " flash_attn/cute/interface.py FlashAttnVarlenFunc.backward"}},
+                              message);
+    ctx.symptom(v, "cute_varlen_backward", "NotImplementedError: " + message);
+  }
   if (m.dropout > 0 && !r.dropout)
     ctx.report(Severity::warning,
                "dropout " + nlohmann::json(m.dropout).dump() + " requested but FA" + std::to_string(r.family) +

@@ -155,6 +155,9 @@ void window_fa4_resolution(Ctx& ctx) {
   const VarlenArgs* a = ctx.args;
   if (!a || !ctx.batch.varlen || !ctx.batch.varlen->window_size) return;
   if (a->call.api != Api::flash_attn_4_varlen && a->call.api != Api::flash_attn_4_dense) return;
+  // the flash_attn/cute copy in flash-attn 2.8.3 resolves windows its own way (any pair passed is
+  // a local window), not modelled
+  if (ctx.batch.environment.flash_attn_cute) return;
   const auto [wl, wr] = *ctx.batch.varlen->window_size;
   const bool causal = a->call.causal;
   const std::optional<Version> release = kernel_release(ctx.batch);

@@ -59,6 +59,20 @@ const std::vector<FlashAttnRules>& table() {
 
 std::span<const FlashAttnRules> flash_attn_rule_sets() { return table(); }
 
+ResolvedFlashAttn resolve_flash_attn_cute(const Version& bundled) {
+  // name  first  family fp8  maxD alignment gqa window alibi softcap sc+drop dropout swap tensor grid off64:
+  // fa4's row (the copy has no max_seqlen parameter at all; its signature: vocab/signature.cpp)
+  static const FlashAttnRules cute = {
+      "fa4-cute-2.8.3", "2.8.3", 4, false, 256, HeadDimAlignment::required, true, true, false, true, false, false,
+      false, false, false, false, "fa4",
+      "flash-attn 2.8.3 flash_attn/cute/interface.py (the bundled copy; the same files in 2.8.3.post1 and 2.8.3.post2)"};
+  ResolvedFlashAttn out;
+  out.rules = &cute;
+  out.release = bundled.text;
+  out.note = "flash_attn.cute is the copy bundled in flash-attn " + bundled.text + " (environment.flash_attn_cute)";
+  return out;
+}
+
 std::string ResolvedFlashAttn::label() const {
   std::string r = release.empty() ? std::string("none given") : release;
   return r + " (rule set " + std::string(rules->name) + ")";

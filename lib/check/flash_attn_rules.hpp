@@ -63,6 +63,12 @@ struct ResolvedFlashAttn {
 // newest FA2 row (what transformers' "flash_attention_2" loads); below the oldest -> the oldest.
 ResolvedFlashAttn resolve_flash_attn(const std::optional<Version>& release);
 
+// The flash_attn/cute copy a flash-attn 2 release bundles (environment.flash_attn_cute, 2.8.3
+// on): FA4's family and host checks (its _flash_attn_fwd asserts what fa4-v4.0.0.beta0's do, in
+// the same order and words), labelled with the flash-attn release that ships it. Read in the
+// 2.8.3, 2.8.3.post1 and 2.8.3.post2 sdists (the same files). Never flash-attn 2's rows.
+ResolvedFlashAttn resolve_flash_attn_cute(const Version& bundled);
+
 // torch.nn.attention.varlen.varlen_attn's rules by torch release ("torch-2.10", "torch-2.11"):
 // the nearest row at or below the release (its local part, "+cu130", ignored); none given ->
 // the newest; older than 2.10 -> 2.10's; a release past the newest known one -> the newest,

@@ -41,7 +41,9 @@ SymptomContext symptom_context(const Batch& batch, const std::optional<Version>&
   c.flash_attn = flash_attn_override ? flash_attn_override : kernel_release(batch);
   c.fla = batch.environment.fla;
   c.transformers = transformers_override ? transformers_override : batch.environment.transformers;
-  c.flash_attn_family = resolve_flash_attn(c.flash_attn).rules->family;
+  c.flash_attn_family = !flash_attn_override && batch.environment.flash_attn_cute
+                            ? resolve_flash_attn_cute(*c.flash_attn).rules->family
+                            : resolve_flash_attn(c.flash_attn).rules->family;
   c.pass = batch.pass;
   return c;
 }

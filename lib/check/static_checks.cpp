@@ -22,7 +22,10 @@ std::vector<Violation> run_static_checks(const Batch& batch, const Conversion& c
   // the torch release's rules and host-check messages (environment.torch), never flash-attn's.
   const bool torch_varlen = api == Api::torch_varlen_attn;
   checks::Ctx ctx{batch, conversion, reached, replayed, context,
-                  torch_varlen ? resolve_torch_varlen(batch.environment.torch) : resolve_flash_attn(fa_release), out};
+                  torch_varlen                                           ? resolve_torch_varlen(batch.environment.torch)
+                  : !context.flash_attn && batch.environment.flash_attn_cute ? resolve_flash_attn_cute(*fa_release)
+                                                                             : resolve_flash_attn(fa_release),
+                  out};
   ctx.symptoms = symptom_context(batch, context.flash_attn, context.transformers);
   for (const Invariant& inv : catalogue()) {
     if (!inv.check) continue;

@@ -61,6 +61,11 @@ const std::vector<SymptomRow>& table() {
       {"input.feature", "kvcache_backward", "", "", "", true, O::wrong_gradient, P::backward, M::backward,
        "no error; UserWarning: an autograd kernel was not registered; no gradient flows through the attention", "model",
        "flash_attn_with_kvcache has no autograd kernel: torch's autograd fallback returns undefined gradients"},
+      {"input.feature", "cute_varlen_backward", "", "", "", true, O::raises, P::backward, M::backward,
+       "NotImplementedError: Backward pass for FlashAttention with variable length sequences is not implemented yet.",
+       "model",
+       "the flash_attn/cute copy bundled in flash-attn 2.8.3 - 2.8.3.post2 has no varlen backward "
+       "(flash_attn/cute/interface.py FlashAttnVarlenFunc.backward raises)"},
       {"input.feature", "warning", "", "", "", false, O::ok, P::forward, M::attention,
        "no error; the feature is dropped but does not change this batch's outputs", "model",
        "a missing window no key range of the batch exceeds; dropout without a dropout argument"},

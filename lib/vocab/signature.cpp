@@ -1,7 +1,8 @@
 // Signature tables (vocab/signature.hpp). FlashAttention-4: flash_attn/cute/interface.py of the
-// PyPI wheels `flash-attn-4` 4.0.0b4 - 4.0.0b36 (b1 - b3 and b6 are not on PyPI), one table per
+// PyPI wheels `flash-attn-4` 4.0.0b3 - 4.0.0b36 (b1, b2 and b6 are not on PyPI), one table per
 // release where the parameter list changed (the releases between two tables have the earlier
-// one's list). FlashAttention-3: hopper/flash_attn_interface.py (package version 3.0.0b1, the
+// one's list); before them the flash_attn/cute copy bundled in flash-attn 2.8.3 (the same files
+// in 2.8.3.post1 and 2.8.3.post2), whose tables sort first (environment.flash_attn_cute). FlashAttention-3: hopper/flash_attn_interface.py (package version 3.0.0b1, the
 // only one the hopper/ build has carried). Parameter names and defaults only.
 #include "vocab/signature.hpp"
 
@@ -34,6 +35,17 @@ constexpr Parameter kFa3KvCache[] = {
     {"v_descale", "None"}, {"softmax_scale", "None"}, {"causal", "False"}, {"window_size", "(-1, -1)"},
     {"attention_chunk", "0"}, {"softcap", "0.0"}, {"rotary_interleaved", "True"}, {"scheduler_metadata", "None"},
     {"num_splits", "0"}, {"pack_gqa", "None"}, {"sm_margin", "0"}, {"return_softmax_lse", "False"},
+};
+
+// ---- the flash_attn/cute copy in the flash-attn 2.8.3 sdist: no max_seqlen parameters
+constexpr Parameter kCuteVarlen_283[] = {
+    {"q", ""}, {"k", ""}, {"v", ""}, {"cu_seqlens_q", "None"}, {"cu_seqlens_k", "None"}, {"seqused_q", "None"},
+    {"seqused_k", "None"}, {"page_table", "None"}, {"softmax_scale", "None"}, {"causal", "False"},
+    {"window_size", "(None, None)"}, {"learnable_sink", "None"}, {"softcap", "0.0"}, {"pack_gqa", "None"},
+};
+constexpr Parameter kCuteDense_283[] = {
+    {"q", ""}, {"k", ""}, {"v", ""}, {"softmax_scale", "None"}, {"causal", "False"}, {"window_size", "(None, None)"},
+    {"learnable_sink", "None"}, {"softcap", "0.0"}, {"pack_gqa", "None"},
 };
 
 // ---- FlashAttention-4 (flash_attn/cute/interface.py of each wheel). 4.0.0b9 inserted qv as
@@ -163,14 +175,16 @@ const Signature kSignatures[] = {
     {Api::flash_attn_3_varlen, "", kFa3Source, kFa3Varlen},
     {Api::flash_attn_3_dense, "", kFa3Source, kFa3Dense},
     {Api::flash_attn_3_kvcache, "", "flash_attn_3 3.0.0b1 hopper/flash_attn_interface.py (v2.8.3; same in 3.0.0)", kFa3KvCache},
-    {Api::flash_attn_4_varlen, "4.0.0b4", "flash-attn-4 4.0.0b4 flash_attn/cute/interface.py (same through 4.0.0b8)", kFa4Varlen_b4},
+    {Api::flash_attn_4_varlen, "2.8.3", "flash-attn 2.8.3 flash_attn/cute/interface.py (the bundled copy; same in 2.8.3.post1 and 2.8.3.post2)", kCuteVarlen_283},
+    {Api::flash_attn_4_varlen, "4.0.0b3", "flash-attn-4 4.0.0b3 flash_attn/cute/interface.py (same through 4.0.0b8)", kFa4Varlen_b4},
     {Api::flash_attn_4_varlen, "4.0.0b9", "flash-attn-4 4.0.0b9 flash_attn/cute/interface.py (same in 4.0.0b10)", kFa4Varlen_b9},
     {Api::flash_attn_4_varlen, "4.0.0b11", "flash-attn-4 4.0.0b11 flash_attn/cute/interface.py (same in 4.0.0b12)", kFa4Varlen_b11},
     {Api::flash_attn_4_varlen, "4.0.0b13", "flash-attn-4 4.0.0b13 flash_attn/cute/interface.py (same through 4.0.0b16)", kFa4Varlen_b13},
     {Api::flash_attn_4_varlen, "4.0.0b17", "flash-attn-4 4.0.0b17 flash_attn/cute/interface.py (same through 4.0.0b24)", kFa4Varlen_b17},
     {Api::flash_attn_4_varlen, "4.0.0b25", "flash-attn-4 4.0.0b25 flash_attn/cute/interface.py (same through 4.0.0b31)", kFa4Varlen_b25},
     {Api::flash_attn_4_varlen, "4.0.0b32", "flash-attn-4 4.0.0b32 flash_attn/cute/interface.py (same through 4.0.0b36)", kFa4Varlen_b32},
-    {Api::flash_attn_4_dense, "4.0.0b4", "flash-attn-4 4.0.0b4 flash_attn/cute/interface.py (same through 4.0.0b8)", kFa4Dense_b4},
+    {Api::flash_attn_4_dense, "2.8.3", "flash-attn 2.8.3 flash_attn/cute/interface.py (the bundled copy; same in 2.8.3.post1 and 2.8.3.post2)", kCuteDense_283},
+    {Api::flash_attn_4_dense, "4.0.0b3", "flash-attn-4 4.0.0b3 flash_attn/cute/interface.py (same through 4.0.0b8)", kFa4Dense_b4},
     {Api::flash_attn_4_dense, "4.0.0b9", "flash-attn-4 4.0.0b9 flash_attn/cute/interface.py (same in 4.0.0b10)", kFa4Dense_b9},
     {Api::flash_attn_4_dense, "4.0.0b11", "flash-attn-4 4.0.0b11 flash_attn/cute/interface.py (same through 4.0.0b16)", kFa4Dense_b11},
     {Api::flash_attn_4_dense, "4.0.0b17", "flash-attn-4 4.0.0b17 flash_attn/cute/interface.py (same through 4.0.0b31)", kFa4Dense_b17},
@@ -201,6 +215,10 @@ const Signature* signature_for(Api api, const std::optional<Version>& release) {
   const Signature* best = nullptr;
   for (const Signature& s : kSignatures) {
     if (s.api != api) continue;
+    // the tables of the flash_attn/cute copy a flash-attn 2 release bundles (first "2.x") speak
+    // only for that copy's 2.x release, not for a flash-attn-4 release older than every wheel's
+    const bool bundled_copy = (api == Api::flash_attn_4_varlen || api == Api::flash_attn_4_dense) && s.first.starts_with("2.");
+    if (bundled_copy && (!release || release->release.empty() || release->release.front() != 2)) continue;
     if (!release || s.first.empty() || !(*release < version_literal(s.first))) best = &s;  // tables in release order
   }
   return best;

@@ -39,6 +39,7 @@ ARRAYS = {
     "packed-65600-sequences-cu-seqlens.npy": lambda: many_sequences_cu(65600, 2),
     "packed-32800-sequences-cu-seqlens.npy": lambda: many_sequences_cu(32800, 2),
     "packed-15000-sequences-of-8-cu-seqlens.npy": lambda: many_sequences_cu(15000, 8),
+    "packed-12288-sequences-of-64-cu-seqlens.npy": lambda: many_sequences_cu(12288, 64),
 }
 
 

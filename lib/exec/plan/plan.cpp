@@ -154,8 +154,11 @@ void plan_attention(ExecPlan& p, const Batch& batch, const VarlenArgs& a, bool d
     if (auto sig = torch_signature_error(batch))
       at.raises = raise("torch.nn.attention.varlen.varlen_attn", sig->exception, sig->message);
   // torch's varlen_attn: its release's rules and messages (PyTorch's bundled FA2 behind it)
-  const FlashAttnRules& rules = p.api == Api::torch_varlen_attn ? *resolve_torch_varlen(batch.environment.torch).rules
-                                                                : *resolve_flash_attn(p.flash_attn_release).rules;
+  const FlashAttnRules& rules =
+      p.api == Api::torch_varlen_attn ? *resolve_torch_varlen(batch.environment.torch).rules
+      : batch.environment.flash_attn_cute && p.flash_attn_release == *batch.environment.flash_attn_cute
+          ? *resolve_flash_attn_cute(p.flash_attn_release).rules
+          : *resolve_flash_attn(p.flash_attn_release).rules;
   auto failing = [&](HostCheck c) {
     switch (c) {
       case HostCheck::page_table_dtype: return paged && paged->dtype != DType::int32;
@@ -261,6 +264,9 @@ void plan_backward(ExecPlan& p, const Batch& batch, const VarlenArgs& a) {
   else if (at.family == 3 && batch.varlen && batch.varlen->attention_chunk && *batch.varlen->attention_chunk != 0)
     bw.skip_reason = "the backward raises AssertionError: FA3 backward does not support attention_chunk "
                      "(hopper/flash_attn_interface.py, FlashAttnVarlenFunc.backward)";
+  else if (batch.environment.flash_attn_cute && p.api == Api::flash_attn_4_varlen)
+    bw.skip_reason = "the backward raises NotImplementedError: the flash_attn/cute copy in flash-attn " +
+                     batch.environment.flash_attn_cute->text + " has no varlen backward (FlashAttnVarlenFunc.backward)";
   else if (at.seqused_q)
     bw.skip_reason = "not run: FA3 / FA4 honour seqused_q in the backward too (Dao-AILab/flash-attention PR#1182, "
                      "PR#2167); the checked backward addresses FA2's segments";

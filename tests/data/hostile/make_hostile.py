@@ -259,6 +259,30 @@ CASES = {
         ('{%s, %s, "varlen": {"api": "flash_attn_3.varlen", "cu_seqlens_q": [0, 8, 16], "qv": {"dtype": "bf16"}}}'
          % (F, M)).encode(),
         '/varlen/qv/head_dim: expected the required key "head_dim"', {}),
+    # environment.flash_attn_cute: the flash_attn/cute copy a flash-attn 2 release bundles
+    "env-flash-attn-cute-before-2.8.3": (
+        ('{%s, %s, "environment": {"flash_attn_cute": "2.8.2"}, "varlen": {"api": "flash_attn_4.varlen", '
+         '"cu_seqlens_q": [0, 8, 16]}}' % (F, M)).encode(),
+        '/environment/flash_attn_cute: expected a flash-attn 2 release that bundles flash_attn/cute (2.8.3 or a later '
+        '2.x), found the string "2.8.2"', {}),
+    "env-flash-attn-cute-beside-flash-attn-4": (
+        ('{%s, %s, "environment": {"flash_attn_cute": "2.8.3", "flash_attn_4": "4.0.0b3"}, "varlen": {"api": '
+         '"flash_attn_4.varlen", "cu_seqlens_q": [0, 8, 16]}}' % (F, M)).encode(),
+        "/environment/flash_attn_cute: expected one owner of flash_attn.cute", {}),
+    "env-flash-attn-cute-other-flash-attn": (
+        ('{%s, %s, "environment": {"flash_attn_cute": "2.8.3", "flash_attn": "2.8.3.post1"}, "varlen": {"api": '
+         '"flash_attn_4.varlen", "cu_seqlens_q": [0, 8, 16]}}' % (F, M)).encode(),
+        "/environment/flash_attn_cute: expected the installed flash-attn release, environment.flash_attn "
+        "(2.8.3.post1)", {}),
+    "env-flash-attn-cute-fa2-api": (
+        ('{%s, %s, "environment": {"flash_attn_cute": "2.8.3"}, "varlen": {"api": "flash_attn_2.varlen", '
+         '"cu_seqlens_q": [0, 8, 16]}}' % (F, M)).encode(),
+        '/environment/flash_attn_cute: expected a call through flash_attn.cute beside it (varlen.api '
+        '"flash_attn_4.varlen" or "flash_attn_4.dense"), found varlen.api "flash_attn_2.varlen"', {}),
+    "env-flash-attn-cute-number": (
+        ('{%s, %s, "environment": {"flash_attn_cute": 2.83}, "varlen": {"api": "flash_attn_4.varlen", '
+         '"cu_seqlens_q": [0, 8, 16]}}' % (F, M)).encode(),
+        "/environment/flash_attn_cute: expected a string", {}),
 }
 
 
