@@ -26,6 +26,11 @@ WHY = ("torch is not installed in this Python" if torch is None else
        "transformers is not installed in this Python" if transformers is None else
        "attn_doctor._native is not built for this Python" if diagnosis._native is None else None)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# the script runs in a child process: it imports the same attn_doctor package as this test
+# (the unittest runner may have found it through the working directory, not PYTHONPATH)
+PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(diagnosis.__file__)))
+CHILD_ENV = dict(os.environ, PYTHONPATH=os.pathsep.join(
+    p for p in (PACKAGE_PARENT, os.environ.get("PYTHONPATH", "")) if p))
 
 
 @unittest.skipIf(WHY is not None, WHY or "")
@@ -34,7 +39,7 @@ class TrainStepBenchTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as out:
             proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench/gpu/train_step_gpu.py"), "--device", "cpu",
                                    "--tiny", "--sizes", "8192", "--head-dims", "64", "--repeats", "1", "--out", out],
-                                  capture_output=True, text=True, timeout=600)
+                                  capture_output=True, text=True, timeout=600, env=CHILD_ENV)
             self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
             result = json.load(open(os.path.join(out, "train-step.json")))
         (run,) = result["runs"]
