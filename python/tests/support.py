@@ -37,3 +37,21 @@ def temp_dir():
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def torch_skip_reason(transformers_needed=True):
+    """Why a test of the checked ops cannot run in this Python (torch, transformers or the
+    built extension missing), or None when it can."""
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        return "torch is not installed in this Python"
+    if transformers_needed:
+        try:
+            import transformers  # noqa: F401
+        except ImportError:
+            return "transformers is not installed in this Python"
+    from attn_doctor import diagnosis
+    if diagnosis._native is None:
+        return "attn_doctor._native is not built for this Python"
+    return None

@@ -11,15 +11,9 @@ import sys
 import tempfile
 import unittest
 
-from attn_doctor import diagnosis
+from .support import torch_skip_reason
 
-try:
-    import torch
-except ImportError:
-    torch = None
-
-WHY = ("torch is not installed in this Python" if torch is None else
-       "attn_doctor._native is not built for this Python" if diagnosis._native is None else None)
+WHY = torch_skip_reason(transformers_needed=False)
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

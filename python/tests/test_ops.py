@@ -8,20 +8,11 @@ the interpreter of ATTN_DOCTOR_TORCH_PYTHON (scripts/torch-env makes one). Witho
 test is skipped and says why."""
 import unittest
 
-from attn_doctor import diagnosis
+from .support import torch_skip_reason
 
-try:
+WHY = torch_skip_reason()
+if WHY is None:
     import torch
-except ImportError:
-    torch = None
-try:
-    import transformers
-except ImportError:
-    transformers = None
-
-WHY = ("torch is not installed in this Python" if torch is None else
-       "transformers is not installed in this Python" if transformers is None else
-       "attn_doctor._native is not built for this Python" if diagnosis._native is None else None)
 NEEDS = unittest.skipIf(WHY is not None, WHY or "")
 
 

@@ -13,18 +13,9 @@ import unittest
 
 from attn_doctor import diagnosis
 
-try:
-    import torch
-except ImportError:
-    torch = None
-try:
-    import transformers
-except ImportError:
-    transformers = None
+from .support import torch_skip_reason
 
-WHY = ("torch is not installed in this Python" if torch is None else
-       "transformers is not installed in this Python" if transformers is None else
-       "attn_doctor._native is not built for this Python" if diagnosis._native is None else None)
+WHY = torch_skip_reason()
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 # the script runs in a child process: it imports the same attn_doctor package as this test
 # (the unittest runner may have found it through the working directory, not PYTHONPATH)
