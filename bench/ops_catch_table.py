@@ -320,8 +320,28 @@ def main():
         write_markdown(args.markdown, rows, gpu)
 
 
+def _current_outcomes(rows):
+    """The rows with the oracle's outcomes as tests/golden/oracle gives them now: a case the
+    oracle re-measured after the backend's run keeps that run's kernel and host columns, and its
+    verdict follows the new outcome."""
+    current = []
+    for r in rows:
+        path = os.path.join(ROOT, "tests/golden/oracle", r["case"] + ".json")
+        if os.path.exists(path):
+            case = json.load(open(path))
+            r = dict(r, forward=(case.get("forward") or {}).get("outcome"),
+                     backward=(case.get("backward") or {}).get("outcome"))
+            if "error" not in r:
+                r["where"] = verdict(r)
+        current.append(r)
+    return current
+
+
 def write_markdown(path, rows, gpu=None):
     silent = ("out_of_bounds", "wrong_output", "wrong_gradient")
+    rows = _current_outcomes(rows)
+    if gpu:
+        gpu = {name: g for name, g in zip(gpu, _current_outcomes(list(gpu.values())))}
     if gpu:
         # the host checks do not depend on the device: the GPU run's verdict takes this run's
         # host column (a check or advisory added since the GPU run counts there too)

@@ -18,7 +18,8 @@ if ! "$py" -c 'import torch, transformers' 2>/dev/null; then
   exit 0
 fi
 out=$(cd "$root" && ATTN_DOCTOR_NATIVE_DIR=$1 PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} \
-      "$py" -m unittest -v tests.test_ops tests.test_train_step_bench tests.test_bwd_preprocess_bench 2>&1)
+      "$py" -m unittest -v tests.test_ops tests.test_train_step_bench tests.test_bwd_preprocess_bench \
+      tests.test_catch_table 2>&1)
 rc=$?
 echo "$out"
 if [[ $rc -eq 0 ]] && grep -q "skipped '" <<<"$out" && ! grep -q " ok$" <<<"$out"; then
