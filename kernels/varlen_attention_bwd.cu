@@ -10,7 +10,7 @@
 
 #include "cuda_check.hpp"
 #include "launch.hpp"
-#include "varlen_attention_bwd.cuh"
+#include "varlen_attention_bwd_small.cuh"
 
 namespace ad::kern {
 
