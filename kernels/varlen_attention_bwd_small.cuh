@@ -20,19 +20,20 @@ __device__ __forceinline__ uint4 ldg_nc_v4(const void* ptr) { return __ldg(stati
 // blockIdx.y, head blockIdx.z; 128 threads, tpr per row: D / 8 rounded up to a power of two
 // (8 elements each; at head dims 96 and 192 the lanes past the row, col_live false, touch no
 // memory and add 0 to the row sum), the tile's rows in turn: this thread takes rows r_in,
-// r_in + rows_per_pass, ...
-__device__ __forceinline__ int threads_per_row(int head_dim) {
-  int t = 1;
-  while (t < head_dim / 8) t *= 2;
-  return t;
+// r_in + rows_per_pass, ... (tpr a power of two: shifts and masks, no division)
+__device__ __forceinline__ int log2_threads_per_row(int head_dim) {
+  int l = 0;
+  while ((1 << l) < head_dim / 8) ++l;
+  return l;
 }
 struct PreTile : QueryTile {
-  int bm, tpr, rows_per_pass, r_in, c;
+  int bm, tpr, rows_per_pass, r_in, lane, c;
   bool col_live;
-  __device__ explicit PreTile(const VarlenBwdParams& p)
-      : QueryTile(query_tile(p, pre_grid_m(p), tile_m_of(p))), bm(tile_m_of(p)), tpr(threads_per_row(p.head_dim)),
-        rows_per_pass(kPreThreads / tpr), r_in(int(threadIdx.x) / tpr), c((int(threadIdx.x) % tpr) * 8),
-        col_live(c < p.head_dim) {}
+  __device__ PreTile(const VarlenBwdParams& p, int log2_tpr)
+      : QueryTile(query_tile(p, pre_grid_m(p), tile_m_of(p))), bm(tile_m_of(p)), tpr(1 << log2_tpr),
+        rows_per_pass(kPreThreads >> log2_tpr), r_in(int(threadIdx.x) >> log2_tpr), lane(int(threadIdx.x) & (tpr - 1)),
+        c(lane * 8), col_live(c < p.head_dim) {}
+  __device__ explicit PreTile(const VarlenBwdParams& p) : PreTile(p, log2_threads_per_row(p.head_dim)) {}
 };
 
 // ---------------------------------------------------------------------------------------
@@ -45,30 +46,32 @@ struct PreTile : QueryTile {
 // The launch check (p.launch_check): CTA (0, b, h), one thread, records the keys of segment b
 // the backward leaves out while the forward used them (contract/fa2_backward.hpp), as the CPU
 // twin notes them (lib/exec/cpu/direct.cpp): key row, the covered extent as the bound.
-__device__ __noinline__ inline void record_keys_left_out(const VarlenBwdParams& p, const PreTile& t) {
-  const int b = t.at.y, h = t.at.z;
-  const fa2::bwd::KeysLeftOut g = fa2::bwd::keys_past_grid(t.seg.len_k, p.kernel.n_blocks, tile_n_of(p));
+// The CTA and the segment by value: a reference would put the caller's tile in local memory.
+__device__ __noinline__ inline void record_keys_left_out(const VarlenBwdParams& p, Cta at, uint32_t start_k,
+                                                         int32_t len_k) {
+  const int b = at.y, h = at.z;
+  const fa2::bwd::KeysLeftOut g = fa2::bwd::keys_past_grid(len_k, p.kernel.n_blocks, tile_n_of(p));
   if (g.count > 0) {
-    const int64_t row = int64_t(t.seg.start_k) + g.first;
-    record_bwd(p, t.at, Buffer::k, AccessKind::read, Unit::rows, row, g.first, row, h, 0, oc::kDotReads,
+    const int64_t row = int64_t(start_k) + g.first;
+    record_bwd(p, at, Buffer::k, AccessKind::read, Unit::rows, row, g.first, row, h, 0, oc::kDotReads,
                oc::kLaunchCheckGrid, uint64_t(g.count), Region::max_seqlen);
   }
   if (p.seqused_k != nullptr) {
-    const fa2::bwd::KeysLeftOut u = fa2::bwd::keys_past_seqused(t.seg.len_k, p.seqused_k[b]);
+    const fa2::bwd::KeysLeftOut u = fa2::bwd::keys_past_seqused(len_k, p.seqused_k[b]);
     if (u.count > 0) {
-      const int64_t row = int64_t(t.seg.start_k) + u.first;
-      record_bwd(p, t.at, Buffer::k, AccessKind::read, Unit::rows, row, u.first, row, h, 0, oc::kDotReads,
+      const int64_t row = int64_t(start_k) + u.first;
+      record_bwd(p, at, Buffer::k, AccessKind::read, Unit::rows, row, u.first, row, h, 0, oc::kDotReads,
                  oc::kLaunchCheckSeqused, uint64_t(u.count), Region::seqused);
     }
   }
 }
 
 template <class T, bool Checked>
-__global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(const VarlenBwdParams p) {
+__global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(const __grid_constant__ VarlenBwdParams p) {
   const PreTile t(p);
   if (t.exits()) return;
   if constexpr (Checked) {
-    if (p.launch_check && t.at.x == 0 && threadIdx.x == 0) record_keys_left_out(p, t);
+    if (p.launch_check && t.at.x == 0 && threadIdx.x == 0) record_keys_left_out(p, t.at, t.seg.start_k, t.seg.len_k);
   }
   const int m_block = t.at.x, b = t.at.y, h = t.at.z, bm = t.bm, row0 = t.row0, D = p.head_dim, tpr = t.tpr, c = t.c;
   const Segment& seg = t.seg;
@@ -165,8 +168,10 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(cons
         if (ok) p.softmax_d[di] = acc[j];
       }
       if (p.kernel.deterministic) continue;  // the copies are zeroed by the caller (torch.zeros)
-      // clear_dQaccum: row r of the tile, this lane's 8 columns
-      const int64_t qi = tile + int64_t(r) * stride + c;
+      // clear_dQaccum: row r of the tile; the row's live lanes (D / 8 of them) write its D / 4
+      // float4s, lane l the l-th and the (l + D / 8)-th, so that each store instruction's lanes
+      // cover whole 32-byte sectors
+      const int64_t qi = tile + int64_t(r) * stride;
       bool ok = true;
       if constexpr (Checked) {
         const int64_t row_first = tile + int64_t(r) * stride;  // the row's first element: its whole row is one access
@@ -179,8 +184,8 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(cons
       }
       if (ok && t.col_live) {
         float4* z = reinterpret_cast<float4*>(p.dq_accum + qi);
-        z[0] = make_float4(0.f, 0.f, 0.f, 0.f);
-        z[1] = make_float4(0.f, 0.f, 0.f, 0.f);
+        z[t.lane] = make_float4(0.f, 0.f, 0.f, 0.f);
+        z[t.lane + D / 8] = make_float4(0.f, 0.f, 0.f, 0.f);
       }
     }
   }
@@ -191,7 +196,7 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(cons
 // tile; deterministic: the sum of the copies)
 
 template <class T, bool Checked>
-__global__ void __launch_bounds__(kPreThreads) varlen_bwd_convert_dq_kernel(const VarlenBwdParams p) {
+__global__ void __launch_bounds__(kPreThreads) varlen_bwd_convert_dq_kernel(const __grid_constant__ VarlenBwdParams p) {
   const PreTile t(p);
   if (t.exits()) return;
   const int m_block = t.at.x, b = t.at.y, h = t.at.z, bm = t.bm, row0 = t.row0, D = p.head_dim, c = t.c;
@@ -300,6 +305,48 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_convert_dq_kernel(cons
 
 // dk_out[r, hk, :] = sum over the group of dk[r, hk * G + g, :] (and dv), fp32 sums rounded
 // once (at::sum over the expanded tensors). Rows [0, rows): the expanded tensors' own rows.
+// Two forms, the same sums in the same order (bit-identical): 16-byte pieces of 8 columns when
+// the four tensors are 16-byte aligned (head dims are multiples of 8), a thread's G loads
+// issued before their sums; else one element a thread.
+inline constexpr int kGroupSumThreads = 256;
+template <class T>
+__global__ void __launch_bounds__(kGroupSumThreads) varlen_bwd_group_sum_v8_kernel(const VarlenBwdParams p) {
+  const int G = p.num_heads / p.num_heads_k;
+  const int D8 = p.head_dim / 8;
+  const int64_t n = p.dk.rows * p.num_heads_k * D8;  // 8-column pieces of one output tensor
+  for (int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; e < 2 * n; e += int64_t(gridDim.x) * blockDim.x) {
+    const bool is_v = e >= n;
+    const int64_t x = is_v ? e - n : e;
+    const int64_t r = x / (int64_t(p.num_heads_k) * D8), hk = (x / D8) % p.num_heads_k, d8 = x % D8;
+    const uint4* src = static_cast<const uint4*>(is_v ? p.dv.data : p.dk.data) + (r * p.num_heads + hk * G) * D8 + d8;
+    float s[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) s[k] = 0.f;
+    int g = 0;
+    for (; g + 4 <= G; g += 4) {
+      uint4 u[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) u[j] = __ldg(src + int64_t(g + j) * D8);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const T* ue = reinterpret_cast<const T*>(&u[j]);
+#pragma unroll
+        for (int k = 0; k < 8; ++k) s[k] += Elem<T>::to_float(ue[k]);
+      }
+    }
+    for (; g < G; ++g) {
+      const uint4 u = __ldg(src + int64_t(g) * D8);
+      const T* ue = reinterpret_cast<const T*>(&u);
+#pragma unroll
+      for (int k = 0; k < 8; ++k) s[k] += Elem<T>::to_float(ue[k]);
+    }
+    uint4 o;
+    uint32_t* ow = reinterpret_cast<uint32_t*>(&o);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) ow[k] = Elem<T>::pack(s[2 * k], s[2 * k + 1]);
+    static_cast<uint4*>(is_v ? p.dv_out : p.dk_out)[x] = o;
+  }
+}
 template <class T>
 __global__ void varlen_bwd_group_sum_kernel(const VarlenBwdParams p) {
   const int G = p.num_heads / p.num_heads_k;
