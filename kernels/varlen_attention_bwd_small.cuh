@@ -314,7 +314,7 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_convert_dq_kernel(cons
 // once (at::sum over the expanded tensors). Rows [0, rows): the expanded tensors' own rows.
 // Two forms, the same sums in the same order (bit-identical): 16-byte pieces of 8 columns when
 // the four tensors are 16-byte aligned (head dims are multiples of 8), a thread's G loads
-// issued before their sums; else one element a thread.
+// issued four at a time before their sums; else one element a thread.
 inline constexpr int kGroupSumThreads = 256;
 template <class T>
 __global__ void __launch_bounds__(kGroupSumThreads) varlen_bwd_group_sum_v8_kernel(const VarlenBwdParams p) {
