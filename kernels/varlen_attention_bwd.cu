@@ -6,11 +6,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "cuda_check.hpp"
 #include "launch.hpp"
-#include "varlen_attention_bwd.cuh"
+#include "varlen_attention_bwd_small.cuh"
 
 namespace ad::kern {
 
@@ -37,9 +38,15 @@ void launch_small(const VarlenBwdParams& p, BwdStep step, bool checked, cudaStre
         bwd::varlen_bwd_convert_dq_kernel<T, false><<<grid, bwd::kPreThreads, 0, stream>>>(p);
       break;
     case BwdStep::group_sum: {
-      const int64_t n = 2 * p.dk.rows * p.num_heads_k * p.head_dim;
-      const int64_t blocks = std::clamp<int64_t>((n + 255) / 256, 1, 8192);
-      bwd::varlen_bwd_group_sum_kernel<T><<<unsigned(blocks), 256, 0, stream>>>(p);
+      const auto aligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15u) == 0; };
+      const bool v8 = p.head_dim % 8 == 0 && aligned(p.dk.data) && aligned(p.dv.data) && aligned(p.dk_out) &&
+                      aligned(p.dv_out);
+      const int64_t n = 2 * p.dk.rows * p.num_heads_k * (v8 ? p.head_dim / 8 : p.head_dim);
+      const int64_t blocks = std::clamp<int64_t>((n + bwd::kGroupSumThreads - 1) / bwd::kGroupSumThreads, 1, 8192);
+      if (v8)
+        bwd::varlen_bwd_group_sum_v8_kernel<T><<<unsigned(blocks), bwd::kGroupSumThreads, 0, stream>>>(p);
+      else
+        bwd::varlen_bwd_group_sum_kernel<T><<<unsigned(blocks), bwd::kGroupSumThreads, 0, stream>>>(p);
       break;
     }
     case BwdStep::key_blocks: break;

@@ -13,6 +13,14 @@ Verified before timing: our dq, dk, dv against FA2's (relative Frobenius error, 
 tolerance 2e-2), and the checked form's record empty. Method as bench_kernels.py: random
 inputs, CUDA events, warm-up, variants interleaved round-robin, median. Writes JSON (--json)
 and a Markdown table (--md).
+
+--dense: equal-length batches B x L (--dense-shapes, default 16x2048 and 4x8192; H = --heads
+query and key heads) against cuDNN's backward as well, as bench_dense_cudnn.py does for the
+forward: ours and FA2 see the batch packed (cu_seqlens 0, L, 2L, ...: one segment per batch
+row), cuDNN sees the dense B x H x L x D views through SDPA held to
+SDPBackend.CUDNN_ATTENTION (its forward once, then torch.autograd.grad timed: the backward
+node of _scaled_dot_product_cudnn_attention). Each side's gradients are compared with FA2's
+before timing.
 """
 import argparse
 import ctypes
@@ -159,6 +167,129 @@ def bench(lib, args, gen, record):
     return rows
 
 
+def bench_dense(lib, args, record):
+    """The dense mode (module docstring): B x L batches, ours / FA2 / cuDNN backward."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    rows = []
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    H = args.heads
+    for head_dim in args.head_dims:
+        for causal in (False, True):
+            for shape in args.dense_shapes:
+                B, L = (int(x) for x in shape.lower().split("x"))
+                total = B * L
+                scale = 1.0 / math.sqrt(head_dim)
+                q4, k4, v4, do4 = (torch.randn(B, L, H, head_dim, dtype=torch.bfloat16, device="cuda") for _ in range(4))
+                q, k, v, dout = (t.view(total, H, head_dim) for t in (q4, k4, v4, do4))
+                cu = torch.arange(0, total + 1, L, dtype=torch.int32, device="cuda")
+                out = torch.empty_like(q)
+                lse = torch.empty(H, total, dtype=torch.float32, device="cuda")
+                ws = (ctypes.c_int64 * 2)()
+                lib.ad_varlen_bwd_workspace(total, H, head_dim, B, L, L, ctypes.cast(ws, ctypes.c_void_p))
+                softmax_d = torch.empty(ws[0], dtype=torch.float32, device="cuda")
+                dq_accum = torch.empty(ws[1], dtype=torch.float32, device="cuda")
+                dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+                record.reset()
+                check_rc(lib, lib.ad_varlen_fwd(
+                    0, q.data_ptr(), total, out.data_ptr(), lse.data_ptr(), k.data_ptr(), v.data_ptr(), total,
+                    cu.data_ptr(), cu.data_ptr(), B, H, H, head_dim, L, L, scale, int(causal), -1, -1,
+                    0.0, 1, 0, record.dev.data_ptr(), stream))
+
+                def ours(checked):
+                    if checked:
+                        record.reset()
+                    check_rc(lib, lib.ad_varlen_bwd(
+                        0, q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), dout.data_ptr(), lse.data_ptr(),
+                        dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), dk.data_ptr(), dv.data_ptr(),
+                        softmax_d.data_ptr(), dq_accum.data_ptr(), total, total, cu.data_ptr(), cu.data_ptr(), B, H,
+                        H, head_dim, L, L, scale, int(causal), -1, -1, 0.0, int(checked), 0,
+                        record.dev.data_ptr() if checked else None, stream))
+
+                fwd = torch.ops.aten._flash_attention_forward(q, k, v, cu, cu, L, L, 0.0, causal, False, scale=scale)
+
+                def fa2():
+                    return torch.ops.aten._flash_attention_backward(
+                        dout, q, k, v, fwd[0], fwd[1], cu, cu, L, L, 0.0, causal, fwd[2], fwd[3], scale=scale)
+
+                # cuDNN: the B x H x L x D views of the same tensors, through SDPA held to cuDNN
+                qd, kd, vd = (t.detach().transpose(1, 2).requires_grad_() for t in (q4, k4, v4))
+                dod = do4.transpose(1, 2)
+                cudnn, cudnn_node, err_cudnn = None, None, None
+                try:
+                    with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+                        od = torch.nn.functional.scaled_dot_product_attention(qd, kd, vd, is_causal=causal,
+                                                                              scale=scale)
+                    cudnn_node = type(od.grad_fn).__name__
+
+                    def cudnn():
+                        return torch.autograd.grad(od, (qd, kd, vd), dod, retain_graph=True)
+                except RuntimeError as e:  # no cuDNN attention for this shape on this GPU: say so
+                    print(f"cuDNN attention unavailable for d={head_dim} causal={causal} {B}x{L}: {e}", flush=True)
+
+                g = fa2()
+                rdq, rdk, rdv = g[0], g[1], g[2]
+                for t in (dq, dk, dv):
+                    t.fill_(float("nan"))
+                ours(True)
+                torch.cuda.synchronize()
+                rec = record.fields()
+                errs = {"dq": rel(dq, rdq), "dk": rel(dk, rdk), "dv": rel(dv, rdv), "out": rel(out, fwd[0])}
+                verified = rec["count"] == 0 and all(x < 2e-2 for x in errs.values())
+                variants = {"checked": lambda: ours(True), "unchecked": lambda: ours(False), "fa2": fa2}
+                if cudnn is not None:
+                    c = cudnn()
+                    err_cudnn = {n: rel(x.transpose(1, 2).reshape(total, H, head_dim), r)
+                                 for n, x, r in zip(("dq", "dk", "dv"), c, (rdq, rdk, rdv))}
+                    verified = verified and all(x < 2e-2 for x in err_cudnn.values())
+                    variants["cudnn"] = cudnn
+                if not verified:
+                    print(f"VERIFICATION FAILED: dense d={head_dim} causal={causal} {B}x{L} errs={errs} "
+                          f"cudnn={err_cudnn} record={rec}", flush=True)
+                times = time_round_robin(variants, args.reps, args.warmup)
+                pairs = B * (L * (L + 1) // 2 if causal else L * L)
+                flop = 10.0 * H * head_dim * pairs
+                med = {n: statistics.median(t) for n, t in times.items()}
+                row = {"head_dim": head_dim, "causal": causal, "batch": B, "length": L, "heads": H,
+                       "gflop": flop / 1e9, "ms": med, "ms_min_max": {n: (min(t), max(t)) for n, t in times.items()},
+                       "tflops": {n: flop / (m * 1e-3) / 1e12 for n, m in med.items()},
+                       "rel_err_vs_fa2": errs, "cudnn_rel_err_vs_fa2": err_cudnn, "cudnn_node": cudnn_node,
+                       "verified": verified, "kernel": lib.ad_varlen_bwd_kernel_name(0, head_dim, 0, 1).decode(),
+                       "ours_over_fa2": med["fa2"] / med["checked"],
+                       "check_overhead": med["checked"] / med["unchecked"] - 1.0}
+                if "cudnn" in med:
+                    row["ours_over_cudnn"] = med["cudnn"] / med["checked"]
+                    row["cudnn_over_fa2"] = med["fa2"] / med["cudnn"]
+                rows.append(row)
+                t = row["tflops"]
+                print(f"dense bwd d={head_dim:3d} causal={int(causal)} {B}x{L}: ours {t['checked']:6.1f} (unchecked "
+                      f"{t['unchecked']:6.1f}) FA2 {t['fa2']:6.1f} cuDNN {t.get('cudnn', float('nan')):6.1f} TFLOP/s  "
+                      f"ours/cuDNN {row.get('ours_over_cudnn', float('nan')):.2f} ours/FA2 {row['ours_over_fa2']:.2f} "
+                      f"overhead {100 * row['check_overhead']:+.1f}%{'' if verified else '  UNVERIFIED'}", flush=True)
+                del q4, k4, v4, do4, q, k, v, dout, out, lse, softmax_d, dq_accum, dq, dk, dv, fwd, g, qd, kd, vd
+    return rows
+
+
+def markdown_dense(rows, device):
+    lines = [f"Dense backward, bf16, {device}: B x L batches of H = {rows[0]['heads'] if rows else '?'} heads; "
+             "ours and FA2 (torch.ops.aten._flash_attention_backward) on the packed rows, cuDNN through SDPA "
+             "(SDPBackend.CUDNN_ATTENTION); median of the timed runs, TFLOP/s over 10 * H * D FLOP per visible "
+             "(query, key) pair.", "",
+             "| head_dim | causal | B x L | ours checked TFLOP/s | ours unchecked | FA2 | cuDNN | checked / cuDNN "
+             "speed | checked / FA2 | cuDNN / FA2 | check overhead |",
+             "|---:|:---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        t = r["tflops"]
+
+        def cell(v, fmt):
+            return "n/a" if v is None else fmt % v
+        lines.append(f"| {r['head_dim']} | {'yes' if r['causal'] else 'no'} | {r['batch']} x {r['length']} | "
+                     f"{t['checked']:.1f} | {t['unchecked']:.1f} | {t['fa2']:.1f} | {cell(t.get('cudnn'), '%.1f')} | "
+                     f"{cell(r.get('ours_over_cudnn'), '%.2f')} | {r['ours_over_fa2']:.2f} | "
+                     f"{cell(r.get('cudnn_over_fa2'), '%.2f')} | {100 * r['check_overhead']:+.1f} %"
+                     f"{'' if r['verified'] else ' UNVERIFIED'} |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown(rows, device):
     kernels = ", ".join(sorted({r["kernel"] for r in rows if "kernel" in r}))
     lines = [f"Varlen backward, bf16, {device}: attn-doctor's checked kernel ({kernels}) vs FA2 "
@@ -190,6 +321,9 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--dense", action="store_true",
+                    help="equal-length B x L batches against cuDNN's backward as well (module docstring)")
+    ap.add_argument("--dense-shapes", nargs="+", default=["16x2048", "4x8192"], help="B x L, e.g. 16x2048")
     ap.add_argument("--json")
     ap.add_argument("--md")
     args = ap.parse_args()
@@ -200,14 +334,16 @@ def main():
     lib = load_lib(args.lib)
     record = Record(lib)
     device = torch.cuda.get_device_name()
-    rows = bench(lib, args, gen, record)
-    result = {"device": device, "torch": torch.__version__, "rows": rows}
+    rows = bench_dense(lib, args, record) if args.dense else bench(lib, args, gen, record)
+    result = {"device": device, "torch": torch.__version__, "mode": "dense" if args.dense else "varlen", "rows": rows}
+    if args.dense:
+        result["cuda"], result["cudnn"] = torch.version.cuda, torch.backends.cudnn.version()
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
     if args.md:
         with open(args.md, "w") as f:
-            f.write(markdown(rows, device))
+            f.write(markdown_dense(rows, device) if args.dense else markdown(rows, device))
     ok = all(r["verified"] for r in rows)
     print("all verified" if ok else "SOME ROWS UNVERIFIED", flush=True)
     return 0 if ok else 1

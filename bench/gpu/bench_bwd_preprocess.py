@@ -35,7 +35,7 @@ def random_lengths(total, lo, hi, gen):
 
 
 STEPS = {"preprocess": "varlen_bwd_preprocess_kernel", "convert_dq": "varlen_bwd_convert_dq_kernel",
-         "group_sum": "varlen_bwd_group_sum_kernel"}
+         "group_sum": "varlen_bwd_group_sum"}  # the 16-byte and the scalar form
 
 
 def device_us(evt):
