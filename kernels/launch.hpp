@@ -37,7 +37,12 @@ int64_t rotary_grid_rows(const RotaryParams& p, const int32_t* host_cu_seqlens);
 // up); tensor_core_alt: the same with its other warp layout (benchmarks only; needs a build
 // with ATTN_DOCTOR_TC_BOTH_SHAPES); wgmma: the Hopper kernel (refused where it cannot run);
 // wgmma_alt: the same with its other tile shape (benchmarks only; ATTN_DOCTOR_WGMMA_ALT, bf16).
-enum class AttnKernel { automatic = 0, tensor_core = 1, generic = 2, tensor_core_alt = 3, wgmma = 4, wgmma_alt = 5 };
+// wgmma_ws: the warp-specialised Hopper kernel (head_dim 128, unchecked form only so far);
+// wgmma_ws_alt: the same without ping-pong (benchmarks only, bf16).
+enum class AttnKernel {
+  automatic = 0, tensor_core = 1, generic = 2, tensor_core_alt = 3, wgmma = 4, wgmma_alt = 5, wgmma_ws = 6,
+  wgmma_ws_alt = 7
+};
 
 // FA2's host-side normalisation of the call (fa2::normalize in contract/fa2_forward.hpp,
 // mha_varlen_fwd's order) applied to the params: causal is dropped when max_seqlen_q == 1,
@@ -132,6 +137,11 @@ FwdKernel varlen_fwd_wgmma_bf16(int head_dim, bool checked, bool alt);  // head 
 FwdKernel varlen_fwd_wgmma_fp16(int head_dim, bool checked, bool alt);
 FwdKernel varlen_fwd_wgmma_d192_bf16(bool checked);  // head dim 192's own files
 FwdKernel varlen_fwd_wgmma_d192_fp16(bool checked);
+// The warp-specialised wgmma forward at head dim 128 (varlen_attention_wgmma_ws.cuh):
+// exit_if_unsafe: the checked form's first launch (a CTA with an access outside its buffers
+// returns at once); alt: without ping-pong (bf16).
+FwdKernel varlen_fwd_wgmma_ws_bf16(bool exit_if_unsafe, bool alt);
+FwdKernel varlen_fwd_wgmma_ws_fp16(bool exit_if_unsafe, bool alt);
 struct BwdWgmmaKernels {
   BwdKernel main;
   BwdKernel fallback;  // checked form only (fn null otherwise)

@@ -309,12 +309,14 @@ bool detail::device_runs_wgmma() {
 
 namespace {
 
-enum class Chosen { wgmma, wgmma_alt, mma_sync, mma_sync_alt, generic };
+enum class Chosen { wgmma, wgmma_alt, wgmma_ws, wgmma_ws_alt, mma_sync, mma_sync_alt, generic };
 
 Chosen choose_kernel(const VarlenFwdParams& p, AttnKernel which) {
   switch (which) {
     case AttnKernel::wgmma: return Chosen::wgmma;
     case AttnKernel::wgmma_alt: return Chosen::wgmma_alt;
+    case AttnKernel::wgmma_ws: return Chosen::wgmma_ws;
+    case AttnKernel::wgmma_ws_alt: return Chosen::wgmma_ws_alt;
     case AttnKernel::tensor_core: return Chosen::mma_sync;
     case AttnKernel::tensor_core_alt: return Chosen::mma_sync_alt;
     case AttnKernel::generic: return Chosen::generic;
@@ -338,12 +340,14 @@ bool varlen_fwd_has_wgmma_path(const VarlenFwdParams& p) { return wgmma_shape(p)
 
 std::string varlen_fwd_kernel_name(const VarlenFwdParams& p, Checks checks, AttnKernel which) {
   const Chosen k = choose_kernel(p, which);
-  const bool wg = k == Chosen::wgmma || k == Chosen::wgmma_alt;
-  std::string name = wg                     ? "varlen_fwd_wgmma<"
+  const bool ws = k == Chosen::wgmma_ws || k == Chosen::wgmma_ws_alt;
+  const bool wg = k == Chosen::wgmma || k == Chosen::wgmma_alt || ws;
+  std::string name = ws                     ? "varlen_fwd_wgmma_ws<"
+                     : wg                   ? "varlen_fwd_wgmma<"
                      : k == Chosen::generic ? "varlen_fwd_generic<"
                                             : "varlen_fwd_tc<";
   name += to_string(p.elem);
-  if (wg) name += ",d" + std::to_string(p.head_dim) + (k == Chosen::wgmma_alt ? ",alt" : "");
+  if (wg) name += ",d" + std::to_string(p.head_dim) + (k == Chosen::wgmma_alt || k == Chosen::wgmma_ws_alt ? ",alt" : "");
   if (k == Chosen::mma_sync || k == Chosen::mma_sync_alt) {
     const int mt = k == Chosen::mma_sync_alt ? 3 - attn::kDefaultMT : attn::default_mt(p.head_dim);
     name += ",d" + std::to_string(p.head_dim) + ",warp" + std::to_string(16 * mt) + "rows";
@@ -381,7 +385,24 @@ void launch_varlen_fwd(const VarlenFwdParams& p_in, Checks checks, cudaStream_t 
                    ") exceeds the 65535 limit of grid.y/grid.z: invalid argument");
   const Chosen k = choose_kernel(p, which);
   const dim3 grid(unsigned(launch_grid_m(p)), p.batch, p.num_heads);
-  if (k == Chosen::wgmma || k == Chosen::wgmma_alt) {
+  if (k == Chosen::wgmma_ws || k == Chosen::wgmma_ws_alt) {
+    // The warp-specialised kernel (kernels/sm90a/varlen_attention_wgmma_ws.cuh): head dim 128,
+    // unchecked. Its checked form is a first launch over the CTAs whose accesses all lie
+    // inside the buffers (built: exit_if_unsafe) and the checked wgmma kernel over the rest,
+    // which is not wired yet: a checked call is refused.
+    check_config(wgmma_shape(p) && p.head_dim == 128, "no warp-specialised wgmma kernel for " +
+                                                          std::string(to_string(p.elem)) + " head_dim " +
+                                                          std::to_string(p.head_dim));
+    check_config(detail::device_runs_wgmma(), "the wgmma kernel needs a compute capability 9.0 device and a build with "
+                                              "sm_90a (ATTN_DOCTOR_WGMMA)");
+    check_config(!checked, "the warp-specialised wgmma kernel has no checked form yet");
+#ifdef ATTN_DOCTOR_WITH_WGMMA
+    const bool alt = k == Chosen::wgmma_ws_alt;
+    detail::launch_kernel(p.elem == ElemType::bf16 ? detail::varlen_fwd_wgmma_ws_bf16(false, alt)
+                                                   : detail::varlen_fwd_wgmma_ws_fp16(false, alt),
+                          grid, p, stream);
+#endif
+  } else if (k == Chosen::wgmma || k == Chosen::wgmma_alt) {
     check_config(wgmma_shape(p), "no wgmma kernel for " + std::string(to_string(p.elem)) + " head_dim " +
                                      std::to_string(p.head_dim) + " block_m " + std::to_string(p.block_m));
     check_config(detail::device_runs_wgmma(), "the wgmma kernel needs a compute capability 9.0 device and a build with "

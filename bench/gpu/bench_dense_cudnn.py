@@ -81,6 +81,16 @@ def bench(lib, args, record):
                     verified = verified and err_alt < 2e-2 and record.fields()["count"] == 0
                     variants["alt_checked"] = lambda: ours(True, 5)
                     variants["alt_unchecked"] = lambda: ours(False, 5)
+                if args.wgmma_ws and d == 128:  # the warp-specialised wgmma kernel (unchecked; 7: no ping-pong)
+                    for name, which in (("ws", 6), ("ws_alt", 7)):
+                        out.fill_(float("nan"))
+                        ours(False, which)
+                        torch.cuda.synchronize()
+                        err_ws = ((out.float() - ref).norm() / ref.norm()).item()
+                        if not err_ws < 2e-2:
+                            print(f"WGMMA WS VERIFICATION FAILED ({name}): rel_err={err_ws}", flush=True)
+                            verified = False
+                        variants[name + "_unchecked"] = (lambda w: lambda: ours(False, w))(which)
                 times = time_round_robin(variants, args.reps, args.warmup)
                 pairs = B * (L * (L + 1) // 2 if causal else L * L)
                 flop = 4.0 * H * d * pairs
@@ -93,6 +103,12 @@ def bench(lib, args, record):
                 print(f"dense d={d} causal={int(causal)} B={B} L={L}: ours {t['checked']:.1f} "
                       f"(unchecked {t['unchecked']:.1f}) FA2 {t['fa2']:.1f} cuDNN {t.get('cudnn', float('nan')):.1f} "
                       f"TFLOP/s{'' if verified else '  UNVERIFIED'}", flush=True)
+                if "ws_unchecked" in t:
+                    c = t.get("cudnn", float("nan"))
+                    print(f"     wgmma ws (unchecked): {t['ws_unchecked']:.1f} TFLOP/s ({t['ws_unchecked'] / c:.2f}x cuDNN), "
+                          f"without ping-pong {t['ws_alt_unchecked']:.1f} ({t['ws_alt_unchecked'] / c:.2f}x); wgmma "
+                          f"unchecked {t['unchecked']:.1f} ({t['unchecked'] / c:.2f}x), checked {t['checked'] / c:.2f}x",
+                          flush=True)
                 if "alt_checked" in t:
                     print(f"     wgmma alt variant: checked {t['alt_checked']:.1f} unchecked {t['alt_unchecked']:.1f} "
                           f"TFLOP/s", flush=True)
@@ -127,6 +143,9 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--wgmma-alt", action="store_true",
                     help="also time the wgmma kernel's other variant (a build with ATTN_DOCTOR_WGMMA_ALT)")
+    ap.add_argument("--wgmma-ws", action="store_true",
+                    help="also time the warp-specialised wgmma kernel at head dim 128 (unchecked, with and without "
+                         "ping-pong)")
     ap.add_argument("--json")
     ap.add_argument("--md")
     args = ap.parse_args()

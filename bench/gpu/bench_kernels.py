@@ -183,6 +183,18 @@ def bench_attention(lib, args, gen, record):
                         verified = False
                     variants["wgmma_alt_checked"] = lambda: ours(True, 5)
                     variants["wgmma_alt_unchecked"] = lambda: ours(False, 5)
+                if args.wgmma_ws and head_dim == 128 and kernel_name.startswith("varlen_fwd_wgmma"):
+                    # the warp-specialised wgmma kernel (unchecked form; 7: without ping-pong)
+                    for name, which in (("ws", 6), ("ws_alt", 7)):
+                        out.fill_(float("nan"))
+                        ours(False, which)
+                        torch.cuda.synchronize()
+                        ws_err = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+                        errs[name] = ws_err
+                        if not (ws_err < 2e-2):
+                            print(f"WGMMA WS VERIFICATION FAILED ({name}): rel_err={ws_err}", flush=True)
+                            verified = False
+                        variants[name + "_unchecked"] = (lambda w: lambda: ours(False, w))(which)
                 if args.alt:  # the tensor-core kernel's other warp layout
                     out.fill_(float("nan"))
                     ours(True, 3)
@@ -213,6 +225,11 @@ def bench_attention(lib, args, gen, record):
                 if args.alt:
                     print(f"     alt layout: checked {row['tflops']['alt_checked']:6.1f} unchecked "
                           f"{row['tflops']['alt_unchecked']:6.1f} TFLOP/s", flush=True)
+                if "ws_unchecked" in med:
+                    row["ws_over_unchecked"] = med["unchecked"] / med["ws_unchecked"]
+                    print(f"     wgmma ws (unchecked): {row['tflops']['ws_unchecked']:6.1f} TFLOP/s, without ping-pong "
+                          f"{row['tflops']['ws_alt_unchecked']:6.1f}; wgmma unchecked {row['tflops']['unchecked']:6.1f} "
+                          f"(ws / wgmma {row['ws_over_unchecked']:.2f}x)", flush=True)
                 if "wgmma_alt_checked" in med:
                     row["wgmma_alt_check_overhead"] = med["wgmma_alt_checked"] / med["wgmma_alt_unchecked"] - 1.0
                     print(f"     wgmma alt variant: checked {row['tflops']['wgmma_alt_checked']:6.1f} unchecked "
@@ -411,6 +428,9 @@ def main():
     ap.add_argument("--alt", action="store_true", help="also time the tensor-core kernel's other warp layout")
     ap.add_argument("--wgmma-alt", action="store_true",
                     help="also time the wgmma kernel's other variant (needs ATTN_DOCTOR_WGMMA_ALT)")
+    ap.add_argument("--wgmma-ws", action="store_true",
+                    help="also time the warp-specialised wgmma kernel at head dim 128 (unchecked, with and without "
+                         "ping-pong)")
     ap.add_argument("--block-m-d256", type=int, default=128, choices=(64, 128),
                     help="FA2's query rows per CTA at head dim 256: 128 (A100's tile) or 64 (H100's)")
     ap.add_argument("--json")
