@@ -241,6 +241,30 @@ Compare compare(const AttnCase& c, const AttnRun& run) {
   return cmp;
 }
 
+// Broken calls whose records the checked kernels are compared on.
+struct Broken {
+  const char* what;
+  int head_dim;
+  bool causal;
+  int left, right;
+  std::vector<int32_t> cu_q, cu_k;
+  int64_t rows_q, rows_k;
+};
+std::vector<Broken> broken_calls() {
+  return {
+    {"cu_seqlens_q past q/out", 128, false, -1, -1, {0, 100, 300}, {0, 100, 300}, 200, 300},
+    {"cu_seqlens_k past k/v", 64, false, -1, -1, {0, 100, 300}, {0, 150, 420}, 300, 333},
+    {"cu_seqlens_k past k/v, causal", 128, true, -1, -1, {0, 260, 600}, {0, 300, 700}, 600, 610},
+    {"cu_seqlens_k past k/v, window", 64, false, 40, 7, {0, 260, 600}, {0, 300, 700}, 600, 555},
+    {"negative q start", 64, false, -1, -1, {-16, 48, 128}, {0, 64, 144}, 128, 144},
+    {"negative k start", 128, true, -1, -1, {0, 64, 144}, {-40, 64, 144}, 144, 144},
+    {"d192: cu_seqlens_q past q/out", 192, false, -1, -1, {0, 100, 300}, {0, 100, 300}, 200, 300},
+    {"d192: cu_seqlens_k past k/v, causal", 192, true, -1, -1, {0, 260, 600}, {0, 300, 700}, 600, 610},
+    {"d192: cu_seqlens_k past k/v, window", 192, false, 40, 7, {0, 260, 600}, {0, 300, 700}, 600, 555},
+    {"d192: negative k start", 192, true, -1, -1, {0, 64, 144}, {-40, 64, 144}, 144, 144},
+  };
+}
+
 double tolerance(ElemType t) { return t == ElemType::fp16 ? 4e-3 : t == ElemType::bf16 ? 2e-2 : 1e-5; }
 
 }  // namespace
@@ -337,6 +361,9 @@ TEST_CASE("cuda: checked, unchecked and generic forms compute the same output", 
       for (size_t i = 0; i < checked.out.size(); ++i)
         if (!(checked.out[i] == unchecked.out[i])) identical = false;
       CHECK(identical);  // the checks change no arithmetic
+      // every CTA ran in the checked form's first launch (the unchecked body): it counts the
+      // rows it writes as the checked body does
+      CHECK(checked.row_writes == generic.row_writes);
       double worst = 0;
       for (size_t i = 0; i < checked.out.size(); ++i)
         worst = std::max(worst, double(std::abs(checked.out[i] - generic.out[i])));
@@ -373,26 +400,7 @@ TEST_CASE("cuda: the wgmma and mma.sync kernels record the same violations", "[c
     WARN("SKIPPED: this device or build has no wgmma kernel (compute capability 9.0 and sm_90a needed)");
     return;
   }
-  struct Broken {
-    const char* what;
-    int head_dim;
-    bool causal;
-    int left, right;
-    std::vector<int32_t> cu_q, cu_k;
-    int64_t rows_q, rows_k;
-  };
-  const std::vector<Broken> cases = {
-      {"cu_seqlens_q past q/out", 128, false, -1, -1, {0, 100, 300}, {0, 100, 300}, 200, 300},
-      {"cu_seqlens_k past k/v", 64, false, -1, -1, {0, 100, 300}, {0, 150, 420}, 300, 333},
-      {"cu_seqlens_k past k/v, causal", 128, true, -1, -1, {0, 260, 600}, {0, 300, 700}, 600, 610},
-      {"cu_seqlens_k past k/v, window", 64, false, 40, 7, {0, 260, 600}, {0, 300, 700}, 600, 555},
-      {"negative q start", 64, false, -1, -1, {-16, 48, 128}, {0, 64, 144}, 128, 144},
-      {"negative k start", 128, true, -1, -1, {0, 64, 144}, {-40, 64, 144}, 144, 144},
-      {"d192: cu_seqlens_q past q/out", 192, false, -1, -1, {0, 100, 300}, {0, 100, 300}, 200, 300},
-      {"d192: cu_seqlens_k past k/v, causal", 192, true, -1, -1, {0, 260, 600}, {0, 300, 700}, 600, 610},
-      {"d192: cu_seqlens_k past k/v, window", 192, false, 40, 7, {0, 260, 600}, {0, 300, 700}, 600, 555},
-      {"d192: negative k start", 192, true, -1, -1, {0, 64, 144}, {-40, 64, 144}, 144, 144},
-  };
+  const std::vector<Broken> cases = broken_calls();
   for (const Broken& bc : cases) {
     DYNAMIC_SECTION(bc.what) {
       AttnSpec s;
@@ -435,6 +443,67 @@ TEST_CASE("cuda: the wgmma and mma.sync kernels record the same violations", "[c
   }
 }
 
+// The checked forward runs in two launches (kernels/varlen_attention.cuh fwd_cta_in_bounds,
+// fwd_checked_fallback): the unchecked body on the CTAs whose accesses all lie in bounds, the
+// checked body on the others, as the CTAs of FA2's grid they are. What it writes is what the
+// checked body writes on every CTA in one launch: the same record (count, smallest index,
+// launch-order key, the detail-mode access), coverage and output. The one-launch form is in a
+// build with ATTN_DOCTOR_FWD_ONE_LAUNCH only (the benchmarks'); elsewhere this says so.
+TEST_CASE("cuda: the checked forward in two launches writes what it writes in one", "[cuda]") {
+  if (!have_device()) return;
+  std::vector<Broken> cases = broken_calls();
+  cases.push_back({"healthy segments before one past k/v", 128, false, -1, -1, {0, 300, 600, 900},
+                   {0, 300, 600, 1000}, 900, 950});
+  for (const Broken& bc : cases) {
+    for (const TcKernel& k : tensor_core_kernels(bc.head_dim)) {
+      DYNAMIC_SECTION(bc.what << " (" << k.name << ")") {
+        AttnSpec s;
+        s.head_dim = bc.head_dim, s.heads = 4, s.heads_k = 2, s.causal = bc.causal;
+        s.window_left = bc.left, s.window_right = bc.right;
+        s.cu_q = bc.cu_q, s.cu_k = bc.cu_k, s.rows_q = bc.rows_q, s.rows_k = bc.rows_k;
+        const AttnCase c(s);
+        const kern::AttnKernel one_launch = k.which == kern::AttnKernel::wgmma ? kern::AttnKernel::wgmma_one_launch
+                                                                               : kern::AttnKernel::tensor_core_one_launch;
+        AttnRun one;
+        try {
+          one = c.run(Checks::checked, one_launch);
+        } catch (const cuda::LaunchConfigError&) {
+          WARN("SKIPPED: this build has no one-launch checked forward (ATTN_DOCTOR_FWD_ONE_LAUNCH)");
+          return;
+        }
+        const AttnRun two = c.run(Checks::checked, k.which);
+        INFO(cuda::describe(one.record) << " | " << cuda::describe(two.record));
+        REQUIRE(one.record.count > 0);
+        CHECK(two.record.count == one.record.count);
+        CHECK(two.record.min_index == one.record.min_index);
+        CHECK(two.record.order == one.record.order);
+        CHECK(two.row_writes == one.row_writes);
+        bool same_out = true, same_lse = true;
+        for (size_t i = 0; i < one.out.size(); ++i)
+          if (!(one.out[i] == two.out[i] || (std::isnan(one.out[i]) && std::isnan(two.out[i])))) same_out = false;
+        for (size_t i = 0; i < one.lse.size(); ++i)
+          if (!(one.lse[i] == two.lse[i] || (std::isnan(one.lse[i]) && std::isnan(two.lse[i])))) same_lse = false;
+        CHECK(same_out);
+        CHECK(same_lse);
+        const AccessRecord d1 = c.run(Checks::checked, one_launch, one.record.order).record;
+        const AccessRecord d2 = c.run(Checks::checked, k.which, one.record.order).record;
+        INFO(cuda::describe(d1) << " | " << cuda::describe(d2));
+        CHECK(d2.first.buffer == d1.first.buffer);
+        CHECK(d2.first.kind == d1.first.kind);
+        CHECK(d2.first.index == d1.first.index);
+        CHECK(d2.first.bound == d1.first.bound);
+        CHECK((d2.first.block[0] == d1.first.block[0] && d2.first.block[1] == d1.first.block[1] &&
+               d2.first.block[2] == d1.first.block[2]));
+        CHECK(d2.first.segment == d1.first.segment);
+        CHECK(d2.first.row == d1.first.row);
+        CHECK(d2.first.head == d1.first.head);
+        CHECK(d2.first.tile == d1.first.tile);
+        CHECK(d2.thread == d1.thread);
+      }
+    }
+  }
+}
+
 TEST_CASE("cuda: an overshooting cu_seqlens is recorded as attention.access, never performed", "[cuda]") {
   if (!have_device()) return;
   for (const int d : {128, 96, 192, 256}) {
@@ -470,6 +539,19 @@ TEST_CASE("cuda: an overshooting cu_seqlens is recorded as attention.access, nev
       CHECK(nan_mismatch == 0);
       CHECK(worst < 3e-2);
       CHECK(run.row_writes == generic.row_writes);
+      // The tensor-core kernels run the CTAs whose rows reach past q/out in their checked
+      // form's second launch, as the CTAs of FA2's grid they are: the first access in launch
+      // order is the one-launch generic kernel's, with the same CTA.
+      CHECK(run.record.order == generic.record.order);
+      const AccessRecord dr = c.run(Checks::checked, kern::AttnKernel::automatic, run.record.order).record;
+      const AccessRecord dg = c.run(Checks::checked, kern::AttnKernel::generic, run.record.order).record;
+      INFO(cuda::describe(dr) << " | " << cuda::describe(dg));
+      CHECK(dr.first.buffer == dg.first.buffer);
+      CHECK(dr.first.index == dg.first.index);
+      CHECK((dr.first.block[0] == dg.first.block[0] && dr.first.block[1] == dg.first.block[1] &&
+             dr.first.block[2] == dg.first.block[2]));
+      CHECK(dr.first.segment == dg.first.segment);
+      CHECK(dr.first.row == dg.first.row);
     }
   }
 }

@@ -183,6 +183,18 @@ def bench_attention(lib, args, gen, record):
                         verified = False
                     variants["wgmma_alt_checked"] = lambda: ours(True, 5)
                     variants["wgmma_alt_unchecked"] = lambda: ours(False, 5)
+                if args.one_launch:  # the checked forms in one launch (a build with ATTN_DOCTOR_FWD_ONE_LAUNCH)
+                    for name, which in (("one_checked", 6 if kernel_name.startswith("varlen_fwd_wgmma") else 7),
+                                        ("mma_one_checked", 7)):
+                        out.fill_(float("nan"))
+                        ours(True, which)
+                        torch.cuda.synchronize()
+                        one_err = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+                        errs[name] = one_err
+                        if not (one_err < 2e-2) or record.fields()["count"] != 0:
+                            print(f"ONE-LAUNCH VERIFICATION FAILED ({name}): rel_err={one_err}", flush=True)
+                            verified = False
+                        variants[name] = (lambda w: lambda: ours(True, w))(which)
                 if args.alt:  # the tensor-core kernel's other warp layout
                     out.fill_(float("nan"))
                     ours(True, 3)
@@ -209,6 +221,13 @@ def bench_attention(lib, args, gen, record):
                 row["check_overhead"] = med["checked"] / med["unchecked"] - 1.0
                 row["mma_check_overhead"] = med["mma_checked"] / med["mma_unchecked"] - 1.0
                 row["ours_over_mma_sync"] = med["mma_checked"] / med["checked"]
+                if "one_checked" in med:
+                    row["one_launch_check_overhead"] = med["one_checked"] / med["unchecked"] - 1.0
+                    row["mma_one_launch_check_overhead"] = med["mma_one_checked"] / med["mma_unchecked"] - 1.0
+                    print(f"     one launch: checked {row['tflops']['one_checked']:6.1f} TFLOP/s overhead "
+                          f"{100 * row['one_launch_check_overhead']:+.1f}%; mma.sync checked "
+                          f"{row['tflops']['mma_one_checked']:6.1f} overhead "
+                          f"{100 * row['mma_one_launch_check_overhead']:+.1f}%", flush=True)
                 rows.append(row)
                 if args.alt:
                     print(f"     alt layout: checked {row['tflops']['alt_checked']:6.1f} unchecked "
@@ -409,6 +428,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--alt", action="store_true", help="also time the tensor-core kernel's other warp layout")
+    ap.add_argument("--one-launch", action="store_true",
+                    help="also time the checked forms in one launch, as before the two-launch form (a build with "
+                         "ATTN_DOCTOR_FWD_ONE_LAUNCH)")
     ap.add_argument("--wgmma-alt", action="store_true",
                     help="also time the wgmma kernel's other variant (needs ATTN_DOCTOR_WGMMA_ALT)")
     ap.add_argument("--block-m-d256", type=int, default=128, choices=(64, 128),
