@@ -416,12 +416,15 @@ __device__ __forceinline__ bool fwd_cta_in_bounds(const VarlenFwdParams& p, cons
 // tile_body(tile) (the checked body) for those that need it, in grid order (deterministic:
 // a warp ballot, not an atomic, places them). On a healthy batch it costs one test per
 // thread per NT CTAs and a launch. A CTA the checked form skips is not run (it would return
-// at once). Dynamic shared memory: the body's; static: the scan's 2 KB.
+// at once). Dynamic shared memory: the body's; static: the scan's kFwdFallbackScanBytes, which
+// must fit beside it (the wgmma d128 body takes 225 of the 227 KB a CTA may have).
+template <int NT>
+inline constexpr int kFwdFallbackScanBytes = NT * 2 + NT / 32 * 4;
 template <int NT, class TileBody>
 __device__ __forceinline__ void fwd_checked_fallback(const VarlenFwdParams& p, int block_m, int block_n,
                                                      TileBody&& tile_body) {
   static_assert(NT % 32 == 0 && NT <= 1024, "whole warps");
-  __shared__ int64_t found[NT];
+  __shared__ uint16_t found[NT];  // the pass's CTAs to run, as offsets from its first
   __shared__ int warp_found[NT / 32];
   const int64_t gx = launch_grid_m(p);
   const int64_t ctas = gx * p.batch * p.num_heads;
@@ -445,12 +448,12 @@ __device__ __forceinline__ void fwd_checked_fallback(const VarlenFwdParams& p, i
       base += w < warp ? warp_found[w] : 0;
       count += warp_found[w];
     }
-    if (need) found[base + __popc(ballot & ((1u << lane) - 1u))] = v;
+    if (need) found[base + __popc(ballot & ((1u << lane) - 1u))] = uint16_t(threadIdx.x);
     __syncthreads();
     for (int j = 0; j < count; ++j) {
       if (ran) __syncthreads();  // the previous tile's epilogue reads of shared memory are done
       ran = true;
-      tile_body(tile_of(found[j]));
+      tile_body(tile_of(first + found[j]));
     }
     __syncthreads();  // found and warp_found are rewritten by the next pass
   }
@@ -679,6 +682,8 @@ auto with_tensor_core_head_dim(int head_dim, bool checked, const char* kernel, P
 template <class T, int D, int MT, int BM = kBlockM>
 detail::FwdKernels tc_kernel_shape(detail::FwdForm form) {
   using Shape = TileShape<D, MT, BM>;
+  static_assert(Shape::smem_elems() * sizeof(T) + kFwdFallbackScanBytes<Shape::kThreads> <= 227 * 1024,
+                "the second launch's scan must fit beside the body's shared memory");
   const auto entry = [](void (*fn)(VarlenFwdParams)) {
     return detail::FwdKernel{fn, Shape::kThreads, int(Shape::smem_elems() * sizeof(T))};
   };

@@ -510,6 +510,8 @@ namespace ad::kern::attn {
 template <class T, int D, class C>
 detail::FwdKernels wgmma_kernels(detail::FwdForm form) {
   using Shape = WgmmaShape<D, C::kBlockN, C::kMinBlocks, C::kPSmem>;
+  static_assert(Shape::kSmemBytes + kFwdFallbackScanBytes<Shape::kThreads> <= 227 * 1024,
+                "the second launch's scan must fit beside the body's shared memory");
   const auto entry = [](void (*fn)(VarlenFwdParams)) {
     return detail::FwdKernel{fn, Shape::kThreads, Shape::kSmemBytes};
   };
