@@ -27,11 +27,11 @@
 // (named barriers 1 and 2, bar.sync / bar.arrive of 256 threads), so one warpgroup's softmax
 // runs while the other's GEMMs hold the tensor cores.
 //
-// Forms: the unchecked kernel (FA2's accesses, as they are), and ExitIfUnsafe: a CTA whose
-// accesses do not all lie inside q, k, v, out and lse returns at once (cta_in_bounds), the
-// rest run this body with the checked form's coverage count and LSE bound. That is the first
-// launch of a two-launch checked forward (as the checked backward has); the second launch,
-// today's checked wgmma kernel for the CTAs this one left, is the launcher's.
+// Forms: the unchecked kernel (FA2's accesses, as they are), and ExitIfUnsafe, the checked
+// form's first launch: a CTA of which fwd_cta_in_bounds does not hold (some access may lie
+// outside q, k, v, out or lse) returns at once, the others run this body with the coverage
+// count; the second launch is the checked wgmma kernel's (varlen_fwd_wgmma_fallback_kernel:
+// the same predicate, so every CTA runs in exactly one of the two).
 #pragma once
 
 #include "varlen_attention_wgmma.cuh"
@@ -102,25 +102,6 @@ struct WgmmaWsAlt {
   static constexpr bool kPingPong = false;
 };
 
-// Whether every access of this CTA lies inside its buffer: the Q tile's rows in q and out, the
-// key rows [key_lo, key_hi) in k and v, and the LSE elements of the tile's rows in lse (the
-// single-query GQA swap always takes the checked kernel). The checks the checked kernel makes
-// per tile, made once; a CTA that passes them performs exactly the unchecked kernel's accesses.
-__device__ __forceinline__ bool cta_in_bounds(const VarlenFwdParams& p, const Segment& seg, int b, int h, int row0,
-                                              int key_hi, bool has_keys) {
-  if (p.seqlenq_ngroups_swapped) return false;
-  if (!query_tile_in_bounds(p, seg, b, h, row0)) return false;
-  if (has_keys) {
-    const uint64_t end = uint64_t(seg.start_k) + uint64_t(key_hi);
-    if (end > uint64_t(p.k.rows) || end > uint64_t(p.v.rows)) return false;
-  }
-  const int last = min(row0 + kBlockM, seg.len_q) - 1;
-  const auto l = lse_shape(p);
-  const int64_t i0 = fa2::lse_index(l, false, p.cu_seqlens_q.data[b], b, h, h, row0);
-  const int64_t i1 = fa2::lse_index(l, false, p.cu_seqlens_q.data[b], b, h, h, last);
-  return i0 >= 0 && i1 >= 0 && i0 < p.lse_size && i1 < p.lse_size;
-}
-
 template <class T, int D, int Stages, bool PingPong, bool ExitIfUnsafe>
 __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const VarlenFwdParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -146,16 +127,16 @@ __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const Varle
   enum { kFullK = 0, kFullV = 1, kEmptyK = 2, kEmptyV = 3 };
 
   const QueryTile tile = fwd_tile(p, kBlockM);
-  if (skips<ExitIfUnsafe>(p, tile)) return;
-  const int m_block = tile.at.x, b = tile.at.y, h = tile.at.z, row0 = tile.row0;
+  if constexpr (ExitIfUnsafe) {
+    if (!__shfl_sync(0xffffffffu, int(fwd_cta_in_bounds(p, tile, kBlockM, RB)), 0)) return;
+  }
+  if (skips<false>(p, tile)) return;
+  const int m_block = tile.at.x, h = tile.at.z, row0 = tile.row0;
   const Segment seg = tile.seg;
   const KeyRange kr = key_range(p, seg, m_block, RB);
   const int key_lo = kr.n_min * RB;
   const int key_hi = min(kr.n_max * RB, seg.len_k);
   const bool has_keys = kr.n_max > kr.n_min;
-  if constexpr (ExitIfUnsafe) {
-    if (!cta_in_bounds(p, seg, b, h, row0, key_hi, has_keys)) return;
-  }
   const int t_hi = has_keys ? (key_hi - 1) / BN : 0;
   const int num_tiles = has_keys ? t_hi - key_lo / BN + 1 : 0;  // tile i covers keys [(t_hi - i) BN, + BN)
 
@@ -180,15 +161,15 @@ __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const Varle
     const ValuePipelineParams vpipe = value_pipeline(p);
     const int h_kv = h / kpipe.group;
     auto load_k = [&](int i, int buf) {
-      load_key_rows<T, D, BN, 128, false, LayoutKV, KeyRole, true>(p, kpipe, k_tile(buf), seg, b, h_kv, (t_hi - i) * BN,
-                                                                    key_lo, key_hi, RB);
+      load_key_rows<T, D, BN, 128, false, LayoutKV, KeyRole, true>(p, kpipe, k_tile(buf), seg, tile.at, h_kv,
+                                                                    (t_hi - i) * BN, key_lo, key_hi, RB);
     };
     auto load_v = [&](int i, int buf) {
-      load_key_rows<T, D, BN, 128, false, LayoutKV, ValueRole, true>(p, vpipe, v_tile(buf), seg, b, h_kv, (t_hi - i) * BN,
-                                                                      key_lo, key_hi, RB);
+      load_key_rows<T, D, BN, 128, false, LayoutKV, ValueRole, true>(p, vpipe, v_tile(buf), seg, tile.at, h_kv,
+                                                                      (t_hi - i) * BN, key_lo, key_hi, RB);
     };
     // Q joins K_0's copy group (stage 0 starts empty: no wait).
-    load_q_tile<T, D, 128, false, LayoutQ>(p, sQ, seg, b, h, row0, m_block, false);
+    load_q_tile<T, D, 128, false, LayoutQ>(p, sQ, seg, tile.at, row0, false);
     int s = 0;
     uint32_t phase = 0;
     for (int i = 0; i < num_tiles; ++i) {
@@ -334,20 +315,20 @@ __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const Varle
   finish_rows<DB>(o, m_i, l_i, sc.nat, lse);
   stage_rows<T, DB, LayoutQ>(sQ, o, warp * 16, lane);
   __syncwarp();
-  store_out_rows<T, D, 16, ExitIfUnsafe, LayoutQ>(p, sQ, seg, b, h, m_block, row0, warp, lane, false);
-  write_lse_rows<ExitIfUnsafe>(p, seg, b, h, m_block, row_a, lane, lse);
+  store_out_rows<T, D, 16, false, LayoutQ, ExitIfUnsafe>(p, sQ, seg, tile.at, row0, warp, lane, false);
+  write_lse_rows<false>(p, tile.at, seg, row_a, lane, lse);
 #else
   __trap();  // built for a target without wgmma: the launcher never selects it there
 #endif
 }
 
 // The instantiations (kernels/sm90a/varlen_attention_wgmma_ws_{bf16,fp16}.cu): head dim 128,
-// the unchecked body or (exit_if_unsafe) the checked form's first launch.
+// the unchecked form or (checked) the checked form's first launch.
 template <class T, class Cfg>
-detail::FwdKernel wgmma_ws_kernel(bool exit_if_unsafe) {
+detail::FwdKernel wgmma_ws_kernel(bool checked) {
   using Shape = WgmmaWsShape<128, Cfg::kStages, Cfg::kPingPong>;
-  return detail::FwdKernel{exit_if_unsafe ? &varlen_fwd_wgmma_ws_kernel<T, 128, Cfg::kStages, Cfg::kPingPong, true>
-                                          : &varlen_fwd_wgmma_ws_kernel<T, 128, Cfg::kStages, Cfg::kPingPong, false>,
+  return detail::FwdKernel{checked ? &varlen_fwd_wgmma_ws_kernel<T, 128, Cfg::kStages, Cfg::kPingPong, true>
+                                   : &varlen_fwd_wgmma_ws_kernel<T, 128, Cfg::kStages, Cfg::kPingPong, false>,
                            Shape::kThreads, Shape::kSmemBytes};
 }
 

@@ -6,8 +6,8 @@
 #include "launch.hpp"
 
 namespace ad::kern::detail {
-FwdKernel varlen_fwd_wgmma_ws_bf16(bool exit_if_unsafe, bool alt) {
-  return alt ? attn::wgmma_ws_kernel<__nv_bfloat16, attn::WgmmaWsAlt>(exit_if_unsafe)
-             : attn::wgmma_ws_kernel<__nv_bfloat16, attn::WgmmaWsDefault>(exit_if_unsafe);
+FwdKernel varlen_fwd_wgmma_ws_bf16(bool checked, bool alt) {
+  return alt ? attn::wgmma_ws_kernel<__nv_bfloat16, attn::WgmmaWsAlt>(checked)
+             : attn::wgmma_ws_kernel<__nv_bfloat16, attn::WgmmaWsDefault>(checked);
 }
 }  // namespace ad::kern::detail

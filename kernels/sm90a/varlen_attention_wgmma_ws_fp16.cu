@@ -5,8 +5,8 @@
 #include "launch.hpp"
 
 namespace ad::kern::detail {
-FwdKernel varlen_fwd_wgmma_ws_fp16(bool exit_if_unsafe, bool alt) {
+FwdKernel varlen_fwd_wgmma_ws_fp16(bool checked, bool alt) {
   if (alt) throw cuda::LaunchConfigError("the warp-specialised wgmma forward's other variant is built for bf16 only");
-  return attn::wgmma_ws_kernel<__half, attn::WgmmaWsDefault>(exit_if_unsafe);
+  return attn::wgmma_ws_kernel<__half, attn::WgmmaWsDefault>(checked);
 }
 }  // namespace ad::kern::detail
