@@ -31,7 +31,8 @@ int64_t rotary_grid_rows(const RotaryParams& p, const int32_t* host_cu_seqlens);
 
 // ---- varlen attention forward (kernels/varlen_attention*.cu) ----------------------------
 // automatic: the wgmma kernel on a compute capability 9.0 device when the build carries it
-// (sm_90a) and the shape has it (bf16/fp16, head_dim 64/128/192); else the mma.sync tensor-core
+// (sm_90a) and the shape has it (bf16/fp16, head_dim 64/128/192; at 128 the warp-specialised
+// one, wgmma_ws); else the mma.sync tensor-core
 // kernel for its shapes (bf16/fp16, head_dim 64, 96, 128, 192, 256 with FA2's block_m);
 // else the generic one. tensor_core: the mma.sync kernel (sm_80 and
 // up); tensor_core_alt: the same with its other warp layout (benchmarks only; needs a build
