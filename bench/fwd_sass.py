@@ -12,7 +12,9 @@ head dim x checked/unchecked), a markdown table row:
   over key tiles; per loop its instruction count, HGMMA, R2UR, LDL + STL and LDGSTS. The
   checked form has two copies of the loop (every key row in bounds: the unchecked loads; or
   the checked loader), the unchecked form two identical copies (see the kernel's comment);
-  the hot loop is the smallest (the in-bounds copy).
+  the hot loop is the smallest (the in-bounds copy). The checked form runs in two launches:
+  its first launch's image has the unchecked form's loop, its second (the fallback, the
+  checked body in a persistent loop) the two copies.
 
 Usage:
   python3 bench/fwd_sass.py --build build-cuda [--cuobjdump PATH] [--label TEXT]
@@ -32,10 +34,15 @@ import sys
 OBJ_DIR = "CMakeFiles/attn_doctor_cuda_sm90a.dir/kernels/sm90a"
 FILES = ["varlen_attention_wgmma_bf16.cu.o", "varlen_attention_wgmma_fp16.cu.o"]
 OPTIONAL = ["varlen_attention_wgmma_d192_bf16.cu.o", "varlen_attention_wgmma_d192_fp16.cu.o"]  # read where built
-# varlen_fwd_wgmma_kernel<T, D, BN, MinBlocks, PSmem, Checked, InteriorLoads>
+# varlen_fwd_wgmma_kernel<T, D, BN, MinBlocks, PSmem, Checked, InteriorLoads> (Checked: the
+# checked form's first launch), varlen_fwd_wgmma_fallback_kernel<T, D, BN, MinBlocks, PSmem,
+# InteriorLoads> (its second launch) and, in a build with ATTN_DOCTOR_FWD_ONE_LAUNCH,
+# varlen_fwd_wgmma_one_launch_kernel<...> (the checked form in one launch)
 KERNEL_RE = re.compile(
-    r"varlen_fwd_wgmma_kernelI(?P<t>13__nv_bfloat16|6__half)Li(?P<d>\d+)ELi(?P<bn>\d+)ELi(?P<mb>\d+)E"
-    r"Lb(?P<psmem>[01])ELb(?P<checked>[01])ELb(?P<interior>[01])E")
+    r"varlen_fwd_wgmma_(?P<kind>kernel|fallback_kernel|one_launch_kernel)I(?P<t>13__nv_bfloat16|6__half)"
+    r"Li(?P<d>\d+)ELi(?P<bn>\d+)ELi(?P<mb>\d+)ELb(?P<psmem>[01])E(?:Lb(?P<checked>[01])E)?Lb(?P<interior>[01])E")
+FORMS = {("kernel", "0"): "unchecked", ("kernel", "1"): "checked, first launch",
+         ("fallback_kernel", None): "checked, second launch", ("one_launch_kernel", None): "checked, one launch"}
 INSTR_RE = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 BRA_RE = re.compile(r"\bBRA\b.*?0x([0-9a-f]+)")
 
@@ -132,6 +139,8 @@ def self_test():
     assert len(funcs) == 1, funcs
     (name, ins), = funcs.items()
     assert KERNEL_RE.search(name)["checked"] == "1" and KERNEL_RE.search(name)["d"] == "128"
+    fb = KERNEL_RE.search("_ZN2ad4kern4attn32varlen_fwd_wgmma_fallback_kernelI6__halfLi64ELi64ELi2ELb0ELb1EEEvNS0_15VarlenFwdParamsE")
+    assert (fb["kind"], fb["checked"], fb["d"], fb["interior"]) == ("fallback_kernel", None, "64", "1"), fb.groupdict()
     assert len(ins) == 9 and ins[5] == (0x50, "@P0 BRA 0x20"), ins
     c = collections.Counter(opcode(t) for _, t in ins)
     assert (c["R2UR"], c["LDL"], c["STL"], c["HGMMA"]) == (1, 1, 1, 2), c
@@ -176,16 +185,16 @@ def main():
             rows.append({
                 "type": "bf16" if "bfloat" in m["t"] else "fp16",
                 "d": int(m["d"]), "bn": int(m["bn"]), "psmem": m["psmem"] == "1",
-                "checked": m["checked"] == "1", "reg": reg, "stack": stack,
+                "form": FORMS[(m["kind"], m["checked"])], "reg": reg, "stack": stack,
                 "instr": len(ins), "r2ur": c["R2UR"], "ldl": c["LDL"], "stl": c["STL"], "loops": loops,
             })
-    rows.sort(key=lambda r: (r["psmem"], r["d"], r["type"], r["checked"]))
+    rows.sort(key=lambda r: (r["psmem"], r["d"], r["type"], list(FORMS.values()).index(r["form"])))
     if a.label:
         print(f"{a.label}\n")
     print("| image | regs | stack | instr | R2UR | LDL / STL | hot loop: instr | HGMMA | R2UR | LDL + STL | LDGSTS | other loop: instr | R2UR | LDL + STL |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
-        name = f"d{r['d']} {r['type']} {'checked' if r['checked'] else 'unchecked'}" + (" (P in smem)" if r["psmem"] else "")
+        name = f"d{r['d']} {r['type']} {r['form']}" + (" (P in smem)" if r["psmem"] else "")
         cells = [name, r["reg"], r["stack"], r["instr"], r["r2ur"], f"{r['ldl']} / {r['stl']}"]
         if r["loops"]:
             n, c = r["loops"][0]

@@ -31,13 +31,31 @@ int64_t rotary_grid_rows(const RotaryParams& p, const int32_t* host_cu_seqlens);
 
 // ---- varlen attention forward (kernels/varlen_attention*.cu) ----------------------------
 // automatic: the wgmma kernel on a compute capability 9.0 device when the build carries it
-// (sm_90a) and the shape has it (bf16/fp16, head_dim 64/128/192); else the mma.sync tensor-core
+// (sm_90a) and the shape has it (bf16/fp16, head_dim 64/128/192; at 128 the warp-specialised
+// one, wgmma_ws); else the mma.sync tensor-core
 // kernel for its shapes (bf16/fp16, head_dim 64, 96, 128, 192, 256 with FA2's block_m);
 // else the generic one. tensor_core: the mma.sync kernel (sm_80 and
 // up); tensor_core_alt: the same with its other warp layout (benchmarks only; needs a build
 // with ATTN_DOCTOR_TC_BOTH_SHAPES); wgmma: the Hopper kernel (refused where it cannot run);
-// wgmma_alt: the same with its other tile shape (benchmarks only; ATTN_DOCTOR_WGMMA_ALT, bf16).
-enum class AttnKernel { automatic = 0, tensor_core = 1, generic = 2, tensor_core_alt = 3, wgmma = 4, wgmma_alt = 5 };
+// wgmma_alt: the same with its other tile shape (benchmarks only; ATTN_DOCTOR_WGMMA_ALT, bf16);
+// wgmma_one_launch / tensor_core_one_launch: that kernel's checked form in one launch, the
+// checked body on every CTA, as before the two-launch form (benchmarks only; a build with
+// ATTN_DOCTOR_FWD_ONE_LAUNCH; their unchecked form is the kernel's own).
+// wgmma_ws: the warp-specialised Hopper kernel (head_dim 128; checked: it runs the CTAs whose
+// accesses all lie in bounds, the checked wgmma kernel's second launch the others);
+// wgmma_ws_alt: the same without ping-pong (benchmarks only, bf16).
+enum class AttnKernel {
+  automatic = 0,
+  tensor_core = 1,
+  generic = 2,
+  tensor_core_alt = 3,
+  wgmma = 4,
+  wgmma_alt = 5,
+  wgmma_one_launch = 6,
+  tensor_core_one_launch = 7,
+  wgmma_ws = 8,
+  wgmma_ws_alt = 9
+};
 
 // FA2's host-side normalisation of the call (fa2::normalize in contract/fa2_forward.hpp,
 // mha_varlen_fwd's order) applied to the params: causal is dropped when max_seqlen_q == 1,
@@ -114,24 +132,40 @@ using BwdKernel = KernelEntry<VarlenBwdParams>;
 void launch_kernel(const FwdKernel& k, dim3 grid, const VarlenFwdParams& p, cudaStream_t stream);
 void launch_kernel(const BwdKernel& k, dim3 grid, const VarlenBwdParams& p, cudaStream_t stream);
 
+// A forward kernel's launches: the unchecked kernel, or the checked form's two (main: the
+// CTAs whose accesses all lie inside their buffers, with the unchecked body; fallback: a
+// persistent launch running the others with the checked body), or, benchmarks only
+// (checked_one_launch, a build with ATTN_DOCTOR_FWD_ONE_LAUNCH), the checked body on every
+// CTA in one launch, as before the two-launch form.
+enum class FwdForm { unchecked, checked, checked_one_launch };
+struct FwdKernels {
+  FwdKernel main;
+  FwdKernel fallback;  // the checked form only (fn null otherwise)
+};
 // The mma.sync forward (head_dim 64, 96, 128, 192, 256 with block_m 128, and 256 with 64;
 // alt_shape: its other warp layout, head dims 64 and 128 in a build with
 // ATTN_DOCTOR_TC_BOTH_SHAPES). Throws LaunchConfigError for a shape it lacks. The _wide
 // (96, 192) and _d256 files hold the larger head dims' instantiations.
-FwdKernel varlen_fwd_tc_bf16(int head_dim, int block_m, bool checked, bool alt_shape);
-FwdKernel varlen_fwd_tc_fp16(int head_dim, int block_m, bool checked, bool alt_shape);
-FwdKernel varlen_fwd_tc_wide_bf16(int head_dim, int block_m, bool checked, bool alt_shape);
-FwdKernel varlen_fwd_tc_wide_fp16(int head_dim, int block_m, bool checked, bool alt_shape);
-FwdKernel varlen_fwd_tc_d256_bf16(int block_m, bool checked);
-FwdKernel varlen_fwd_tc_d256_fp16(int block_m, bool checked);
+FwdKernels varlen_fwd_tc_bf16(int head_dim, int block_m, FwdForm form, bool alt_shape);
+FwdKernels varlen_fwd_tc_fp16(int head_dim, int block_m, FwdForm form, bool alt_shape);
+FwdKernels varlen_fwd_tc_wide_bf16(int head_dim, int block_m, FwdForm form, bool alt_shape);
+FwdKernels varlen_fwd_tc_wide_fp16(int head_dim, int block_m, FwdForm form, bool alt_shape);
+FwdKernels varlen_fwd_tc_d256_bf16(int block_m, FwdForm form);
+FwdKernels varlen_fwd_tc_d256_fp16(int block_m, FwdForm form);
 void launch_varlen_fwd_generic(const VarlenFwdParams& p, bool checked, cudaStream_t stream);
 // kernels/sm90a/ (present when the build carries sm_90a: ATTN_DOCTOR_WITH_WGMMA): the wgmma
 // forward (alt: its other tile shape, ATTN_DOCTOR_WGMMA_ALT, bf16) and the wgmma backward's
-// key-block kernel with, in its checked form, the fallback kernel of the key blocks it leaves.
-FwdKernel varlen_fwd_wgmma_bf16(int head_dim, bool checked, bool alt);  // head dims 64, 128, 192
-FwdKernel varlen_fwd_wgmma_fp16(int head_dim, bool checked, bool alt);
-FwdKernel varlen_fwd_wgmma_d192_bf16(bool checked);  // head dim 192's own files
-FwdKernel varlen_fwd_wgmma_d192_fp16(bool checked);
+// key-block kernel, each with, in its checked form, the fallback kernel of the CTAs (key
+// blocks) it leaves.
+FwdKernels varlen_fwd_wgmma_bf16(int head_dim, FwdForm form, bool alt);  // head dims 64, 128, 192
+FwdKernels varlen_fwd_wgmma_fp16(int head_dim, FwdForm form, bool alt);
+FwdKernels varlen_fwd_wgmma_d192_bf16(FwdForm form);  // head dim 192's own files
+FwdKernels varlen_fwd_wgmma_d192_fp16(FwdForm form);
+// The warp-specialised wgmma forward at head dim 128 (varlen_attention_wgmma_ws.cuh), its
+// first launch only: unchecked, or (checked) the checked form's first launch, whose second is
+// the wgmma kernel's fallback; alt: without ping-pong (bf16).
+FwdKernel varlen_fwd_wgmma_ws_bf16(bool checked, bool alt);
+FwdKernel varlen_fwd_wgmma_ws_fp16(bool checked, bool alt);
 struct BwdWgmmaKernels {
   BwdKernel main;
   BwdKernel fallback;  // checked form only (fn null otherwise)

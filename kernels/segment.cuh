@@ -42,8 +42,8 @@ __device__ __forceinline__ Segment segment_of(const VarlenBwdParams& p, int b) {
 
 // A CTA's place in its launch grid (x: blocks along the sequence, y: segments, z: heads) and
 // the grid's x extent: what its records and launch-order keys name. A kernel's CTAs are their
-// blockIdx (this_cta); the checked wgmma backward's fallback kernel runs key-block CTAs of
-// FA2's grid by number.
+// blockIdx (this_cta); the checked forms' second launches (the wgmma backward's fallback
+// kernel, the forward's fwd_checked_fallback) run CTAs of FA2's grid by number.
 struct Cta {
   int x, y, z;
   int64_t grid_x;
@@ -70,12 +70,16 @@ struct QueryTile {
   __device__ bool exits() const { return row0 >= seg.len_q; }
 };
 template <class Params>
-__device__ __forceinline__ QueryTile query_tile(const Params& p, int64_t grid_x, int block_m) {
+__device__ __forceinline__ QueryTile query_tile(const Params& p, const Cta& at, int block_m) {
   QueryTile t;
-  t.at = this_cta(grid_x);
-  t.seg = segment_of(p, t.at.y);
-  t.row0 = t.at.x * block_m;
+  t.at = at;
+  t.seg = segment_of(p, at.y);
+  t.row0 = at.x * block_m;
   return t;
+}
+template <class Params>
+__device__ __forceinline__ QueryTile query_tile(const Params& p, int64_t grid_x, int block_m) {
+  return query_tile(p, this_cta(grid_x), block_m);
 }
 
 }  // namespace ad::kern

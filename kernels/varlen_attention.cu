@@ -57,8 +57,8 @@ __global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(con
     if constexpr (Checked) {
       if (qr.row >= uint64_t(p.q.rows)) {
         if (lane == 0)
-          record_row(p, p.q.buffer, AccessKind::read, Unit::rows, int64_t(qr.row), p.q.rows, int64_t(qr.row), qr.head,
-                     m_block, order::kRead, lr);
+          record_row(p, tile.at, p.q.buffer, AccessKind::read, Unit::rows, int64_t(qr.row), p.q.rows, int64_t(qr.row),
+                     qr.head, m_block, order::kRead, lr);
         q_ok = false;
       }
     }
@@ -85,14 +85,14 @@ __global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(con
       if constexpr (Checked) {
         if (row >= uint64_t(kpipe.src.rows)) {
           if (lane == 0)
-            record_row(p, kpipe.src.buffer, AccessKind::read, Unit::rows, int64_t(row), kpipe.src.rows, int64_t(row),
-                       kv_head, m_block, order::kKeyRead, j);
+            record_row(p, tile.at, kpipe.src.buffer, AccessKind::read, Unit::rows, int64_t(row), kpipe.src.rows,
+                       int64_t(row), kv_head, m_block, order::kKeyRead, j);
           k_ok = false;
         }
         if (row >= uint64_t(vpipe.src.rows)) {
           if (lane == 0)
-            record_row(p, vpipe.src.buffer, AccessKind::read, Unit::rows, int64_t(row), vpipe.src.rows, int64_t(row),
-                       kv_head, m_block, order::kKeyRead, j | int64_t(order::kValueBit));
+            record_row(p, tile.at, vpipe.src.buffer, AccessKind::read, Unit::rows, int64_t(row), vpipe.src.rows,
+                       int64_t(row), kv_head, m_block, order::kKeyRead, j | int64_t(order::kValueBit));
           v_ok = false;
         }
       }
@@ -125,10 +125,10 @@ __global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(con
       const int64_t n = kl.hi - j_read;
       const uint64_t row = uint64_t(seg.start_k) + uint64_t(j_read);
       if (lane == 0) {
-        record_row(p, kpipe.src.buffer, AccessKind::read, Unit::rows, int64_t(row), kpipe.src.rows, int64_t(row), kv_head,
-                   m_block, order::kKeyRead, j_read, uint64_t(n));
-        record_row(p, vpipe.src.buffer, AccessKind::read, Unit::rows, int64_t(row), vpipe.src.rows, int64_t(row), kv_head,
-                   m_block, order::kKeyRead, j_read | int64_t(order::kValueBit), uint64_t(n));
+        record_row(p, tile.at, kpipe.src.buffer, AccessKind::read, Unit::rows, int64_t(row), kpipe.src.rows, int64_t(row),
+                   kv_head, m_block, order::kKeyRead, j_read, uint64_t(n));
+        record_row(p, tile.at, vpipe.src.buffer, AccessKind::read, Unit::rows, int64_t(row), vpipe.src.rows, int64_t(row),
+                   kv_head, m_block, order::kKeyRead, j_read | int64_t(order::kValueBit), uint64_t(n));
       }
       const float m_new = fmaxf(m, 0.f);
       const float corr = exp2f((m - m_new) * scale_log2);
@@ -145,13 +145,13 @@ __global__ void __launch_bounds__(kGenericThreads) varlen_fwd_generic_kernel(con
     if constexpr (Checked) {
       if (qr.row >= uint64_t(p.out.rows)) {
         if (lane == 0)
-          record_row(p, p.out.buffer, AccessKind::write, Unit::rows, int64_t(qr.row), p.out.rows, int64_t(qr.row), qr.head,
-                     m_block, order::kOutWrite, lr);
+          record_row(p, tile.at, p.out.buffer, AccessKind::write, Unit::rows, int64_t(qr.row), p.out.rows,
+                     int64_t(qr.row), qr.head, m_block, order::kOutWrite, lr);
         out_ok = false;
       }
     }
     if (Checked && out_ok && lane == 0) count_row_write(p, qr);
-    if (lane == 0) write_lse<Checked>(p, qr, b, h, lr, m_block, lse);
+    if (lane == 0) write_lse<Checked>(p, tile.at, qr, lr, lse);
     if (out_ok) {
       T* orow = out + (int64_t(qr.row) * p.out.heads + qr.head) * D;
 #pragma unroll
@@ -198,7 +198,7 @@ void launch_entry(const detail::KernelEntry<Params>& k, dim3 grid, const Params&
 // only on compute capability 9.0.
 bool wgmma_loadable() {
   cudaFuncAttributes attr{};
-  if (cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(detail::varlen_fwd_wgmma_bf16(64, true, false).fn)) !=
+  if (cudaFuncGetAttributes(&attr, reinterpret_cast<const void*>(detail::varlen_fwd_wgmma_bf16(64, detail::FwdForm::checked, false).main.fn)) !=
       cudaSuccess) {
     (void)cudaGetLastError();
     return false;
@@ -212,6 +212,26 @@ bool wgmma_loadable() {
 void detail::launch_kernel(const FwdKernel& k, dim3 grid, const VarlenFwdParams& p, cudaStream_t stream) {
   launch_entry(k, grid, p, stream);
 }
+
+namespace {
+// The checked forward's launches: the first on the launch grid, then, where the form has one,
+// the second (fwd_checked_fallback in varlen_attention.cuh): a persistent grid of at most two
+// CTAs per SM, each taking the launch grid's CTAs a block of threads at a time.
+void launch_fwd(const detail::FwdKernels& k, dim3 grid, const VarlenFwdParams& p, cudaStream_t stream) {
+  detail::launch_kernel(k.main, grid, p, stream);
+  const detail::FwdKernel& fallback = k.fallback;
+  if (fallback.fn == nullptr) return;
+  int dev = 0, sms = 0;
+  AD_CUDA_CHECK(cudaGetDevice(&dev));
+  AD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int64_t ctas = int64_t(grid.x) * grid.y * grid.z;
+  const int64_t passes = (ctas + fallback.threads - 1) / fallback.threads;
+  detail::launch_kernel(fallback, dim3(unsigned(std::min<int64_t>(passes, 2 * int64_t(sms)))), p, stream);
+}
+detail::FwdForm fwd_form(bool checked, bool one_launch) {
+  return !checked ? detail::FwdForm::unchecked : one_launch ? detail::FwdForm::checked_one_launch : detail::FwdForm::checked;
+}
+}  // namespace
 void detail::launch_kernel(const BwdKernel& k, dim3 grid, const VarlenBwdParams& p, cudaStream_t stream) {
   launch_entry(k, grid, p, stream);
 }
@@ -309,18 +329,26 @@ bool detail::device_runs_wgmma() {
 
 namespace {
 
-enum class Chosen { wgmma, wgmma_alt, mma_sync, mma_sync_alt, generic };
+enum class Chosen {
+  wgmma, wgmma_alt, wgmma_one_launch, wgmma_ws, wgmma_ws_alt, mma_sync, mma_sync_alt, mma_sync_one_launch, generic
+};
 
 Chosen choose_kernel(const VarlenFwdParams& p, AttnKernel which) {
   switch (which) {
     case AttnKernel::wgmma: return Chosen::wgmma;
     case AttnKernel::wgmma_alt: return Chosen::wgmma_alt;
+    case AttnKernel::wgmma_one_launch: return Chosen::wgmma_one_launch;
+    case AttnKernel::wgmma_ws: return Chosen::wgmma_ws;
+    case AttnKernel::wgmma_ws_alt: return Chosen::wgmma_ws_alt;
     case AttnKernel::tensor_core: return Chosen::mma_sync;
     case AttnKernel::tensor_core_alt: return Chosen::mma_sync_alt;
+    case AttnKernel::tensor_core_one_launch: return Chosen::mma_sync_one_launch;
     case AttnKernel::generic: return Chosen::generic;
     case AttnKernel::automatic: break;
   }
-  if (varlen_fwd_has_wgmma_path(p)) return Chosen::wgmma;
+  // Head dim 128: the warp-specialised kernel, 1.12-1.18x the wgmma kernel on an H100
+  // (bench/results/fwd-ws-h100-2026-11-27).
+  if (varlen_fwd_has_wgmma_path(p)) return p.head_dim == 128 ? Chosen::wgmma_ws : Chosen::wgmma;
   return varlen_fwd_has_tensor_core_path(p) ? Chosen::mma_sync : Chosen::generic;
 }
 
@@ -338,15 +366,22 @@ bool varlen_fwd_has_wgmma_path(const VarlenFwdParams& p) { return wgmma_shape(p)
 
 std::string varlen_fwd_kernel_name(const VarlenFwdParams& p, Checks checks, AttnKernel which) {
   const Chosen k = choose_kernel(p, which);
-  const bool wg = k == Chosen::wgmma || k == Chosen::wgmma_alt;
-  std::string name = wg                     ? "varlen_fwd_wgmma<"
+  const bool ws = k == Chosen::wgmma_ws || k == Chosen::wgmma_ws_alt;
+  const bool wg = k == Chosen::wgmma || k == Chosen::wgmma_alt || k == Chosen::wgmma_one_launch || ws;
+  std::string name = ws                     ? "varlen_fwd_wgmma_ws<"
+                     : wg                   ? "varlen_fwd_wgmma<"
                      : k == Chosen::generic ? "varlen_fwd_generic<"
                                             : "varlen_fwd_tc<";
   name += to_string(p.elem);
-  if (wg) name += ",d" + std::to_string(p.head_dim) + (k == Chosen::wgmma_alt ? ",alt" : "");
-  if (k == Chosen::mma_sync || k == Chosen::mma_sync_alt) {
+  if (wg)
+    name += ",d" + std::to_string(p.head_dim) + (k == Chosen::wgmma_alt || k == Chosen::wgmma_ws_alt ? ",alt"
+                                                 : k == Chosen::wgmma_one_launch ? ",one_launch"
+                                                                                 : "");
+  const bool tc = k == Chosen::mma_sync || k == Chosen::mma_sync_alt || k == Chosen::mma_sync_one_launch;
+  if (tc) {
     const int mt = k == Chosen::mma_sync_alt ? 3 - attn::kDefaultMT : attn::default_mt(p.head_dim);
-    name += ",d" + std::to_string(p.head_dim) + ",warp" + std::to_string(16 * mt) + "rows";
+    name += ",d" + std::to_string(p.head_dim) + ",warp" + std::to_string(16 * mt) + "rows" +
+            (k == Chosen::mma_sync_one_launch ? ",one_launch" : "");
   }
   name += std::string(",") + to_string(checks) + ">";
   return name;
@@ -381,24 +416,47 @@ void launch_varlen_fwd(const VarlenFwdParams& p_in, Checks checks, cudaStream_t 
                    ") exceeds the 65535 limit of grid.y/grid.z: invalid argument");
   const Chosen k = choose_kernel(p, which);
   const dim3 grid(unsigned(launch_grid_m(p)), p.batch, p.num_heads);
-  if (k == Chosen::wgmma || k == Chosen::wgmma_alt) {
+  if (k == Chosen::wgmma_ws || k == Chosen::wgmma_ws_alt) {
+    // The warp-specialised kernel (kernels/sm90a/varlen_attention_wgmma_ws.cuh), head dim 128.
+    // Checked: its first launch runs the CTAs whose accesses all lie inside the buffers, the
+    // wgmma kernel's second launch the others (the same predicate, fwd_cta_in_bounds).
+    check_config(wgmma_shape(p) && p.head_dim == 128, "no warp-specialised wgmma kernel for " +
+                                                          std::string(to_string(p.elem)) + " head_dim " +
+                                                          std::to_string(p.head_dim) + " block_m " +
+                                                          std::to_string(p.block_m));
+    check_config(detail::device_runs_wgmma(), "the wgmma kernel needs a compute capability 9.0 device and a build with "
+                                              "sm_90a (ATTN_DOCTOR_WGMMA)");
+#ifdef ATTN_DOCTOR_WITH_WGMMA
+    const bool alt = k == Chosen::wgmma_ws_alt;
+    const bool bf16 = p.elem == ElemType::bf16;
+    detail::FwdKernels ks;
+    ks.main = bf16 ? detail::varlen_fwd_wgmma_ws_bf16(checked, alt) : detail::varlen_fwd_wgmma_ws_fp16(checked, alt);
+    if (checked)
+      ks.fallback = (bf16 ? detail::varlen_fwd_wgmma_bf16(p.head_dim, detail::FwdForm::checked, false)
+                          : detail::varlen_fwd_wgmma_fp16(p.head_dim, detail::FwdForm::checked, false))
+                        .fallback;
+    launch_fwd(ks, grid, p, stream);
+#endif
+  } else if (k == Chosen::wgmma || k == Chosen::wgmma_alt || k == Chosen::wgmma_one_launch) {
     check_config(wgmma_shape(p), "no wgmma kernel for " + std::string(to_string(p.elem)) + " head_dim " +
                                      std::to_string(p.head_dim) + " block_m " + std::to_string(p.block_m));
     check_config(detail::device_runs_wgmma(), "the wgmma kernel needs a compute capability 9.0 device and a build with "
                                       "sm_90a (ATTN_DOCTOR_WGMMA)");
 #ifdef ATTN_DOCTOR_WITH_WGMMA
     const bool alt = k == Chosen::wgmma_alt;
-    detail::launch_kernel(p.elem == ElemType::bf16 ? detail::varlen_fwd_wgmma_bf16(p.head_dim, checked, alt)
-                                                   : detail::varlen_fwd_wgmma_fp16(p.head_dim, checked, alt),
-                          grid, p, stream);
+    const detail::FwdForm form = fwd_form(checked, k == Chosen::wgmma_one_launch);
+    launch_fwd(p.elem == ElemType::bf16 ? detail::varlen_fwd_wgmma_bf16(p.head_dim, form, alt)
+                                        : detail::varlen_fwd_wgmma_fp16(p.head_dim, form, alt),
+               grid, p, stream);
 #endif
-  } else if (k == Chosen::mma_sync || k == Chosen::mma_sync_alt) {
+  } else if (k == Chosen::mma_sync || k == Chosen::mma_sync_alt || k == Chosen::mma_sync_one_launch) {
     check_config(varlen_fwd_has_tensor_core_path(p), "no tensor-core kernel for " + std::string(to_string(p.elem)) +
                                                          " head_dim " + std::to_string(p.head_dim));
     const bool alt = k == Chosen::mma_sync_alt;
-    detail::launch_kernel(p.elem == ElemType::bf16 ? detail::varlen_fwd_tc_bf16(p.head_dim, p.block_m, checked, alt)
-                                                   : detail::varlen_fwd_tc_fp16(p.head_dim, p.block_m, checked, alt),
-                          grid, p, stream);
+    const detail::FwdForm form = fwd_form(checked, k == Chosen::mma_sync_one_launch);
+    launch_fwd(p.elem == ElemType::bf16 ? detail::varlen_fwd_tc_bf16(p.head_dim, p.block_m, form, alt)
+                                        : detail::varlen_fwd_tc_fp16(p.head_dim, p.block_m, form, alt),
+               grid, p, stream);
   } else {
     detail::launch_varlen_fwd_generic(p, checked, stream);
   }

@@ -23,7 +23,9 @@
 // The checked form compares every row it touches with its buffer's row count; a row outside
 // is recorded (attention.access) and neither read (zero-filled) nor written. A key tile wholly
 // past k/v is recorded at once; with skip_tiles_past_rows a CTA wholly past q/out returns at
-// once and the host counts its accesses (lib/exec/plan/clip.cpp).
+// once and the host counts its accesses (lib/exec/plan/clip.cpp). The tensor-core kernels run
+// it in two launches: the unchecked body on the CTAs whose accesses all lie in bounds
+// (fwd_cta_in_bounds), the checked body on the others (fwd_checked_fallback); see below.
 //
 // Tensor-core kernel (head dims 64, 96, 128, 192 and 256, bf16/fp16, block_m 128; 64 too at
 // head dim 256, FA2's H100 tile): TileShape<D, MT, BM>. The
@@ -125,29 +127,34 @@ __device__ __forceinline__ bool skips(const VarlenFwdParams& p, const QueryTile&
                        fa2::tile_past_rows(contract_segment(t.seg), p.seqlenq_ngroups_swapped, t.row0, p.q.rows));
 }
 
-// Launch-order key of an access of this CTA (contract/launch_order.hpp): the CTA's place in
-// FA2's grid (heads outermost; the full grid's m blocks even when the launch is clipped),
-// then the access class and its row (q/out/LSE: row of the segment; k/v: key row).
-__device__ __forceinline__ uint64_t attn_key(const VarlenFwdParams& p, uint32_t cls, int64_t sub) {
-  return cta_key(this_cta(fa2_grid_m(p)), p.batch, cls, sub);
+// Launch-order key of an access of CTA `at` (contract/launch_order.hpp): its place in FA2's
+// grid (heads outermost; at.grid_x is the full grid's m blocks even when the launch is
+// clipped), then the access class and its row (q/out/LSE: row of the segment; k/v: key row).
+__device__ __forceinline__ uint64_t attn_key(const VarlenFwdParams& p, const Cta& at, uint32_t cls, int64_t sub) {
+  return cta_key(at, p.batch, cls, sub);
 }
 
-// Records a refused row access of this CTA (block = (m, b, h) = blockIdx).
-__device__ __forceinline__ void record_row(const VarlenFwdParams& p, Buffer buffer, AccessKind kind, Unit unit,
-                                           int64_t index, int64_t bound, int64_t row, int64_t head, int64_t tile,
-                                           uint32_t cls, int64_t sub, uint64_t n = 1) {
-  record_violation(p.record, buffer, kind, unit, Region::tensor, index, bound, blockIdx.x, blockIdx.y, blockIdx.z,
-                   blockIdx.y, row, head, tile, attn_key(p, cls, sub), n);
+// Records a refused row access of CTA `at` (block = (m, b, h): its blockIdx, or the CTA of
+// FA2's grid that the checked forward's second launch runs for it).
+__device__ __forceinline__ void record_row(const VarlenFwdParams& p, const Cta& at, Buffer buffer, AccessKind kind,
+                                           Unit unit, int64_t index, int64_t bound, int64_t row, int64_t head,
+                                           int64_t tile, uint32_t cls, int64_t sub, uint64_t n = 1) {
+  record_violation(p.record, buffer, kind, unit, Region::tensor, index, bound, at.x, at.y, at.z, at.y, row, head, tile,
+                   attn_key(p, at, cls, sub), n);
+}
+
+// The LSE element of tile row `lr` of CTA `at` (query row `qr`).
+__device__ __forceinline__ int64_t lse_index_of(const VarlenFwdParams& p, const Cta& at, const QueryRow& qr, int lr) {
+  return fa2::lse_index(lse_shape(p), p.seqlenq_ngroups_swapped,
+                        p.seqlenq_ngroups_swapped ? 0 : p.cu_seqlens_q.data[at.y], at.y, at.z, qr.head, lr);
 }
 
 template <bool Checked>
-__device__ __forceinline__ void write_lse(const VarlenFwdParams& p, const QueryRow& qr, int b, int h, int lr,
-                                          int m_block, float lse) {
-  const int64_t idx = fa2::lse_index(lse_shape(p), p.seqlenq_ngroups_swapped,
-                                     p.seqlenq_ngroups_swapped ? 0 : p.cu_seqlens_q.data[b], b, h, qr.head, lr);
+__device__ __forceinline__ void write_lse(const VarlenFwdParams& p, const Cta& at, const QueryRow& qr, int lr, float lse) {
+  const int64_t idx = lse_index_of(p, at, qr, lr);
   if constexpr (Checked) {
     if (idx < 0 || idx >= p.lse_size) {
-      record_row(p, Buffer::lse, AccessKind::write, Unit::elements, idx, p.lse_size, int64_t(qr.row), qr.head, m_block,
+      record_row(p, at, Buffer::lse, AccessKind::write, Unit::elements, idx, p.lse_size, int64_t(qr.row), qr.head, at.x,
                  order::kLseWrite, lr);
       return;
     }
@@ -159,15 +166,15 @@ __device__ __forceinline__ void write_lse(const VarlenFwdParams& p, const QueryR
 // The epilogue's LSE of this thread's two rows of a warp's 16-row tile, row_a and row_a + 8
 // of the segment (rows past it are skipped); lane 0 of each quad writes.
 template <bool Checked>
-__device__ __forceinline__ void write_lse_rows(const VarlenFwdParams& p, const Segment& seg, int b, int h, int m_block,
-                                               int row_a, int lane, const float (&lse)[2]) {
+__device__ __forceinline__ void write_lse_rows(const VarlenFwdParams& p, const Cta& at, const Segment& seg, int row_a,
+                                               int lane, const float (&lse)[2]) {
   if ((lane & 3) != 0) return;
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int lr = row_a + half * 8;
     if (lr >= seg.len_q) continue;
-    const QueryRow qr = query_row(p, seg, b, h, lr);
-    write_lse<Checked>(p, qr, b, h, lr, m_block, lse[half]);
+    const QueryRow qr = query_row(p, seg, at.y, at.z, lr);
+    write_lse<Checked>(p, at, qr, lr, lse[half]);
   }
 }
 
@@ -215,20 +222,20 @@ struct RowSwizzle {
 // 64-bit product each.
 template <class T, int D, int BN, int NT, bool Checked, class Layout, class Role, bool Interior = false>
 __device__ __forceinline__ void load_key_rows(const VarlenFwdParams& p, const PipelineParams<Role>& pipe,
-                                              SmemTile<Role, T> tile, const Segment& seg, int b, int h_kv, int first,
-                                              int lo, int hi, int order_bn) {
+                                              SmemTile<Role, T> tile, const Segment& seg, const Cta& at, int h_kv,
+                                              int first, int lo, int hi, int order_bn) {
   constexpr int C = D / 8;
   constexpr bool kIsValue = std::is_same<Role, ValueRole>::value;
   const T* src = static_cast<const T*>(pipe.src.data) + int64_t(h_kv) * D;
   const int64_t row_elems = int64_t(pipe.src.heads) * D;
-  const int64_t head = p.seqlenq_ngroups_swapped ? -1 : int64_t(blockIdx.z);
+  const int64_t head = p.seqlenq_ngroups_swapped ? -1 : int64_t(at.z);
   bool per_row = false;
   if constexpr (Checked) {
     const int begin = max(first, lo), end = min(first + BN, hi);
     per_row = end > begin && uint64_t(seg.start_k) + uint64_t(end) > uint64_t(pipe.src.rows);
     if (per_row && uint64_t(seg.start_k) + uint64_t(begin) >= uint64_t(pipe.src.rows)) {
       if (threadIdx.x == 0)
-        record_row(p, pipe.src.buffer, AccessKind::read, Unit::rows, int64_t(uint64_t(seg.start_k) + uint64_t(begin)),
+        record_row(p, at, pipe.src.buffer, AccessKind::read, Unit::rows, int64_t(uint64_t(seg.start_k) + uint64_t(begin)),
                    pipe.src.rows, int64_t(uint64_t(seg.start_k) + uint64_t(begin)), head, begin / order_bn,
                    order::kKeyRead, kIsValue ? int64_t(begin | order::kValueBit) : int64_t(begin), uint64_t(end - begin));
       for (int i = threadIdx.x; i < BN * C; i += NT)
@@ -272,7 +279,7 @@ __device__ __forceinline__ void load_key_rows(const VarlenFwdParams& p, const Pi
     bool ok = kr >= lo && kr < hi;
     if (ok && row >= uint64_t(pipe.src.rows)) {
       if (c == 0)
-        record_row(p, pipe.src.buffer, AccessKind::read, Unit::rows, int64_t(row), pipe.src.rows, int64_t(row), head,
+        record_row(p, at, pipe.src.buffer, AccessKind::read, Unit::rows, int64_t(row), pipe.src.rows, int64_t(row), head,
                    kr / order_bn, order::kKeyRead, kIsValue ? int64_t(kr | order::kValueBit) : int64_t(kr));
       ok = false;
     }
@@ -287,19 +294,19 @@ __device__ __forceinline__ void load_key_rows(const VarlenFwdParams& p, const Pi
 // One K or V tile of the mma.sync kernel: rows [n * BN, n * BN + BN) of the segment.
 template <class T, int D, int MT, int BM, bool Checked, class Role>
 __device__ __forceinline__ void load_kv_tile(const VarlenFwdParams& p, const PipelineParams<Role>& pipe,
-                                             SmemTile<Role, T> tile, const Segment& seg, int b, int h_kv,
+                                             SmemTile<Role, T> tile, const Segment& seg, const Cta& at, int h_kv,
                                              int n) {
   using Shape = TileShape<D, MT, BM>;
   load_key_rows<T, D, Shape::kBlockN, Shape::kThreads, Checked, RowSwizzle<D>>(
-      p, pipe, tile, seg, b, h_kv, n * Shape::kBlockN, 0, seg.len_k, Shape::kBlockN);
+      p, pipe, tile, seg, at, h_kv, n * Shape::kBlockN, 0, seg.len_k, Shape::kBlockN);
 }
 
 // The Q tile, rows [row0, row0 + BM) of the segment, into shared memory (layout `Layout`,
 // NT threads); rows past the segment are zero-filled. Checked form with `q_rows_checked`
 // (the tile reaches past q): row by row, a refused row recorded and zero-filled.
 template <class T, int D, int NT, bool Checked, class Layout, int BM = kBlockM>
-__device__ __forceinline__ void load_q_tile(const VarlenFwdParams& p, T* sQ, const Segment& seg, int b, int h, int row0,
-                                            int m_block, bool q_rows_checked) {
+__device__ __forceinline__ void load_q_tile(const VarlenFwdParams& p, T* sQ, const Segment& seg, const Cta& at, int row0,
+                                            bool q_rows_checked) {
   constexpr int C = D / 8;
   const T* qsrc = static_cast<const T*>(p.q.data);
   const int64_t q_row_elems = int64_t(p.q.heads) * D;
@@ -310,11 +317,11 @@ __device__ __forceinline__ void load_q_tile(const VarlenFwdParams& p, T* sQ, con
     T* dst = sQ + Layout::offset(r, c * 8);
     const int lr = row0 + r;
     bool ok = lr < seg.len_q;
-    const QueryRow qr = query_row(p, seg, b, h, lr);
+    const QueryRow qr = query_row(p, seg, at.y, at.z, lr);
     if (Checked && q_rows_checked && ok && qr.row >= uint64_t(p.q.rows)) {
       if (c == 0)
-        record_row(p, p.q.buffer, AccessKind::read, Unit::rows, int64_t(qr.row), p.q.rows, int64_t(qr.row), qr.head,
-                   m_block, order::kRead, lr);
+        record_row(p, at, p.q.buffer, AccessKind::read, Unit::rows, int64_t(qr.row), p.q.rows, int64_t(qr.row), qr.head,
+                   at.x, order::kRead, lr);
       ok = false;
     }
     if (ok) {
@@ -327,11 +334,12 @@ __device__ __forceinline__ void load_q_tile(const VarlenFwdParams& p, T* sQ, con
 
 // Writes a warp's WR output rows, staged in shared memory at rows warp * WR + r (layout
 // `Layout`), as 16-byte chunks; rows past the segment are skipped. Checked form with
-// `q_rows_checked`: a row past `out` is recorded, not written; every written row is counted
-// (coverage).
-template <class T, int D, int WR, bool Checked, class Layout>
-__device__ __forceinline__ void store_out_rows(const VarlenFwdParams& p, const T* sO, const Segment& seg, int b, int h,
-                                               int m_block, int row0, int warp, int lane, bool q_rows_checked) {
+// `q_rows_checked`: a row past `out` is recorded, not written. With CountRows (the checked
+// forms: the one that checks, and the first launch of the two-launch form, whose rows are all
+// inside `out`) every written row is counted (coverage).
+template <class T, int D, int WR, bool Checked, class Layout, bool CountRows = Checked>
+__device__ __forceinline__ void store_out_rows(const VarlenFwdParams& p, const T* sO, const Segment& seg, const Cta& at,
+                                               int row0, int warp, int lane, bool q_rows_checked) {
   constexpr int C = D / 8;
   T* out = static_cast<T*>(p.out.data);
   const int64_t o_row_elems = int64_t(p.out.heads) * D;
@@ -341,14 +349,14 @@ __device__ __forceinline__ void store_out_rows(const VarlenFwdParams& p, const T
     const int r = i / C, c = i % C;
     const int lr = row0 + warp * WR + r;
     if (lr >= seg.len_q) continue;
-    const QueryRow qr = query_row(p, seg, b, h, lr);
+    const QueryRow qr = query_row(p, seg, at.y, at.z, lr);
     if (Checked && q_rows_checked && qr.row >= uint64_t(p.out.rows)) {
       if (c == 0)
-        record_row(p, p.out.buffer, AccessKind::write, Unit::rows, int64_t(qr.row), p.out.rows, int64_t(qr.row), qr.head,
-                   m_block, order::kOutWrite, lr);
+        record_row(p, at, p.out.buffer, AccessKind::write, Unit::rows, int64_t(qr.row), p.out.rows, int64_t(qr.row), qr.head,
+                   at.x, order::kOutWrite, lr);
       continue;
     }
-    if (Checked && c == 0) count_row_write(p, qr);
+    if (CountRows && c == 0) count_row_write(p, qr);
     *reinterpret_cast<uint4*>(out + int64_t(qr.row) * o_row_elems + int64_t(qr.head) * D + c * 8) =
         *reinterpret_cast<const uint4*>(sO + Layout::offset(warp * WR + r, c * 8));
   }
@@ -364,9 +372,97 @@ __device__ __forceinline__ bool query_tile_in_bounds(const VarlenFwdParams& p, c
   return end <= uint64_t(p.q.rows) && end <= uint64_t(p.out.rows);
 }
 
-template <class T, int D, int MT, bool Checked, int BM = kBlockM>
-__global__ void __launch_bounds__(TileShape<D, MT, BM>::kThreads, TileShape<D, MT, BM>::kMinBlocks)
-    varlen_fwd_tc_kernel(const VarlenFwdParams p) {
+// ---------------------------------------------------------------------------------------
+// the checked forward in two launches (the wgmma kernel's; the backward's wgmma kernel does
+// the same, kernels/sm90a/varlen_attention_bwd_wgmma.cuh)
+//
+// The first launch runs the unchecked body, with the coverage count, on every CTA of which
+// fwd_cta_in_bounds holds: there the checked body would refuse and record nothing, and does
+// what the unchecked body does. A CTA of which it does not hold exits before touching
+// anything, and the second launch (fwd_checked_fallback, persistent) runs the checked body
+// for it as the CTA of FA2's grid it is: its records, launch-order keys and coverage counts
+// are the ones the checked body writes in one launch.
+
+// Whether every access the checked forward body would test for query tile `t` (rows of
+// `block_m`, the body's key-range granularity `block_n`: the mma.sync kernel's key tile)
+// lies inside its buffer: the Q rows read and the out rows written (query_tile_in_bounds),
+// the LSE elements written (their index is affine in the tile row, so its two ends), and the
+// key rows [n_min * block_n, min(n_max * block_n, len_k)) read from k and from v (contiguous
+// from the segment's start: the last one). cu_seqlens_q/k (batch + 1 entries) and seqused_k
+// (batch) are read by every form and sized on the host (launch_varlen_fwd, the backend). A
+// tile that exits at once (FA2's per-tile exit) accesses nothing; a tile the checked form
+// skips (skip_tiles_past_rows: its rows lie past q) is not in bounds.
+__device__ __forceinline__ bool fwd_cta_in_bounds(const VarlenFwdParams& p, const QueryTile& t, int block_m,
+                                                  int block_n) {
+  if (t.exits()) return true;
+  if (skips<true>(p, t)) return false;
+  const Segment& seg = t.seg;
+  const int b = t.at.y, h = t.at.z;
+  if (!query_tile_in_bounds(p, seg, b, h, t.row0, block_m)) return false;
+  const int last = t.row0 + min(block_m, seg.len_q - t.row0) - 1;
+  const int64_t lse_first = lse_index_of(p, t.at, query_row(p, seg, b, h, t.row0), t.row0);
+  const int64_t lse_last = lse_index_of(p, t.at, query_row(p, seg, b, h, last), last);
+  if (lse_first < 0 || lse_first >= p.lse_size || lse_last < 0 || lse_last >= p.lse_size) return false;
+  const KeyRange kr = key_range(p, seg, t.at.x, block_n);
+  if (kr.n_max > kr.n_min) {
+    const uint64_t end = uint64_t(seg.start_k) + uint64_t(min(kr.n_max * block_n, seg.len_k));
+    if (end > uint64_t(key_pipeline(p).src.rows) || end > uint64_t(value_pipeline(p).src.rows)) return false;
+  }
+  return true;
+}
+
+// The second launch's body: a persistent grid takes the launch grid's CTAs (launch_grid_m x
+// batch x heads, in FA2's order) NT at a time, each thread testing one, then runs
+// tile_body(tile) (the checked body) for those that need it, in grid order (deterministic:
+// a warp ballot, not an atomic, places them). On a healthy batch it costs one test per
+// thread per NT CTAs and a launch. A CTA the checked form skips is not run (it would return
+// at once). Dynamic shared memory: the body's; static: the scan's kFwdFallbackScanBytes, which
+// must fit beside it (the wgmma d128 body takes 225 of the 227 KB a CTA may have).
+template <int NT>
+inline constexpr int kFwdFallbackScanBytes = NT * 2 + NT / 32 * 4;
+template <int NT, class TileBody>
+__device__ __forceinline__ void fwd_checked_fallback(const VarlenFwdParams& p, int block_m, int block_n,
+                                                     TileBody&& tile_body) {
+  static_assert(NT % 32 == 0 && NT <= 1024, "whole warps");
+  __shared__ uint16_t found[NT];  // the pass's CTAs to run, as offsets from its first
+  __shared__ int warp_found[NT / 32];
+  const int64_t gx = launch_grid_m(p);
+  const int64_t ctas = gx * p.batch * p.num_heads;
+  auto tile_of = [&](int64_t v) {
+    return query_tile(p, Cta{int(v % gx), int((v / gx) % p.batch), int(v / (gx * p.batch)), fa2_grid_m(p)}, block_m);
+  };
+  const int warp = int(threadIdx.x) >> 5, lane = int(threadIdx.x) & 31;
+  bool ran = false;
+  for (int64_t first = int64_t(blockIdx.x) * NT; first < ctas; first += int64_t(gridDim.x) * NT) {
+    const int64_t v = first + threadIdx.x;
+    bool need = false;
+    if (v < ctas) {
+      const QueryTile t = tile_of(v);
+      need = !skips<true>(p, t) && !fwd_cta_in_bounds(p, t, block_m, block_n);
+    }
+    const unsigned ballot = __ballot_sync(0xffffffffu, need);
+    if (lane == 0) warp_found[warp] = __popc(ballot);
+    __syncthreads();
+    int base = 0, count = 0;
+    for (int w = 0; w < NT / 32; ++w) {
+      base += w < warp ? warp_found[w] : 0;
+      count += warp_found[w];
+    }
+    if (need) found[base + __popc(ballot & ((1u << lane) - 1u))] = uint16_t(threadIdx.x);
+    __syncthreads();
+    for (int j = 0; j < count; ++j) {
+      if (ran) __syncthreads();  // the previous tile's epilogue reads of shared memory are done
+      ran = true;
+      tile_body(tile_of(first + found[j]));
+    }
+    __syncthreads();  // found and warp_found are rewritten by the next pass
+  }
+}
+
+// One query tile (CTA `tile` of FA2's grid), unchecked or checked; CountRows: count the out
+// rows written (coverage: the checked forms). smem_raw: the kernel's dynamic shared memory.
+template <class T, int D, int MT, bool Checked, int BM, bool CountRows>
+__device__ __forceinline__ void tc_fwd_tile(const VarlenFwdParams& p, const QueryTile& tile, unsigned char* smem_raw) {
   using Shape = TileShape<D, MT, BM>;
   constexpr int BN = Shape::kBlockN;
   constexpr int NT = Shape::kThreads;
@@ -374,14 +470,12 @@ __global__ void __launch_bounds__(TileShape<D, MT, BM>::kThreads, TileShape<D, M
   constexpr int DB = D / 8;    // n8 blocks of O
   constexpr int KQ = D / 16;   // k16 steps of Q·Kᵀ
   constexpr int WR = 16 * MT;  // rows per warp
-  extern __shared__ __align__(128) unsigned char smem_raw[];
   T* sQ = reinterpret_cast<T*>(smem_raw);
   // Double-buffered K and V tiles (buffer index by arithmetic, not a local array: a
   // run-time index into an array would put it on the stack).
   auto k_tile = [&](int i) { return SmemTile<KeyRole, T>{sQ + BM * D + i * BN * D}; };
   auto v_tile = [&](int i) { return SmemTile<ValueRole, T>{sQ + BM * D + (2 + i) * BN * D}; };
 
-  const QueryTile tile = fwd_tile(p, BM);
   if (skips<Checked>(p, tile)) return;
   const int m_block = tile.at.x, b = tile.at.y, h = tile.at.z, row0 = tile.row0;
   const Segment seg = tile.seg;
@@ -410,17 +504,17 @@ __global__ void __launch_bounds__(TileShape<D, MT, BM>::kThreads, TileShape<D, M
 
   if (kr.n_max > kr.n_min) {
     // Q tile -> shared (rows past the segment zero-filled).
-    load_q_tile<T, D, NT, Checked, RowSwizzle<D>, BM>(p, sQ, seg, b, h, row0, m_block, q_rows_checked);
-    load_kv_tile<T, D, MT, BM, Checked>(p, kpipe, k_tile(0), seg, b, h_kv, kr.n_max - 1);
+    load_q_tile<T, D, NT, Checked, RowSwizzle<D>, BM>(p, sQ, seg, tile.at, row0, q_rows_checked);
+    load_kv_tile<T, D, MT, BM, Checked>(p, kpipe, k_tile(0), seg, tile.at, h_kv, kr.n_max - 1);
     cp_async_commit();
-    load_kv_tile<T, D, MT, BM, Checked>(p, vpipe, v_tile(0), seg, b, h_kv, kr.n_max - 1);
+    load_kv_tile<T, D, MT, BM, Checked>(p, vpipe, v_tile(0), seg, tile.at, h_kv, kr.n_max - 1);
     cp_async_commit();
 
     uint32_t qf[Shape::kQInRegisters ? KQ : 1][4];
     int buf = 0;
     for (int n = kr.n_max - 1; n >= kr.n_min; --n) {
       const bool has_next = n > kr.n_min;
-      if (has_next) load_kv_tile<T, D, MT, BM, Checked>(p, kpipe, k_tile(buf ^ 1), seg, b, h_kv, n - 1);
+      if (has_next) load_kv_tile<T, D, MT, BM, Checked>(p, kpipe, k_tile(buf ^ 1), seg, tile.at, h_kv, n - 1);
       cp_async_commit();
       cp_async_wait<2>();
       __syncthreads();
@@ -477,7 +571,7 @@ __global__ void __launch_bounds__(TileShape<D, MT, BM>::kThreads, TileShape<D, M
         rescale_rows<DB>(o[mt], corr);
       }
 
-      if (has_next) load_kv_tile<T, D, MT, BM, Checked>(p, vpipe, v_tile(buf ^ 1), seg, b, h_kv, n - 1);
+      if (has_next) load_kv_tile<T, D, MT, BM, Checked>(p, vpipe, v_tile(buf ^ 1), seg, tile.at, h_kv, n - 1);
       cp_async_commit();
       cp_async_wait<2>();
       __syncthreads();
@@ -521,10 +615,45 @@ __global__ void __launch_bounds__(TileShape<D, MT, BM>::kThreads, TileShape<D, M
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) stage_rows<T, DB, RowSwizzle<D>>(sO, o[mt], warp * WR + mt * 16, lane);
   __syncwarp();
-  store_out_rows<T, D, WR, Checked, RowSwizzle<D>>(p, sO, seg, b, h, m_block, row0, warp, lane, q_rows_checked);
+  store_out_rows<T, D, WR, Checked, RowSwizzle<D>, CountRows>(p, sO, seg, tile.at, row0, warp, lane, q_rows_checked);
 #pragma unroll
-  for (int mt = 0; mt < MT; ++mt) write_lse_rows<Checked>(p, seg, b, h, m_block, row_a + mt * 16, lane, lse[mt]);
+  for (int mt = 0; mt < MT; ++mt) write_lse_rows<Checked>(p, tile.at, seg, row_a + mt * 16, lane, lse[mt]);
 }
+
+// The unchecked form (Checked false), and the checked form's first launch (Checked true): the
+// unchecked body, with the coverage count, on the CTAs of which fwd_cta_in_bounds holds; the
+// others exit at once and varlen_fwd_tc_fallback_kernel runs them checked.
+template <class T, int D, int MT, bool Checked, int BM = kBlockM>
+__global__ void __launch_bounds__(TileShape<D, MT, BM>::kThreads, TileShape<D, MT, BM>::kMinBlocks)
+    varlen_fwd_tc_kernel(const VarlenFwdParams p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  const QueryTile tile = fwd_tile(p, BM);
+  if (Checked && !__shfl_sync(0xffffffffu, int(fwd_cta_in_bounds(p, tile, BM, TileShape<D, MT, BM>::kBlockN)), 0)) return;
+  tc_fwd_tile<T, D, MT, false, BM, Checked>(p, tile, smem_raw);
+}
+
+// The checked form's second launch: the CTAs the first left, with the checked body, as the
+// CTAs of FA2's grid they are (fwd_checked_fallback: a persistent grid).
+template <class T, int D, int MT, int BM = kBlockM>
+__global__ void __launch_bounds__(TileShape<D, MT, BM>::kThreads, TileShape<D, MT, BM>::kMinBlocks)
+    varlen_fwd_tc_fallback_kernel(const VarlenFwdParams p) {
+  using Shape = TileShape<D, MT, BM>;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  fwd_checked_fallback<Shape::kThreads>(p, BM, Shape::kBlockN, [&](const QueryTile& t) {
+    tc_fwd_tile<T, D, MT, true, BM, true>(p, t, smem_raw);
+  });
+}
+
+#ifdef ATTN_DOCTOR_FWD_ONE_LAUNCH
+// The checked form in one launch, as before the two-launch form (benchmarks only:
+// AttnKernel::tensor_core_one_launch, a build with ATTN_DOCTOR_FWD_ONE_LAUNCH).
+template <class T, int D, int MT, int BM = kBlockM>
+__global__ void __launch_bounds__(TileShape<D, MT, BM>::kThreads, TileShape<D, MT, BM>::kMinBlocks)
+    varlen_fwd_tc_one_launch_kernel(const VarlenFwdParams p) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  tc_fwd_tile<T, D, MT, true, BM, true>(p, fwd_tile(p, BM), smem_raw);
+}
+#endif
 
 }  // namespace ad::kern::attn
 
@@ -549,40 +678,60 @@ auto with_tensor_core_head_dim(int head_dim, bool checked, const char* kernel, P
                                 " has no instantiation (64, 128)");
 }
 
+// The launches of one shape in form `form` (detail::FwdForm).
 template <class T, int D, int MT, int BM = kBlockM>
-detail::FwdKernel tc_kernel_shape(bool checked) {
+detail::FwdKernels tc_kernel_shape(detail::FwdForm form) {
   using Shape = TileShape<D, MT, BM>;
-  return detail::FwdKernel{checked ? &varlen_fwd_tc_kernel<T, D, MT, true, BM> : &varlen_fwd_tc_kernel<T, D, MT, false, BM>,
-                           Shape::kThreads, int(Shape::smem_elems() * sizeof(T))};
+  static_assert(Shape::smem_elems() * sizeof(T) + kFwdFallbackScanBytes<Shape::kThreads> <= 227 * 1024,
+                "the second launch's scan must fit beside the body's shared memory");
+  const auto entry = [](void (*fn)(VarlenFwdParams)) {
+    return detail::FwdKernel{fn, Shape::kThreads, int(Shape::smem_elems() * sizeof(T))};
+  };
+  detail::FwdKernels k;
+  switch (form) {
+    case detail::FwdForm::unchecked: k.main = entry(&varlen_fwd_tc_kernel<T, D, MT, false, BM>); break;
+    case detail::FwdForm::checked:
+      k.main = entry(&varlen_fwd_tc_kernel<T, D, MT, true, BM>);
+      k.fallback = entry(&varlen_fwd_tc_fallback_kernel<T, D, MT, BM>);
+      break;
+    case detail::FwdForm::checked_one_launch:
+#ifdef ATTN_DOCTOR_FWD_ONE_LAUNCH
+      k.main = entry(&varlen_fwd_tc_one_launch_kernel<T, D, MT, BM>);
+      break;
+#else
+      throw cuda::LaunchConfigError("this build carries the checked forward in two launches only "
+                                    "(ATTN_DOCTOR_FWD_ONE_LAUNCH off)");
+#endif
+  }
+  return k;
 }
 
 template <class T, int MT>
-detail::FwdKernel tc_kernel_mt(int head_dim, bool checked) {
-  return with_tensor_core_head_dim(head_dim, checked, "tensor-core varlen forward", [](auto d, auto c) {
-    return tc_kernel_shape<T, decltype(d)::value, MT>(decltype(c)::value);
-  });
+detail::FwdKernels tc_kernel_mt(int head_dim, detail::FwdForm form) {
+  return with_tensor_core_head_dim(head_dim, form != detail::FwdForm::unchecked, "tensor-core varlen forward",
+                                   [&](auto d, auto) { return tc_kernel_shape<T, decltype(d)::value, MT>(form); });
 }
 
 // Head dims 64 and 128 (varlen_attention_tc_{bf16,fp16}.cu). alt_shape: the other warp layout
 // (MT 1 <-> 2), compiled only with ATTN_DOCTOR_TC_BOTH_SHAPES (benchmarks of the layout choice).
 template <class T>
-detail::FwdKernel tc_kernel(int head_dim, bool checked, bool alt_shape) {
+detail::FwdKernels tc_kernel(int head_dim, detail::FwdForm form, bool alt_shape) {
 #ifdef ATTN_DOCTOR_TC_BOTH_SHAPES
-  if (alt_shape) return tc_kernel_mt<T, 3 - kDefaultMT>(head_dim, checked);
+  if (alt_shape) return tc_kernel_mt<T, 3 - kDefaultMT>(head_dim, form);
 #else
   if (alt_shape) throw cuda::LaunchConfigError("this build carries one tensor-core shape (ATTN_DOCTOR_TC_BOTH_SHAPES off)");
 #endif
-  return tc_kernel_mt<T, kDefaultMT>(head_dim, checked);
+  return tc_kernel_mt<T, kDefaultMT>(head_dim, form);
 }
 
 // Head dim D of 96, 192 and 256 in the launcher's shape only (default_mt), with FA2's query
 // rows per CTA (tc_block_m_ok): kernels/varlen_attention_tc_wide_{bf16,fp16}.cu (96, 192) and
 // varlen_attention_tc_d256_{bf16,fp16}.cu (256: 128 rows, A100, and 64 rows, H100).
 template <class T, int D>
-detail::FwdKernel tc_kernel_wide(int block_m, bool checked) {
-  if (block_m == kBlockM) return tc_kernel_shape<T, D, default_mt(D)>(checked);
+detail::FwdKernels tc_kernel_wide(int block_m, detail::FwdForm form) {
+  if (block_m == kBlockM) return tc_kernel_shape<T, D, default_mt(D)>(form);
   if constexpr (D == 256) {
-    if (block_m == 64) return tc_kernel_shape<T, D, default_mt(D), 64>(checked);
+    if (block_m == 64) return tc_kernel_shape<T, D, default_mt(D), 64>(form);
   }
   throw cuda::LaunchConfigError("tensor-core varlen forward: head_dim " + std::to_string(D) + " block_m " +
                                 std::to_string(block_m) + " has no instantiation");

@@ -5,5 +5,5 @@
 #include "launch.hpp"
 
 namespace ad::kern::detail {
-FwdKernel varlen_fwd_tc_d256_bf16(int block_m, bool checked) { return attn::tc_kernel_wide<__nv_bfloat16, 256>(block_m, checked); }
+FwdKernels varlen_fwd_tc_d256_bf16(int block_m, FwdForm form) { return attn::tc_kernel_wide<__nv_bfloat16, 256>(block_m, form); }
 }  // namespace ad::kern::detail

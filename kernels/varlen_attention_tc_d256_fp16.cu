@@ -5,5 +5,5 @@
 #include "launch.hpp"
 
 namespace ad::kern::detail {
-FwdKernel varlen_fwd_tc_d256_fp16(int block_m, bool checked) { return attn::tc_kernel_wide<__half, 256>(block_m, checked); }
+FwdKernels varlen_fwd_tc_d256_fp16(int block_m, FwdForm form) { return attn::tc_kernel_wide<__half, 256>(block_m, form); }
 }  // namespace ad::kern::detail

@@ -6,8 +6,8 @@
 #include "launch.hpp"
 
 namespace ad::kern::detail {
-FwdKernel varlen_fwd_tc_fp16(int head_dim, int block_m, bool checked, bool alt_shape) {
-  if (head_dim != 64 && head_dim != 128) return varlen_fwd_tc_wide_fp16(head_dim, block_m, checked, alt_shape);
-  return attn::tc_kernel<__half>(head_dim, checked, alt_shape);
+FwdKernels varlen_fwd_tc_fp16(int head_dim, int block_m, FwdForm form, bool alt_shape) {
+  if (head_dim != 64 && head_dim != 128) return varlen_fwd_tc_wide_fp16(head_dim, block_m, form, alt_shape);
+  return attn::tc_kernel<__half>(head_dim, form, alt_shape);
 }
 }  // namespace ad::kern::detail

@@ -5,11 +5,11 @@
 #include "launch.hpp"
 
 namespace ad::kern::detail {
-FwdKernel varlen_fwd_tc_wide_fp16(int head_dim, int block_m, bool checked, bool alt_shape) {
+FwdKernels varlen_fwd_tc_wide_fp16(int head_dim, int block_m, FwdForm form, bool alt_shape) {
   if (alt_shape) throw cuda::LaunchConfigError("the other tensor-core shape is built for head dims 64 and 128 only");
-  if (head_dim == 96) return attn::tc_kernel_wide<__half, 96>(block_m, checked);
-  if (head_dim == 192) return attn::tc_kernel_wide<__half, 192>(block_m, checked);
-  if (head_dim == 256) return varlen_fwd_tc_d256_fp16(block_m, checked);
+  if (head_dim == 96) return attn::tc_kernel_wide<__half, 96>(block_m, form);
+  if (head_dim == 192) return attn::tc_kernel_wide<__half, 192>(block_m, form);
+  if (head_dim == 256) return varlen_fwd_tc_d256_fp16(block_m, form);
   throw cuda::LaunchConfigError("tensor-core varlen forward: head_dim " + std::to_string(head_dim) +
                                 " has no instantiation (64, 96, 128, 192, 256)");
 }

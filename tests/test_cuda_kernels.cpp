@@ -62,6 +62,17 @@ std::vector<TcKernel> tensor_core_kernels(int head_dim = 64, int block_m = 128) 
   if (kern::varlen_fwd_has_wgmma_path(probe)) ks.push_back({kern::AttnKernel::wgmma, "wgmma"});
   return ks;
 }
+// The warp-specialised wgmma kernel where the device and build have it (head dim 128 with
+// 128-row tiles): the launcher's choice there; its checked form's second launch is the wgmma
+// kernel's.
+std::vector<TcKernel> ws_kernels(int head_dim = 128, int block_m = 128) {
+  kern::VarlenFwdParams probe;
+  probe.elem = ElemType::bf16;
+  probe.head_dim = head_dim;
+  probe.block_m = block_m;
+  if (head_dim == 128 && kern::varlen_fwd_has_wgmma_path(probe)) return {{kern::AttnKernel::wgmma_ws, "wgmma_ws"}};
+  return {};
+}
 
 // ---- attention fixture -------------------------------------------------------------------
 
@@ -241,6 +252,30 @@ Compare compare(const AttnCase& c, const AttnRun& run) {
   return cmp;
 }
 
+// Broken calls whose records the checked kernels are compared on.
+struct Broken {
+  const char* what;
+  int head_dim;
+  bool causal;
+  int left, right;
+  std::vector<int32_t> cu_q, cu_k;
+  int64_t rows_q, rows_k;
+};
+std::vector<Broken> broken_calls() {
+  return {
+    {"cu_seqlens_q past q/out", 128, false, -1, -1, {0, 100, 300}, {0, 100, 300}, 200, 300},
+    {"cu_seqlens_k past k/v", 64, false, -1, -1, {0, 100, 300}, {0, 150, 420}, 300, 333},
+    {"cu_seqlens_k past k/v, causal", 128, true, -1, -1, {0, 260, 600}, {0, 300, 700}, 600, 610},
+    {"cu_seqlens_k past k/v, window", 64, false, 40, 7, {0, 260, 600}, {0, 300, 700}, 600, 555},
+    {"negative q start", 64, false, -1, -1, {-16, 48, 128}, {0, 64, 144}, 128, 144},
+    {"negative k start", 128, true, -1, -1, {0, 64, 144}, {-40, 64, 144}, 144, 144},
+    {"d192: cu_seqlens_q past q/out", 192, false, -1, -1, {0, 100, 300}, {0, 100, 300}, 200, 300},
+    {"d192: cu_seqlens_k past k/v, causal", 192, true, -1, -1, {0, 260, 600}, {0, 300, 700}, 600, 610},
+    {"d192: cu_seqlens_k past k/v, window", 192, false, 40, 7, {0, 260, 600}, {0, 300, 700}, 600, 555},
+    {"d192: negative k start", 192, true, -1, -1, {0, 64, 144}, {-40, 64, 144}, 144, 144},
+  };
+}
+
 double tolerance(ElemType t) { return t == ElemType::fp16 ? 4e-3 : t == ElemType::bf16 ? 2e-2 : 1e-5; }
 
 }  // namespace
@@ -290,6 +325,8 @@ TEST_CASE("cuda: varlen forward matches fp64 attention", "[cuda]") {
       std::vector<kern::AttnKernel> kernels = {kern::AttnKernel::automatic};
       if (cfg.elem == ElemType::bf16 || cfg.elem == ElemType::fp16)
         for (const TcKernel& k : tensor_core_kernels(cfg.head_dim, cfg.block_m)) kernels.push_back(k.which);
+      if (cfg.elem == ElemType::bf16 || cfg.elem == ElemType::fp16)
+        for (const TcKernel& k : ws_kernels(cfg.head_dim, cfg.block_m)) kernels.push_back(k.which);
       kernels.push_back(kern::AttnKernel::generic);
       for (const kern::AttnKernel which : kernels) {
         const AttnRun run = c.run(Checks::checked, which);
@@ -322,8 +359,9 @@ TEST_CASE("cuda: checked, unchecked and generic forms compute the same output", 
     const AttnRun automatic = c.run(Checks::checked);
     // On compute capability 9.0 with sm_90a in the build the Hopper kernel is the default
     // (head dims 64, 128 and 192; 96 and 256 run the mma.sync kernel there too).
-    const std::vector<TcKernel> tcs = tensor_core_kernels(d, bm);
+    std::vector<TcKernel> tcs = tensor_core_kernels(d, bm);
     const bool hopper = tcs.size() > 1;
+    for (const TcKernel& k : ws_kernels(d, bm)) tcs.push_back(k);
     CHECK((!hopper || d == 64 || d == 128 || d == 192));
     INFO(automatic.kernel);
     REQUIRE(automatic.kernel.find(hopper ? "wgmma" : "tc") != std::string::npos);
@@ -337,6 +375,9 @@ TEST_CASE("cuda: checked, unchecked and generic forms compute the same output", 
       for (size_t i = 0; i < checked.out.size(); ++i)
         if (!(checked.out[i] == unchecked.out[i])) identical = false;
       CHECK(identical);  // the checks change no arithmetic
+      // every CTA ran in the checked form's first launch (the unchecked body): it counts the
+      // rows it writes as the checked body does
+      CHECK(checked.row_writes == generic.row_writes);
       double worst = 0;
       for (size_t i = 0; i < checked.out.size(); ++i)
         worst = std::max(worst, double(std::abs(checked.out[i] - generic.out[i])));
@@ -363,6 +404,72 @@ TEST_CASE("cuda: checked, unchecked and generic forms compute the same output", 
   }
 }
 
+// The warp-specialised wgmma kernel (head dim 128; a device and build with the wgmma kernel
+// only), with and without ping-pong: the fp64 reference on the forward's head-dim-128 calls
+// (masks, softcap, GQA, cross lengths, empty segments, key ranges shorter than a tile), the
+// wgmma kernel's output (same GEMM shapes, softmax and key order), and its checked form.
+TEST_CASE("cuda: the warp-specialised wgmma forward matches fp64 attention", "[cuda]") {
+  if (!have_device()) return;
+  kern::VarlenFwdParams probe;
+  probe.elem = ElemType::bf16, probe.head_dim = 128, probe.block_m = 128;
+  if (!kern::varlen_fwd_has_wgmma_path(probe)) return;
+  struct Config {
+    const char* what;
+    ElemType elem;
+    int heads, heads_k;
+    bool causal;
+    int left, right;
+    float softcap;
+    std::vector<int32_t> cu_q, cu_k;
+  };
+  const std::vector<Config> configs = {
+      {"bf16 non-causal", ElemType::bf16, 4, 4, false, -1, -1, 0.f, {0, 77, 77, 333, 600}, {}},
+      {"bf16 causal gqa", ElemType::bf16, 8, 2, true, -1, -1, 0.f, {0, 200, 329, 700}, {}},
+      {"fp16 causal softcap", ElemType::fp16, 2, 2, true, -1, -1, 30.f, {0, 129, 390}, {}},
+      {"bf16 kv shorter", ElemType::bf16, 2, 1, true, -1, -1, 0.f, {0, 300, 310}, {0, 100, 400}},
+      {"bf16 window", ElemType::bf16, 4, 2, false, 40, 7, 0.f, {0, 1, 130, 300, 557}, {}},
+      {"fp16 long keys", ElemType::fp16, 2, 2, false, -1, -1, 0.f, {0, 100, 1200}, {0, 1500, 1700}},
+      {"bf16 many tiles causal", ElemType::bf16, 2, 2, true, -1, -1, 0.f, {0, 1000, 2100}, {}},
+  };
+  for (const Config& cfg : configs) {
+    DYNAMIC_SECTION(cfg.what) {
+      AttnSpec s;
+      s.elem = cfg.elem, s.heads = cfg.heads, s.heads_k = cfg.heads_k, s.head_dim = 128;
+      s.causal = cfg.causal, s.window_left = cfg.left, s.window_right = cfg.right, s.softcap = cfg.softcap;
+      s.cu_q = cfg.cu_q, s.cu_k = cfg.cu_k;
+      const AttnCase c(s);
+      std::vector<kern::AttnKernel> kernels = {kern::AttnKernel::wgmma_ws};
+      if (cfg.elem == ElemType::bf16) kernels.push_back(kern::AttnKernel::wgmma_ws_alt);
+      const AttnRun old = c.run(Checks::unchecked, kern::AttnKernel::wgmma);
+      for (const kern::AttnKernel which : kernels) {
+        const AttnRun run = c.run(Checks::unchecked, which);
+        INFO(run.kernel);
+        REQUIRE(run.kernel.find("wgmma_ws") != std::string::npos);
+        const Compare cmp = compare(c, run);
+        CHECK(cmp.nan_mismatch == 0);
+        CHECK(cmp.worst < tolerance(cfg.elem));
+        CHECK(cmp.worst_lse < 1e-3);
+        double worst = 0;
+        for (size_t i = 0; i < run.out.size(); ++i)
+          if (!std::isnan(old.out[i])) worst = std::max(worst, double(std::abs(run.out[i] - old.out[i])));
+        CHECK(worst < 1e-2);
+        // the checked form (every CTA in bounds here: its first launch runs them all) computes
+        // the same bits, records nothing and counts every row once
+        const AttnRun checked = c.run(Checks::checked, which);
+        CHECK(checked.record.count == 0);
+        bool identical = true;
+        for (size_t i = 0; i < run.out.size(); ++i)
+          if (!(run.out[i] == checked.out[i] || (std::isnan(run.out[i]) && std::isnan(checked.out[i])))) identical = false;
+        CHECK(identical);
+        for (size_t i = 0; i < checked.row_writes.size(); ++i) {
+          INFO("row " << i);
+          REQUIRE(checked.row_writes[i] == 1u);
+        }
+      }
+    }
+  }
+}
+
 // The wgmma kernel reads the rows the mma.sync kernel reads (its key range is computed in the
 // mma.sync kernel's key tiles) and goes through the same loaders, so on broken calls both
 // refuse and record the same accesses: same count, smallest index and launch-order key, and
@@ -373,26 +480,7 @@ TEST_CASE("cuda: the wgmma and mma.sync kernels record the same violations", "[c
     WARN("SKIPPED: this device or build has no wgmma kernel (compute capability 9.0 and sm_90a needed)");
     return;
   }
-  struct Broken {
-    const char* what;
-    int head_dim;
-    bool causal;
-    int left, right;
-    std::vector<int32_t> cu_q, cu_k;
-    int64_t rows_q, rows_k;
-  };
-  const std::vector<Broken> cases = {
-      {"cu_seqlens_q past q/out", 128, false, -1, -1, {0, 100, 300}, {0, 100, 300}, 200, 300},
-      {"cu_seqlens_k past k/v", 64, false, -1, -1, {0, 100, 300}, {0, 150, 420}, 300, 333},
-      {"cu_seqlens_k past k/v, causal", 128, true, -1, -1, {0, 260, 600}, {0, 300, 700}, 600, 610},
-      {"cu_seqlens_k past k/v, window", 64, false, 40, 7, {0, 260, 600}, {0, 300, 700}, 600, 555},
-      {"negative q start", 64, false, -1, -1, {-16, 48, 128}, {0, 64, 144}, 128, 144},
-      {"negative k start", 128, true, -1, -1, {0, 64, 144}, {-40, 64, 144}, 144, 144},
-      {"d192: cu_seqlens_q past q/out", 192, false, -1, -1, {0, 100, 300}, {0, 100, 300}, 200, 300},
-      {"d192: cu_seqlens_k past k/v, causal", 192, true, -1, -1, {0, 260, 600}, {0, 300, 700}, 600, 610},
-      {"d192: cu_seqlens_k past k/v, window", 192, false, 40, 7, {0, 260, 600}, {0, 300, 700}, 600, 555},
-      {"d192: negative k start", 192, true, -1, -1, {0, 64, 144}, {-40, 64, 144}, 144, 144},
-  };
+  const std::vector<Broken> cases = broken_calls();
   for (const Broken& bc : cases) {
     DYNAMIC_SECTION(bc.what) {
       AttnSpec s;
@@ -431,6 +519,90 @@ TEST_CASE("cuda: the wgmma and mma.sync kernels record the same violations", "[c
       CHECK(nan_mismatch == 0);
       CHECK(worst < 3e-2);
       CHECK(wg.row_writes == mma.row_writes);
+      // the warp-specialised kernel (head dim 128): its first launch leaves these CTAs to the
+      // wgmma kernel's second, which records what the wgmma kernel records
+      for (const TcKernel& k : ws_kernels(bc.head_dim)) {
+        const AttnRun ws = c.run(Checks::checked, k.which);
+        INFO(cuda::describe(ws.record));
+        CHECK(ws.record.count == wg.record.count);
+        CHECK(ws.record.min_index == wg.record.min_index);
+        CHECK(ws.record.order == wg.record.order);
+        CHECK(ws.row_writes == wg.row_writes);
+        const AccessRecord dws = c.run(Checks::checked, k.which, mma.record.order).record;
+        CHECK(dws.first.buffer == dw.first.buffer);
+        CHECK(dws.first.index == dw.first.index);
+        CHECK(dws.first.row == dw.first.row);
+        CHECK(dws.first.tile == dw.first.tile);
+        bool same_nan = true;
+        double worst_ws = 0;
+        for (size_t i = 0; i < wg.out.size(); ++i) {
+          if (std::isnan(wg.out[i]) != std::isnan(ws.out[i])) same_nan = false;
+          else if (!std::isnan(wg.out[i])) worst_ws = std::max(worst_ws, double(std::abs(wg.out[i] - ws.out[i])));
+        }
+        CHECK(same_nan);
+        CHECK(worst_ws < 1e-2);
+      }
+    }
+  }
+}
+
+// The checked forward runs in two launches (kernels/varlen_attention.cuh fwd_cta_in_bounds,
+// fwd_checked_fallback): the unchecked body on the CTAs whose accesses all lie in bounds, the
+// checked body on the others, as the CTAs of FA2's grid they are. What it writes is what the
+// checked body writes on every CTA in one launch: the same record (count, smallest index,
+// launch-order key, the detail-mode access), coverage and output. The one-launch form is in a
+// build with ATTN_DOCTOR_FWD_ONE_LAUNCH only (the benchmarks'); elsewhere this says so.
+TEST_CASE("cuda: the checked forward in two launches writes what it writes in one", "[cuda]") {
+  if (!have_device()) return;
+  std::vector<Broken> cases = broken_calls();
+  cases.push_back({"healthy segments before one past k/v", 128, false, -1, -1, {0, 300, 600, 900},
+                   {0, 300, 600, 1000}, 900, 950});
+  for (const Broken& bc : cases) {
+    for (const TcKernel& k : tensor_core_kernels(bc.head_dim)) {
+      DYNAMIC_SECTION(bc.what << " (" << k.name << ")") {
+        AttnSpec s;
+        s.head_dim = bc.head_dim, s.heads = 4, s.heads_k = 2, s.causal = bc.causal;
+        s.window_left = bc.left, s.window_right = bc.right;
+        s.cu_q = bc.cu_q, s.cu_k = bc.cu_k, s.rows_q = bc.rows_q, s.rows_k = bc.rows_k;
+        const AttnCase c(s);
+        const kern::AttnKernel one_launch = k.which == kern::AttnKernel::wgmma ? kern::AttnKernel::wgmma_one_launch
+                                                                               : kern::AttnKernel::tensor_core_one_launch;
+        AttnRun one;
+        try {
+          one = c.run(Checks::checked, one_launch);
+        } catch (const cuda::LaunchConfigError&) {
+          WARN("SKIPPED: this build has no one-launch checked forward (ATTN_DOCTOR_FWD_ONE_LAUNCH)");
+          return;
+        }
+        const AttnRun two = c.run(Checks::checked, k.which);
+        INFO(cuda::describe(one.record) << " | " << cuda::describe(two.record));
+        REQUIRE(one.record.count > 0);
+        CHECK(two.record.count == one.record.count);
+        CHECK(two.record.min_index == one.record.min_index);
+        CHECK(two.record.order == one.record.order);
+        CHECK(two.row_writes == one.row_writes);
+        bool same_out = true, same_lse = true;
+        for (size_t i = 0; i < one.out.size(); ++i)
+          if (!(one.out[i] == two.out[i] || (std::isnan(one.out[i]) && std::isnan(two.out[i])))) same_out = false;
+        for (size_t i = 0; i < one.lse.size(); ++i)
+          if (!(one.lse[i] == two.lse[i] || (std::isnan(one.lse[i]) && std::isnan(two.lse[i])))) same_lse = false;
+        CHECK(same_out);
+        CHECK(same_lse);
+        const AccessRecord d1 = c.run(Checks::checked, one_launch, one.record.order).record;
+        const AccessRecord d2 = c.run(Checks::checked, k.which, one.record.order).record;
+        INFO(cuda::describe(d1) << " | " << cuda::describe(d2));
+        CHECK(d2.first.buffer == d1.first.buffer);
+        CHECK(d2.first.kind == d1.first.kind);
+        CHECK(d2.first.index == d1.first.index);
+        CHECK(d2.first.bound == d1.first.bound);
+        CHECK((d2.first.block[0] == d1.first.block[0] && d2.first.block[1] == d1.first.block[1] &&
+               d2.first.block[2] == d1.first.block[2]));
+        CHECK(d2.first.segment == d1.first.segment);
+        CHECK(d2.first.row == d1.first.row);
+        CHECK(d2.first.head == d1.first.head);
+        CHECK(d2.first.tile == d1.first.tile);
+        CHECK(d2.thread == d1.thread);
+      }
     }
   }
 }
@@ -470,6 +642,19 @@ TEST_CASE("cuda: an overshooting cu_seqlens is recorded as attention.access, nev
       CHECK(nan_mismatch == 0);
       CHECK(worst < 3e-2);
       CHECK(run.row_writes == generic.row_writes);
+      // The tensor-core kernels run the CTAs whose rows reach past q/out in their checked
+      // form's second launch, as the CTAs of FA2's grid they are: the first access in launch
+      // order is the one-launch generic kernel's, with the same CTA.
+      CHECK(run.record.order == generic.record.order);
+      const AccessRecord dr = c.run(Checks::checked, kern::AttnKernel::automatic, run.record.order).record;
+      const AccessRecord dg = c.run(Checks::checked, kern::AttnKernel::generic, run.record.order).record;
+      INFO(cuda::describe(dr) << " | " << cuda::describe(dg));
+      CHECK(dr.first.buffer == dg.first.buffer);
+      CHECK(dr.first.index == dg.first.index);
+      CHECK((dr.first.block[0] == dg.first.block[0] && dr.first.block[1] == dg.first.block[1] &&
+             dr.first.block[2] == dg.first.block[2]));
+      CHECK(dr.first.segment == dg.first.segment);
+      CHECK(dr.first.row == dg.first.row);
     }
   }
 }

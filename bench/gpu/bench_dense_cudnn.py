@@ -81,6 +81,25 @@ def bench(lib, args, record):
                     verified = verified and err_alt < 2e-2 and record.fields()["count"] == 0
                     variants["alt_checked"] = lambda: ours(True, 5)
                     variants["alt_unchecked"] = lambda: ours(False, 5)
+                if args.wgmma_ws and d == 128:  # the wgmma kernel the warp-specialised default replaced (4),
+                    # and the warp-specialised kernel without ping-pong (9), verified alike
+                    for name, which, checked in (("wgmma_checked", 4, True), ("wgmma_unchecked", 4, False),
+                                                 ("ws_alt_checked", 9, True)):
+                        out.fill_(float("nan"))
+                        ours(checked, which)
+                        torch.cuda.synchronize()
+                        e = ((out.float() - ref).norm() / ref.norm()).item()
+                        if not e < 2e-2 or (checked and record.fields()["count"] != 0):
+                            print(f"VERIFICATION FAILED ({name}): rel_err={e}", flush=True)
+                            verified = False
+                        variants[name] = (lambda w, c: lambda: ours(c, w))(which, checked)
+                if args.one_launch:  # the checked form in one launch (a build with ATTN_DOCTOR_FWD_ONE_LAUNCH)
+                    out.fill_(float("nan"))
+                    ours(True, 6)
+                    torch.cuda.synchronize()
+                    err_one = ((out.float() - ref).norm() / ref.norm()).item()
+                    verified = verified and err_one < 2e-2 and record.fields()["count"] == 0
+                    variants["one_checked"] = lambda: ours(True, 6)
                 times = time_round_robin(variants, args.reps, args.warmup)
                 pairs = B * (L * (L + 1) // 2 if causal else L * L)
                 flop = 4.0 * H * d * pairs
@@ -93,6 +112,16 @@ def bench(lib, args, record):
                 print(f"dense d={d} causal={int(causal)} B={B} L={L}: ours {t['checked']:.1f} "
                       f"(unchecked {t['unchecked']:.1f}) FA2 {t['fa2']:.1f} cuDNN {t.get('cudnn', float('nan')):.1f} "
                       f"TFLOP/s{'' if verified else '  UNVERIFIED'}", flush=True)
+                if "wgmma_checked" in t:
+                    c = t.get("cudnn", float("nan"))
+                    print(f"     wgmma kernel (before): checked {t['wgmma_checked']:.1f} ({t['wgmma_checked'] / c:.2f}x "
+                          f"cuDNN) unchecked {t['wgmma_unchecked']:.1f} ({t['wgmma_unchecked'] / c:.2f}x); default: checked "
+                          f"{t['checked'] / c:.2f}x unchecked {t['unchecked'] / c:.2f}x cuDNN; without ping-pong "
+                          f"(checked) {t['ws_alt_checked']:.1f}", flush=True)
+                if "one_checked" in t:
+                    print(f"     one launch: checked {t['one_checked']:.1f} TFLOP/s; overhead two launches "
+                          f"{100 * (med['checked'] / med['unchecked'] - 1):+.1f}%, one launch "
+                          f"{100 * (med['one_checked'] / med['unchecked'] - 1):+.1f}%", flush=True)
                 if "alt_checked" in t:
                     print(f"     wgmma alt variant: checked {t['alt_checked']:.1f} unchecked {t['alt_unchecked']:.1f} "
                           f"TFLOP/s", flush=True)
@@ -127,6 +156,11 @@ def main():
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--wgmma-alt", action="store_true",
                     help="also time the wgmma kernel's other variant (a build with ATTN_DOCTOR_WGMMA_ALT)")
+    ap.add_argument("--wgmma-ws", action="store_true",
+                    help="at head dim 128 also time the wgmma kernel the warp-specialised default replaced and the "
+                         "warp-specialised kernel without ping-pong")
+    ap.add_argument("--one-launch", action="store_true",
+                    help="also time the wgmma kernel's checked form in one launch (a build with ATTN_DOCTOR_FWD_ONE_LAUNCH)")
     ap.add_argument("--json")
     ap.add_argument("--md")
     args = ap.parse_args()

@@ -183,6 +183,32 @@ def bench_attention(lib, args, gen, record):
                         verified = False
                     variants["wgmma_alt_checked"] = lambda: ours(True, 5)
                     variants["wgmma_alt_unchecked"] = lambda: ours(False, 5)
+                if args.wgmma_ws and kernel_name.startswith("varlen_fwd_wgmma_ws"):
+                    # head dim 128: the default is the warp-specialised kernel; the wgmma kernel it
+                    # replaced (4), and the warp-specialised one without ping-pong (9), verified alike
+                    for name, which, checked in (("wgmma_checked", 4, True), ("wgmma_unchecked", 4, False),
+                                                 ("ws_alt_checked", 9, True)):
+                        out.fill_(float("nan"))
+                        ours(checked, which)
+                        torch.cuda.synchronize()
+                        e = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+                        errs[name] = e
+                        if not (e < 2e-2) or (checked and record.fields()["count"] != 0):
+                            print(f"VERIFICATION FAILED ({name}): rel_err={e}", flush=True)
+                            verified = False
+                        variants[name] = (lambda w, c: lambda: ours(c, w))(which, checked)
+                if args.one_launch:  # the checked forms in one launch (a build with ATTN_DOCTOR_FWD_ONE_LAUNCH)
+                    for name, which in (("one_checked", 6 if kernel_name.startswith("varlen_fwd_wgmma") else 7),
+                                        ("mma_one_checked", 7)):
+                        out.fill_(float("nan"))
+                        ours(True, which)
+                        torch.cuda.synchronize()
+                        one_err = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+                        errs[name] = one_err
+                        if not (one_err < 2e-2) or record.fields()["count"] != 0:
+                            print(f"ONE-LAUNCH VERIFICATION FAILED ({name}): rel_err={one_err}", flush=True)
+                            verified = False
+                        variants[name] = (lambda w: lambda: ours(True, w))(which)
                 if args.alt:  # the tensor-core kernel's other warp layout
                     out.fill_(float("nan"))
                     ours(True, 3)
@@ -209,10 +235,24 @@ def bench_attention(lib, args, gen, record):
                 row["check_overhead"] = med["checked"] / med["unchecked"] - 1.0
                 row["mma_check_overhead"] = med["mma_checked"] / med["mma_unchecked"] - 1.0
                 row["ours_over_mma_sync"] = med["mma_checked"] / med["checked"]
+                if "one_checked" in med:
+                    row["one_launch_check_overhead"] = med["one_checked"] / med["unchecked"] - 1.0
+                    row["mma_one_launch_check_overhead"] = med["mma_one_checked"] / med["mma_unchecked"] - 1.0
+                    print(f"     one launch: checked {row['tflops']['one_checked']:6.1f} TFLOP/s overhead "
+                          f"{100 * row['one_launch_check_overhead']:+.1f}%; mma.sync checked "
+                          f"{row['tflops']['mma_one_checked']:6.1f} overhead "
+                          f"{100 * row['mma_one_launch_check_overhead']:+.1f}%", flush=True)
                 rows.append(row)
                 if args.alt:
                     print(f"     alt layout: checked {row['tflops']['alt_checked']:6.1f} unchecked "
                           f"{row['tflops']['alt_unchecked']:6.1f} TFLOP/s", flush=True)
+                if "wgmma_checked" in med:
+                    row["ws_over_wgmma_checked"] = med["wgmma_checked"] / med["checked"]
+                    row["ws_over_wgmma_unchecked"] = med["wgmma_unchecked"] / med["unchecked"]
+                    print(f"     wgmma kernel (before): checked {row['tflops']['wgmma_checked']:6.1f} unchecked "
+                          f"{row['tflops']['wgmma_unchecked']:6.1f} TFLOP/s; warp-specialised / wgmma: checked "
+                          f"{row['ws_over_wgmma_checked']:.2f}x unchecked {row['ws_over_wgmma_unchecked']:.2f}x; "
+                          f"without ping-pong (checked) {row['tflops']['ws_alt_checked']:6.1f}", flush=True)
                 if "wgmma_alt_checked" in med:
                     row["wgmma_alt_check_overhead"] = med["wgmma_alt_checked"] / med["wgmma_alt_unchecked"] - 1.0
                     print(f"     wgmma alt variant: checked {row['tflops']['wgmma_alt_checked']:6.1f} unchecked "
@@ -409,6 +449,12 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--skip-memory", action="store_true")
     ap.add_argument("--alt", action="store_true", help="also time the tensor-core kernel's other warp layout")
+    ap.add_argument("--wgmma-ws", action="store_true",
+                    help="at head dim 128 (where the default is the warp-specialised wgmma kernel) also time the "
+                         "wgmma kernel it replaced and the warp-specialised kernel without ping-pong")
+    ap.add_argument("--one-launch", action="store_true",
+                    help="also time the checked forms in one launch, as before the two-launch form (a build with "
+                         "ATTN_DOCTOR_FWD_ONE_LAUNCH)")
     ap.add_argument("--wgmma-alt", action="store_true",
                     help="also time the wgmma kernel's other variant (needs ATTN_DOCTOR_WGMMA_ALT)")
     ap.add_argument("--block-m-d256", type=int, default=128, choices=(64, 128),

@@ -29,11 +29,20 @@
 // published by cp.async.wait_group + fence.proxy.async + one CTA barrier per iteration.
 // Registers: S (BN / 2) + P (BN / 4) + O (D / 2) fp32/b32 per thread.
 //
-// Checked form: the key rows a CTA reads are contiguous, so one comparison per buffer picks
-// between two copies of the main loop: the unchecked loop when every row is inside k and v,
-// the per-tile checked loader otherwise (see mainloop below). The checks therefore cost the
-// hot loop nothing; what remains is the Q/out test per tile, the LSE bound and the coverage
-// count.
+// Checked form, in two launches (as the wgmma backward's): the first runs this body unchecked,
+// with the coverage count, on every CTA whose accesses all lie inside their buffers
+// (fwd_cta_in_bounds in varlen_attention.cuh: Q / out rows, LSE elements, the key range in k
+// and v); a CTA that fails the test exits before touching anything, and the second launch
+// (varlen_fwd_wgmma_fallback_kernel, persistent) runs the checked body for it as the CTA of
+// FA2's grid it is, so the records, launch-order keys and coverage counts are the one-launch
+// checked body's. A healthy batch pays a test per CTA and the second launch's scan; the first
+// launch's image has the unchecked form's main loop (bench/fwd_sass.py). The checked body
+// itself: the key rows a CTA reads are contiguous, so one comparison per buffer picks between
+// two copies of the main loop: the unchecked loop when every row is inside k and v, the
+// per-tile checked loader otherwise (see mainloop below); the Q/out test per tile, the LSE
+// bound and the coverage count. (In one launch the checked body cost +6 % at d64, +11 to
+// +13 % at d128 on an H100: the checked image at the register cap reloads kernel parameters
+// and recomputes addresses in the hot loop, bench/results/fwd-merged-h100-2026-11-27.)
 //
 // Key range: the rows a CTA reads are the mma.sync kernel's, [n_min, n_max) in its key tiles
 // of RB = 64 (d64) / 32 (d128) keys, clipped to the segment; this kernel covers them with
@@ -159,10 +168,11 @@ __device__ __forceinline__ void gemm_pv_smem(float (&o)[D / 2], uint32_t p_addr,
                                    gmma::sw128_desc_words(v_lo + mnmajor_step(kc)));
 }
 
-template <class T, int D, int BN, int MinBlocks, bool PSmem, bool Checked, bool InteriorLoads>
-__global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads, MinBlocks)
-    varlen_fwd_wgmma_kernel(const VarlenFwdParams p) {
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+// One query tile (CTA `tile` of FA2's grid), unchecked or checked; CountRows: count the
+// out rows written (coverage: the checked forms). smem_raw: the kernel's dynamic shared memory.
+template <class T, int D, int BN, int MinBlocks, bool PSmem, bool Checked, bool InteriorLoads, bool CountRows>
+__device__ __forceinline__ void wgmma_fwd_tile(const VarlenFwdParams& p, const QueryTile& tile,
+                                               unsigned char* smem_raw) {
   using Shape = WgmmaShape<D, BN, MinBlocks, PSmem>;
   using LayoutP = Sw128Panels<BN, 64>;      // a warpgroup's P tile: 64 rows of BN keys
   using LayoutQ = Sw128Panels<D, kBlockM>;  // Q (and the staged O): 128 rows
@@ -172,7 +182,6 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
   constexpr int NB = BN / 8;   // 8-column blocks of S: s[4 i + e]
   constexpr int DB = D / 8;    // 8-column blocks of O: o[4 i + e]
   constexpr int KP = BN / 16;  // k16 steps of P·V
-  extern __shared__ unsigned char smem_raw[];
   // Align to a swizzle atom by adding an offset to the shared pointer itself (rounding the
   // generic address through an integer would make every access below a generic one, ST/LD
   // instead of STS/LDS, with 64-bit addresses).
@@ -184,7 +193,6 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
   };
   constexpr int S = Shape::kStages;
 
-  const QueryTile tile = fwd_tile(p, kBlockM);
   if (skips<Checked>(p, tile)) return;
   const int m_block = tile.at.x, b = tile.at.y, h = tile.at.z, row0 = tile.row0;
   const Segment seg = tile.seg;
@@ -319,11 +327,11 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
     auto mainloop = [&](auto kv_checked_tag) {
       constexpr bool KVChecked = Checked && decltype(kv_checked_tag)::value;
       auto load_k = [&](int i, int buf) {
-        load_key_rows<T, D, BN, NT, KVChecked, LayoutKV, KeyRole, InteriorLoads>(p, kpipe, k_tile(buf), seg, b, h_kv, (t_hi - i) * BN, key_lo,
+        load_key_rows<T, D, BN, NT, KVChecked, LayoutKV, KeyRole, InteriorLoads>(p, kpipe, k_tile(buf), seg, tile.at, h_kv, (t_hi - i) * BN, key_lo,
                                                          key_hi, RB);
       };
       auto load_v = [&](int i, int buf) {
-        load_key_rows<T, D, BN, NT, KVChecked, LayoutKV, ValueRole, InteriorLoads>(p, vpipe, v_tile(buf), seg, b, h_kv, (t_hi - i) * BN, key_lo,
+        load_key_rows<T, D, BN, NT, KVChecked, LayoutKV, ValueRole, InteriorLoads>(p, vpipe, v_tile(buf), seg, tile.at, h_kv, (t_hi - i) * BN, key_lo,
                                                          key_hi, RB);
       };
       // S stages (3, or 2 where three do not fit): tile i in buffer i % S. Copy groups:
@@ -332,9 +340,9 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
       // before the newest, so with three stages each load has a whole iteration to land.
       // (a literal last argument: each copy is specialised, the usual one is the unchecked load)
       if (q_rows_checked)
-        load_q_tile<T, D, NT, Checked, LayoutQ>(p, sQ, seg, b, h, row0, m_block, true);
+        load_q_tile<T, D, NT, Checked, LayoutQ>(p, sQ, seg, tile.at, row0, true);
       else
-        load_q_tile<T, D, NT, Checked, LayoutQ>(p, sQ, seg, b, h, row0, m_block, false);
+        load_q_tile<T, D, NT, Checked, LayoutQ>(p, sQ, seg, tile.at, row0, false);
       load_k(0, 0);
       cp_async_commit();
       if (num_tiles > 1) load_k(1, 1);
@@ -431,14 +439,64 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
   stage_rows<T, DB, LayoutQ>(sQ, o, warp * 16, lane);
   __syncwarp();
   if (q_rows_checked)
-    store_out_rows<T, D, 16, Checked, LayoutQ>(p, sQ, seg, b, h, m_block, row0, warp, lane, true);
+    store_out_rows<T, D, 16, Checked, LayoutQ, CountRows>(p, sQ, seg, tile.at, row0, warp, lane, true);
   else
-    store_out_rows<T, D, 16, Checked, LayoutQ>(p, sQ, seg, b, h, m_block, row0, warp, lane, false);
-  write_lse_rows<Checked>(p, seg, b, h, m_block, row_a, lane, lse);
+    store_out_rows<T, D, 16, Checked, LayoutQ, CountRows>(p, sQ, seg, tile.at, row0, warp, lane, false);
+  write_lse_rows<Checked>(p, tile.at, seg, row_a, lane, lse);
+}
+
+// The unchecked form (Checked false), and the checked form's first launch (Checked true): the
+// unchecked body, with the coverage count, on the CTAs of which fwd_cta_in_bounds holds (the
+// test broadcast from lane 0, so that ptxas sees a warp-uniform exit); the others exit at once
+// and varlen_fwd_wgmma_fallback_kernel runs them checked. The body is the unchecked form's
+// code in both: the checks cost the hot loop nothing.
+template <class T, int D, int BN, int MinBlocks, bool PSmem, bool Checked, bool InteriorLoads>
+__global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads, MinBlocks)
+    varlen_fwd_wgmma_kernel(const VarlenFwdParams p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char smem_raw[];
+  const QueryTile tile = fwd_tile(p, kBlockM);
+  if constexpr (Checked) {
+    using Shape = WgmmaShape<D, BN, MinBlocks, PSmem>;
+    if (!__shfl_sync(0xffffffffu, int(fwd_cta_in_bounds(p, tile, kBlockM, Shape::kRangeBlockN)), 0)) return;
+  }
+  wgmma_fwd_tile<T, D, BN, MinBlocks, PSmem, false, InteriorLoads, Checked>(p, tile, smem_raw);
 #else
   __trap();  // built for a target without wgmma: the launcher never selects it there
 #endif
 }
+
+// The checked form's second launch: the CTAs the first left (those of which some access may
+// lie outside its buffer), with the checked body (the per-tile and per-row tests, the
+// records), as the CTAs of FA2's grid they are (fwd_checked_fallback: a persistent grid).
+template <class T, int D, int BN, int MinBlocks, bool PSmem, bool InteriorLoads>
+__global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads, MinBlocks)
+    varlen_fwd_wgmma_fallback_kernel(const VarlenFwdParams p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Shape = WgmmaShape<D, BN, MinBlocks, PSmem>;
+  extern __shared__ unsigned char smem_raw[];
+  fwd_checked_fallback<Shape::kThreads>(p, kBlockM, Shape::kRangeBlockN, [&](const QueryTile& t) {
+    wgmma_fwd_tile<T, D, BN, MinBlocks, PSmem, true, InteriorLoads, true>(p, t, smem_raw);
+  });
+#else
+  __trap();
+#endif
+}
+
+#ifdef ATTN_DOCTOR_FWD_ONE_LAUNCH
+// The checked form in one launch, as before the two-launch form: the checked body on every
+// CTA (benchmarks only: AttnKernel::wgmma_one_launch, a build with ATTN_DOCTOR_FWD_ONE_LAUNCH).
+template <class T, int D, int BN, int MinBlocks, bool PSmem, bool InteriorLoads>
+__global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads, MinBlocks)
+    varlen_fwd_wgmma_one_launch_kernel(const VarlenFwdParams p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  extern __shared__ unsigned char smem_raw[];
+  wgmma_fwd_tile<T, D, BN, MinBlocks, PSmem, true, InteriorLoads, true>(p, fwd_tile(p, kBlockM), smem_raw);
+#else
+  __trap();
+#endif
+}
+#endif
 
 }  // namespace ad::kern::attn
 
@@ -448,39 +506,63 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
 
 namespace ad::kern::attn {
 
+// The launches of one configuration in form `form` (detail::FwdForm).
+template <class T, int D, class C>
+detail::FwdKernels wgmma_kernels(detail::FwdForm form) {
+  using Shape = WgmmaShape<D, C::kBlockN, C::kMinBlocks, C::kPSmem>;
+  static_assert(Shape::kSmemBytes + kFwdFallbackScanBytes<Shape::kThreads> <= 227 * 1024,
+                "the second launch's scan must fit beside the body's shared memory");
+  const auto entry = [](void (*fn)(VarlenFwdParams)) {
+    return detail::FwdKernel{fn, Shape::kThreads, Shape::kSmemBytes};
+  };
+  detail::FwdKernels k;
+  switch (form) {
+    case detail::FwdForm::unchecked:
+      k.main = entry(&varlen_fwd_wgmma_kernel<T, D, C::kBlockN, C::kMinBlocks, C::kPSmem, false, C::kInteriorLoads>);
+      break;
+    case detail::FwdForm::checked:
+      k.main = entry(&varlen_fwd_wgmma_kernel<T, D, C::kBlockN, C::kMinBlocks, C::kPSmem, true, C::kInteriorLoads>);
+      k.fallback =
+          entry(&varlen_fwd_wgmma_fallback_kernel<T, D, C::kBlockN, C::kMinBlocks, C::kPSmem, C::kInteriorLoads>);
+      break;
+    case detail::FwdForm::checked_one_launch:
+#ifdef ATTN_DOCTOR_FWD_ONE_LAUNCH
+      k.main =
+          entry(&varlen_fwd_wgmma_one_launch_kernel<T, D, C::kBlockN, C::kMinBlocks, C::kPSmem, C::kInteriorLoads>);
+      break;
+#else
+      throw cuda::LaunchConfigError("this build carries the checked wgmma forward in two launches only "
+                                    "(ATTN_DOCTOR_FWD_ONE_LAUNCH off)");
+#endif
+  }
+  return k;
+}
+
 template <class T, template <int> class Cfg>
-detail::FwdKernel wgmma_kernel_cfg(int head_dim, bool checked) {
-  return with_tensor_core_head_dim(head_dim, checked, "wgmma varlen forward", [](auto d, auto c) {
-    constexpr int D = decltype(d)::value;
-    using C = Cfg<D>;
-    using Shape = WgmmaShape<D, C::kBlockN, C::kMinBlocks, C::kPSmem>;
-    return detail::FwdKernel{
-        &varlen_fwd_wgmma_kernel<T, D, C::kBlockN, C::kMinBlocks, C::kPSmem, decltype(c)::value, C::kInteriorLoads>,
-                             Shape::kThreads, Shape::kSmemBytes};
-  });
+detail::FwdKernels wgmma_kernel_cfg(int head_dim, detail::FwdForm form) {
+  return with_tensor_core_head_dim(head_dim, form != detail::FwdForm::unchecked, "wgmma varlen forward",
+                                   [&](auto d, auto) {
+                                     constexpr int D = decltype(d)::value;
+                                     return wgmma_kernels<T, D, Cfg<D>>(form);
+                                   });
 }
 
 // Head dim 192 in the default shape (kernels/sm90a/varlen_attention_wgmma_d192_{bf16,fp16}.cu).
 template <class T, int D>
-detail::FwdKernel wgmma_kernel_d(bool checked) {
-  using C = WgmmaDefault<D>;
-  using Shape = WgmmaShape<D, C::kBlockN, C::kMinBlocks, C::kPSmem>;
-  return detail::FwdKernel{
-      checked ? &varlen_fwd_wgmma_kernel<T, D, C::kBlockN, C::kMinBlocks, C::kPSmem, true, C::kInteriorLoads>
-              : &varlen_fwd_wgmma_kernel<T, D, C::kBlockN, C::kMinBlocks, C::kPSmem, false, C::kInteriorLoads>,
-                           Shape::kThreads, Shape::kSmemBytes};
+detail::FwdKernels wgmma_kernel_d(detail::FwdForm form) {
+  return wgmma_kernels<T, D, WgmmaDefault<D>>(form);
 }
 
 // alt: the other tile shape (WgmmaAlt), compiled only with ATTN_DOCTOR_WGMMA_ALT (benchmarks of
 // the shape choice).
 template <class T>
-detail::FwdKernel wgmma_kernel(int head_dim, bool checked, bool alt) {
+detail::FwdKernels wgmma_kernel(int head_dim, detail::FwdForm form, bool alt) {
 #ifdef ATTN_DOCTOR_WGMMA_ALT
-  if (alt) return wgmma_kernel_cfg<T, WgmmaAlt>(head_dim, checked);
+  if (alt) return wgmma_kernel_cfg<T, WgmmaAlt>(head_dim, form);
 #else
   if (alt) throw cuda::LaunchConfigError("this build carries one wgmma tile shape (ATTN_DOCTOR_WGMMA_ALT off)");
 #endif
-  return wgmma_kernel_cfg<T, WgmmaDefault>(head_dim, checked);
+  return wgmma_kernel_cfg<T, WgmmaDefault>(head_dim, form);
 }
 
 }  // namespace ad::kern::attn

@@ -5,8 +5,8 @@
 #include "launch.hpp"
 
 namespace ad::kern::detail {
-FwdKernel varlen_fwd_wgmma_bf16(int head_dim, bool checked, bool alt) {
-  if (head_dim == 192 && !alt) return varlen_fwd_wgmma_d192_bf16(checked);
-  return attn::wgmma_kernel<__nv_bfloat16>(head_dim, checked, alt);
+FwdKernels varlen_fwd_wgmma_bf16(int head_dim, FwdForm form, bool alt) {
+  if (head_dim == 192 && !alt) return varlen_fwd_wgmma_d192_bf16(form);
+  return attn::wgmma_kernel<__nv_bfloat16>(head_dim, form, alt);
 }
 }  // namespace ad::kern::detail

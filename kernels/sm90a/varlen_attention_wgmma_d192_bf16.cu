@@ -5,5 +5,7 @@
 #include "launch.hpp"
 
 namespace ad::kern::detail {
-FwdKernel varlen_fwd_wgmma_d192_bf16(bool checked) { return attn::wgmma_kernel_d<__nv_bfloat16, 192>(checked); }
+FwdKernels varlen_fwd_wgmma_d192_bf16(FwdForm form) {
+  return attn::wgmma_kernel_d<__nv_bfloat16, 192>(form);
+}
 }  // namespace ad::kern::detail

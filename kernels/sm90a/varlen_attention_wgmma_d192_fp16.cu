@@ -5,5 +5,7 @@
 #include "launch.hpp"
 
 namespace ad::kern::detail {
-FwdKernel varlen_fwd_wgmma_d192_fp16(bool checked) { return attn::wgmma_kernel_d<__half, 192>(checked); }
+FwdKernels varlen_fwd_wgmma_d192_fp16(FwdForm form) {
+  return attn::wgmma_kernel_d<__half, 192>(form);
+}
 }  // namespace ad::kern::detail

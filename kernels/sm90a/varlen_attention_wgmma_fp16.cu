@@ -6,9 +6,9 @@
 #include "launch.hpp"
 
 namespace ad::kern::detail {
-FwdKernel varlen_fwd_wgmma_fp16(int head_dim, bool checked, bool alt) {
-  if (head_dim == 192 && !alt) return varlen_fwd_wgmma_d192_fp16(checked);
+FwdKernels varlen_fwd_wgmma_fp16(int head_dim, FwdForm form, bool alt) {
+  if (head_dim == 192 && !alt) return varlen_fwd_wgmma_d192_fp16(form);
   if (alt) throw cuda::LaunchConfigError("the other wgmma tile shape is built for bf16 only");
-  return attn::wgmma_kernel_cfg<__half, attn::WgmmaDefault>(head_dim, checked);
+  return attn::wgmma_kernel_cfg<__half, attn::WgmmaDefault>(head_dim, form);
 }
 }  // namespace ad::kern::detail

@@ -1,0 +1,13 @@
+// The warp-specialised wgmma forward's instantiations for bf16 (head dim 128; the kernel in
+// varlen_attention_wgmma_ws.cuh, its launcher in kernels/varlen_attention.cu), compiled for
+// sm_90a only (CMakeLists.txt: attn_doctor_cuda_sm90a). alt: the variant without ping-pong
+// (benchmarks), bf16 only.
+#include "varlen_attention_wgmma_ws.cuh"
+#include "launch.hpp"
+
+namespace ad::kern::detail {
+FwdKernel varlen_fwd_wgmma_ws_bf16(bool checked, bool alt) {
+  return alt ? attn::wgmma_ws_kernel<__nv_bfloat16, attn::WgmmaWsAlt>(checked)
+             : attn::wgmma_ws_kernel<__nv_bfloat16, attn::WgmmaWsDefault>(checked);
+}
+}  // namespace ad::kern::detail
