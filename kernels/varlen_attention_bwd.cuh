@@ -864,6 +864,31 @@ __device__ __forceinline__ void load_query_step(const VarlenBwdParams& p, const 
   load_row_stats<BM, Checked>(p, w.at, seg, w.cu_q_b, tm, m0, sLse + buf * BM, sDs + buf * BM);
 }
 
+// The start of a key block's walk (run: the steps steps_to_walk leaves, not empty): K and V,
+// and the first step's (m_max - 1) Q / dO / LSE / softmax_d into buffer 0, one cp.async group.
+template <class T, int D, int BM, int BN, int NT, bool Checked>
+__device__ __forceinline__ void start_walk(const VarlenBwdParams& p, const KeyBlockWalk& w, int n_block,
+                                           const decltype(KeyBlockWalk::steps)& run, T* sK, T* sV, T* sQ0, T* sdO0,
+                                           float* sLse, float* sDs) {
+  load_key_block<T, D, BN, NT, Checked>(p, w, n_block, sK, sV);
+  load_query_step<T, D, BM, NT, Checked>(p, w, int(run.m_max) - 1, 0, sQ0, sdO0, sLse, sDs);
+  cp_async_commit();
+}
+
+// The top of query step m (buffer buf) of the walk, steps m_max - 1 down to m_min: waits for
+// its tiles, then (__syncthreads: every warp is done with the other buffer and with the
+// body's shared tiles of the step before) loads step m - 1 into the other buffer, in flight
+// while step m runs.
+template <class T, int D, int BM, int NT, bool Checked>
+__device__ __forceinline__ void begin_query_step(const VarlenBwdParams& p, const KeyBlockWalk& w,
+                                                 const decltype(KeyBlockWalk::steps)& run, int m, int buf, T* sQ0,
+                                                 T* sdO0, float* sLse, float* sDs) {
+  cp_async_wait<0>();
+  __syncthreads();
+  if (m > run.m_min) load_query_step<T, D, BM, NT, Checked>(p, w, m - 1, buf ^ 1, sQ0, sdO0, sLse, sDs);
+  cp_async_commit();
+}
+
 // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ of a warp's 16 keys (rows kr .. kr + 15 of sK and sV, [BN][D])
 // x NB n8 blocks of the step's query columns from q0 (rows of sQ and sdO, [BM][D]).
 template <class T, int D, int NB>
@@ -983,18 +1008,14 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, const C
   if (!steps_to_walk<BM, BN, Checked>(p, w, n_block, run)) return;
 
   if (run.m_max > run.m_min) {
-    load_key_block<T, D, BN, NT, Checked>(p, w, n_block, sK, sV);
+    start_walk<T, D, BM, BN, NT, Checked>(p, w, n_block, run, sK, sV, sQ0, sdO0, sLse, sDs);
     int buf = 0;
-    load_query_step<T, D, BM, NT, Checked>(p, w, int(run.m_max) - 1, 0, sQ0, sdO0, sLse, sDs);
-    cp_async_commit();
     const int kr = warp * 16;                 // the warp's first key row in the tile
     const int key_a = n0 + kr + (lane >> 2);  // segment key of accumulator rows e < 2 (e >= 2: + 8)
     for (int m = int(run.m_max) - 1; m >= int(run.m_min); --m) {
       const int m0 = m * BM;
-      cp_async_wait<0>();
-      __syncthreads();  // this block's tiles are in; every warp is done with the other buffer and sdS
-      if (m > run.m_min) load_query_step<T, D, BM, NT, Checked>(p, w, m - 1, buf ^ 1, sQ0, sdO0, sLse, sDs);
-      cp_async_commit();
+      // this step's tiles are in; every warp is done with the other buffer and sdS
+      begin_query_step<T, D, BM, NT, Checked>(p, w, run, m, buf, sQ0, sdO0, sLse, sDs);
       const T* sQ = sQ0 + buf * BM * D;
       const T* sdO = sdO0 + buf * BM * D;
 

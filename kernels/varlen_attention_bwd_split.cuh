@@ -21,8 +21,9 @@
 // Pᵀ and dSᵀ take 104 KB at 192 and 136 KB at 256, inside an A100's 163 KB (sm_80 and sm_90 run
 // the same instantiation). Every access goes through the same helpers as at 64 / 128
 // (load_rows, load_row_stats, add_dq, write_dk_dv_rows, trim_walk, key_block_in_bounds), and the
-// steps the two bodies share are one definition (steps_to_walk, load_key_block, load_query_step,
-// s_dp_product, p_ds_step, dq_step), so the checked form records and refuses exactly what they do.
+// steps the two bodies share are one definition (steps_to_walk, start_walk, begin_query_step,
+// load_key_block, load_query_step, s_dp_product, p_ds_step, dq_step), so the checked form
+// records and refuses exactly what they do.
 #pragma once
 
 #include "varlen_attention_bwd.cuh"
@@ -89,17 +90,13 @@ __device__ __forceinline__ void key_block_body_split(const VarlenBwdParams& p, c
   if (!steps_to_walk<BM, BN, Checked>(p, w, n_block, run)) return;
 
   if (run.m_max > run.m_min) {
-    load_key_block<T, D, BN, NT, Checked>(p, w, n_block, sK, sV);
+    start_walk<T, D, BM, BN, NT, Checked>(p, w, n_block, run, sK, sV, sQ0, sdO0, sLse, sDs);
     int buf = 0;
-    load_query_step<T, D, BM, NT, Checked>(p, w, int(run.m_max) - 1, 0, sQ0, sdO0, sLse, sDs);
-    cp_async_commit();
     const int key_a = n0 + kr + (lane >> 2);  // segment key of accumulator rows e < 2 (e >= 2: + 8)
     for (int m = int(run.m_max) - 1; m >= int(run.m_min); --m) {
       const int m0 = m * BM;
-      cp_async_wait<0>();
-      __syncthreads();  // this block's tiles are in; every warp is done with the other buffer, sP and sdS
-      if (m > run.m_min) load_query_step<T, D, BM, NT, Checked>(p, w, m - 1, buf ^ 1, sQ0, sdO0, sLse, sDs);
-      cp_async_commit();
+      // this step's tiles are in; every warp is done with the other buffer, sP and sdS
+      begin_query_step<T, D, BM, NT, Checked>(p, w, run, m, buf, sQ0, sdO0, sLse, sDs);
       const T* sQ = sQ0 + buf * BM * D;
       const T* sdO = sdO0 + buf * BM * D;
 
