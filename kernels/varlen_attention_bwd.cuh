@@ -503,6 +503,169 @@ __device__ __forceinline__ bool trim_walk(const VarlenBwdParams& p, const KeyBlo
   return true;
 }
 
+// ---------------------------------------------------------------------------------------
+// The steps the two mma.sync key-block bodies share (key_block_body below: 128 keys, a warp's
+// 16 keys across the whole head dim; key_block_body_split, varlen_attention_bwd_split.cuh: 64
+// keys, a warp's 16 keys across half of it): one definition each, so both make the same
+// accesses, checks and records.
+
+// Zeroes a thread's m16n8 accumulator fragments (NB n8 blocks each) of two products: a key
+// block's dK and dV, a step's Sᵀ and dPᵀ.
+template <int NB>
+__device__ __forceinline__ void zero_frags(float (&a)[NB][4], float (&b)[NB][4]) {
+#pragma unroll
+  for (int i = 0; i < NB; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) a[i][e] = b[i][e] = 0.f;
+}
+
+// The query steps a key block's body walks into `run`: all of w.steps, or, checked, what
+// trim_walk leaves of them (BM rows a step, BN keys a block). False: the block lies wholly
+// past k, v, dk and dv (recorded), and nothing runs.
+template <int BM, int BN, bool Checked>
+__device__ __forceinline__ bool steps_to_walk(const VarlenBwdParams& p, const KeyBlockWalk& w, int n_block,
+                                              decltype(KeyBlockWalk::steps)& run) {
+  run = w.steps;
+  if constexpr (Checked) return trim_walk<BM, BN>(p, w, n_block, run);
+  else return true;
+}
+
+// K and V of the key block (its BN rows from key n0 of the segment, head h_kv) into the
+// swizzled [BN][D] tiles sK and sV.
+template <class T, int D, int BN, int NT, bool Checked>
+__device__ __forceinline__ void load_key_block(const VarlenBwdParams& p, const KeyBlockWalk& w, int n_block, T* sK,
+                                               T* sV) {
+  load_rows<T, D, BN, NT, Checked>(p, w.at, static_cast<const T*>(p.k.data), p.k.heads, p.k.rows, p.k.buffer, sK,
+                                   w.seg.start_k, w.n0, w.key_valid, w.h_kv, n_block, oc::kMainKeyReads, 0);
+  load_rows<T, D, BN, NT, Checked>(p, w.at, static_cast<const T*>(p.v.data), p.v.heads, p.v.rows, p.v.buffer, sV,
+                                   w.seg.start_k, w.n0, w.key_valid, w.h_kv, n_block, oc::kMainKeyReads,
+                                   int64_t(order::kValueBit));
+}
+
+// Q / dO / LSE / softmax_d of query step m (BM rows) into buffer `buf` of the step's double
+// buffers: sQ0 and sdO0 [2][BM][D], sLse and sDs [2][BM].
+template <class T, int D, int BM, int NT, bool Checked>
+__device__ __forceinline__ void load_query_step(const VarlenBwdParams& p, const KeyBlockWalk& w, int m, int buf, T* sQ0,
+                                                T* sdO0, float* sLse, float* sDs) {
+  const Segment& seg = w.seg;
+  const int m0 = m * BM, h = w.at.z, tm = w.tm;
+  load_rows<T, D, BM, NT, Checked>(p, w.at, static_cast<const T*>(p.q.data), p.q.heads, p.q.rows, p.q.buffer,
+                                   sQ0 + buf * BM * D, seg.start_q, m0, seg.len_q, h, m0 / tm, oc::kMainQueryReads, 0,
+                                   p.dout.rows == p.q.rows ? 2 : 1);  // a q row past q: its dO row too
+  load_rows<T, D, BM, NT, Checked>(p, w.at, static_cast<const T*>(p.dout.data), p.dout.heads, p.dout.rows,
+                                   p.dout.buffer, sdO0 + buf * BM * D, seg.start_q, m0, seg.len_q, h, m0 / tm,
+                                   oc::kMainQueryReads, 0, p.dout.rows == p.q.rows ? 0 : 1);
+  load_row_stats<BM, Checked>(p, w.at, seg, w.cu_q_b, tm, m0, sLse + buf * BM, sDs + buf * BM);
+}
+
+// The start of a key block's walk (run: the steps steps_to_walk leaves, not empty): K and V,
+// and the first step's (m_max - 1) Q / dO / LSE / softmax_d into buffer 0, one cp.async group.
+template <class T, int D, int BM, int BN, int NT, bool Checked>
+__device__ __forceinline__ void start_walk(const VarlenBwdParams& p, const KeyBlockWalk& w, int n_block,
+                                           const decltype(KeyBlockWalk::steps)& run, T* sK, T* sV, T* sQ0, T* sdO0,
+                                           float* sLse, float* sDs) {
+  load_key_block<T, D, BN, NT, Checked>(p, w, n_block, sK, sV);
+  load_query_step<T, D, BM, NT, Checked>(p, w, int(run.m_max) - 1, 0, sQ0, sdO0, sLse, sDs);
+  cp_async_commit();
+}
+
+// The top of query step m (buffer buf) of the walk, steps m_max - 1 down to m_min: waits for
+// its tiles, then (__syncthreads: every warp is done with the other buffer and with the
+// body's shared tiles of the step before) loads step m - 1 into the other buffer, in flight
+// while step m runs.
+template <class T, int D, int BM, int NT, bool Checked>
+__device__ __forceinline__ void begin_query_step(const VarlenBwdParams& p, const KeyBlockWalk& w,
+                                                 const decltype(KeyBlockWalk::steps)& run, int m, int buf, T* sQ0,
+                                                 T* sdO0, float* sLse, float* sDs) {
+  cp_async_wait<0>();
+  __syncthreads();
+  if (m > run.m_min) load_query_step<T, D, BM, NT, Checked>(p, w, m - 1, buf ^ 1, sQ0, sdO0, sLse, sDs);
+  cp_async_commit();
+}
+
+// Sᵀ = K Qᵀ and dPᵀ = V dOᵀ of a warp's 16 keys (rows kr .. kr + 15 of sK and sV, [BN][D])
+// x NB n8 blocks of the step's query columns from q0 (rows of sQ and sdO, [BM][D]).
+template <class T, int D, int NB>
+__device__ __forceinline__ void s_dp_product(float (&s)[NB][4], float (&dp)[NB][4], const T* sK, const T* sV,
+                                             const T* sQ, const T* sdO, int kr, int q0) {
+  constexpr int KD = D / 16;  // k16 steps over the head dim
+  const int tid = threadIdx.x, lane = tid & 31;
+  zero_frags(s, dp);
+#pragma unroll
+  for (int kk = 0; kk < KD; ++kk) {
+    uint32_t ka[4], va[4];
+    ldmatrix_x4(ka, sK + swz<D>(kr + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 16 + (lane >> 4) * 8));
+    ldmatrix_x4(va, sV + swz<D>(kr + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 16 + (lane >> 4) * 8));
+#pragma unroll
+    for (int nb2 = 0; nb2 < NB / 2; ++nb2) {
+      uint32_t qf[4], of[4];
+      const int qr = q0 + nb2 * 16 + (lane & 7) + ((lane >> 4) << 3), qc = kk * 16 + ((lane >> 3) & 1) * 8;
+      ldmatrix_x4(qf, sQ + swz<D>(qr, qc));
+      Mma<T>::run(s[2 * nb2], ka, qf[0], qf[1]);
+      Mma<T>::run(s[2 * nb2 + 1], ka, qf[2], qf[3]);
+      ldmatrix_x4(of, sdO + swz<D>(qr, qc));
+      Mma<T>::run(dp[2 * nb2], va, of[0], of[1]);
+      Mma<T>::run(dp[2 * nb2 + 1], va, of[2], of[3]);
+    }
+  }
+}
+
+// P = exp(S - LSE) (s becomes Pᵀ) and dS = P (dP - softmax_d) (dp becomes dSᵀ) in place, for
+// the fragments s_dp_product left (key_a: the segment key of accumulator rows e < 2, e >= 2:
+// + 8; query columns from q0 of the step at row m0, whose LSE and softmax_d are lse and dsm).
+// mask: the step's block needs the per-element test (fa2::block_needs_mask); keys a row does
+// not see (fa2::row_keys: causal diagonal, window, past the segment) get 0.
+template <int NB>
+__device__ __forceinline__ void p_ds_step(const StepMath& sm, bool mask, const float* lse, const float* dsm, int m0,
+                                          int q0, int key_a, float (&s)[NB][4], float (&dp)[NB][4]) {
+  const int tid = threadIdx.x, lane = tid & 31;
+  with_p_ds_form(sm, mask, [&](auto softcap, auto masked) {
+#pragma unroll
+    for (int i = 0; i < NB; ++i)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int col = q0 + i * 8 + 2 * (lane & 3) + c;
+        const float lse2 = lse[col] * kLog2e, d = dsm[col];
+        const fa2::KeyLimits kl = row_keys_if<masked.value>(sm, m0 + col);
+#pragma unroll
+        for (int e = c; e < 4; e += 2)
+          p_and_ds<softcap.value, masked.value>(sm, kl, key_a + (e >> 1) * 8, lse2, d, s[i][e], dp[i][e]);
+      }
+  });
+}
+
+// dQ (BM x D) = dS (BM x BN) K (BN x D) of the step at row m0, from dSᵀ (sdS, [BN][BM]) and
+// K (sK, [BN][D]) in shared memory, added into dq_accum copy `split` (add_dq): warp = (row
+// tile mt, column group ch) of Shape's dQ layout (kDqRowTiles x kDqCols columns).
+template <class Shape, class T, int D, bool Checked>
+__device__ __forceinline__ void dq_step(const VarlenBwdParams& p, const KeyBlockWalk& w, int split, int m0,
+                                        const T* sdS, const T* sK) {
+  constexpr int BM = Shape::kBlockM, BN = Shape::kBlockN, DQ_COLS = Shape::kDqCols, DQB = DQ_COLS / 8;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int mt = warp % Shape::kDqRowTiles, ch = warp / Shape::kDqRowTiles;
+  float dq[DQB][4];
+#pragma unroll
+  for (int i = 0; i < DQB; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) dq[i][e] = 0.f;
+#pragma unroll
+  for (int kc = 0; kc < BN / 16; ++kc) {
+    uint32_t a[4];
+    ldmatrix_x4_trans(a, sdS + swz_ds<BM>(kc * 16 + (lane & 7) + (lane >> 4) * 8, mt * 16 + ((lane >> 3) & 1) * 8));
+#pragma unroll
+    for (int db2 = 0; db2 < DQB / 2; ++db2) {
+      uint32_t kf[4];
+      ldmatrix_x4_trans(kf, sK + swz<D>(kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
+                                        ch * DQ_COLS + db2 * 16 + (lane >> 4) * 8));
+      Mma<T>::run(dq[2 * db2], a, kf[0], kf[1]);
+      Mma<T>::run(dq[2 * db2 + 1], a, kf[2], kf[3]);
+    }
+  }
+  add_dq<DQB, Checked>(p, w.at, w.seg, w.cu_q_b, w.tm, w.m_top, split, m0 + mt * 16 + (lane >> 2),
+                       ch * DQ_COLS + 2 * (lane & 3), (lane & 3) == 0 && ch == 0,
+                       reinterpret_cast<const float(&)[DQB * 4]>(dq));
+}
+
 // Key block n_block of CTA `at` (segment at.y, head at.z); its dq goes into dq_accum copy
 // `split`.
 template <class T, int D, int BM, bool Checked>
@@ -512,9 +675,7 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, const C
   constexpr int BN = Shape::kBlockN, NT = Shape::kThreads;
   constexpr int NBM = BM / 8;  // n8 blocks of Sᵀ / dPᵀ (query columns)
   constexpr int DB = D / 8;    // n8 blocks of dK / dV
-  constexpr int KD = D / 16;   // k16 steps over the head dim
-  constexpr int DQ_COLS = Shape::kDqCols;
-  constexpr int DQB = DQ_COLS / 8;
+  constexpr int DQB = Shape::kDqCols / 8;
   static_assert(BN == kBwdBlockN && DQB % 2 == 0 && Shape::kDqRowTiles * Shape::kDqColGroups == Shape::kWarps,
                 "the dQ warp layout covers BM x D");
 
@@ -526,103 +687,37 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, const C
   float* sLse = reinterpret_cast<float*>(sdS + BN * BM);  // [2][BM], the LSE
   float* sDs = sLse + 2 * BM;                              // [2][BM], softmax_d
 
-  const int h = cta.z;
   const KeyBlockWalk w = key_block_walk(p, cta, n_block, BM);
   if (w.kb.exits) return;  // FA2: n_block * kBlockN >= actual_seqlen_k
   const Segment& seg = w.seg;
-  const int n0 = w.n0, h_kv = w.h_kv, tm = w.tm, key_valid = w.key_valid;
+  const int n0 = w.n0, key_valid = w.key_valid;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const Cta& at = w.at;
-  const int64_t m_top = w.m_top;
-  const int32_t cu_q_b = w.cu_q_b;
   const fa2::Flags& flags = w.flags;
-  const StepMath& sm = w.sm;
-  const auto& qb = w.steps;
 
   float dk[DB][4], dv[DB][4];
-#pragma unroll
-  for (int i = 0; i < DB; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dk[i][e] = dv[i][e] = 0.f;
+  zero_frags(dk, dv);
 
-  auto run = qb;
-  if constexpr (Checked) {
-    if (!trim_walk<BM, BN>(p, w, n_block, run)) return;
-  }
+  decltype(KeyBlockWalk::steps) run;
+  if (!steps_to_walk<BM, BN, Checked>(p, w, n_block, run)) return;
 
   if (run.m_max > run.m_min) {
-    load_rows<T, D, BN, NT, Checked>(p, at, static_cast<const T*>(p.k.data), p.k.heads, p.k.rows, p.k.buffer, sK,
-                                     seg.start_k, n0, key_valid, h_kv, n_block, oc::kMainKeyReads, 0);
-    load_rows<T, D, BN, NT, Checked>(p, at, static_cast<const T*>(p.v.data), p.v.heads, p.v.rows, p.v.buffer, sV,
-                                     seg.start_k, n0, key_valid, h_kv, n_block, oc::kMainKeyReads,
-                                     int64_t(order::kValueBit));
-    // Q / dO / LSE / softmax_d of query block m into buffer `buf`.
-    auto load_q_block = [&](int m, int buf) {
-      const int m0 = m * BM;
-      load_rows<T, D, BM, NT, Checked>(p, at, static_cast<const T*>(p.q.data), p.q.heads, p.q.rows, p.q.buffer,
-                                       sQ0 + buf * BM * D, seg.start_q, m0, seg.len_q, h, m0 / tm, oc::kMainQueryReads, 0,
-                                       p.dout.rows == p.q.rows ? 2 : 1);  // a q row past q: its dO row too
-      load_rows<T, D, BM, NT, Checked>(p, at, static_cast<const T*>(p.dout.data), p.dout.heads, p.dout.rows,
-                                       p.dout.buffer, sdO0 + buf * BM * D, seg.start_q, m0, seg.len_q, h, m0 / tm,
-                                       oc::kMainQueryReads, 0, p.dout.rows == p.q.rows ? 0 : 1);
-      load_row_stats<BM, Checked>(p, at, seg, cu_q_b, tm, m0, sLse + buf * BM, sDs + buf * BM);
-    };
-
+    start_walk<T, D, BM, BN, NT, Checked>(p, w, n_block, run, sK, sV, sQ0, sdO0, sLse, sDs);
     int buf = 0;
-    load_q_block(int(run.m_max) - 1, 0);
-    cp_async_commit();
     const int kr = warp * 16;                 // the warp's first key row in the tile
     const int key_a = n0 + kr + (lane >> 2);  // segment key of accumulator rows e < 2 (e >= 2: + 8)
     for (int m = int(run.m_max) - 1; m >= int(run.m_min); --m) {
       const int m0 = m * BM;
-      cp_async_wait<0>();
-      __syncthreads();  // this block's tiles are in; every warp is done with the other buffer and sdS
-      if (m > run.m_min) load_q_block(m - 1, buf ^ 1);
-      cp_async_commit();
+      // this step's tiles are in; every warp is done with the other buffer and sdS
+      begin_query_step<T, D, BM, NT, Checked>(p, w, run, m, buf, sQ0, sdO0, sLse, sDs);
       const T* sQ = sQ0 + buf * BM * D;
       const T* sdO = sdO0 + buf * BM * D;
-      const float* lse = sLse + buf * BM;
-      const float* dsm = sDs + buf * BM;
 
-      // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for the warp's 16 keys x BM queries.
+      // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ for the warp's 16 keys x BM queries, then Pᵀ and dSᵀ in place.
       float s[NBM][4], dp[NBM][4];
-#pragma unroll
-      for (int i = 0; i < NBM; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[i][e] = dp[i][e] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < KD; ++kk) {
-        uint32_t ka[4], va[4];
-        ldmatrix_x4(ka, sK + swz<D>(kr + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 16 + (lane >> 4) * 8));
-        ldmatrix_x4(va, sV + swz<D>(kr + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 16 + (lane >> 4) * 8));
-#pragma unroll
-        for (int nb2 = 0; nb2 < NBM / 2; ++nb2) {
-          uint32_t qf[4], of[4];
-          ldmatrix_x4(qf, sQ + swz<D>(nb2 * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 16 + ((lane >> 3) & 1) * 8));
-          Mma<T>::run(s[2 * nb2], ka, qf[0], qf[1]);
-          Mma<T>::run(s[2 * nb2 + 1], ka, qf[2], qf[3]);
-          ldmatrix_x4(of, sdO + swz<D>(nb2 * 16 + (lane & 7) + ((lane >> 4) << 3), kk * 16 + ((lane >> 3) & 1) * 8));
-          Mma<T>::run(dp[2 * nb2], va, of[0], of[1]);
-          Mma<T>::run(dp[2 * nb2 + 1], va, of[2], of[3]);
-        }
-      }
-
-      // P = exp(S - LSE) (s becomes Pᵀ) and dS = P (dP - softmax_d) (dp becomes dSᵀ); keys
-      // a row does not see (fa2::row_keys: causal diagonal, window, past the segment) get 0.
-      const bool mask = fa2::block_needs_mask(n0, BN, m0, BM, seg.len_q, seg.len_k, flags);
-      with_p_ds_form(sm, mask, [&](auto softcap, auto masked) {
-#pragma unroll
-        for (int i = 0; i < NBM; ++i)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const int col = i * 8 + 2 * (lane & 3) + c;
-            const float lse2 = lse[col] * kLog2e, d = dsm[col];
-            const fa2::KeyLimits kl = row_keys_if<masked.value>(sm, m0 + col);
-#pragma unroll
-            for (int e = c; e < 4; e += 2)
-              p_and_ds<softcap.value, masked.value>(sm, kl, key_a + (e >> 1) * 8, lse2, d, s[i][e], dp[i][e]);
-          }
-      });
+      s_dp_product<T, D>(s, dp, sK, sV, sQ, sdO, kr, 0);
+      p_ds_step(w.sm, fa2::block_needs_mask(n0, BN, m0, BM, seg.len_q, seg.len_k, flags), sLse + buf * BM,
+                sDs + buf * BM, m0, 0, key_a, s, dp);
 
       // dV += Pᵀ dO and dK += dSᵀ Q: the accumulators are the A operands already.
 #pragma unroll
@@ -655,31 +750,7 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, const C
       }
       __syncthreads();  // dSᵀ complete
 
-      // dQ (BM x D) = dS (BM x BN) K (BN x D): warp = (row tile mt, column group ch).
-      {
-        const int mt = warp % Shape::kDqRowTiles, ch = warp / Shape::kDqRowTiles;
-        float dq[DQB][4];
-#pragma unroll
-        for (int i = 0; i < DQB; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) dq[i][e] = 0.f;
-#pragma unroll
-        for (int kc = 0; kc < BN / 16; ++kc) {
-          uint32_t a[4];
-          ldmatrix_x4_trans(a, sdS + swz_ds<BM>(kc * 16 + (lane & 7) + (lane >> 4) * 8, mt * 16 + ((lane >> 3) & 1) * 8));
-#pragma unroll
-          for (int db2 = 0; db2 < DQB / 2; ++db2) {
-            uint32_t kf[4];
-            ldmatrix_x4_trans(kf, sK + swz<D>(kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                              ch * DQ_COLS + db2 * 16 + (lane >> 4) * 8));
-            Mma<T>::run(dq[2 * db2], a, kf[0], kf[1]);
-            Mma<T>::run(dq[2 * db2 + 1], a, kf[2], kf[3]);
-          }
-        }
-        add_dq<DQB, Checked>(p, at, seg, cu_q_b, tm, m_top, split, m0 + mt * 16 + (lane >> 2),
-                             ch * DQ_COLS + 2 * (lane & 3), (lane & 3) == 0 && ch == 0,
-                             reinterpret_cast<const float(&)[DQB * 4]>(dq));
-      }
+      dq_step<Shape, T, D, Checked>(p, w, split, m0, sdS, sK);
       buf ^= 1;
     }
   }

@@ -20,8 +20,10 @@
 // together: 96 at 192, 128 at 256). BM is 32: K, V (64 x D), Q and dO (two buffers of BM x D),
 // Pᵀ and dSᵀ take 104 KB at 192 and 136 KB at 256, inside an A100's 163 KB (sm_80 and sm_90 run
 // the same instantiation). Every access goes through the same helpers as at 64 / 128
-// (load_rows, load_row_stats, add_dq, write_dk_dv_rows, trim_walk, key_block_in_bounds), so the
-// checked form records and refuses exactly what they do.
+// (load_rows, load_row_stats, add_dq, write_dk_dv_rows, trim_walk, key_block_in_bounds), and the
+// steps the two bodies share are one definition (steps_to_walk, start_walk, begin_query_step,
+// load_key_block, load_query_step, s_dp_product, p_ds_step, dq_step), so the checked form
+// records and refuses exactly what they do.
 #pragma once
 
 #include "varlen_attention_bwd.cuh"
@@ -59,9 +61,6 @@ __device__ __forceinline__ void key_block_body_split(const VarlenBwdParams& p, c
   constexpr int BN = Shape::kBlockN, NT = Shape::kThreads;
   constexpr int NBS = Shape::kSCols / 8;   // n8 blocks of the warp's Sᵀ / dPᵀ
   constexpr int KVB = Shape::kKvCols / 8;  // n8 blocks of the warp's dK / dV
-  constexpr int KD = D / 16;               // k16 steps over the head dim
-  constexpr int DQ_COLS = Shape::kDqCols;
-  constexpr int DQB = DQ_COLS / 8;
 
   T* sK = reinterpret_cast<T*>(smem_raw);
   T* sV = sK + BN * D;
@@ -72,106 +71,41 @@ __device__ __forceinline__ void key_block_body_split(const VarlenBwdParams& p, c
   float* sLse = reinterpret_cast<float*>(sdS + BN * BM);  // [2][BM], the LSE
   float* sDs = sLse + 2 * BM;                              // [2][BM], softmax_d
 
-  const int h = cta.z;
   const KeyBlockWalk w = key_block_walk(p, cta, n_block, BM, BN);
   if (w.kb.exits) return;  // FA2: n_block * kBlockN >= actual_seqlen_k
   const Segment& seg = w.seg;
-  const int n0 = w.n0, h_kv = w.h_kv, tm = w.tm, key_valid = w.key_valid;
+  const int n0 = w.n0, key_valid = w.key_valid;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const Cta& at = w.at;
-  const int64_t m_top = w.m_top;
-  const int32_t cu_q_b = w.cu_q_b;
   const fa2::Flags& flags = w.flags;
-  const StepMath& sm = w.sm;
   const int kr = (warp % Shape::kKeyGroups) * 16;  // the warp's first key row in the block
   const int half = warp / Shape::kKeyGroups;
   const int q0 = half * Shape::kSCols;   // the warp's first query column of Sᵀ / dPᵀ
   const int c0 = half * Shape::kKvCols;  // the warp's first dK / dV column
 
   float dk[KVB][4], dv[KVB][4];
-#pragma unroll
-  for (int i = 0; i < KVB; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) dk[i][e] = dv[i][e] = 0.f;
+  zero_frags(dk, dv);
 
-  auto run = w.steps;
-  if constexpr (Checked) {
-    if (!trim_walk<BM, BN>(p, w, n_block, run)) return;
-  }
+  decltype(KeyBlockWalk::steps) run;
+  if (!steps_to_walk<BM, BN, Checked>(p, w, n_block, run)) return;
 
   if (run.m_max > run.m_min) {
-    load_rows<T, D, BN, NT, Checked>(p, at, static_cast<const T*>(p.k.data), p.k.heads, p.k.rows, p.k.buffer, sK,
-                                     seg.start_k, n0, key_valid, h_kv, n_block, oc::kMainKeyReads, 0);
-    load_rows<T, D, BN, NT, Checked>(p, at, static_cast<const T*>(p.v.data), p.v.heads, p.v.rows, p.v.buffer, sV,
-                                     seg.start_k, n0, key_valid, h_kv, n_block, oc::kMainKeyReads,
-                                     int64_t(order::kValueBit));
-    // Q / dO / LSE / softmax_d of query block m into buffer `buf` (as key_block_body)
-    auto load_q_block = [&](int m, int buf) {
-      const int m0 = m * BM;
-      load_rows<T, D, BM, NT, Checked>(p, at, static_cast<const T*>(p.q.data), p.q.heads, p.q.rows, p.q.buffer,
-                                       sQ0 + buf * BM * D, seg.start_q, m0, seg.len_q, h, m0 / tm, oc::kMainQueryReads, 0,
-                                       p.dout.rows == p.q.rows ? 2 : 1);  // a q row past q: its dO row too
-      load_rows<T, D, BM, NT, Checked>(p, at, static_cast<const T*>(p.dout.data), p.dout.heads, p.dout.rows,
-                                       p.dout.buffer, sdO0 + buf * BM * D, seg.start_q, m0, seg.len_q, h, m0 / tm,
-                                       oc::kMainQueryReads, 0, p.dout.rows == p.q.rows ? 0 : 1);
-      load_row_stats<BM, Checked>(p, at, seg, cu_q_b, tm, m0, sLse + buf * BM, sDs + buf * BM);
-    };
-
+    start_walk<T, D, BM, BN, NT, Checked>(p, w, n_block, run, sK, sV, sQ0, sdO0, sLse, sDs);
     int buf = 0;
-    load_q_block(int(run.m_max) - 1, 0);
-    cp_async_commit();
     const int key_a = n0 + kr + (lane >> 2);  // segment key of accumulator rows e < 2 (e >= 2: + 8)
     for (int m = int(run.m_max) - 1; m >= int(run.m_min); --m) {
       const int m0 = m * BM;
-      cp_async_wait<0>();
-      __syncthreads();  // this block's tiles are in; every warp is done with the other buffer, sP and sdS
-      if (m > run.m_min) load_q_block(m - 1, buf ^ 1);
-      cp_async_commit();
+      // this step's tiles are in; every warp is done with the other buffer, sP and sdS
+      begin_query_step<T, D, BM, NT, Checked>(p, w, run, m, buf, sQ0, sdO0, sLse, sDs);
       const T* sQ = sQ0 + buf * BM * D;
       const T* sdO = sdO0 + buf * BM * D;
-      const float* lse = sLse + buf * BM;
-      const float* dsm = sDs + buf * BM;
 
-      // 1. Sᵀ = K Qᵀ and dPᵀ = V dOᵀ: the warp's 16 keys x its kSCols query columns
+      // 1. Sᵀ = K Qᵀ and dPᵀ = V dOᵀ: the warp's 16 keys x its kSCols query columns; P and dS
+      // in place, then Pᵀ and dSᵀ into shared memory (rows: keys, columns: the step's queries)
       float s[NBS][4], dp[NBS][4];
-#pragma unroll
-      for (int i = 0; i < NBS; ++i)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[i][e] = dp[i][e] = 0.f;
-#pragma unroll
-      for (int kk = 0; kk < KD; ++kk) {
-        uint32_t ka[4], va[4];
-        ldmatrix_x4(ka, sK + swz<D>(kr + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 16 + (lane >> 4) * 8));
-        ldmatrix_x4(va, sV + swz<D>(kr + (lane & 7) + ((lane >> 3) & 1) * 8, kk * 16 + (lane >> 4) * 8));
-#pragma unroll
-        for (int nb2 = 0; nb2 < NBS / 2; ++nb2) {
-          uint32_t qf[4], of[4];
-          const int qr = q0 + nb2 * 16 + (lane & 7) + ((lane >> 4) << 3), qc = kk * 16 + ((lane >> 3) & 1) * 8;
-          ldmatrix_x4(qf, sQ + swz<D>(qr, qc));
-          Mma<T>::run(s[2 * nb2], ka, qf[0], qf[1]);
-          Mma<T>::run(s[2 * nb2 + 1], ka, qf[2], qf[3]);
-          ldmatrix_x4(of, sdO + swz<D>(qr, qc));
-          Mma<T>::run(dp[2 * nb2], va, of[0], of[1]);
-          Mma<T>::run(dp[2 * nb2 + 1], va, of[2], of[3]);
-        }
-      }
-
-      // P = exp(S - LSE) and dS = P (dP - softmax_d), masked as in key_block_body; then Pᵀ
-      // and dSᵀ into shared memory (rows: keys, columns: the step's queries)
-      const bool mask = fa2::block_needs_mask(n0, BN, m0, BM, seg.len_q, seg.len_k, flags);
-      with_p_ds_form(sm, mask, [&](auto softcap, auto masked) {
-#pragma unroll
-        for (int i = 0; i < NBS; ++i)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const int col = q0 + i * 8 + 2 * (lane & 3) + c;
-            const float lse2 = lse[col] * kLog2e, d = dsm[col];
-            const fa2::KeyLimits kl = row_keys_if<masked.value>(sm, m0 + col);
-#pragma unroll
-            for (int e = c; e < 4; e += 2)
-              p_and_ds<softcap.value, masked.value>(sm, kl, key_a + (e >> 1) * 8, lse2, d, s[i][e], dp[i][e]);
-          }
-      });
+      s_dp_product<T, D>(s, dp, sK, sV, sQ, sdO, kr, q0);
+      p_ds_step(w.sm, fa2::block_needs_mask(n0, BN, m0, BM, seg.len_q, seg.len_k, flags), sLse + buf * BM,
+                sDs + buf * BM, m0, q0, key_a, s, dp);
 #pragma unroll
       for (int i = 0; i < NBS; ++i) {
         const int r0 = kr + (lane >> 2), cc = q0 + i * 8 + 2 * (lane & 3);
@@ -202,31 +136,8 @@ __device__ __forceinline__ void key_block_body_split(const VarlenBwdParams& p, c
         }
       }
 
-      // 3. dQ (BM x D) = dS (BM x BN) K (BN x D): warp = (row tile mt, column group ch)
-      {
-        const int mt = warp % Shape::kDqRowTiles, ch = warp / Shape::kDqRowTiles;
-        float dq[DQB][4];
-#pragma unroll
-        for (int i = 0; i < DQB; ++i)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) dq[i][e] = 0.f;
-#pragma unroll
-        for (int kc = 0; kc < BN / 16; ++kc) {
-          uint32_t a[4];
-          ldmatrix_x4_trans(a, sdS + swz_ds<BM>(kc * 16 + (lane & 7) + (lane >> 4) * 8, mt * 16 + ((lane >> 3) & 1) * 8));
-#pragma unroll
-          for (int db2 = 0; db2 < DQB / 2; ++db2) {
-            uint32_t kf[4];
-            ldmatrix_x4_trans(kf, sK + swz<D>(kc * 16 + (lane & 7) + ((lane >> 3) & 1) * 8,
-                                              ch * DQ_COLS + db2 * 16 + (lane >> 4) * 8));
-            Mma<T>::run(dq[2 * db2], a, kf[0], kf[1]);
-            Mma<T>::run(dq[2 * db2 + 1], a, kf[2], kf[3]);
-          }
-        }
-        add_dq<DQB, Checked>(p, at, seg, cu_q_b, tm, m_top, split, m0 + mt * 16 + (lane >> 2),
-                             ch * DQ_COLS + 2 * (lane & 3), (lane & 3) == 0 && ch == 0,
-                             reinterpret_cast<const float(&)[DQB * 4]>(dq));
-      }
+      // 3. dQ (BM x D) = dS K as in key_block_body
+      dq_step<Shape, T, D, Checked>(p, w, split, m0, sdS, sK);
       buf ^= 1;
     }
   }
