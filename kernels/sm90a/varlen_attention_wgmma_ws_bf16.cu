@@ -1,7 +1,8 @@
 // The warp-specialised wgmma forward's instantiations for bf16 (head dim 128; the kernel in
 // varlen_attention_wgmma_ws.cuh, its launcher in kernels/varlen_attention.cu), compiled for
 // sm_90a only (CMakeLists.txt: attn_doctor_cuda_sm90a). alt: the variant without ping-pong
-// (benchmarks), bf16 only.
+// (benchmarks), bf16 only;
+// the persistent form (one CTA per SM looping over the query tiles).
 #include "varlen_attention_wgmma_ws.cuh"
 #include "launch.hpp"
 
@@ -9,5 +10,8 @@ namespace ad::kern::detail {
 FwdKernel varlen_fwd_wgmma_ws_bf16(bool checked, bool alt) {
   return alt ? attn::wgmma_ws_kernel<__nv_bfloat16, attn::WgmmaWsAlt>(checked)
              : attn::wgmma_ws_kernel<__nv_bfloat16, attn::WgmmaWsDefault>(checked);
+}
+FwdKernel varlen_fwd_wgmma_ws_persistent_bf16(bool checked) {
+  return attn::wgmma_ws_kernel<__nv_bfloat16, attn::WgmmaWsPersistent>(checked);
 }
 }  // namespace ad::kern::detail
