@@ -21,21 +21,21 @@ say "built"
 timeout 30 $B/tests/attn_doctor_tests "cuda: the warp-specialised wgmma forward matches fp64 attention" > $O/test-ws.log 2>&1; rc=$?; echo "ws test rc=$rc"; grep -B3 -A10 FAILED $O/test-ws.log | head -40; tail -3 $O/test-ws.log
 [[ $rc == 124 ]] && exit 1
 say "ws test"
-timeout 30 $B/tests/attn_doctor_tests "cuda: the wgmma and mma.sync kernels record the same violations" > $O/test-records.log 2>&1; echo "records test rc=$?"; grep -B3 -A10 FAILED $O/test-records.log | head -40; tail -3 $O/test-records.log
-say "records test"
 cudart_dir="$(dirname "$(command -v nvcc)")/../lib64"
 g++ -std=c++20 -O2 -shared -fPIC -o $B/libad_bench.so bench/gpu/capi.cpp -Ikernels -Ilib -I$D/include -I$cudart_dir/../include \
   -Wl,--no-undefined $(find $B -name libattn_doctor_cuda.a) $(find $B -name libattn_doctor_core.a) $(find $B -name libattn_doctor_cuda.a) \
   -L$cudart_dir -lcudart_static -ldl -lrt -lpthread > "$O/capi.log" 2>&1 || { cat "$O/capi.log"; exit 1; }
 say "capi"
-PYTHONUNBUFFERED=1 timeout 45 python3 bench/gpu/bench_dense_cudnn.py --lib $B/libad_bench.so --wgmma-ws --head-dims 128 --reps 20 --warmup 3 \
+PYTHONUNBUFFERED=1 timeout 40 python3 bench/gpu/bench_dense_cudnn.py --lib $B/libad_bench.so --wgmma-ws --head-dims 128 --reps 20 --warmup 3 \
   --json "$O/bench-dense.json" --md "$O/bench-dense.md" > "$O/bench-dense.log" 2>&1; echo "dense rc=$?"
 grep -v "^ *$" "$O/bench-dense.log" | tail -14
 say "dense"
-PYTHONUNBUFFERED=1 timeout 45 python3 bench/gpu/bench_kernels.py --lib $B/libad_bench.so --wgmma-ws --skip-memory --head-dims 128 \
+PYTHONUNBUFFERED=1 timeout 40 python3 bench/gpu/bench_kernels.py --lib $B/libad_bench.so --wgmma-ws --skip-memory --head-dims 128 \
   --tokens 16384 65536 --reps 20 --warmup 3 --json "$O/bench.json" --md "$O/bench.md" > "$O/bench.log" 2>&1; echo "bench rc=$?"
 grep -v "^ *$" "$O/bench.log" | grep -v "^#" | tail -14
 say "varlen"
+timeout 30 $B/tests/attn_doctor_tests "cuda: the wgmma and mma.sync kernels record the same violations" > $O/test-records.log 2>&1; echo "records test rc=$?"; grep -B3 -A10 FAILED $O/test-records.log | head -40; tail -3 $O/test-records.log
+say "records test"
 timeout 60 $B/tests/attn_doctor_tests "[cuda] ~[cuda-sweep] ~*backward*" > $O/test-fwd.log 2>&1; echo "fwd tests rc=$?"; grep -B3 -A12 "FAILED" $O/test-fwd.log | head -60; tail -3 $O/test-fwd.log
 say "fwd tests"
 timeout ${SWEEP_S:-60} $B/tests/attn_doctor_tests "[cuda-sweep]" > "$O/sweep.log" 2>&1; echo "sweep rc=$?"
