@@ -44,7 +44,8 @@ int64_t rotary_grid_rows(const RotaryParams& p, const int32_t* host_cu_seqlens);
 // wgmma_ws: the warp-specialised Hopper kernel (head_dim 128; checked: it runs the CTAs whose
 // accesses all lie in bounds, the checked wgmma kernel's second launch the others);
 // wgmma_ws_alt: the same without ping-pong (benchmarks only, bf16); wgmma_ws_persistent: the
-// same in its persistent form (one CTA per SM looping over FA2's query tiles).
+// same in its persistent form (one CTA per SM looping over FA2's query tiles; benchmarks only,
+// a build with ATTN_DOCTOR_WGMMA_WS_PERSISTENT).
 enum class AttnKernel {
   automatic = 0,
   tensor_core = 1,
@@ -169,9 +170,11 @@ FwdKernels varlen_fwd_wgmma_d192_fp16(FwdForm form);
 FwdKernel varlen_fwd_wgmma_ws_bf16(bool checked, bool alt);
 FwdKernel varlen_fwd_wgmma_ws_fp16(bool checked, bool alt);
 // Its persistent form: a grid of at most one CTA per SM, each looping over the launch grid's
-// query tiles (the same first launch of the checked form).
+// query tiles (the same first launch of the checked form); benchmarks only, in a build with
+// ATTN_DOCTOR_WGMMA_WS_PERSISTENT (else LaunchConfigError; wgmma_ws_persistent_built says which).
 FwdKernel varlen_fwd_wgmma_ws_persistent_bf16(bool checked);
 FwdKernel varlen_fwd_wgmma_ws_persistent_fp16(bool checked);
+bool wgmma_ws_persistent_built();
 struct BwdWgmmaKernels {
   BwdKernel main;
   BwdKernel fallback;  // checked form only (fn null otherwise)

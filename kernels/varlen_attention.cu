@@ -213,6 +213,14 @@ void detail::launch_kernel(const FwdKernel& k, dim3 grid, const VarlenFwdParams&
   launch_entry(k, grid, p, stream);
 }
 
+bool detail::wgmma_ws_persistent_built() {
+#if defined(ATTN_DOCTOR_WITH_WGMMA) && defined(ATTN_DOCTOR_WGMMA_WS_PERSISTENT)
+  return true;
+#else
+  return false;
+#endif
+}
+
 namespace {
 // The checked forward's launches: the first on the launch grid (persistent_main: a grid of at
 // most one CTA per SM, each looping over the launch grid's tiles), then, where the form has one,
@@ -352,9 +360,9 @@ Chosen choose_kernel(const VarlenFwdParams& p, AttnKernel which) {
     case AttnKernel::automatic: break;
   }
   // Head dim 128: the warp-specialised kernel, 1.12-1.18x the wgmma kernel on an H100
-  // (bench/results/fwd-ws-h100-2026-11-27), in its persistent form
-  // (bench/results/fwd-persistent-h100-2026-11-27).
-  if (varlen_fwd_has_wgmma_path(p)) return p.head_dim == 128 ? Chosen::wgmma_ws_persistent : Chosen::wgmma;
+  // (bench/results/fwd-ws-h100-2026-11-27); one CTA a tile: its persistent form ran at
+  // 0.82-1.00x it (bench/results/fwd-persistent-h100-2026-11-27).
+  if (varlen_fwd_has_wgmma_path(p)) return p.head_dim == 128 ? Chosen::wgmma_ws : Chosen::wgmma;
   return varlen_fwd_has_tensor_core_path(p) ? Chosen::mma_sync : Chosen::generic;
 }
 

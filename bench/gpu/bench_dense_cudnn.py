@@ -81,11 +81,10 @@ def bench(lib, args, record):
                     verified = verified and err_alt < 2e-2 and record.fields()["count"] == 0
                     variants["alt_checked"] = lambda: ours(True, 5)
                     variants["alt_unchecked"] = lambda: ours(False, 5)
-                if args.wgmma_ws and d == 128:  # the wgmma kernel the warp-specialised kernels replaced (4)
-                    # and the warp-specialised kernel one CTA a tile (8) beside the default (its persistent
-                    # form, 10), verified alike
+                if args.wgmma_ws and d == 128:  # the wgmma kernel the warp-specialised default replaced (4),
+                    # and the warp-specialised kernel without ping-pong (9), verified alike
                     for name, which, checked in (("wgmma_checked", 4, True), ("wgmma_unchecked", 4, False),
-                                                 ("ws_checked", 8, True), ("ws_unchecked", 8, False)):
+                                                 ("ws_alt_checked", 9, True)):
                         out.fill_(float("nan"))
                         ours(checked, which)
                         torch.cuda.synchronize()
@@ -94,6 +93,17 @@ def bench(lib, args, record):
                             print(f"VERIFICATION FAILED ({name}): rel_err={e}", flush=True)
                             verified = False
                         variants[name] = (lambda w, c: lambda: ours(c, w))(which, checked)
+                if args.ws_persistent and d == 128:  # the warp-specialised kernel's persistent form (10;
+                    # a build with ATTN_DOCTOR_WGMMA_WS_PERSISTENT), verified alike
+                    for name, checked in (("wsp_checked", True), ("wsp_unchecked", False)):
+                        out.fill_(float("nan"))
+                        ours(checked, 10)
+                        torch.cuda.synchronize()
+                        e = ((out.float() - ref).norm() / ref.norm()).item()
+                        if not e < 2e-2 or (checked and record.fields()["count"] != 0):
+                            print(f"VERIFICATION FAILED ({name}): rel_err={e}", flush=True)
+                            verified = False
+                        variants[name] = (lambda c: lambda: ours(c, 10))(checked)
                 if args.one_launch:  # the checked form in one launch (a build with ATTN_DOCTOR_FWD_ONE_LAUNCH)
                     out.fill_(float("nan"))
                     ours(True, 6)
@@ -117,11 +127,12 @@ def bench(lib, args, record):
                     c = t.get("cudnn", float("nan"))
                     print(f"     wgmma kernel (before): checked {t['wgmma_checked']:.1f} ({t['wgmma_checked'] / c:.2f}x "
                           f"cuDNN) unchecked {t['wgmma_unchecked']:.1f} ({t['wgmma_unchecked'] / c:.2f}x); default: checked "
-                          f"{t['checked'] / c:.2f}x unchecked {t['unchecked'] / c:.2f}x cuDNN", flush=True)
-                    print(f"     warp-specialised one CTA a tile: checked {t['ws_checked']:.1f} ({t['ws_checked'] / c:.2f}x) "
-                          f"unchecked {t['ws_unchecked']:.1f} ({t['ws_unchecked'] / c:.2f}x cuDNN); default / it: "
-                          f"checked {med['ws_checked'] / med['checked']:.3f}x unchecked "
-                          f"{med['ws_unchecked'] / med['unchecked']:.3f}x", flush=True)
+                          f"{t['checked'] / c:.2f}x unchecked {t['unchecked'] / c:.2f}x cuDNN; without ping-pong "
+                          f"(checked) {t['ws_alt_checked']:.1f}", flush=True)
+                if "wsp_checked" in t:
+                    print(f"     persistent form: checked {t['wsp_checked']:.1f} ({med['checked'] / med['wsp_checked']:.3f}x "
+                          f"the default) unchecked {t['wsp_unchecked']:.1f} ({med['unchecked'] / med['wsp_unchecked']:.3f}x)",
+                          flush=True)
                 if "one_checked" in t:
                     print(f"     one launch: checked {t['one_checked']:.1f} TFLOP/s; overhead two launches "
                           f"{100 * (med['checked'] / med['unchecked'] - 1):+.1f}%, one launch "
@@ -163,6 +174,9 @@ def main():
     ap.add_argument("--wgmma-ws", action="store_true",
                     help="at head dim 128 also time the wgmma kernel the warp-specialised default replaced and the "
                          "warp-specialised kernel without ping-pong")
+    ap.add_argument("--ws-persistent", action="store_true",
+                    help="at head dim 128 also time the warp-specialised kernel's persistent form (a build with "
+                         "ATTN_DOCTOR_WGMMA_WS_PERSISTENT)")
     ap.add_argument("--one-launch", action="store_true",
                     help="also time the wgmma kernel's checked form in one launch (a build with ATTN_DOCTOR_FWD_ONE_LAUNCH)")
     ap.add_argument("--json")

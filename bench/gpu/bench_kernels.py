@@ -184,10 +184,10 @@ def bench_attention(lib, args, gen, record):
                     variants["wgmma_alt_checked"] = lambda: ours(True, 5)
                     variants["wgmma_alt_unchecked"] = lambda: ours(False, 5)
                 if args.wgmma_ws and kernel_name.startswith("varlen_fwd_wgmma_ws"):
-                    # head dim 128: the default is the warp-specialised kernel's persistent form; the
-                    # wgmma kernel (4) and the warp-specialised kernel one CTA a tile (8), verified alike
+                    # head dim 128: the default is the warp-specialised kernel; the wgmma kernel it
+                    # replaced (4), and the warp-specialised one without ping-pong (9), verified alike
                     for name, which, checked in (("wgmma_checked", 4, True), ("wgmma_unchecked", 4, False),
-                                                 ("ws_checked", 8, True), ("ws_unchecked", 8, False)):
+                                                 ("ws_alt_checked", 9, True)):
                         out.fill_(float("nan"))
                         ours(checked, which)
                         torch.cuda.synchronize()
@@ -197,6 +197,19 @@ def bench_attention(lib, args, gen, record):
                             print(f"VERIFICATION FAILED ({name}): rel_err={e}", flush=True)
                             verified = False
                         variants[name] = (lambda w, c: lambda: ours(c, w))(which, checked)
+                if args.ws_persistent and kernel_name.startswith("varlen_fwd_wgmma_ws"):
+                    # the warp-specialised kernel's persistent form (10; a build with
+                    # ATTN_DOCTOR_WGMMA_WS_PERSISTENT), verified alike
+                    for name, checked in (("wsp_checked", True), ("wsp_unchecked", False)):
+                        out.fill_(float("nan"))
+                        ours(checked, 10)
+                        torch.cuda.synchronize()
+                        e = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+                        errs[name] = e
+                        if not (e < 2e-2) or (checked and record.fields()["count"] != 0):
+                            print(f"VERIFICATION FAILED ({name}): rel_err={e}", flush=True)
+                            verified = False
+                        variants[name] = (lambda c: lambda: ours(c, 10))(checked)
                 if args.one_launch:  # the checked forms in one launch (a build with ATTN_DOCTOR_FWD_ONE_LAUNCH)
                     for name, which in (("one_checked", 6 if kernel_name.startswith("varlen_fwd_wgmma") else 7),
                                         ("mma_one_checked", 7)):
@@ -251,12 +264,12 @@ def bench_attention(lib, args, gen, record):
                     row["ws_over_wgmma_unchecked"] = med["wgmma_unchecked"] / med["unchecked"]
                     print(f"     wgmma kernel (before): checked {row['tflops']['wgmma_checked']:6.1f} unchecked "
                           f"{row['tflops']['wgmma_unchecked']:6.1f} TFLOP/s; warp-specialised / wgmma: checked "
-                          f"{row['ws_over_wgmma_checked']:.2f}x unchecked {row['ws_over_wgmma_unchecked']:.2f}x", flush=True)
-                    row["over_ws_checked"] = med["ws_checked"] / med["checked"]
-                    row["over_ws_unchecked"] = med["ws_unchecked"] / med["unchecked"]
-                    print(f"     warp-specialised one CTA a tile: checked {row['tflops']['ws_checked']:6.1f} unchecked "
-                          f"{row['tflops']['ws_unchecked']:6.1f} TFLOP/s; default / it: checked "
-                          f"{row['over_ws_checked']:.3f}x unchecked {row['over_ws_unchecked']:.3f}x", flush=True)
+                          f"{row['ws_over_wgmma_checked']:.2f}x unchecked {row['ws_over_wgmma_unchecked']:.2f}x; "
+                          f"without ping-pong (checked) {row['tflops']['ws_alt_checked']:6.1f}", flush=True)
+                if "wsp_checked" in med:
+                    print(f"     persistent form: checked {row['tflops']['wsp_checked']:6.1f} "
+                          f"({med['checked'] / med['wsp_checked']:.3f}x the default) unchecked "
+                          f"{row['tflops']['wsp_unchecked']:6.1f} ({med['unchecked'] / med['wsp_unchecked']:.3f}x)", flush=True)
                 if "wgmma_alt_checked" in med:
                     row["wgmma_alt_check_overhead"] = med["wgmma_alt_checked"] / med["wgmma_alt_unchecked"] - 1.0
                     print(f"     wgmma alt variant: checked {row['tflops']['wgmma_alt_checked']:6.1f} unchecked "
@@ -456,6 +469,9 @@ def main():
     ap.add_argument("--wgmma-ws", action="store_true",
                     help="at head dim 128 (where the default is the warp-specialised wgmma kernel) also time the "
                          "wgmma kernel it replaced and the warp-specialised kernel without ping-pong")
+    ap.add_argument("--ws-persistent", action="store_true",
+                    help="at head dim 128 also time the warp-specialised kernel's persistent form (a build with "
+                         "ATTN_DOCTOR_WGMMA_WS_PERSISTENT)")
     ap.add_argument("--one-launch", action="store_true",
                     help="also time the checked forms in one launch, as before the two-launch form (a build with "
                          "ATTN_DOCTOR_FWD_ONE_LAUNCH)")

@@ -97,7 +97,7 @@ struct WgmmaWsShape {
   static constexpr int kOBytes = Persistent ? kQBytes : 0;  // the output's staging (else Q's rows)
   static constexpr int kOOffset = kQBytes + 2 * Stages * kKVBytes;
   static constexpr int kBarOffset = kOOffset + kOBytes;  // 4 x Stages mbarriers, then Q's "empty"
-  static constexpr int kSmemBytes = kBarOffset + (4 * Stages + 1) * 8 + 1024;
+  static constexpr int kSmemBytes = kBarOffset + (4 * Stages + (Persistent ? 1 : 0)) * 8 + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "Q, the K/V ring and its barriers must fit a CTA's shared memory");
 };
 // The launcher's configuration.
@@ -127,10 +127,10 @@ struct WgmmaWsPersistent {
   static constexpr bool kPersistent = true;
 };
 
-template <class T, int D, int Stages, bool PingPong, bool ExitIfUnsafe, bool Persistent = false>
+template <class T, int D, int Stages, bool PingPong, bool ExitIfUnsafe>
 __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const VarlenFwdParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Shape = WgmmaWsShape<D, Stages, PingPong, Persistent>;
+  using Shape = WgmmaWsShape<D, Stages, PingPong>;
   using LayoutQ = Sw128Panels<D, kBlockM>;
   constexpr int BN = Shape::kBlockN;
   using LayoutKV = Sw128Panels<D, BN>;
@@ -142,38 +142,251 @@ __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const Varle
   extern __shared__ unsigned char smem_raw[];
   unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   T* sQ = reinterpret_cast<T*>(base);
-  T* sO = Persistent ? reinterpret_cast<T*>(base + Shape::kOOffset) : sQ;
   const uint32_t sbase = smem_u32(base);
   auto k_tile = [&](int i) { return SmemTile<KeyRole, T>{reinterpret_cast<T*>(base + Shape::kQBytes + i * Shape::kKVBytes)}; };
   auto v_tile = [&](int i) {
     return SmemTile<ValueRole, T>{reinterpret_cast<T*>(base + Shape::kQBytes + (S + i) * Shape::kKVBytes)};
   };
-  // mbarriers: full K, full V, empty K, empty V, one per stage each; Q's "empty" (persistent)
+  // mbarriers: full K, full V, empty K, empty V, one per stage each
+  auto bar = [&](int kind, int s) -> uint32_t { return sbase + uint32_t(Shape::kBarOffset + (kind * S + s) * 8); };
+  enum { kFullK = 0, kFullV = 1, kEmptyK = 2, kEmptyV = 3 };
+
+  const QueryTile tile = fwd_tile(p, kBlockM);
+  if constexpr (ExitIfUnsafe) {
+    if (!__shfl_sync(0xffffffffu, int(fwd_cta_in_bounds(p, tile, kBlockM, RB)), 0)) return;
+  }
+  if (skips<false>(p, tile)) return;
+  const int m_block = tile.at.x, h = tile.at.z, row0 = tile.row0;
+  const Segment seg = tile.seg;
+  const KeyRange kr = key_range(p, seg, m_block, RB);
+  const int key_lo = kr.n_min * RB;
+  const int key_hi = min(kr.n_max * RB, seg.len_k);
+  const bool has_keys = kr.n_max > kr.n_min;
+  const int t_hi = has_keys ? (key_hi - 1) / BN : 0;
+  const int num_tiles = has_keys ? t_hi - key_lo / BN + 1 : 0;  // tile i covers keys [(t_hi - i) BN, + BN)
+
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < S; ++s) {
+      ws::mbar_init(bar(kFullK, s), 128);
+      ws::mbar_init(bar(kFullV, s), 128);
+      ws::mbar_init(bar(kEmptyK, s), 8);
+      ws::mbar_init(bar(kEmptyV, s), 8);
+    }
+  }
+  __syncthreads();
+  const int warpgroup = __shfl_sync(0xffffffffu, tid / 128, 0);
+
+  if (warpgroup == 0) {
+    // ---- producer ----
+    ws::regs_dec<Shape::kProducerRegs>();
+    if (num_tiles == 0) return;
+    const KeyPipelineParams kpipe = key_pipeline(p);
+    const ValuePipelineParams vpipe = value_pipeline(p);
+    const int h_kv = h / kpipe.group;
+    auto load_k = [&](int i, int buf) {
+      load_key_rows<T, D, BN, 128, false, LayoutKV, KeyRole, true>(p, kpipe, k_tile(buf), seg, tile.at, h_kv,
+                                                                    (t_hi - i) * BN, key_lo, key_hi, RB);
+    };
+    auto load_v = [&](int i, int buf) {
+      load_key_rows<T, D, BN, 128, false, LayoutKV, ValueRole, true>(p, vpipe, v_tile(buf), seg, tile.at, h_kv,
+                                                                      (t_hi - i) * BN, key_lo, key_hi, RB);
+    };
+    // Q joins K_0's copy group (stage 0 starts empty: no wait).
+    load_q_tile<T, D, 128, false, LayoutQ>(p, sQ, seg, tile.at, row0, false);
+    int s = 0;
+    uint32_t phase = 0;
+    for (int i = 0; i < num_tiles; ++i) {
+      ws::mbar_wait(bar(kEmptyK, s), phase ^ 1);
+      load_k(i, s);
+      cp_async_commit();
+      if (i > 0) {  // V_{i-1} landed (K_i still in flight)
+        cp_async_wait<1>();
+        gmma::fence_proxy_async_smem();
+        ws::mbar_arrive(bar(kFullV, s == 0 ? S - 1 : s - 1));
+      }
+      ws::mbar_wait(bar(kEmptyV, s), phase ^ 1);
+      load_v(i, s);
+      cp_async_commit();
+      cp_async_wait<1>();  // (Q and) K_i landed
+      gmma::fence_proxy_async_smem();
+      ws::mbar_arrive(bar(kFullK, s));
+      if (++s == S) s = 0, phase ^= 1;
+    }
+    cp_async_wait<0>();
+    gmma::fence_proxy_async_smem();
+    ws::mbar_arrive(bar(kFullV, s == 0 ? S - 1 : s - 1));
+    return;
+  }
+
+  // ---- consumers ----
+  ws::regs_inc<Shape::kConsumerRegs>();
+  const int ctid = tid - 128, warp = ctid >> 5, lane = tid & 31;
+  const int wg = warpgroup - 1;  // Q rows [64 wg, 64 wg + 64) of the tile
+  const fa2::Flags flags = fa2_flags(p, RB);
+  const SoftmaxScale sc = softmax_scale_of(p);
+  float o[D / 2];
+#pragma unroll
+  for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
+  float m_i[2] = {-INFINITY, -INFINITY}, l_i[2] = {0.f, 0.f};
+  const int row_a = row0 + warp * 16 + (lane >> 2);
+
+  if (num_tiles > 0) {
+    float s_acc[NB * 4];
+#pragma unroll
+    for (int i = 0; i < NB * 4; ++i) s_acc[i] = 0.f;
+    uint32_t pf[KP][4];
+    float corr[2];
+    auto softmax = [&](int n0) {
+      softcap_tile<NB>(s_acc, sc);
+      if (tile_needs_mask(n0, BN, row0, kBlockM, seg.len_q, seg.len_k, flags, key_lo, key_hi))
+        mask_tile<NB>(s_acc, n0, row_a, lane, seg.len_q, seg.len_k, flags, key_lo, key_hi);
+      online_softmax<NB>(s_acc, m_i, l_i, corr, sc.log2);
+    };
+    auto pack_p = [&]() {
+#pragma unroll
+      for (int kc = 0; kc < KP; ++kc) {
+        pf[kc][0] = Elem<T>::pack(s_acc[8 * kc + 0], s_acc[8 * kc + 1]);
+        pf[kc][1] = Elem<T>::pack(s_acc[8 * kc + 2], s_acc[8 * kc + 3]);
+        pf[kc][2] = Elem<T>::pack(s_acc[8 * kc + 4], s_acc[8 * kc + 5]);
+        pf[kc][3] = Elem<T>::pack(s_acc[8 * kc + 6], s_acc[8 * kc + 7]);
+      }
+    };
+    auto k_addr = [&](int s) { return sbase + uint32_t(Shape::kQBytes + s * Shape::kKVBytes); };
+    auto v_addr = [&](int s) { return sbase + uint32_t(Shape::kQBytes + (S + s) * Shape::kKVBytes); };
+    auto release = [&](uint32_t addr) {
+      __syncwarp();
+      if (lane == 0) ws::mbar_arrive(addr);
+    };
+    // Ping-pong: warpgroup 0 issues first; each then waits for its turn before issuing its
+    // GEMMs and hands the turn over after. Steps per warpgroup: num_tiles + 1 (tile 0, tiles
+    // 1.., the last P·V); the second warpgroup's last hand-over is left out, so that every
+    // arrival is matched by a sync.
+    auto turn_wait = [&]() {
+      if constexpr (PingPong) ws::named_sync(1 + wg, 256);
+    };
+    auto turn_pass = [&](bool last) {
+      if constexpr (PingPong) {
+        if (!(last && wg == 1)) ws::named_arrive(2 - wg, 256);
+      }
+    };
+    if constexpr (PingPong) {
+      if (wg == 1) ws::named_arrive(1, 256);
+    }
+
+    // Tile 0: S_0 alone (its full barrier also publishes Q).
+    ws::mbar_wait(bar(kFullK, 0), 0);
+    turn_wait();
+    gmma::pin(s_acc);
+    gmma::wgmma_fence();
+    gemm_qk<T, D, BN>(s_acc, sbase, wg, k_addr(0));
+    gmma::wgmma_commit();
+    turn_pass(false);
+    gmma::wgmma_wait<0>();
+    gmma::pin(s_acc);
+    release(bar(kEmptyK, 0));
+    softmax(t_hi * BN);
+    pack_p();
+
+    int cur = 0;
+    uint32_t phase = 0;  // of stage cur's barriers
+    for (int i = 1; i < num_tiles; ++i) {
+      const int prev = cur;
+      const uint32_t prev_phase = phase;
+      if (++cur == S) cur = 0, phase ^= 1;
+      ws::mbar_wait(bar(kFullK, cur), phase);
+      ws::mbar_wait(bar(kFullV, prev), prev_phase);
+      turn_wait();
+      gmma::pin(o);
+      gmma::pin(pf);
+      gmma::wgmma_fence();
+      gemm_qk<T, D, BN>(s_acc, sbase, wg, k_addr(cur));
+      gmma::wgmma_commit();
+      gemm_pv<T, D, BN>(o, pf, v_addr(prev));  // P_{i-1}
+      gmma::wgmma_commit();
+      turn_pass(false);
+      gmma::wgmma_wait<1>();  // S_i
+      gmma::pin(s_acc);
+      release(bar(kEmptyK, cur));
+      softmax((t_hi - i) * BN);
+      gmma::pin(s_acc);
+      gmma::pin(corr);
+      gmma::pin(l_i);
+      gmma::pin(m_i);
+      gmma::wgmma_wait<0>();  // P_{i-1}·V_{i-1}
+      gmma::pin(o);
+      gmma::pin(pf);
+      release(bar(kEmptyV, prev));
+      rescale_rows<DB>(o, corr);
+      pack_p();
+    }
+    ws::mbar_wait(bar(kFullV, cur), phase);
+    turn_wait();
+    gmma::pin(o);
+    gmma::pin(pf);
+    gmma::wgmma_fence();
+    gemm_pv<T, D, BN>(o, pf, v_addr(cur));  // P_{last}
+    gmma::wgmma_commit();
+    turn_pass(true);
+    gmma::wgmma_wait<0>();
+    gmma::pin(o);
+    gmma::pin(pf);
+  }
+
+  // Epilogue as the wgmma kernel's: the warp's 16 rows staged in its own Q rows (its
+  // warpgroup's reads of them completed at the last wait), 16-byte stores, the LSE.
+  float lse[2];
+  finish_rows<DB>(o, m_i, l_i, sc.nat, lse);
+  stage_rows<T, DB, LayoutQ>(sQ, o, warp * 16, lane);
+  __syncwarp();
+  store_out_rows<T, D, 16, false, LayoutQ, ExitIfUnsafe>(p, sQ, seg, tile.at, row0, warp, lane, false);
+  write_lse_rows<false>(p, tile.at, seg, row_a, lane, lse);
+#else
+  __trap();  // built for a target without wgmma: the launcher never selects it there
+#endif
+}
+
+// The persistent form's kernel: the body above, with the tile loop on both sides (grid: at most
+// one CTA per SM).
+template <class T, int D, int Stages, bool PingPong, bool ExitIfUnsafe>
+__global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_persistent_kernel(const VarlenFwdParams p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Shape = WgmmaWsShape<D, Stages, PingPong, true>;
+  using LayoutQ = Sw128Panels<D, kBlockM>;
+  constexpr int BN = Shape::kBlockN;
+  using LayoutKV = Sw128Panels<D, BN>;
+  constexpr int S = Stages;
+  constexpr int RB = Shape::kRangeBlockN;
+  constexpr int NB = BN / 8;
+  constexpr int DB = D / 8;
+  constexpr int KP = BN / 16;
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  T* sQ = reinterpret_cast<T*>(base);
+  T* sO = reinterpret_cast<T*>(base + Shape::kOOffset);
+  const uint32_t sbase = smem_u32(base);
+  auto k_tile = [&](int i) { return SmemTile<KeyRole, T>{reinterpret_cast<T*>(base + Shape::kQBytes + i * Shape::kKVBytes)}; };
+  auto v_tile = [&](int i) {
+    return SmemTile<ValueRole, T>{reinterpret_cast<T*>(base + Shape::kQBytes + (S + i) * Shape::kKVBytes)};
+  };
+  // mbarriers: full K, full V, empty K, empty V, one per stage each; Q's "empty"
   auto bar = [&](int kind, int s) -> uint32_t { return sbase + uint32_t(Shape::kBarOffset + (kind * S + s) * 8); };
   enum { kFullK = 0, kFullV = 1, kEmptyK = 2, kEmptyV = 3, kEmptyQ = 4 };
 
-  // The tiles this CTA runs: its blockIdx, or (persistent) every gridDim.x-th of the launch
-  // grid's, as the CTA of FA2's grid each is. A tile runs unless it exits at once (FA2's
-  // per-tile exit) or, in the checked form's first launch, fwd_cta_in_bounds does not hold
-  // for it (the second launch's).
+  // The tiles this CTA runs: every gridDim.x-th of the launch grid's from blockIdx.x, as the CTA
+  // of FA2's grid each is. A tile runs unless it exits at once (FA2's per-tile exit) or, in the
+  // checked form's first launch, fwd_cta_in_bounds does not hold for it (the second launch's).
   // Tiles in FA2's grid order (x fastest, then segments, then heads), this CTA's first at
   // blockIdx.x, stepping gridDim.x (< gx * batch * heads, so each coordinate carries at most once).
   struct Walk {
     int x, y, z;  // the linear tile's place in the launch grid
   };
   const int gx = int(launch_grid_m(p));
-  int step_x = 0, step_y = 0, step_z = 0;
-  Walk w0{0, 0, 0};
-  if constexpr (Persistent) {
-    const int by = int(blockIdx.x) / gx, sy = int(gridDim.x) / gx;
-    w0 = Walk{int(blockIdx.x) % gx, by % p.batch, by / p.batch};
-    step_x = int(gridDim.x) % gx, step_y = sy % p.batch, step_z = sy / p.batch;
-  }
+  const int by = int(blockIdx.x) / gx, sy = int(gridDim.x) / gx;
+  const Walk w0{int(blockIdx.x) % gx, by % p.batch, by / p.batch};
+  const int step_x = int(gridDim.x) % gx, step_y = sy % p.batch, step_z = sy / p.batch;
   auto advance = [&](Walk& w) {
-    if constexpr (!Persistent) {
-      w.z = -1;  // one tile a CTA
-      return;
-    }
     w.x += step_x;
     int carry = w.x >= gx;
     w.x -= carry ? gx : 0;
@@ -182,13 +395,9 @@ __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const Varle
     w.y -= carry ? p.batch : 0;
     w.z += step_z + carry;
   };
-  auto more = [&](const Walk& w) { return Persistent ? w.z < p.num_heads : w.z == 0; };
+  auto more = [&](const Walk& w) { return w.z < p.num_heads; };
   auto tile_of = [&](const Walk& w) -> QueryTile {
-    if constexpr (!Persistent) {
-      return fwd_tile(p, kBlockM);
-    } else {
-      return query_tile(p, Cta{p.causal ? gx - 1 - w.x : w.x, w.y, w.z, fa2_grid_m(p)}, kBlockM);
-    }
+    return query_tile(p, Cta{p.causal ? gx - 1 - w.x : w.x, w.y, w.z, fa2_grid_m(p)}, kBlockM);
   };
   auto runs = [&](const QueryTile& t) -> bool {
     if constexpr (ExitIfUnsafe) {
@@ -209,9 +418,6 @@ __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const Varle
     w.num_tiles = has_keys ? w.t_hi - w.key_lo / BN + 1 : 0;
     return w;
   };
-  if constexpr (!Persistent) {
-    if (!runs(tile_of(w0))) return;
-  }
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -222,7 +428,7 @@ __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const Varle
       ws::mbar_init(bar(kEmptyK, s), 8);
       ws::mbar_init(bar(kEmptyV, s), 8);
     }
-    if constexpr (Persistent) ws::mbar_init(bar(kEmptyQ, 0), 8);
+    ws::mbar_init(bar(kEmptyQ, 0), 8);
   }
   __syncthreads();
   const int warpgroup = __shfl_sync(0xffffffffu, tid / 128, 0);
@@ -237,7 +443,7 @@ __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const Varle
     int pending = -1;  // the stage whose V copies are in flight, not yet published
     for (Walk v = w0; more(v); advance(v)) {
       const QueryTile tile = tile_of(v);
-      if (Persistent && !runs(tile)) continue;  // (one tile a CTA: the CTA returned above)
+      if (!runs(tile)) continue;
       const Work w = work_of(tile);
       if (w.num_tiles == 0) continue;
       const int h_kv = tile.at.z / kpipe.group;
@@ -249,12 +455,10 @@ __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const Varle
         load_key_rows<T, D, BN, 128, false, LayoutKV, ValueRole, true>(p, vpipe, v_tile(buf), tile.seg, tile.at, h_kv,
                                                                         (w.t_hi - i) * BN, w.key_lo, w.key_hi, RB);
       };
-      // Q joins K_0's copy group (one CTA a tile: stage 0 starts empty, no wait; persistent: once
-      // both consumer warpgroups' last Q·Kᵀ of the previous tile is complete).
-      if constexpr (Persistent) {
-        ws::mbar_wait(bar(kEmptyQ, 0), q_phase ^ 1);
-        q_phase ^= 1;
-      }
+      // Q joins K_0's copy group, once both consumer warpgroups' last Q·Kᵀ of the previous tile
+      // is complete (a load of Q inside the key loop spilled 576 bytes more at 56 registers).
+      ws::mbar_wait(bar(kEmptyQ, 0), q_phase ^ 1);
+      q_phase ^= 1;
       load_q_tile<T, D, 128, false, LayoutQ>(p, sQ, tile.seg, tile.at, tile.row0, false);
       for (int i = 0; i < w.num_tiles; ++i) {
         ws::mbar_wait(bar(kEmptyK, s), phase ^ 1);
@@ -297,16 +501,13 @@ __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const Varle
   };
   // Ping-pong: warpgroup 0 issues first; each then waits for its turn before issuing its
   // GEMMs and hands the turn over after. Steps per warpgroup and tile: num_tiles + 1 (tile 0,
-  // tiles 1.., the last P·V). One tile a CTA: the second warpgroup's last hand-over is left
-  // out; persistent: the turns run on from tile to tile and the first warpgroup takes the
-  // last hand-over at the end; so every arrival is matched by a sync.
+  // tiles 1.., the last P·V). The turns run on from tile to tile and the first warpgroup takes
+  // the second's last hand-over at the end, so that every arrival is matched by a sync.
   auto turn_wait = [&]() {
     if constexpr (PingPong) ws::named_sync(1 + wg, 256);
   };
-  auto turn_pass = [&](bool last) {
-    if constexpr (PingPong) {
-      if (Persistent || !(last && wg == 1)) ws::named_arrive(2 - wg, 256);
-    }
+  auto turn_pass = [&]() {
+    if constexpr (PingPong) ws::named_arrive(2 - wg, 256);
   };
   if constexpr (PingPong) {
     if (wg == 1) ws::named_arrive(1, 256);
@@ -316,7 +517,7 @@ __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const Varle
 
   for (Walk v = w0; more(v); advance(v)) {
     const QueryTile tile = tile_of(v);
-    if (Persistent && !runs(tile)) continue;
+    if (!runs(tile)) continue;
     const Work w = work_of(tile);
     const Segment& seg = tile.seg;
     const int row0 = tile.row0, t_hi = w.t_hi, num_tiles = w.num_tiles;
@@ -356,11 +557,11 @@ __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const Varle
       gmma::wgmma_fence();
       gemm_qk<T, D, BN>(s_acc, sbase, wg, k_addr(cur));
       gmma::wgmma_commit();
-      turn_pass(false);
+      turn_pass();
       gmma::wgmma_wait<0>();
       gmma::pin(s_acc);
       release(bar(kEmptyK, cur));
-      if (Persistent && num_tiles == 1) release(bar(kEmptyQ, 0));
+      if (num_tiles == 1) release(bar(kEmptyQ, 0));
       softmax(t_hi * BN);
       pack_p();
 
@@ -378,11 +579,11 @@ __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const Varle
         gmma::wgmma_commit();
         gemm_pv<T, D, BN>(o, pf, v_addr(prev));  // P_{i-1}
         gmma::wgmma_commit();
-        turn_pass(false);
+        turn_pass();
         gmma::wgmma_wait<1>();  // S_i
         gmma::pin(s_acc);
         release(bar(kEmptyK, cur));
-        if (Persistent && i == num_tiles - 1) release(bar(kEmptyQ, 0));
+        if (i == num_tiles - 1) release(bar(kEmptyQ, 0));
         softmax((t_hi - i) * BN);
         gmma::pin(s_acc);
         gmma::pin(corr);
@@ -402,29 +603,27 @@ __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const Varle
       gmma::wgmma_fence();
       gemm_pv<T, D, BN>(o, pf, v_addr(cur));  // P_{last}
       gmma::wgmma_commit();
-      turn_pass(true);
+      turn_pass();
       gmma::wgmma_wait<0>();
       gmma::pin(o);
       gmma::pin(pf);
-      if constexpr (Persistent) {  // the stage goes back to the producer; the next tile's K_0 is in the next
-        release(bar(kEmptyV, cur));
-        if (++cur == S) cur = 0, phase ^= 1;
-      }
+      // the stage goes back to the producer; the next tile's K_0 is in the next
+      release(bar(kEmptyV, cur));
+      if (++cur == S) cur = 0, phase ^= 1;
     }
 
-    // Epilogue as the wgmma kernel's: the warp's 16 rows staged (one tile a CTA: in its own Q
-    // rows, its warpgroup's reads of them completed at the last wait; persistent: in the
-    // staging buffer, once the warp's reads of its previous tile's rows are done), 16-byte
-    // stores, the LSE.
+    // Epilogue as the wgmma kernel's: the warp's 16 rows staged in the output's buffer (once the
+    // warp's reads of its previous tile's rows are done: Q may be loading), 16-byte stores, the
+    // LSE.
     float lse[2];
     finish_rows<DB>(o, m_i, l_i, sc.nat, lse);
-    if constexpr (Persistent) __syncwarp();
+    __syncwarp();
     stage_rows<T, DB, LayoutQ>(sO, o, warp * 16, lane);
     __syncwarp();
     store_out_rows<T, D, 16, false, LayoutQ, ExitIfUnsafe>(p, sO, seg, tile.at, row0, warp, lane, false);
     write_lse_rows<false>(p, tile.at, seg, row_a, lane, lse);
   }
-  if constexpr (Persistent && PingPong) {
+  if constexpr (PingPong) {
     if (wg == 0) ws::named_sync(1, 256);  // the second warpgroup's last hand-over
   }
 #else
@@ -438,10 +637,15 @@ template <class T, class Cfg>
 detail::FwdKernel wgmma_ws_kernel(bool checked) {
   using Shape = WgmmaWsShape<128, Cfg::kStages, Cfg::kPingPong, Cfg::kPersistent>;
   constexpr int S = Cfg::kStages;
-  constexpr bool PP = Cfg::kPingPong, Pers = Cfg::kPersistent;
-  return detail::FwdKernel{checked ? &varlen_fwd_wgmma_ws_kernel<T, 128, S, PP, true, Pers>
-                                   : &varlen_fwd_wgmma_ws_kernel<T, 128, S, PP, false, Pers>,
-                           Shape::kThreads, Shape::kSmemBytes};
+  constexpr bool PP = Cfg::kPingPong;
+  if constexpr (Cfg::kPersistent)
+    return detail::FwdKernel{checked ? &varlen_fwd_wgmma_ws_persistent_kernel<T, 128, S, PP, true>
+                                     : &varlen_fwd_wgmma_ws_persistent_kernel<T, 128, S, PP, false>,
+                             Shape::kThreads, Shape::kSmemBytes};
+  else
+    return detail::FwdKernel{checked ? &varlen_fwd_wgmma_ws_kernel<T, 128, S, PP, true>
+                                     : &varlen_fwd_wgmma_ws_kernel<T, 128, S, PP, false>,
+                             Shape::kThreads, Shape::kSmemBytes};
 }
 
 }  // namespace ad::kern::attn

@@ -2,7 +2,8 @@
 // varlen_attention_wgmma_ws.cuh, its launcher in kernels/varlen_attention.cu), compiled for
 // sm_90a only (CMakeLists.txt: attn_doctor_cuda_sm90a). alt: the variant without ping-pong
 // (benchmarks), bf16 only;
-// the persistent form (one CTA per SM looping over the query tiles).
+// the persistent form (one CTA per SM looping over the query tiles; benchmarks, in a build with
+// ATTN_DOCTOR_WGMMA_WS_PERSISTENT: slower than one CTA a tile on an H100).
 #include "varlen_attention_wgmma_ws.cuh"
 #include "launch.hpp"
 
@@ -12,6 +13,12 @@ FwdKernel varlen_fwd_wgmma_ws_bf16(bool checked, bool alt) {
              : attn::wgmma_ws_kernel<__nv_bfloat16, attn::WgmmaWsDefault>(checked);
 }
 FwdKernel varlen_fwd_wgmma_ws_persistent_bf16(bool checked) {
+#ifdef ATTN_DOCTOR_WGMMA_WS_PERSISTENT
   return attn::wgmma_ws_kernel<__nv_bfloat16, attn::WgmmaWsPersistent>(checked);
+#else
+  (void)checked;
+  throw cuda::LaunchConfigError("the warp-specialised wgmma forward's persistent form is built with "
+                                "ATTN_DOCTOR_WGMMA_WS_PERSISTENT only");
+#endif
 }
 }  // namespace ad::kern::detail
