@@ -175,6 +175,9 @@ FwdKernel varlen_fwd_wgmma_ws_fp16(bool checked, bool alt);
 FwdKernel varlen_fwd_wgmma_ws_persistent_bf16(bool checked);
 FwdKernel varlen_fwd_wgmma_ws_persistent_fp16(bool checked);
 bool wgmma_ws_persistent_built();
+// The warp-specialised kernel at head dim 64 (benchmarks, bf16; a build with
+// ATTN_DOCTOR_WGMMA_WS_D64, else LaunchConfigError): AttnKernel::wgmma_ws at head dim 64.
+FwdKernel varlen_fwd_wgmma_ws_d64_bf16(bool checked);
 struct BwdWgmmaKernels {
   BwdKernel main;
   BwdKernel fallback;  // checked form only (fn null otherwise)

@@ -435,7 +435,8 @@ void launch_varlen_fwd(const VarlenFwdParams& p_in, Checks checks, cudaStream_t 
     // The warp-specialised kernel (kernels/sm90a/varlen_attention_wgmma_ws.cuh), head dim 128.
     // Checked: its first launch runs the CTAs whose accesses all lie inside the buffers, the
     // wgmma kernel's second launch the others (the same predicate, fwd_cta_in_bounds).
-    check_config(wgmma_shape(p) && p.head_dim == 128, "no warp-specialised wgmma kernel for " +
+    const bool d64 = p.head_dim == 64 && k == Chosen::wgmma_ws && p.elem == ElemType::bf16;  // benchmarks
+    check_config(wgmma_shape(p) && (p.head_dim == 128 || d64), "no warp-specialised wgmma kernel for " +
                                                           std::string(to_string(p.elem)) + " head_dim " +
                                                           std::to_string(p.head_dim) + " block_m " +
                                                           std::to_string(p.block_m));
@@ -446,10 +447,11 @@ void launch_varlen_fwd(const VarlenFwdParams& p_in, Checks checks, cudaStream_t 
     const bool bf16 = p.elem == ElemType::bf16;
     const bool persistent = k == Chosen::wgmma_ws_persistent;
     detail::FwdKernels ks;
-    ks.main = persistent ? (bf16 ? detail::varlen_fwd_wgmma_ws_persistent_bf16(checked)
-                                 : detail::varlen_fwd_wgmma_ws_persistent_fp16(checked))
-              : bf16 ? detail::varlen_fwd_wgmma_ws_bf16(checked, alt)
-                     : detail::varlen_fwd_wgmma_ws_fp16(checked, alt);
+    ks.main = d64          ? detail::varlen_fwd_wgmma_ws_d64_bf16(checked)
+              : persistent ? (bf16 ? detail::varlen_fwd_wgmma_ws_persistent_bf16(checked)
+                                   : detail::varlen_fwd_wgmma_ws_persistent_fp16(checked))
+              : bf16       ? detail::varlen_fwd_wgmma_ws_bf16(checked, alt)
+                           : detail::varlen_fwd_wgmma_ws_fp16(checked, alt);
     if (checked)
       ks.fallback = (bf16 ? detail::varlen_fwd_wgmma_bf16(p.head_dim, detail::FwdForm::checked, false)
                           : detail::varlen_fwd_wgmma_fp16(p.head_dim, detail::FwdForm::checked, false))

@@ -631,20 +631,21 @@ __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_persistent_kernel(
 #endif
 }
 
-// The instantiations (kernels/sm90a/varlen_attention_wgmma_ws_{bf16,fp16}.cu): head dim 128,
-// the unchecked form or (checked) the checked form's first launch.
-template <class T, class Cfg>
+// The instantiations (kernels/sm90a/varlen_attention_wgmma_ws_{bf16,fp16}.cu): head dim 128
+// (64: benchmarks, bf16, a build with ATTN_DOCTOR_WGMMA_WS_D64), the unchecked form or (checked)
+// the checked form's first launch.
+template <class T, class Cfg, int D = 128>
 detail::FwdKernel wgmma_ws_kernel(bool checked) {
-  using Shape = WgmmaWsShape<128, Cfg::kStages, Cfg::kPingPong, Cfg::kPersistent>;
+  using Shape = WgmmaWsShape<D, Cfg::kStages, Cfg::kPingPong, Cfg::kPersistent>;
   constexpr int S = Cfg::kStages;
   constexpr bool PP = Cfg::kPingPong;
   if constexpr (Cfg::kPersistent)
-    return detail::FwdKernel{checked ? &varlen_fwd_wgmma_ws_persistent_kernel<T, 128, S, PP, true>
-                                     : &varlen_fwd_wgmma_ws_persistent_kernel<T, 128, S, PP, false>,
+    return detail::FwdKernel{checked ? &varlen_fwd_wgmma_ws_persistent_kernel<T, D, S, PP, true>
+                                     : &varlen_fwd_wgmma_ws_persistent_kernel<T, D, S, PP, false>,
                              Shape::kThreads, Shape::kSmemBytes};
   else
-    return detail::FwdKernel{checked ? &varlen_fwd_wgmma_ws_kernel<T, 128, S, PP, true>
-                                     : &varlen_fwd_wgmma_ws_kernel<T, 128, S, PP, false>,
+    return detail::FwdKernel{checked ? &varlen_fwd_wgmma_ws_kernel<T, D, S, PP, true>
+                                     : &varlen_fwd_wgmma_ws_kernel<T, D, S, PP, false>,
                              Shape::kThreads, Shape::kSmemBytes};
 }
 

@@ -3,7 +3,8 @@
 // sm_90a only (CMakeLists.txt: attn_doctor_cuda_sm90a). alt: the variant without ping-pong
 // (benchmarks), bf16 only;
 // the persistent form (one CTA per SM looping over the query tiles; benchmarks, in a build with
-// ATTN_DOCTOR_WGMMA_WS_PERSISTENT: slower than one CTA a tile on an H100).
+// ATTN_DOCTOR_WGMMA_WS_PERSISTENT: slower than one CTA a tile on an H100); head dim 64
+// (benchmarks, a build with ATTN_DOCTOR_WGMMA_WS_D64).
 #include "varlen_attention_wgmma_ws.cuh"
 #include "launch.hpp"
 
@@ -11,6 +12,15 @@ namespace ad::kern::detail {
 FwdKernel varlen_fwd_wgmma_ws_bf16(bool checked, bool alt) {
   return alt ? attn::wgmma_ws_kernel<__nv_bfloat16, attn::WgmmaWsAlt>(checked)
              : attn::wgmma_ws_kernel<__nv_bfloat16, attn::WgmmaWsDefault>(checked);
+}
+FwdKernel varlen_fwd_wgmma_ws_d64_bf16(bool checked) {
+#ifdef ATTN_DOCTOR_WGMMA_WS_D64
+  return attn::wgmma_ws_kernel<__nv_bfloat16, attn::WgmmaWsDefault, 64>(checked);
+#else
+  (void)checked;
+  throw cuda::LaunchConfigError("the warp-specialised wgmma forward at head dim 64 is built with "
+                                "ATTN_DOCTOR_WGMMA_WS_D64 only");
+#endif
 }
 FwdKernel varlen_fwd_wgmma_ws_persistent_bf16(bool checked) {
 #ifdef ATTN_DOCTOR_WGMMA_WS_PERSISTENT
