@@ -120,7 +120,10 @@ struct WgmmaWsAlt {
 // addresses, checks are the ones of that CTA of FA2's grid); the ring's stages and phases
 // carry from tile to tile, so the producer loads the next tile's K/V (and its Q once both
 // consumers have issued their last Q·Kᵀ: Q's "empty" mbarrier) while the consumers finish this
-// one, and the ping-pong's turns run on across tiles.
+// one, and the ping-pong's turns run on across tiles. Benchmarks only (a build with
+// ATTN_DOCTOR_WGMMA_WS_PERSISTENT): on an H100 it ran at 0.82-1.00x the kernel one CTA a tile,
+// slowest where tiles differ in work (varlen, causal), which a static assignment of tiles to
+// CTAs does not balance (bench/results/fwd-persistent-h100-2026-11-27).
 struct WgmmaWsPersistent {
   static constexpr int kStages = 2;
   static constexpr bool kPingPong = true;
