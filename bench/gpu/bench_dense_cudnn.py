@@ -93,6 +93,28 @@ def bench(lib, args, record):
                             print(f"VERIFICATION FAILED ({name}): rel_err={e}", flush=True)
                             verified = False
                         variants[name] = (lambda w, c: lambda: ours(c, w))(which, checked)
+                if args.ws_d64 and d == 64:  # the warp-specialised kernel at head dim 64 (8; a build with
+                    # ATTN_DOCTOR_WGMMA_WS_D64) beside the default (the wgmma kernel), verified alike
+                    for name, checked in (("ws_checked", True), ("ws_unchecked", False)):
+                        out.fill_(float("nan"))
+                        ours(checked, 8)
+                        torch.cuda.synchronize()
+                        e = ((out.float() - ref).norm() / ref.norm()).item()
+                        if not e < 2e-2 or (checked and record.fields()["count"] != 0):
+                            print(f"VERIFICATION FAILED ({name}): rel_err={e}", flush=True)
+                            verified = False
+                        variants[name] = (lambda c: lambda: ours(c, 8))(checked)
+                if args.ws_persistent and d == 128:  # the warp-specialised kernel's persistent form (10;
+                    # a build with ATTN_DOCTOR_WGMMA_WS_PERSISTENT), verified alike
+                    for name, checked in (("wsp_checked", True), ("wsp_unchecked", False)):
+                        out.fill_(float("nan"))
+                        ours(checked, 10)
+                        torch.cuda.synchronize()
+                        e = ((out.float() - ref).norm() / ref.norm()).item()
+                        if not e < 2e-2 or (checked and record.fields()["count"] != 0):
+                            print(f"VERIFICATION FAILED ({name}): rel_err={e}", flush=True)
+                            verified = False
+                        variants[name] = (lambda c: lambda: ours(c, 10))(checked)
                 if args.one_launch:  # the checked form in one launch (a build with ATTN_DOCTOR_FWD_ONE_LAUNCH)
                     out.fill_(float("nan"))
                     ours(True, 6)
@@ -118,6 +140,15 @@ def bench(lib, args, record):
                           f"cuDNN) unchecked {t['wgmma_unchecked']:.1f} ({t['wgmma_unchecked'] / c:.2f}x); default: checked "
                           f"{t['checked'] / c:.2f}x unchecked {t['unchecked'] / c:.2f}x cuDNN; without ping-pong "
                           f"(checked) {t['ws_alt_checked']:.1f}", flush=True)
+                if "ws_checked" in t and d == 64:
+                    c = t.get("cudnn", float("nan"))
+                    print(f"     warp-specialised d64: checked {t['ws_checked']:.1f} ({t['ws_checked'] / c:.2f}x cuDNN, "
+                          f"{med['checked'] / med['ws_checked']:.3f}x the default) unchecked {t['ws_unchecked']:.1f} "
+                          f"({t['ws_unchecked'] / c:.2f}x cuDNN)", flush=True)
+                if "wsp_checked" in t:
+                    print(f"     persistent form: checked {t['wsp_checked']:.1f} ({med['checked'] / med['wsp_checked']:.3f}x "
+                          f"the default) unchecked {t['wsp_unchecked']:.1f} ({med['unchecked'] / med['wsp_unchecked']:.3f}x)",
+                          flush=True)
                 if "one_checked" in t:
                     print(f"     one launch: checked {t['one_checked']:.1f} TFLOP/s; overhead two launches "
                           f"{100 * (med['checked'] / med['unchecked'] - 1):+.1f}%, one launch "
@@ -159,6 +190,11 @@ def main():
     ap.add_argument("--wgmma-ws", action="store_true",
                     help="at head dim 128 also time the wgmma kernel the warp-specialised default replaced and the "
                          "warp-specialised kernel without ping-pong")
+    ap.add_argument("--ws-d64", action="store_true",
+                    help="at head dim 64 also time the warp-specialised kernel (a build with ATTN_DOCTOR_WGMMA_WS_D64)")
+    ap.add_argument("--ws-persistent", action="store_true",
+                    help="at head dim 128 also time the warp-specialised kernel's persistent form (a build with "
+                         "ATTN_DOCTOR_WGMMA_WS_PERSISTENT)")
     ap.add_argument("--one-launch", action="store_true",
                     help="also time the wgmma kernel's checked form in one launch (a build with ATTN_DOCTOR_FWD_ONE_LAUNCH)")
     ap.add_argument("--json")

@@ -197,6 +197,32 @@ def bench_attention(lib, args, gen, record):
                             print(f"VERIFICATION FAILED ({name}): rel_err={e}", flush=True)
                             verified = False
                         variants[name] = (lambda w, c: lambda: ours(c, w))(which, checked)
+                if args.ws_d64 and head_dim == 64 and kernel_name.startswith("varlen_fwd_wgmma<"):
+                    # the warp-specialised kernel at head dim 64 (8; bf16, a build with
+                    # ATTN_DOCTOR_WGMMA_WS_D64) beside the default (the wgmma kernel), verified alike
+                    for name, checked in (("ws_checked", True), ("ws_unchecked", False)):
+                        out.fill_(float("nan"))
+                        ours(checked, 8)
+                        torch.cuda.synchronize()
+                        e = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+                        errs[name] = e
+                        if not (e < 2e-2) or (checked and record.fields()["count"] != 0):
+                            print(f"VERIFICATION FAILED ({name}): rel_err={e}", flush=True)
+                            verified = False
+                        variants[name] = (lambda c: lambda: ours(c, 8))(checked)
+                if args.ws_persistent and kernel_name.startswith("varlen_fwd_wgmma_ws"):
+                    # the warp-specialised kernel's persistent form (10; a build with
+                    # ATTN_DOCTOR_WGMMA_WS_PERSISTENT), verified alike
+                    for name, checked in (("wsp_checked", True), ("wsp_unchecked", False)):
+                        out.fill_(float("nan"))
+                        ours(checked, 10)
+                        torch.cuda.synchronize()
+                        e = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+                        errs[name] = e
+                        if not (e < 2e-2) or (checked and record.fields()["count"] != 0):
+                            print(f"VERIFICATION FAILED ({name}): rel_err={e}", flush=True)
+                            verified = False
+                        variants[name] = (lambda c: lambda: ours(c, 10))(checked)
                 if args.one_launch:  # the checked forms in one launch (a build with ATTN_DOCTOR_FWD_ONE_LAUNCH)
                     for name, which in (("one_checked", 6 if kernel_name.startswith("varlen_fwd_wgmma") else 7),
                                         ("mma_one_checked", 7)):
@@ -253,6 +279,14 @@ def bench_attention(lib, args, gen, record):
                           f"{row['tflops']['wgmma_unchecked']:6.1f} TFLOP/s; warp-specialised / wgmma: checked "
                           f"{row['ws_over_wgmma_checked']:.2f}x unchecked {row['ws_over_wgmma_unchecked']:.2f}x; "
                           f"without ping-pong (checked) {row['tflops']['ws_alt_checked']:6.1f}", flush=True)
+                if "ws_checked" in med and head_dim == 64:
+                    print(f"     warp-specialised d64: checked {row['tflops']['ws_checked']:6.1f} "
+                          f"({med['checked'] / med['ws_checked']:.3f}x the default) unchecked "
+                          f"{row['tflops']['ws_unchecked']:6.1f} ({med['unchecked'] / med['ws_unchecked']:.3f}x)", flush=True)
+                if "wsp_checked" in med:
+                    print(f"     persistent form: checked {row['tflops']['wsp_checked']:6.1f} "
+                          f"({med['checked'] / med['wsp_checked']:.3f}x the default) unchecked "
+                          f"{row['tflops']['wsp_unchecked']:6.1f} ({med['unchecked'] / med['wsp_unchecked']:.3f}x)", flush=True)
                 if "wgmma_alt_checked" in med:
                     row["wgmma_alt_check_overhead"] = med["wgmma_alt_checked"] / med["wgmma_alt_unchecked"] - 1.0
                     print(f"     wgmma alt variant: checked {row['tflops']['wgmma_alt_checked']:6.1f} unchecked "
@@ -452,6 +486,11 @@ def main():
     ap.add_argument("--wgmma-ws", action="store_true",
                     help="at head dim 128 (where the default is the warp-specialised wgmma kernel) also time the "
                          "wgmma kernel it replaced and the warp-specialised kernel without ping-pong")
+    ap.add_argument("--ws-d64", action="store_true",
+                    help="at head dim 64 also time the warp-specialised kernel (a build with ATTN_DOCTOR_WGMMA_WS_D64)")
+    ap.add_argument("--ws-persistent", action="store_true",
+                    help="at head dim 128 also time the warp-specialised kernel's persistent form (a build with "
+                         "ATTN_DOCTOR_WGMMA_WS_PERSISTENT)")
     ap.add_argument("--one-launch", action="store_true",
                     help="also time the checked forms in one launch, as before the two-launch form (a build with "
                          "ATTN_DOCTOR_FWD_ONE_LAUNCH)")
