@@ -81,40 +81,31 @@ def bench(lib, args, record):
                     verified = verified and err_alt < 2e-2 and record.fields()["count"] == 0
                     variants["alt_checked"] = lambda: ours(True, 5)
                     variants["alt_unchecked"] = lambda: ours(False, 5)
+                def extra_variant(name, which, checked):
+                    """Kernel `which` run once and compared with FA2's output (and, checked, with an
+                    empty record), then timed beside the others; False when it does not verify."""
+                    out.fill_(float("nan"))
+                    ours(checked, which)
+                    torch.cuda.synchronize()
+                    e = ((out.float() - ref).norm() / ref.norm()).item()
+                    variants[name] = (lambda w, c: lambda: ours(c, w))(which, checked)
+                    if not e < 2e-2 or (checked and record.fields()["count"] != 0):
+                        print(f"VERIFICATION FAILED ({name}): rel_err={e}", flush=True)
+                        return False
+                    return True
+
+                extra = []
                 if args.wgmma_ws and d == 128:  # the wgmma kernel the warp-specialised default replaced (4),
-                    # and the warp-specialised kernel without ping-pong (9), verified alike
-                    for name, which, checked in (("wgmma_checked", 4, True), ("wgmma_unchecked", 4, False),
-                                                 ("ws_alt_checked", 9, True)):
-                        out.fill_(float("nan"))
-                        ours(checked, which)
-                        torch.cuda.synchronize()
-                        e = ((out.float() - ref).norm() / ref.norm()).item()
-                        if not e < 2e-2 or (checked and record.fields()["count"] != 0):
-                            print(f"VERIFICATION FAILED ({name}): rel_err={e}", flush=True)
-                            verified = False
-                        variants[name] = (lambda w, c: lambda: ours(c, w))(which, checked)
+                    # and the warp-specialised kernel without ping-pong (9)
+                    extra += [("wgmma_checked", 4, True), ("wgmma_unchecked", 4, False), ("ws_alt_checked", 9, True)]
                 if args.ws_d64 and d == 64:  # the warp-specialised kernel at head dim 64 (8; a build with
-                    # ATTN_DOCTOR_WGMMA_WS_D64) beside the default (the wgmma kernel), verified alike
-                    for name, checked in (("ws_checked", True), ("ws_unchecked", False)):
-                        out.fill_(float("nan"))
-                        ours(checked, 8)
-                        torch.cuda.synchronize()
-                        e = ((out.float() - ref).norm() / ref.norm()).item()
-                        if not e < 2e-2 or (checked and record.fields()["count"] != 0):
-                            print(f"VERIFICATION FAILED ({name}): rel_err={e}", flush=True)
-                            verified = False
-                        variants[name] = (lambda c: lambda: ours(c, 8))(checked)
+                    # ATTN_DOCTOR_WGMMA_WS_D64) beside the default (the wgmma kernel)
+                    extra += [("ws_checked", 8, True), ("ws_unchecked", 8, False)]
                 if args.ws_persistent and d == 128:  # the warp-specialised kernel's persistent form (10;
-                    # a build with ATTN_DOCTOR_WGMMA_WS_PERSISTENT), verified alike
-                    for name, checked in (("wsp_checked", True), ("wsp_unchecked", False)):
-                        out.fill_(float("nan"))
-                        ours(checked, 10)
-                        torch.cuda.synchronize()
-                        e = ((out.float() - ref).norm() / ref.norm()).item()
-                        if not e < 2e-2 or (checked and record.fields()["count"] != 0):
-                            print(f"VERIFICATION FAILED ({name}): rel_err={e}", flush=True)
-                            verified = False
-                        variants[name] = (lambda c: lambda: ours(c, 10))(checked)
+                    # a build with ATTN_DOCTOR_WGMMA_WS_PERSISTENT)
+                    extra += [("wsp_checked", 10, True), ("wsp_unchecked", 10, False)]
+                for name, which, checked in extra:
+                    verified = extra_variant(name, which, checked) and verified
                 if args.one_launch:  # the checked form in one launch (a build with ATTN_DOCTOR_FWD_ONE_LAUNCH)
                     out.fill_(float("nan"))
                     ours(True, 6)

@@ -183,46 +183,35 @@ def bench_attention(lib, args, gen, record):
                         verified = False
                     variants["wgmma_alt_checked"] = lambda: ours(True, 5)
                     variants["wgmma_alt_unchecked"] = lambda: ours(False, 5)
+                def extra_variant(name, which, checked):
+                    """Kernel `which` run once and compared with FA2's output (and, checked, with an
+                    empty record), then timed beside the others; False when it does not verify."""
+                    out.fill_(float("nan"))
+                    ours(checked, which)
+                    torch.cuda.synchronize()
+                    e = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+                    errs[name] = e
+                    variants[name] = (lambda w, c: lambda: ours(c, w))(which, checked)
+                    if not (e < 2e-2) or (checked and record.fields()["count"] != 0):
+                        print(f"VERIFICATION FAILED ({name}): rel_err={e}", flush=True)
+                        return False
+                    return True
+
+                extra = []
                 if args.wgmma_ws and kernel_name.startswith("varlen_fwd_wgmma_ws"):
                     # head dim 128: the default is the warp-specialised kernel; the wgmma kernel it
-                    # replaced (4), and the warp-specialised one without ping-pong (9), verified alike
-                    for name, which, checked in (("wgmma_checked", 4, True), ("wgmma_unchecked", 4, False),
-                                                 ("ws_alt_checked", 9, True)):
-                        out.fill_(float("nan"))
-                        ours(checked, which)
-                        torch.cuda.synchronize()
-                        e = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
-                        errs[name] = e
-                        if not (e < 2e-2) or (checked and record.fields()["count"] != 0):
-                            print(f"VERIFICATION FAILED ({name}): rel_err={e}", flush=True)
-                            verified = False
-                        variants[name] = (lambda w, c: lambda: ours(c, w))(which, checked)
+                    # replaced (4), and the warp-specialised one without ping-pong (9)
+                    extra += [("wgmma_checked", 4, True), ("wgmma_unchecked", 4, False), ("ws_alt_checked", 9, True)]
                 if args.ws_d64 and head_dim == 64 and kernel_name.startswith("varlen_fwd_wgmma<"):
                     # the warp-specialised kernel at head dim 64 (8; bf16, a build with
-                    # ATTN_DOCTOR_WGMMA_WS_D64) beside the default (the wgmma kernel), verified alike
-                    for name, checked in (("ws_checked", True), ("ws_unchecked", False)):
-                        out.fill_(float("nan"))
-                        ours(checked, 8)
-                        torch.cuda.synchronize()
-                        e = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
-                        errs[name] = e
-                        if not (e < 2e-2) or (checked and record.fields()["count"] != 0):
-                            print(f"VERIFICATION FAILED ({name}): rel_err={e}", flush=True)
-                            verified = False
-                        variants[name] = (lambda c: lambda: ours(c, 8))(checked)
+                    # ATTN_DOCTOR_WGMMA_WS_D64) beside the default (the wgmma kernel)
+                    extra += [("ws_checked", 8, True), ("ws_unchecked", 8, False)]
                 if args.ws_persistent and kernel_name.startswith("varlen_fwd_wgmma_ws"):
                     # the warp-specialised kernel's persistent form (10; a build with
-                    # ATTN_DOCTOR_WGMMA_WS_PERSISTENT), verified alike
-                    for name, checked in (("wsp_checked", True), ("wsp_unchecked", False)):
-                        out.fill_(float("nan"))
-                        ours(checked, 10)
-                        torch.cuda.synchronize()
-                        e = ((out.float() - ref.float()).norm() / ref.float().norm()).item()
-                        errs[name] = e
-                        if not (e < 2e-2) or (checked and record.fields()["count"] != 0):
-                            print(f"VERIFICATION FAILED ({name}): rel_err={e}", flush=True)
-                            verified = False
-                        variants[name] = (lambda c: lambda: ours(c, 10))(checked)
+                    # ATTN_DOCTOR_WGMMA_WS_PERSISTENT)
+                    extra += [("wsp_checked", 10, True), ("wsp_unchecked", 10, False)]
+                for name, which, checked in extra:
+                    verified = extra_variant(name, which, checked) and verified
                 if args.one_launch:  # the checked forms in one launch (a build with ATTN_DOCTOR_FWD_ONE_LAUNCH)
                     for name, which in (("one_checked", 6 if kernel_name.startswith("varlen_fwd_wgmma") else 7),
                                         ("mma_one_checked", 7)):
