@@ -43,9 +43,7 @@ int64_t rotary_grid_rows(const RotaryParams& p, const int32_t* host_cu_seqlens);
 // ATTN_DOCTOR_FWD_ONE_LAUNCH; their unchecked form is the kernel's own).
 // wgmma_ws: the warp-specialised Hopper kernel (head_dim 128; checked: it runs the CTAs whose
 // accesses all lie in bounds, the checked wgmma kernel's second launch the others);
-// wgmma_ws_alt: the same without ping-pong (benchmarks only, bf16); wgmma_ws_persistent: the
-// same in its persistent form (one CTA per SM looping over FA2's query tiles; benchmarks only,
-// a build with ATTN_DOCTOR_WGMMA_WS_PERSISTENT).
+// wgmma_ws_alt: the same without ping-pong (benchmarks only, bf16).
 enum class AttnKernel {
   automatic = 0,
   tensor_core = 1,
@@ -56,8 +54,7 @@ enum class AttnKernel {
   wgmma_one_launch = 6,
   tensor_core_one_launch = 7,
   wgmma_ws = 8,
-  wgmma_ws_alt = 9,
-  wgmma_ws_persistent = 10
+  wgmma_ws_alt = 9
 };
 
 // FA2's host-side normalisation of the call (fa2::normalize in contract/fa2_forward.hpp,
@@ -169,12 +166,6 @@ FwdKernels varlen_fwd_wgmma_d192_fp16(FwdForm form);
 // the wgmma kernel's fallback; alt: without ping-pong (bf16).
 FwdKernel varlen_fwd_wgmma_ws_bf16(bool checked, bool alt);
 FwdKernel varlen_fwd_wgmma_ws_fp16(bool checked, bool alt);
-// Its persistent form: a grid of at most one CTA per SM, each looping over the launch grid's
-// query tiles (the same first launch of the checked form); benchmarks only, in a build with
-// ATTN_DOCTOR_WGMMA_WS_PERSISTENT (else LaunchConfigError; wgmma_ws_persistent_built says which).
-FwdKernel varlen_fwd_wgmma_ws_persistent_bf16(bool checked);
-FwdKernel varlen_fwd_wgmma_ws_persistent_fp16(bool checked);
-bool wgmma_ws_persistent_built();
 // The warp-specialised kernel at head dim 64 (benchmarks, bf16; a build with
 // ATTN_DOCTOR_WGMMA_WS_D64, else LaunchConfigError): AttnKernel::wgmma_ws at head dim 64.
 FwdKernel varlen_fwd_wgmma_ws_d64_bf16(bool checked);

@@ -213,30 +213,18 @@ void detail::launch_kernel(const FwdKernel& k, dim3 grid, const VarlenFwdParams&
   launch_entry(k, grid, p, stream);
 }
 
-bool detail::wgmma_ws_persistent_built() {
-#if defined(ATTN_DOCTOR_WITH_WGMMA) && defined(ATTN_DOCTOR_WGMMA_WS_PERSISTENT)
-  return true;
-#else
-  return false;
-#endif
-}
-
 namespace {
-// The checked forward's launches: the first on the launch grid (persistent_main: a grid of at
-// most one CTA per SM, each looping over the launch grid's tiles), then, where the form has one,
-// the second (fwd_checked_fallback in varlen_attention.cuh): a persistent grid of at most two
-// CTAs per SM, each taking the launch grid's CTAs a block of threads at a time.
-void launch_fwd(const detail::FwdKernels& k, dim3 grid, const VarlenFwdParams& p, cudaStream_t stream,
-                bool persistent_main = false) {
+// The checked forward's launches: the first on the launch grid, then, where the form has one, the
+// second (fwd_checked_fallback in varlen_attention.cuh): a persistent grid of at most two CTAs per
+// SM, each taking the launch grid's CTAs a block of threads at a time.
+void launch_fwd(const detail::FwdKernels& k, dim3 grid, const VarlenFwdParams& p, cudaStream_t stream) {
   const detail::FwdKernel& fallback = k.fallback;
-  int dev = 0, sms = 0;
-  if (persistent_main || fallback.fn != nullptr) {
-    AD_CUDA_CHECK(cudaGetDevice(&dev));
-    AD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  }
-  const int64_t ctas = int64_t(grid.x) * grid.y * grid.z;
-  detail::launch_kernel(k.main, persistent_main ? dim3(unsigned(std::min<int64_t>(ctas, sms))) : grid, p, stream);
+  detail::launch_kernel(k.main, grid, p, stream);
   if (fallback.fn == nullptr) return;
+  int dev = 0, sms = 0;
+  AD_CUDA_CHECK(cudaGetDevice(&dev));
+  AD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int64_t ctas = int64_t(grid.x) * grid.y * grid.z;
   const int64_t passes = (ctas + fallback.threads - 1) / fallback.threads;
   detail::launch_kernel(fallback, dim3(unsigned(std::min<int64_t>(passes, 2 * int64_t(sms)))), p, stream);
 }
@@ -342,7 +330,7 @@ bool detail::device_runs_wgmma() {
 namespace {
 
 enum class Chosen {
-  wgmma, wgmma_alt, wgmma_one_launch, wgmma_ws, wgmma_ws_alt, wgmma_ws_persistent, mma_sync, mma_sync_alt, mma_sync_one_launch, generic
+  wgmma, wgmma_alt, wgmma_one_launch, wgmma_ws, wgmma_ws_alt, mma_sync, mma_sync_alt, mma_sync_one_launch, generic
 };
 
 Chosen choose_kernel(const VarlenFwdParams& p, AttnKernel which) {
@@ -352,7 +340,6 @@ Chosen choose_kernel(const VarlenFwdParams& p, AttnKernel which) {
     case AttnKernel::wgmma_one_launch: return Chosen::wgmma_one_launch;
     case AttnKernel::wgmma_ws: return Chosen::wgmma_ws;
     case AttnKernel::wgmma_ws_alt: return Chosen::wgmma_ws_alt;
-    case AttnKernel::wgmma_ws_persistent: return Chosen::wgmma_ws_persistent;
     case AttnKernel::tensor_core: return Chosen::mma_sync;
     case AttnKernel::tensor_core_alt: return Chosen::mma_sync_alt;
     case AttnKernel::tensor_core_one_launch: return Chosen::mma_sync_one_launch;
@@ -360,7 +347,7 @@ Chosen choose_kernel(const VarlenFwdParams& p, AttnKernel which) {
     case AttnKernel::automatic: break;
   }
   // Head dim 128: the warp-specialised kernel, 1.12-1.18x the wgmma kernel on an H100
-  // (bench/results/fwd-ws-h100-2026-11-27); one CTA a tile: its persistent form ran at
+  // (bench/results/fwd-ws-h100-2026-11-27); one CTA a tile: a persistent form ran at
   // 0.82-1.00x it (bench/results/fwd-persistent-h100-2026-11-27).
   if (varlen_fwd_has_wgmma_path(p)) return p.head_dim == 128 ? Chosen::wgmma_ws : Chosen::wgmma;
   return varlen_fwd_has_tensor_core_path(p) ? Chosen::mma_sync : Chosen::generic;
@@ -380,7 +367,7 @@ bool varlen_fwd_has_wgmma_path(const VarlenFwdParams& p) { return wgmma_shape(p)
 
 std::string varlen_fwd_kernel_name(const VarlenFwdParams& p, Checks checks, AttnKernel which) {
   const Chosen k = choose_kernel(p, which);
-  const bool ws = k == Chosen::wgmma_ws || k == Chosen::wgmma_ws_alt || k == Chosen::wgmma_ws_persistent;
+  const bool ws = k == Chosen::wgmma_ws || k == Chosen::wgmma_ws_alt;
   const bool wg = k == Chosen::wgmma || k == Chosen::wgmma_alt || k == Chosen::wgmma_one_launch || ws;
   std::string name = ws                     ? "varlen_fwd_wgmma_ws<"
                      : wg                   ? "varlen_fwd_wgmma<"
@@ -390,8 +377,7 @@ std::string varlen_fwd_kernel_name(const VarlenFwdParams& p, Checks checks, Attn
   if (wg)
     name += ",d" + std::to_string(p.head_dim) + (k == Chosen::wgmma_alt || k == Chosen::wgmma_ws_alt ? ",alt"
                                                  : k == Chosen::wgmma_one_launch  ? ",one_launch"
-                                                 : k == Chosen::wgmma_ws_persistent ? ",persistent"
-                                                                                    : "");
+                                                                                  : "");
   const bool tc = k == Chosen::mma_sync || k == Chosen::mma_sync_alt || k == Chosen::mma_sync_one_launch;
   if (tc) {
     const int mt = k == Chosen::mma_sync_alt ? 3 - attn::kDefaultMT : attn::default_mt(p.head_dim);
@@ -431,7 +417,7 @@ void launch_varlen_fwd(const VarlenFwdParams& p_in, Checks checks, cudaStream_t 
                    ") exceeds the 65535 limit of grid.y/grid.z: invalid argument");
   const Chosen k = choose_kernel(p, which);
   const dim3 grid(unsigned(launch_grid_m(p)), p.batch, p.num_heads);
-  if (k == Chosen::wgmma_ws || k == Chosen::wgmma_ws_alt || k == Chosen::wgmma_ws_persistent) {
+  if (k == Chosen::wgmma_ws || k == Chosen::wgmma_ws_alt) {
     // The warp-specialised kernel (kernels/sm90a/varlen_attention_wgmma_ws.cuh), head dim 128.
     // Checked: its first launch runs the CTAs whose accesses all lie inside the buffers, the
     // wgmma kernel's second launch the others (the same predicate, fwd_cta_in_bounds).
@@ -445,18 +431,15 @@ void launch_varlen_fwd(const VarlenFwdParams& p_in, Checks checks, cudaStream_t 
 #ifdef ATTN_DOCTOR_WITH_WGMMA
     const bool alt = k == Chosen::wgmma_ws_alt;
     const bool bf16 = p.elem == ElemType::bf16;
-    const bool persistent = k == Chosen::wgmma_ws_persistent;
     detail::FwdKernels ks;
-    ks.main = d64          ? detail::varlen_fwd_wgmma_ws_d64_bf16(checked)
-              : persistent ? (bf16 ? detail::varlen_fwd_wgmma_ws_persistent_bf16(checked)
-                                   : detail::varlen_fwd_wgmma_ws_persistent_fp16(checked))
-              : bf16       ? detail::varlen_fwd_wgmma_ws_bf16(checked, alt)
-                           : detail::varlen_fwd_wgmma_ws_fp16(checked, alt);
+    ks.main = d64    ? detail::varlen_fwd_wgmma_ws_d64_bf16(checked)
+              : bf16 ? detail::varlen_fwd_wgmma_ws_bf16(checked, alt)
+                     : detail::varlen_fwd_wgmma_ws_fp16(checked, alt);
     if (checked)
       ks.fallback = (bf16 ? detail::varlen_fwd_wgmma_bf16(p.head_dim, detail::FwdForm::checked, false)
                           : detail::varlen_fwd_wgmma_fp16(p.head_dim, detail::FwdForm::checked, false))
                         .fallback;
-    launch_fwd(ks, grid, p, stream, persistent);
+    launch_fwd(ks, grid, p, stream);
 #endif
   } else if (k == Chosen::wgmma || k == Chosen::wgmma_alt || k == Chosen::wgmma_one_launch) {
     check_config(wgmma_shape(p), "no wgmma kernel for " + std::string(to_string(p.elem)) + " head_dim " +

@@ -63,18 +63,15 @@ std::vector<TcKernel> tensor_core_kernels(int head_dim = 64, int block_m = 128) 
   return ks;
 }
 // The warp-specialised wgmma kernel where the device and build have it (head dim 128 with
-// 128-row tiles): the launcher's choice there, and its persistent form where the build has it
-// (ATTN_DOCTOR_WGMMA_WS_PERSISTENT); the checked form's second launch is the wgmma kernel's.
+// 128-row tiles): the launcher's choice there; the checked form's second launch is the wgmma
+// kernel's.
 std::vector<TcKernel> ws_kernels(int head_dim = 128, int block_m = 128) {
   kern::VarlenFwdParams probe;
   probe.elem = ElemType::bf16;
   probe.head_dim = head_dim;
   probe.block_m = block_m;
   if (!(head_dim == 128 && kern::varlen_fwd_has_wgmma_path(probe))) return {};
-  std::vector<TcKernel> ks = {{kern::AttnKernel::wgmma_ws, "wgmma_ws"}};
-  if (kern::detail::wgmma_ws_persistent_built())
-    ks.push_back({kern::AttnKernel::wgmma_ws_persistent, "wgmma_ws_persistent"});
-  return ks;
+  return {{kern::AttnKernel::wgmma_ws, "wgmma_ws"}};
 }
 
 // ---- attention fixture -------------------------------------------------------------------
@@ -442,7 +439,6 @@ TEST_CASE("cuda: the warp-specialised wgmma forward matches fp64 attention", "[c
       s.cu_q = cfg.cu_q, s.cu_k = cfg.cu_k;
       const AttnCase c(s);
       std::vector<kern::AttnKernel> kernels = {kern::AttnKernel::wgmma_ws};
-      if (kern::detail::wgmma_ws_persistent_built()) kernels.push_back(kern::AttnKernel::wgmma_ws_persistent);
       if (cfg.elem == ElemType::bf16) kernels.push_back(kern::AttnKernel::wgmma_ws_alt);
       const AttnRun old = c.run(Checks::unchecked, kern::AttnKernel::wgmma);
       for (const kern::AttnKernel which : kernels) {

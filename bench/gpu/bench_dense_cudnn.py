@@ -101,9 +101,6 @@ def bench(lib, args, record):
                 if args.ws_d64 and d == 64:  # the warp-specialised kernel at head dim 64 (8; a build with
                     # ATTN_DOCTOR_WGMMA_WS_D64) beside the default (the wgmma kernel)
                     extra += [("ws_checked", 8, True), ("ws_unchecked", 8, False)]
-                if args.ws_persistent and d == 128:  # the warp-specialised kernel's persistent form (10;
-                    # a build with ATTN_DOCTOR_WGMMA_WS_PERSISTENT)
-                    extra += [("wsp_checked", 10, True), ("wsp_unchecked", 10, False)]
                 for name, which, checked in extra:
                     verified = extra_variant(name, which, checked) and verified
                 if args.one_launch:  # the checked form in one launch (a build with ATTN_DOCTOR_FWD_ONE_LAUNCH)
@@ -136,10 +133,6 @@ def bench(lib, args, record):
                     print(f"     warp-specialised d64: checked {t['ws_checked']:.1f} ({t['ws_checked'] / c:.2f}x cuDNN, "
                           f"{med['checked'] / med['ws_checked']:.3f}x the default) unchecked {t['ws_unchecked']:.1f} "
                           f"({t['ws_unchecked'] / c:.2f}x cuDNN)", flush=True)
-                if "wsp_checked" in t:
-                    print(f"     persistent form: checked {t['wsp_checked']:.1f} ({med['checked'] / med['wsp_checked']:.3f}x "
-                          f"the default) unchecked {t['wsp_unchecked']:.1f} ({med['unchecked'] / med['wsp_unchecked']:.3f}x)",
-                          flush=True)
                 if "one_checked" in t:
                     print(f"     one launch: checked {t['one_checked']:.1f} TFLOP/s; overhead two launches "
                           f"{100 * (med['checked'] / med['unchecked'] - 1):+.1f}%, one launch "
@@ -183,9 +176,6 @@ def main():
                          "warp-specialised kernel without ping-pong")
     ap.add_argument("--ws-d64", action="store_true",
                     help="at head dim 64 also time the warp-specialised kernel (a build with ATTN_DOCTOR_WGMMA_WS_D64)")
-    ap.add_argument("--ws-persistent", action="store_true",
-                    help="at head dim 128 also time the warp-specialised kernel's persistent form (a build with "
-                         "ATTN_DOCTOR_WGMMA_WS_PERSISTENT)")
     ap.add_argument("--one-launch", action="store_true",
                     help="also time the wgmma kernel's checked form in one launch (a build with ATTN_DOCTOR_FWD_ONE_LAUNCH)")
     ap.add_argument("--json")

@@ -206,10 +206,6 @@ def bench_attention(lib, args, gen, record):
                     # the warp-specialised kernel at head dim 64 (8; bf16, a build with
                     # ATTN_DOCTOR_WGMMA_WS_D64) beside the default (the wgmma kernel)
                     extra += [("ws_checked", 8, True), ("ws_unchecked", 8, False)]
-                if args.ws_persistent and kernel_name.startswith("varlen_fwd_wgmma_ws"):
-                    # the warp-specialised kernel's persistent form (10; a build with
-                    # ATTN_DOCTOR_WGMMA_WS_PERSISTENT)
-                    extra += [("wsp_checked", 10, True), ("wsp_unchecked", 10, False)]
                 for name, which, checked in extra:
                     verified = extra_variant(name, which, checked) and verified
                 if args.one_launch:  # the checked forms in one launch (a build with ATTN_DOCTOR_FWD_ONE_LAUNCH)
@@ -272,10 +268,6 @@ def bench_attention(lib, args, gen, record):
                     print(f"     warp-specialised d64: checked {row['tflops']['ws_checked']:6.1f} "
                           f"({med['checked'] / med['ws_checked']:.3f}x the default) unchecked "
                           f"{row['tflops']['ws_unchecked']:6.1f} ({med['unchecked'] / med['ws_unchecked']:.3f}x)", flush=True)
-                if "wsp_checked" in med:
-                    print(f"     persistent form: checked {row['tflops']['wsp_checked']:6.1f} "
-                          f"({med['checked'] / med['wsp_checked']:.3f}x the default) unchecked "
-                          f"{row['tflops']['wsp_unchecked']:6.1f} ({med['unchecked'] / med['wsp_unchecked']:.3f}x)", flush=True)
                 if "wgmma_alt_checked" in med:
                     row["wgmma_alt_check_overhead"] = med["wgmma_alt_checked"] / med["wgmma_alt_unchecked"] - 1.0
                     print(f"     wgmma alt variant: checked {row['tflops']['wgmma_alt_checked']:6.1f} unchecked "
@@ -477,9 +469,6 @@ def main():
                          "wgmma kernel it replaced and the warp-specialised kernel without ping-pong")
     ap.add_argument("--ws-d64", action="store_true",
                     help="at head dim 64 also time the warp-specialised kernel (a build with ATTN_DOCTOR_WGMMA_WS_D64)")
-    ap.add_argument("--ws-persistent", action="store_true",
-                    help="at head dim 128 also time the warp-specialised kernel's persistent form (a build with "
-                         "ATTN_DOCTOR_WGMMA_WS_PERSISTENT)")
     ap.add_argument("--one-launch", action="store_true",
                     help="also time the checked forms in one launch, as before the two-launch form (a build with "
                          "ATTN_DOCTOR_FWD_ONE_LAUNCH)")

@@ -104,7 +104,7 @@ const char* ad_varlen_bwd_kernel_name(int elem, int32_t head_dim, int32_t block_
 // built, else mma.sync), 1 mma.sync tensor core, 2 generic, 3 mma.sync other warp layout,
 // 4 wgmma, 5 wgmma other tile shape, 6 / 7 wgmma / mma.sync with the checked form in one launch
 // (a build with ATTN_DOCTOR_FWD_ONE_LAUNCH; kern::AttnKernel), 8 warp-specialised wgmma (head_dim
-// 128), 9 the same without ping-pong, 10 the same in its persistent form.
+// 128), 9 the same without ping-pong.
 int ad_varlen_fwd(int elem, const void* q, int64_t rows_q, void* out, float* lse, const void* k, const void* v,
                   int64_t rows_k, const int32_t* cu_q, const int32_t* cu_k, int32_t batch, int32_t heads,
                   int32_t heads_k, int32_t head_dim, int32_t max_seqlen_q, int32_t max_seqlen_k, float scale,

@@ -78,56 +78,31 @@ __device__ __forceinline__ void regs_inc() {
 // launch (384 threads, one CTA per SM); the producer gives back down to 56 and the consumers
 // take up to 224 (128 * 56 + 256 * 224 = 64,512 = 384 * 168; ptxas allocates each side within
 // its count: the consumers' loop uses 220, the producer's 40 spilled its loader's state).
-// Persistent: one CTA per SM looping over the query tiles (below), with its own 32 KB for the
-// epilogue's staging (Q and two stages: 192 KB), so that the next tile's Q can load while
-// this one's output is written.
-template <int D, int Stages, bool PingPong, bool Persistent = false>
+template <int D, int Stages, bool PingPong>
 struct WgmmaWsShape {
   static constexpr int kBlockN = 128;
   static constexpr int kThreads = 384;
   static constexpr int kStages = Stages;
-  // persistent: the producer walks the tiles and works out each one's key range itself, which
-  // at 56 registers spilled 576 bytes (ptxas); at 88 it spills 136 and the consumers' 208
-  // hold their loop without spilling (SASS: no local memory access between their setmaxnreg
-  // and their exit)
-  static constexpr int kProducerRegs = Persistent ? 88 : 56, kConsumerRegs = Persistent ? 208 : 224;
+  static constexpr int kProducerRegs = 56, kConsumerRegs = 224;
   static constexpr int kRangeBlockN = TileShape<D, default_mt(D)>::kBlockN;  // key-range granularity
   static constexpr int kQBytes = kBlockM * D * 2;
   static constexpr int kKVBytes = kBlockN * D * 2;
-  static constexpr int kOBytes = Persistent ? kQBytes : 0;  // the output's staging (else Q's rows)
-  static constexpr int kOOffset = kQBytes + 2 * Stages * kKVBytes;
-  static constexpr int kBarOffset = kOOffset + kOBytes;  // 4 x Stages mbarriers, then Q's "empty"
-  static constexpr int kSmemBytes = kBarOffset + (4 * Stages + (Persistent ? 1 : 0)) * 8 + 1024;
+  static constexpr int kBarOffset = kQBytes + 2 * Stages * kKVBytes;  // 4 x Stages mbarriers
+  static constexpr int kSmemBytes = kBarOffset + 4 * Stages * 8 + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "Q, the K/V ring and its barriers must fit a CTA's shared memory");
 };
 // The launcher's configuration.
 struct WgmmaWsDefault {
   static constexpr int kStages = 2;
   static constexpr bool kPingPong = true;
-  static constexpr bool kPersistent = false;
 };
 // The variant the benchmarks time beside it (AttnKernel::wgmma_ws_alt): no ping-pong. Measured
-// on an H100 the ping-pong adds 0.2-2.7 % (bench/results/fwd-ws-h100-2026-11-27).
+// on an H100 the ping-pong adds 0.2-2.7 % (bench/results/fwd-ws-h100-2026-11-27). A persistent
+// form (one CTA per SM looping over the query tiles) ran at 0.82-1.00x this kernel and was
+// removed (bench/results/fwd-persistent-h100-2026-11-27).
 struct WgmmaWsAlt {
   static constexpr int kStages = 2;
   static constexpr bool kPingPong = false;
-  static constexpr bool kPersistent = false;
-};
-// The persistent form (AttnKernel::wgmma_ws_persistent): a grid of one CTA per SM, each taking
-// the launch grid's query tiles blockIdx.x, blockIdx.x + gridDim.x, ... in FA2's order
-// (m blocks fastest, then segments, then heads; causal: a segment's m blocks from the last, the
-// heaviest, first). A tile keeps its FA2 coordinates (its Cta: records, launch-order keys,
-// addresses, checks are the ones of that CTA of FA2's grid); the ring's stages and phases
-// carry from tile to tile, so the producer loads the next tile's K/V (and its Q once both
-// consumers have issued their last Q·Kᵀ: Q's "empty" mbarrier) while the consumers finish this
-// one, and the ping-pong's turns run on across tiles. Benchmarks only (a build with
-// ATTN_DOCTOR_WGMMA_WS_PERSISTENT): on an H100 it ran at 0.82-1.00x the kernel one CTA a tile,
-// slowest where tiles differ in work (varlen, causal), which a static assignment of tiles to
-// CTAs does not balance (bench/results/fwd-persistent-h100-2026-11-27).
-struct WgmmaWsPersistent {
-  static constexpr int kStages = 2;
-  static constexpr bool kPingPong = true;
-  static constexpr bool kPersistent = true;
 };
 
 template <class T, int D, int Stages, bool PingPong, bool ExitIfUnsafe>
@@ -350,306 +325,17 @@ __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const Varle
 #endif
 }
 
-// The persistent form's kernel: the body above, with the tile loop on both sides (grid: at most
-// one CTA per SM).
-template <class T, int D, int Stages, bool PingPong, bool ExitIfUnsafe>
-__global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_persistent_kernel(const VarlenFwdParams p) {
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using Shape = WgmmaWsShape<D, Stages, PingPong, true>;
-  using LayoutQ = Sw128Panels<D, kBlockM>;
-  constexpr int BN = Shape::kBlockN;
-  using LayoutKV = Sw128Panels<D, BN>;
-  constexpr int S = Stages;
-  constexpr int RB = Shape::kRangeBlockN;
-  constexpr int NB = BN / 8;
-  constexpr int DB = D / 8;
-  constexpr int KP = BN / 16;
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-  T* sQ = reinterpret_cast<T*>(base);
-  T* sO = reinterpret_cast<T*>(base + Shape::kOOffset);
-  const uint32_t sbase = smem_u32(base);
-  auto k_tile = [&](int i) { return SmemTile<KeyRole, T>{reinterpret_cast<T*>(base + Shape::kQBytes + i * Shape::kKVBytes)}; };
-  auto v_tile = [&](int i) {
-    return SmemTile<ValueRole, T>{reinterpret_cast<T*>(base + Shape::kQBytes + (S + i) * Shape::kKVBytes)};
-  };
-  // mbarriers: full K, full V, empty K, empty V, one per stage each; Q's "empty"
-  auto bar = [&](int kind, int s) -> uint32_t { return sbase + uint32_t(Shape::kBarOffset + (kind * S + s) * 8); };
-  enum { kFullK = 0, kFullV = 1, kEmptyK = 2, kEmptyV = 3, kEmptyQ = 4 };
-
-  // The tiles this CTA runs: every gridDim.x-th of the launch grid's from blockIdx.x, as the CTA
-  // of FA2's grid each is. A tile runs unless it exits at once (FA2's per-tile exit) or, in the
-  // checked form's first launch, fwd_cta_in_bounds does not hold for it (the second launch's).
-  // Tiles in FA2's grid order (x fastest, then segments, then heads), this CTA's first at
-  // blockIdx.x, stepping gridDim.x (< gx * batch * heads, so each coordinate carries at most once).
-  struct Walk {
-    int x, y, z;  // the linear tile's place in the launch grid
-  };
-  const int gx = int(launch_grid_m(p));
-  const int by = int(blockIdx.x) / gx, sy = int(gridDim.x) / gx;
-  const Walk w0{int(blockIdx.x) % gx, by % p.batch, by / p.batch};
-  const int step_x = int(gridDim.x) % gx, step_y = sy % p.batch, step_z = sy / p.batch;
-  auto advance = [&](Walk& w) {
-    w.x += step_x;
-    int carry = w.x >= gx;
-    w.x -= carry ? gx : 0;
-    w.y += step_y + carry;
-    carry = w.y >= p.batch;
-    w.y -= carry ? p.batch : 0;
-    w.z += step_z + carry;
-  };
-  auto more = [&](const Walk& w) { return w.z < p.num_heads; };
-  auto tile_of = [&](const Walk& w) -> QueryTile {
-    return query_tile(p, Cta{p.causal ? gx - 1 - w.x : w.x, w.y, w.z, fa2_grid_m(p)}, kBlockM);
-  };
-  auto runs = [&](const QueryTile& t) -> bool {
-    if constexpr (ExitIfUnsafe) {
-      if (!__shfl_sync(0xffffffffu, int(fwd_cta_in_bounds(p, t, kBlockM, RB)), 0)) return false;
-    }
-    return !skips<false>(p, t);
-  };
-  struct Work {
-    int key_lo, key_hi, t_hi, num_tiles;  // tile i covers keys [(t_hi - i) BN, + BN)
-  };
-  auto work_of = [&](const QueryTile& t) -> Work {
-    const KeyRange kr = key_range(p, t.seg, t.at.x, RB);
-    Work w;
-    w.key_lo = kr.n_min * RB;
-    w.key_hi = min(kr.n_max * RB, t.seg.len_k);
-    const bool has_keys = kr.n_max > kr.n_min;
-    w.t_hi = has_keys ? (w.key_hi - 1) / BN : 0;
-    w.num_tiles = has_keys ? w.t_hi - w.key_lo / BN + 1 : 0;
-    return w;
-  };
-
-  const int tid = threadIdx.x;
-  if (tid == 0) {
-#pragma unroll
-    for (int s = 0; s < S; ++s) {
-      ws::mbar_init(bar(kFullK, s), 128);
-      ws::mbar_init(bar(kFullV, s), 128);
-      ws::mbar_init(bar(kEmptyK, s), 8);
-      ws::mbar_init(bar(kEmptyV, s), 8);
-    }
-    ws::mbar_init(bar(kEmptyQ, 0), 8);
-  }
-  __syncthreads();
-  const int warpgroup = __shfl_sync(0xffffffffu, tid / 128, 0);
-
-  if (warpgroup == 0) {
-    // ---- producer ----
-    ws::regs_dec<Shape::kProducerRegs>();
-    const KeyPipelineParams kpipe = key_pipeline(p);
-    const ValuePipelineParams vpipe = value_pipeline(p);
-    int s = 0;
-    uint32_t phase = 0, q_phase = 0;
-    int pending = -1;  // the stage whose V copies are in flight, not yet published
-    for (Walk v = w0; more(v); advance(v)) {
-      const QueryTile tile = tile_of(v);
-      if (!runs(tile)) continue;
-      const Work w = work_of(tile);
-      if (w.num_tiles == 0) continue;
-      const int h_kv = tile.at.z / kpipe.group;
-      auto load_k = [&](int i, int buf) {
-        load_key_rows<T, D, BN, 128, false, LayoutKV, KeyRole, true>(p, kpipe, k_tile(buf), tile.seg, tile.at, h_kv,
-                                                                      (w.t_hi - i) * BN, w.key_lo, w.key_hi, RB);
-      };
-      auto load_v = [&](int i, int buf) {
-        load_key_rows<T, D, BN, 128, false, LayoutKV, ValueRole, true>(p, vpipe, v_tile(buf), tile.seg, tile.at, h_kv,
-                                                                        (w.t_hi - i) * BN, w.key_lo, w.key_hi, RB);
-      };
-      // Q joins K_0's copy group, once both consumer warpgroups' last Q·Kᵀ of the previous tile
-      // is complete (a load of Q inside the key loop spilled 576 bytes more at 56 registers).
-      ws::mbar_wait(bar(kEmptyQ, 0), q_phase ^ 1);
-      q_phase ^= 1;
-      load_q_tile<T, D, 128, false, LayoutQ>(p, sQ, tile.seg, tile.at, tile.row0, false);
-      for (int i = 0; i < w.num_tiles; ++i) {
-        ws::mbar_wait(bar(kEmptyK, s), phase ^ 1);
-        load_k(i, s);
-        cp_async_commit();
-        if (pending >= 0) {  // V_{i-1} (or the previous tile's last V) landed (K_i still in flight)
-          cp_async_wait<1>();
-          gmma::fence_proxy_async_smem();
-          ws::mbar_arrive(bar(kFullV, pending));
-        }
-        ws::mbar_wait(bar(kEmptyV, s), phase ^ 1);
-        load_v(i, s);
-        cp_async_commit();
-        cp_async_wait<1>();  // (Q and) K_i landed
-        gmma::fence_proxy_async_smem();
-        ws::mbar_arrive(bar(kFullK, s));
-        pending = s;
-        if (++s == S) s = 0, phase ^= 1;
-      }
-    }
-    if (pending >= 0) {
-      cp_async_wait<0>();
-      gmma::fence_proxy_async_smem();
-      ws::mbar_arrive(bar(kFullV, pending));
-    }
-    return;
-  }
-
-  // ---- consumers ----
-  ws::regs_inc<Shape::kConsumerRegs>();
-  const int ctid = tid - 128, warp = ctid >> 5, lane = tid & 31;
-  const int wg = warpgroup - 1;  // Q rows [64 wg, 64 wg + 64) of the tile
-  const fa2::Flags flags = fa2_flags(p, RB);
-  const SoftmaxScale sc = softmax_scale_of(p);
-  auto k_addr = [&](int s) { return sbase + uint32_t(Shape::kQBytes + s * Shape::kKVBytes); };
-  auto v_addr = [&](int s) { return sbase + uint32_t(Shape::kQBytes + (S + s) * Shape::kKVBytes); };
-  auto release = [&](uint32_t addr) {
-    __syncwarp();
-    if (lane == 0) ws::mbar_arrive(addr);
-  };
-  // Ping-pong: warpgroup 0 issues first; each then waits for its turn before issuing its
-  // GEMMs and hands the turn over after. Steps per warpgroup and tile: num_tiles + 1 (tile 0,
-  // tiles 1.., the last P·V). The turns run on from tile to tile and the first warpgroup takes
-  // the second's last hand-over at the end, so that every arrival is matched by a sync.
-  auto turn_wait = [&]() {
-    if constexpr (PingPong) ws::named_sync(1 + wg, 256);
-  };
-  auto turn_pass = [&]() {
-    if constexpr (PingPong) ws::named_arrive(2 - wg, 256);
-  };
-  if constexpr (PingPong) {
-    if (wg == 1) ws::named_arrive(1, 256);
-  }
-  int cur = 0;
-  uint32_t phase = 0;  // of stage cur's barriers
-
-  for (Walk v = w0; more(v); advance(v)) {
-    const QueryTile tile = tile_of(v);
-    if (!runs(tile)) continue;
-    const Work w = work_of(tile);
-    const Segment& seg = tile.seg;
-    const int row0 = tile.row0, t_hi = w.t_hi, num_tiles = w.num_tiles;
-    const int key_lo = w.key_lo, key_hi = w.key_hi;
-    float o[D / 2];
-#pragma unroll
-    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-    float m_i[2] = {-INFINITY, -INFINITY}, l_i[2] = {0.f, 0.f};
-    const int row_a = row0 + warp * 16 + (lane >> 2);
-
-    if (num_tiles > 0) {
-      float s_acc[NB * 4];
-#pragma unroll
-      for (int i = 0; i < NB * 4; ++i) s_acc[i] = 0.f;
-      uint32_t pf[KP][4];
-      float corr[2];
-      auto softmax = [&](int n0) {
-        softcap_tile<NB>(s_acc, sc);
-        if (tile_needs_mask(n0, BN, row0, kBlockM, seg.len_q, seg.len_k, flags, key_lo, key_hi))
-          mask_tile<NB>(s_acc, n0, row_a, lane, seg.len_q, seg.len_k, flags, key_lo, key_hi);
-        online_softmax<NB>(s_acc, m_i, l_i, corr, sc.log2);
-      };
-      auto pack_p = [&]() {
-#pragma unroll
-        for (int kc = 0; kc < KP; ++kc) {
-          pf[kc][0] = Elem<T>::pack(s_acc[8 * kc + 0], s_acc[8 * kc + 1]);
-          pf[kc][1] = Elem<T>::pack(s_acc[8 * kc + 2], s_acc[8 * kc + 3]);
-          pf[kc][2] = Elem<T>::pack(s_acc[8 * kc + 4], s_acc[8 * kc + 5]);
-          pf[kc][3] = Elem<T>::pack(s_acc[8 * kc + 6], s_acc[8 * kc + 7]);
-        }
-      };
-
-      // Tile 0: S_0 alone (its full barrier also publishes Q).
-      ws::mbar_wait(bar(kFullK, cur), phase);
-      turn_wait();
-      gmma::pin(s_acc);
-      gmma::wgmma_fence();
-      gemm_qk<T, D, BN>(s_acc, sbase, wg, k_addr(cur));
-      gmma::wgmma_commit();
-      turn_pass();
-      gmma::wgmma_wait<0>();
-      gmma::pin(s_acc);
-      release(bar(kEmptyK, cur));
-      if (num_tiles == 1) release(bar(kEmptyQ, 0));
-      softmax(t_hi * BN);
-      pack_p();
-
-      for (int i = 1; i < num_tiles; ++i) {
-        const int prev = cur;
-        const uint32_t prev_phase = phase;
-        if (++cur == S) cur = 0, phase ^= 1;
-        ws::mbar_wait(bar(kFullK, cur), phase);
-        ws::mbar_wait(bar(kFullV, prev), prev_phase);
-        turn_wait();
-        gmma::pin(o);
-        gmma::pin(pf);
-        gmma::wgmma_fence();
-        gemm_qk<T, D, BN>(s_acc, sbase, wg, k_addr(cur));
-        gmma::wgmma_commit();
-        gemm_pv<T, D, BN>(o, pf, v_addr(prev));  // P_{i-1}
-        gmma::wgmma_commit();
-        turn_pass();
-        gmma::wgmma_wait<1>();  // S_i
-        gmma::pin(s_acc);
-        release(bar(kEmptyK, cur));
-        if (i == num_tiles - 1) release(bar(kEmptyQ, 0));
-        softmax((t_hi - i) * BN);
-        gmma::pin(s_acc);
-        gmma::pin(corr);
-        gmma::pin(l_i);
-        gmma::pin(m_i);
-        gmma::wgmma_wait<0>();  // P_{i-1}·V_{i-1}
-        gmma::pin(o);
-        gmma::pin(pf);
-        release(bar(kEmptyV, prev));
-        rescale_rows<DB>(o, corr);
-        pack_p();
-      }
-      ws::mbar_wait(bar(kFullV, cur), phase);
-      turn_wait();
-      gmma::pin(o);
-      gmma::pin(pf);
-      gmma::wgmma_fence();
-      gemm_pv<T, D, BN>(o, pf, v_addr(cur));  // P_{last}
-      gmma::wgmma_commit();
-      turn_pass();
-      gmma::wgmma_wait<0>();
-      gmma::pin(o);
-      gmma::pin(pf);
-      // the stage goes back to the producer; the next tile's K_0 is in the next
-      release(bar(kEmptyV, cur));
-      if (++cur == S) cur = 0, phase ^= 1;
-    }
-
-    // Epilogue as the wgmma kernel's: the warp's 16 rows staged in the output's buffer (once the
-    // warp's reads of its previous tile's rows are done: Q may be loading), 16-byte stores, the
-    // LSE.
-    float lse[2];
-    finish_rows<DB>(o, m_i, l_i, sc.nat, lse);
-    __syncwarp();
-    stage_rows<T, DB, LayoutQ>(sO, o, warp * 16, lane);
-    __syncwarp();
-    store_out_rows<T, D, 16, false, LayoutQ, ExitIfUnsafe>(p, sO, seg, tile.at, row0, warp, lane, false);
-    write_lse_rows<false>(p, tile.at, seg, row_a, lane, lse);
-  }
-  if constexpr (PingPong) {
-    if (wg == 0) ws::named_sync(1, 256);  // the second warpgroup's last hand-over
-  }
-#else
-  __trap();  // built for a target without wgmma: the launcher never selects it there
-#endif
-}
-
 // The instantiations (kernels/sm90a/varlen_attention_wgmma_ws_{bf16,fp16}.cu): head dim 128
 // (64: benchmarks, bf16, a build with ATTN_DOCTOR_WGMMA_WS_D64), the unchecked form or (checked)
 // the checked form's first launch.
 template <class T, class Cfg, int D = 128>
 detail::FwdKernel wgmma_ws_kernel(bool checked) {
-  using Shape = WgmmaWsShape<D, Cfg::kStages, Cfg::kPingPong, Cfg::kPersistent>;
+  using Shape = WgmmaWsShape<D, Cfg::kStages, Cfg::kPingPong>;
   constexpr int S = Cfg::kStages;
   constexpr bool PP = Cfg::kPingPong;
-  if constexpr (Cfg::kPersistent)
-    return detail::FwdKernel{checked ? &varlen_fwd_wgmma_ws_persistent_kernel<T, D, S, PP, true>
-                                     : &varlen_fwd_wgmma_ws_persistent_kernel<T, D, S, PP, false>,
-                             Shape::kThreads, Shape::kSmemBytes};
-  else
-    return detail::FwdKernel{checked ? &varlen_fwd_wgmma_ws_kernel<T, D, S, PP, true>
-                                     : &varlen_fwd_wgmma_ws_kernel<T, D, S, PP, false>,
-                             Shape::kThreads, Shape::kSmemBytes};
+  return detail::FwdKernel{checked ? &varlen_fwd_wgmma_ws_kernel<T, D, S, PP, true>
+                                   : &varlen_fwd_wgmma_ws_kernel<T, D, S, PP, false>,
+                           Shape::kThreads, Shape::kSmemBytes};
 }
 
 }  // namespace ad::kern::attn

@@ -2,9 +2,7 @@
 // varlen_attention_wgmma_ws.cuh, its launcher in kernels/varlen_attention.cu), compiled for
 // sm_90a only (CMakeLists.txt: attn_doctor_cuda_sm90a). alt: the variant without ping-pong
 // (benchmarks), bf16 only;
-// the persistent form (one CTA per SM looping over the query tiles; benchmarks, in a build with
-// ATTN_DOCTOR_WGMMA_WS_PERSISTENT: slower than one CTA a tile on an H100); head dim 64
-// (benchmarks, a build with ATTN_DOCTOR_WGMMA_WS_D64).
+// head dim 64 (benchmarks, a build with ATTN_DOCTOR_WGMMA_WS_D64).
 #include "varlen_attention_wgmma_ws.cuh"
 #include "launch.hpp"
 
@@ -20,15 +18,6 @@ FwdKernel varlen_fwd_wgmma_ws_d64_bf16(bool checked) {
   (void)checked;
   throw cuda::LaunchConfigError("the warp-specialised wgmma forward at head dim 64 is built with "
                                 "ATTN_DOCTOR_WGMMA_WS_D64 only");
-#endif
-}
-FwdKernel varlen_fwd_wgmma_ws_persistent_bf16(bool checked) {
-#ifdef ATTN_DOCTOR_WGMMA_WS_PERSISTENT
-  return attn::wgmma_ws_kernel<__nv_bfloat16, attn::WgmmaWsPersistent>(checked);
-#else
-  (void)checked;
-  throw cuda::LaunchConfigError("the warp-specialised wgmma forward's persistent form is built with "
-                                "ATTN_DOCTOR_WGMMA_WS_PERSISTENT only");
 #endif
 }
 }  // namespace ad::kern::detail

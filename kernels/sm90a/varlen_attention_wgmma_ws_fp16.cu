@@ -1,7 +1,6 @@
 // The warp-specialised wgmma forward's instantiations for fp16 (head dim 128; the kernel in
 // varlen_attention_wgmma_ws.cuh, its launcher in kernels/varlen_attention.cu), compiled for
-// sm_90a only (CMakeLists.txt: attn_doctor_cuda_sm90a); the persistent form (one CTA per SM looping over
-// the query tiles) in a build with ATTN_DOCTOR_WGMMA_WS_PERSISTENT.
+// sm_90a only (CMakeLists.txt: attn_doctor_cuda_sm90a).
 #include "varlen_attention_wgmma_ws.cuh"
 #include "launch.hpp"
 
@@ -9,14 +8,5 @@ namespace ad::kern::detail {
 FwdKernel varlen_fwd_wgmma_ws_fp16(bool checked, bool alt) {
   if (alt) throw cuda::LaunchConfigError("the warp-specialised wgmma forward's other variant is built for bf16 only");
   return attn::wgmma_ws_kernel<__half, attn::WgmmaWsDefault>(checked);
-}
-FwdKernel varlen_fwd_wgmma_ws_persistent_fp16(bool checked) {
-#ifdef ATTN_DOCTOR_WGMMA_WS_PERSISTENT
-  return attn::wgmma_ws_kernel<__half, attn::WgmmaWsPersistent>(checked);
-#else
-  (void)checked;
-  throw cuda::LaunchConfigError("the warp-specialised wgmma forward's persistent form is built with "
-                                "ATTN_DOCTOR_WGMMA_WS_PERSISTENT only");
-#endif
 }
 }  // namespace ad::kern::detail
