@@ -396,13 +396,14 @@ __device__ __forceinline__ void write_dk_dv_rows(const VarlenBwdParams& p, const
 // 8 i + 2 (lane % 4) + e), through shared memory (sK, sV: the block's K and V, no longer
 // read) into 16-byte row chunks. A key block no query block sees writes zeros (FA2 does the
 // same). Checked form: a row past dk / dv is recorded and not written.
-template <class T, int D, int NT, bool Checked>
-__device__ __forceinline__ void store_dk_dv(const VarlenBwdParams& p, const Cta& at, const Segment& seg, int n_block,
-                                            int n0, int key_valid, const float (&dk)[D / 2], const float (&dv)[D / 2],
-                                            T* sK, T* sV) {
+// stage_dk_dv: compute thread `tid`'s part (warp tid / 32: keys 16 (tid / 32) ..) rounded into
+// sK and sV; store_dk_dv: the whole epilogue, by the CTA's threads (the warp-specialised kernel
+// calls the two halves itself: its producer warps write rows but hold no accumulators).
+template <class T, int D>
+__device__ __forceinline__ void stage_dk_dv(const VarlenBwdParams& p, int tid, const float (&dk)[D / 2],
+                                            const float (&dv)[D / 2], T* sK, T* sV) {
   constexpr int DB = D / 8;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  __syncthreads();
+  const int warp = tid >> 5, lane = tid & 31;
   const float dk_scale = p.softmax_scale;
 #pragma unroll
   for (int i = 0; i < DB; ++i)
@@ -413,6 +414,13 @@ __device__ __forceinline__ void store_dk_dv(const VarlenBwdParams& p, const Cta&
           Elem<T>::pack(dk[4 * i + 2 * half] * dk_scale, dk[4 * i + 2 * half + 1] * dk_scale);
       *reinterpret_cast<uint32_t*>(sV + swz<D>(r, c)) = Elem<T>::pack(dv[4 * i + 2 * half], dv[4 * i + 2 * half + 1]);
     }
+}
+template <class T, int D, int NT, bool Checked>
+__device__ __forceinline__ void store_dk_dv(const VarlenBwdParams& p, const Cta& at, const Segment& seg, int n_block,
+                                            int n0, int key_valid, const float (&dk)[D / 2], const float (&dv)[D / 2],
+                                            T* sK, T* sV) {
+  __syncthreads();
+  stage_dk_dv<T, D>(p, threadIdx.x, dk, dv, sK, sV);
   __syncthreads();
   write_dk_dv_rows<T, D, kBwdBlockN, NT, Checked>(p, at, seg, n_block, n0, key_valid, sK, sV);
 }

@@ -102,6 +102,132 @@ __device__ __forceinline__ void add_dq_tile(const VarlenBwdParams& p, const Cta&
   }
 }
 
+// One warpgroup's part of a query step (keys 64 wg .. 64 wg + 63 of the block, BM = 64 query
+// rows), shared by the kernel below and the warp-specialised one
+// (varlen_attention_bwd_wgmma_ws.cuh). `warp` is the warp's index among the 8 compute warps
+// (its 16 keys: 16 warp ..), `lane` its lane.
+template <class T, int D>
+struct WgStep {
+  static constexpr int BM = WgmmaBwdShape<D>::kBlockM, BN = kBwdBlockN;
+  static constexpr int KD = D / 16;   // k16 steps over the head dim (Sᵀ, dPᵀ)
+  static constexpr int KM = BM / 16;  // k16 steps over the step's queries (dV, dK)
+  static constexpr int KN = BN / 16;  // k16 steps over the block's keys (dQ)
+  static constexpr int DQN = D / 2;   // dQ columns per warpgroup
+  using LayoutDs = attn::Sw128Panels<BM, BN>;
+
+  // Sᵀ = K_w Qᵀ and dPᵀ = V_w dOᵀ (64 keys x 64 queries), issued and committed; ka_lo / va_lo:
+  // the warpgroup's K / V rows (kmajor_lo), q_addr / do_addr: the step's Q / dO tiles
+  __device__ __forceinline__ static void issue_s_dp(float (&s)[BM / 2], float (&dp)[BM / 2], uint32_t ka_lo,
+                                                    uint32_t va_lo, uint32_t q_addr, uint32_t do_addr) {
+    const uint32_t qb_lo = attn::kmajor_lo(q_addr, 0), ob_lo = attn::kmajor_lo(do_addr, 0);
+    gmma::wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk)
+      gmma::WgmmaSS<T, BM>::run(s, gmma::sw128_desc_words(ka_lo + attn::kmajor_step<BN>(kk)),
+                                gmma::sw128_desc_words(qb_lo + attn::kmajor_step<BM>(kk)), kk > 0 ? 1u : 0u);
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk)
+      gmma::WgmmaSS<T, BM>::run(dp, gmma::sw128_desc_words(va_lo + attn::kmajor_step<BN>(kk)),
+                                gmma::sw128_desc_words(ob_lo + attn::kmajor_step<BM>(kk)), kk > 0 ? 1u : 0u);
+    gmma::wgmma_commit();
+  }
+
+  // Pᵀ = exp(Sᵀ - LSE), dSᵀ = Pᵀ ∘ (dPᵀ - softmax_d) in place (p_and_ds), then packed as the A
+  // fragments of dV and dK (k16 step kc: query columns 16 kc .. 16 kc + 15)
+  // key_a: the segment key of the warp's accumulator rows e < 2 (e >= 2: + 8), key_of_rows
+  __device__ __forceinline__ static int key_of_rows(const KeyBlockWalk& w, int warp, int lane) {
+    return w.n0 + warp * 16 + (lane >> 2);
+  }
+  __device__ __forceinline__ static void p_ds(const KeyBlockWalk& w, int m0, const float* lse, const float* dsm,
+                                              int key_a, int lane, float (&s)[BM / 2], float (&dp)[BM / 2],
+                                              uint32_t (&pa)[KM][4], uint32_t (&da)[KM][4]) {
+    const bool mask = fa2::block_needs_mask(w.n0, BN, m0, BM, w.seg.len_q, w.seg.len_k, w.flags);
+    with_p_ds_form(w.sm, mask, [&](auto softcap, auto masked) {
+#pragma unroll
+      for (int i = 0; i < BM / 8; ++i)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int col = i * 8 + 2 * (lane & 3) + c;
+          const float lse2 = lse[col] * kLog2e, d = dsm[col];
+          const fa2::KeyLimits kl = row_keys_if<masked.value>(w.sm, m0 + col);
+#pragma unroll
+          for (int e = c; e < 4; e += 2)
+            p_and_ds<softcap.value, masked.value>(w.sm, kl, key_a + (e >> 1) * 8, lse2, d, s[4 * i + e],
+                                                  dp[4 * i + e]);
+        }
+    });
+#pragma unroll
+    for (int kc = 0; kc < KM; ++kc)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        pa[kc][r] = Elem<T>::pack(s[8 * kc + 2 * r], s[8 * kc + 2 * r + 1]);
+        da[kc][r] = Elem<T>::pack(dp[8 * kc + 2 * r], dp[8 * kc + 2 * r + 1]);
+      }
+  }
+
+  // dV_w += Pᵀ dO and dK_w += dSᵀ Q (A from registers, B: the step's dO / Q, MN-major), issued
+  // and committed
+  __device__ __forceinline__ static void issue_dv_dk(float (&dv)[D / 2], float (&dk)[D / 2], const uint32_t (&pa)[KM][4],
+                                                     const uint32_t (&da)[KM][4], uint32_t q_addr, uint32_t do_addr) {
+    const uint32_t dob_lo = attn::mnmajor_lo<BM>(do_addr), qt_lo = attn::mnmajor_lo<BM>(q_addr);
+    gmma::wgmma_fence();
+#pragma unroll
+    for (int kc = 0; kc < KM; ++kc)
+      gmma::WgmmaRS<T, D>::run(dv, pa[kc], gmma::sw128_desc_words(dob_lo + attn::mnmajor_step(kc)));
+#pragma unroll
+    for (int kc = 0; kc < KM; ++kc)
+      gmma::WgmmaRS<T, D>::run(dk, da[kc], gmma::sw128_desc_words(qt_lo + attn::mnmajor_step(kc)));
+    gmma::wgmma_commit();
+  }
+
+  // the warp's rows of dSᵀ (rows: keys, columns: queries) into the [BN][BM] tile
+  __device__ __forceinline__ static void store_ds(T* ds_tile, int warp, int lane, const uint32_t (&da)[KM][4]) {
+    const int r0 = warp * 16 + (lane >> 2);
+#pragma unroll
+    for (int kc = 0; kc < KM; ++kc) {
+      const int c0 = kc * 16 + 2 * (lane & 3);
+      *reinterpret_cast<uint32_t*>(ds_tile + LayoutDs::offset(r0, c0)) = da[kc][0];
+      *reinterpret_cast<uint32_t*>(ds_tile + LayoutDs::offset(r0 + 8, c0)) = da[kc][1];
+      *reinterpret_cast<uint32_t*>(ds_tile + LayoutDs::offset(r0, c0 + 8)) = da[kc][2];
+      *reinterpret_cast<uint32_t*>(ds_tile + LayoutDs::offset(r0 + 8, c0 + 8)) = da[kc][3];
+    }
+  }
+
+  // dQ (64 queries x the warpgroup's D / 2 columns) = dS (64 x 128 keys, both warpgroups' dSᵀ
+  // tile read transposed) K (kb_lo: the warpgroup's columns of K, MN-major), issued and committed
+  __device__ __forceinline__ static void issue_dq(float (&dq)[DQN / 2], const T* ds_tile, uint32_t kb_lo) {
+    const uint32_t ds_lo = attn::mnmajor_lo<BN>(smem_u32(ds_tile));
+    gmma::wgmma_fence();
+#pragma unroll
+    for (int kc = 0; kc < KN; ++kc)
+      gmma::WgmmaSSTT<T, DQN>::run(dq, gmma::sw128_desc_words(ds_lo + attn::mnmajor_step(kc)),
+                                   gmma::sw128_desc_words(kb_lo + attn::mnmajor_step(kc)), kc > 0 ? 1u : 0u);
+    gmma::wgmma_commit();
+  }
+
+  // the warp's rows of dQ into the warpgroup's [64][DQN] fp32 tile (dq_chunk's swizzle)
+  __device__ __forceinline__ static void store_dq(float* dq_tile, int warp, int lane, const float (&dq)[DQN / 2]) {
+#pragma unroll
+    for (int nb = 0; nb < DQN / 8; ++nb)
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int r = (warp & 3) * 16 + (lane >> 2) + half * 8, c = nb * 8 + 2 * (lane & 3);
+        *reinterpret_cast<float2*>(dq_tile + dq_chunk<DQN>(r, c >> 2) * 4 + (c & 3)) =
+            make_float2(dq[4 * nb + 2 * half], dq[4 * nb + 2 * half + 1]);
+      }
+  }
+
+  // A of Sᵀ / dPᵀ: the warpgroup's 64 key rows of K or V
+  __device__ __forceinline__ static uint32_t key_rows_lo(const T* tile, int wg) {
+    return attn::kmajor_lo(smem_u32(tile), wg * 64);
+  }
+  // B of dQ: the warpgroup's D / 2 columns of K (d128: the second 64-column panel; d64: 64
+  // bytes into each 128-byte row of the one panel)
+  __device__ __forceinline__ static uint32_t k_cols_lo(const T* sK, int wg) {
+    return attn::mnmajor_lo<BN>(smem_u32(sK) + uint32_t(D == 128 ? wg * BN * 128 : wg * 64));
+  }
+};
+
 // Key block n_block (every access inside its buffer, or the unchecked form) of segment
 // blockIdx.y, head blockIdx.z; its dq goes into dq_accum copy `split`.
 template <class T, int D>
@@ -111,10 +237,7 @@ __device__ __forceinline__ void wgmma_key_block(const VarlenBwdParams& p, const 
   using LayoutKV = attn::Sw128Panels<D, kBwdBlockN>;
   using LayoutQ = attn::Sw128Panels<D, Shape::kBlockM>;
   constexpr int BN = Shape::kBlockN, BM = Shape::kBlockM, NT = Shape::kThreads, S = Shape::kStages;
-  constexpr int KD = D / 16;     // k16 steps over the head dim (Sᵀ, dPᵀ)
-  constexpr int KM = BM / 16;    // k16 steps over the step's queries (dV, dK)
-  constexpr int KN = BN / 16;    // k16 steps over the block's keys (dQ)
-  constexpr int DQN = D / 2;     // dQ columns per warpgroup
+  constexpr int KM = WgStep<T, D>::KM, DQN = WgStep<T, D>::DQN;
   // Align to a swizzle atom by offsetting the shared pointer itself (wgmma reads 1024-byte
   // aligned 128-byte-swizzle atoms; see the forward kernel).
   unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
@@ -164,30 +287,16 @@ __device__ __forceinline__ void wgmma_key_block(const VarlenBwdParams& p, const 
     if (steps > 1) load_step(1);
     cp_async_commit();
 
-    const uint32_t k_addr = smem_u32(sK), v_addr = smem_u32(sV);
-    // A of Sᵀ / dPᵀ: this warpgroup's 64 key rows; B of dQ: its D / 2 columns of K (d128: the
-    // second 64-column panel; d64: 64 bytes into each 128-byte row of the one panel)
-    const uint32_t ka_lo = attn::kmajor_lo(k_addr, wg * 64), va_lo = attn::kmajor_lo(v_addr, wg * 64);
-    const uint32_t kb_lo = attn::mnmajor_lo<BN>(k_addr + uint32_t(D == 128 ? wg * BN * 128 : wg * 64));
-    const int key_a = w.n0 + warp * 16 + (lane >> 2);  // segment key of accumulator rows e < 2 (e >= 2: + 8)
+    using Step = WgStep<T, D>;
+    const uint32_t ka_lo = Step::key_rows_lo(sK, wg), va_lo = Step::key_rows_lo(sV, wg);
+    const uint32_t kb_lo = Step::k_cols_lo(sK, wg);
+    const int key_a = Step::key_of_rows(w, warp, lane);
     auto q_addr = [&](int t) { return smem_u32(sQ0 + (t % S) * BM * D); };
     auto do_addr = [&](int t) { return smem_u32(sdO0 + (t % S) * BM * D); };
 
     // Sᵀ and dPᵀ of step t (64 keys x 64 queries of this warpgroup), issued and committed
     float s[BM / 2], dp[BM / 2];
-    auto issue_s_dp = [&](int t) {
-      const uint32_t qb_lo = attn::kmajor_lo(q_addr(t), 0), ob_lo = attn::kmajor_lo(do_addr(t), 0);
-      gmma::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < KD; ++kk)
-        gmma::WgmmaSS<T, BM>::run(s, gmma::sw128_desc_words(ka_lo + attn::kmajor_step<BN>(kk)),
-                                  gmma::sw128_desc_words(qb_lo + attn::kmajor_step<BM>(kk)), kk > 0 ? 1u : 0u);
-#pragma unroll
-      for (int kk = 0; kk < KD; ++kk)
-        gmma::WgmmaSS<T, BM>::run(dp, gmma::sw128_desc_words(va_lo + attn::kmajor_step<BN>(kk)),
-                                  gmma::sw128_desc_words(ob_lo + attn::kmajor_step<BM>(kk)), kk > 0 ? 1u : 0u);
-      gmma::wgmma_commit();
-    };
+    auto issue_s_dp = [&](int t) { Step::issue_s_dp(s, dp, ka_lo, va_lo, q_addr(t), do_addr(t)); };
     cp_async_wait<1>();  // K, V and step 0
     gmma::fence_proxy_async_smem();
     __syncthreads();
@@ -198,61 +307,16 @@ __device__ __forceinline__ void wgmma_key_block(const VarlenBwdParams& p, const 
     // dq_accum reductions of step t run while step t + 1's products are on the tensor cores.
     for (int t = 0; t < steps; ++t) {
       const int m0 = m_of(t) * BM, st = t % S;
-      const float* lse = sLse + st * BM;
-      const float* dsm = sDs + st * BM;
       if constexpr (!Shape::kOverlap) issue_s_dp(t);
       gmma::wgmma_wait<0>();
       gmma::pin(s);
       gmma::pin(dp);
-      const bool mask = fa2::block_needs_mask(w.n0, BN, m0, BM, seg.len_q, seg.len_k, w.flags);
-      with_p_ds_form(w.sm, mask, [&](auto softcap, auto masked) {
-#pragma unroll
-        for (int i = 0; i < BM / 8; ++i)
-#pragma unroll
-          for (int c = 0; c < 2; ++c) {
-            const int col = i * 8 + 2 * (lane & 3) + c;
-            const float lse2 = lse[col] * kLog2e, d = dsm[col];
-            const fa2::KeyLimits kl = row_keys_if<masked.value>(w.sm, m0 + col);
-#pragma unroll
-            for (int e = c; e < 4; e += 2)
-              p_and_ds<softcap.value, masked.value>(w.sm, kl, key_a + (e >> 1) * 8, lse2, d, s[4 * i + e],
-                                                    dp[4 * i + e]);
-          }
-      });
-
-      // Pᵀ and dSᵀ as A fragments (k16 step kc: query columns 16 kc .. 16 kc + 15)
       uint32_t pa[KM][4], da[KM][4];
-#pragma unroll
-      for (int kc = 0; kc < KM; ++kc)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          pa[kc][r] = Elem<T>::pack(s[8 * kc + 2 * r], s[8 * kc + 2 * r + 1]);
-          da[kc][r] = Elem<T>::pack(dp[8 * kc + 2 * r], dp[8 * kc + 2 * r + 1]);
-        }
-      const uint32_t dob_lo = attn::mnmajor_lo<BM>(do_addr(t)), qt_lo = attn::mnmajor_lo<BM>(q_addr(t));
-      gmma::wgmma_fence();
-#pragma unroll
-      for (int kc = 0; kc < KM; ++kc)
-        gmma::WgmmaRS<T, D>::run(dv, pa[kc], gmma::sw128_desc_words(dob_lo + attn::mnmajor_step(kc)));
-#pragma unroll
-      for (int kc = 0; kc < KM; ++kc)
-        gmma::WgmmaRS<T, D>::run(dk, da[kc], gmma::sw128_desc_words(qt_lo + attn::mnmajor_step(kc)));
-      gmma::wgmma_commit();
-
-      // dSᵀ -> shared memory (rows: keys, columns: queries; buffer t % 2), while dV and dK run
+      Step::p_ds(w, m0, sLse + st * BM, sDs + st * BM, key_a, lane, s, dp, pa, da);
+      Step::issue_dv_dk(dv, dk, pa, da, q_addr(t), do_addr(t));
+      // dSᵀ -> shared memory (buffer t % 2), while dV and dK run
       T* ds_tile = sdS + (t & 1) * BN * BM;
-      {
-        const int r0 = warp * 16 + (lane >> 2);
-        using LayoutDs = attn::Sw128Panels<BM, BN>;
-#pragma unroll
-        for (int kc = 0; kc < KM; ++kc) {
-          const int c0 = kc * 16 + 2 * (lane & 3);
-          *reinterpret_cast<uint32_t*>(ds_tile + LayoutDs::offset(r0, c0)) = da[kc][0];
-          *reinterpret_cast<uint32_t*>(ds_tile + LayoutDs::offset(r0 + 8, c0)) = da[kc][1];
-          *reinterpret_cast<uint32_t*>(ds_tile + LayoutDs::offset(r0, c0 + 8)) = da[kc][2];
-          *reinterpret_cast<uint32_t*>(ds_tile + LayoutDs::offset(r0 + 8, c0 + 8)) = da[kc][3];
-        }
-      }
+      Step::store_ds(ds_tile, warp, lane, da);
       cp_async_wait<0>();  // step t + 1's tiles (this thread's part)
       gmma::fence_proxy_async_smem();
       // dSᵀ of both warpgroups and step t + 1's tiles are in; every warpgroup is done with
@@ -261,15 +325,8 @@ __device__ __forceinline__ void wgmma_key_block(const VarlenBwdParams& p, const 
       if (t + 2 < steps) load_step(t + 2);
       cp_async_commit();
 
-      // dQ (64 queries x this warpgroup's D / 2 columns) = dS (64 x 128 keys) K
       float dq[DQN / 2];
-      const uint32_t ds_lo = attn::mnmajor_lo<BN>(smem_u32(ds_tile));
-      gmma::wgmma_fence();
-#pragma unroll
-      for (int kc = 0; kc < KN; ++kc)
-        gmma::WgmmaSSTT<T, DQN>::run(dq, gmma::sw128_desc_words(ds_lo + attn::mnmajor_step(kc)),
-                                     gmma::sw128_desc_words(kb_lo + attn::mnmajor_step(kc)), kc > 0 ? 1u : 0u);
-      gmma::wgmma_commit();
+      Step::issue_dq(dq, ds_tile, kb_lo);
       gmma::wgmma_wait<0>();  // dV, dK and dQ of step t
       gmma::pin(pa);
       gmma::pin(da);
@@ -279,14 +336,7 @@ __device__ __forceinline__ void wgmma_key_block(const VarlenBwdParams& p, const 
       // dQ to shared memory (this warpgroup's part), then step t + 1's Sᵀ / dPᵀ on the tensor
       // cores while this warpgroup adds its dQ rows into dq_accum
       float* dq_tile = sDq + wg * BM * DQN;
-#pragma unroll
-      for (int nb = 0; nb < DQN / 8; ++nb)
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const int r = (warp & 3) * 16 + (lane >> 2) + half * 8, c = nb * 8 + 2 * (lane & 3);
-          *reinterpret_cast<float2*>(dq_tile + dq_chunk<DQN>(r, c >> 2) * 4 + (c & 3)) =
-              make_float2(dq[4 * nb + 2 * half], dq[4 * nb + 2 * half + 1]);
-        }
+      Step::store_dq(dq_tile, warp, lane, dq);
       if (Shape::kOverlap && t + 1 < steps) issue_s_dp(t + 1);
       asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");  // the warpgroup's dQ tile is in
       add_dq_tile<DQN>(p, at, seg, w.cu_q_b, w.tm, w.m_top, split, m0, wg * DQN, dq_tile);
@@ -357,35 +407,6 @@ __global__ void __launch_bounds__(BwdShape<D, default_block_m(D)>::kThreads, 1)
     }
     __syncthreads();  // found and count are rewritten by the next pass
   }
-}
-
-}  // namespace ad::kern::bwd
-
-// ---------------------------------------------------------------------------------------
-// the instantiations: kernels/sm90a/varlen_attention_bwd_wgmma_{bf16,fp16}.cu name them (one
-// element type per file), kernels/varlen_attention_bwd.cu launches them
-
-#include "../cuda_check.hpp"
-#include "../launch.hpp"
-
-namespace ad::kern::bwd {
-
-template <class T, int D>
-detail::BwdWgmmaKernels bwd_wgmma_kernels_d(bool checked) {
-  using Fallback = BwdShape<D, default_block_m(D)>;
-  detail::BwdWgmmaKernels k;
-  k.main = {checked ? &varlen_bwd_wgmma_kernel<T, D, true> : &varlen_bwd_wgmma_kernel<T, D, false>,
-            WgmmaBwdShape<D>::kThreads, WgmmaBwdShape<D>::kSmemBytes};
-  if (checked) k.fallback = {&varlen_bwd_fallback_kernel<T, D>, Fallback::kThreads, int(Fallback::smem_bytes(sizeof(T)))};
-  return k;
-}
-
-template <class T>
-detail::BwdWgmmaKernels bwd_wgmma_kernels(int head_dim, bool checked) {
-  if (head_dim == 64) return bwd_wgmma_kernels_d<T, 64>(checked);
-  if (head_dim == 128) return bwd_wgmma_kernels_d<T, 128>(checked);
-  throw cuda::LaunchConfigError("wgmma varlen backward: head_dim " + std::to_string(head_dim) +
-                                " has no instantiation (64, 128)");
 }
 
 }  // namespace ad::kern::bwd

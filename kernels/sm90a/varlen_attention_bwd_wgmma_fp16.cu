@@ -1,7 +1,7 @@
 // The wgmma varlen backward's key-block kernels for fp16 (varlen_attention_bwd_wgmma.cuh; their
 // launcher in kernels/varlen_attention_bwd.cu), compiled for sm_90a only (CMakeLists.txt:
 // attn_doctor_cuda_sm90a); one element type per file so the instantiations compile in parallel.
-#include "varlen_attention_bwd_wgmma.cuh"
+#include "varlen_attention_bwd_wgmma_ws.cuh"
 #include "launch.hpp"
 
 namespace ad::kern::detail {

@@ -1,0 +1,271 @@
+// Varlen attention backward, key-block kernel on Hopper's warpgroup tensor cores,
+// warp-specialised: the wgmma key-block kernel's steps (varlen_attention_bwd_wgmma.cuh, WgStep:
+// the same products, element rule, dSᵀ and dQ tiles) with the loads and the dq_accum
+// reductions taken off the compute warpgroups by a producer warpgroup, so that the compute
+// warpgroups hold dK, dV and a step's products in registers without spilling (the kernel of
+// varlen_attention_bwd_wgmma.cuh spills at head dim 128: 255 registers a thread, ptxas) and go
+// from one step's dQ to the next step's Sᵀ without waiting for the reductions. FlashAttention-3's
+// backward is warp-specialised the same way (Shah et al. 2024; hopper/mainloop_bwd_sm90_tma_gmma_ws.hpp
+// and flash_bwd_kernel_sm90.hpp in Dao-AILab/flash-attention, read, not copied: a producer warp
+// loads, a separate warp adds dQ into the fp32 accumulator, the compute warpgroups at 240
+// registers).
+//
+//   grid: the key-block grid (for_each_key_block); 384 threads.
+//
+// Producer (warpgroup 0, setmaxnreg down to kProducerRegs): per key block, K and V, then per
+// query step t the step's Q, dO, LSE and softmax_d into stage t % S of a ring (load_rows /
+// load_row_stats: FA2's addresses by cp.async, as the other kernels, so the unchecked form
+// performs the accesses FA2 performs) once the compute warpgroups released the stage (its
+// "empty" mbarrier, one arrival per compute warp); then the dq_accum reductions of step t - 2
+// (add_dq_tile, red.global.add.v4.f32 from the dQ tile in shared memory, rows past the
+// segment skipped) while step t's copies land; then it waits for its copies, orders them
+// before the tensor cores' reads (fence.proxy.async) and arrives on the stage's "full"
+// mbarrier (128 arrivals). The dQ tile is single-buffered: the compute warps write step t's
+// once the reductions of step t - 1 are done ("dq empty"), and publish it ("dq full").
+//
+// Compute (warpgroups 1 and 2, setmaxnreg up to kConsumerRegs; warpgroup w: keys 64 w ..): per
+// step, wait "full"; Sᵀ, dPᵀ; P and dS; dV, dK; dSᵀ to shared memory (double-buffered); a
+// named barrier of the 256 compute threads (both halves of dSᵀ in); dQ; release the stage; dQ
+// to shared memory. The epilogue (dK, dV through sK / sV into dk / dv) is the kernels' shared
+// one, the producer's threads writing rows with the compute threads.
+//
+// Deterministic: in a call with dq_accum copies, one CTA adds a copy's blocks in order, and
+// each dq_accum element of a step is added by one producer thread (the same for a given row
+// of a step and column), so the sum's order is fixed, as in the other kernels.
+//
+// Checked form: as the wgmma kernel's (key_block_in_bounds per block; the others to
+// varlen_bwd_fallback_kernel, whose records are the mma.sync kernel's).
+//
+// Status: correct (the backward's GPU tests and the CUDA vs CPU training sweep pass with it) and
+// slower than the wgmma kernel on an H100: 0.75-0.82x its speed unchecked, 0.64-0.70x checked
+// (bench/results/bwd-ws-h100-2026-11-27). ncu: the producer, at 24 registers, spills the
+// loaders' state (296 M local-memory requests a 16 x 2048 x 32-head backward, against 55 M for
+// the wgmma kernel) and the compute warps wait on its ring. So it is built only with
+// ATTN_DOCTOR_BWD_WGMMA_WS=1 (below), for the benchmarks.
+#pragma once
+
+#include "varlen_attention_bwd_wgmma.cuh"
+
+namespace ad::kern::bwd {
+
+template <int D, int Stages>
+struct WgmmaWsBwdShape {
+  static constexpr int kThreads = 384;  // producer + two compute warpgroups
+  static constexpr int kBlockN = kBwdBlockN, kBlockM = WgmmaBwdShape<D>::kBlockM;
+  static constexpr int kStages = Stages;
+  // 128 * 24 + 256 * 240 = 64,512 <= 65,536 (one CTA per SM)
+  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+  static constexpr int kKVBytes = kBlockN * D * 2;
+  static constexpr int kQBytes = kBlockM * D * 2;
+  static constexpr int kDsBytes = kBlockN * kBlockM * 2;
+  static constexpr int kDqBytes = kBlockM * D * 4;
+  static constexpr int kStatBytes = 2 * Stages * kBlockM * 4;
+  static constexpr int kBarriers = 2 * Stages + 2;  // full[S], empty[S], dq full, dq empty
+  static constexpr int kSmemBytes =
+      2 * kKVBytes + 2 * Stages * kQBytes + 2 * kDsBytes + kDqBytes + kStatBytes + 8 * kBarriers + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "a CTA may have 227 KB of shared memory");
+};
+
+// Off by default: measured slower than the wgmma kernel on an H100 (docs/performance.md,
+// bench/results/bwd-ws-h100-2026-11-27); a build with -DATTN_DOCTOR_BWD_WGMMA_WS=1 launches it
+// at head dim 128 (both forms) for the benchmarks and tests.
+#ifndef ATTN_DOCTOR_BWD_WGMMA_WS
+#define ATTN_DOCTOR_BWD_WGMMA_WS 0
+#endif
+#ifndef ATTN_DOCTOR_BWD_WS_STAGES
+#define ATTN_DOCTOR_BWD_WS_STAGES 2
+#endif
+inline constexpr int kWsBwdStages = ATTN_DOCTOR_BWD_WS_STAGES;
+
+template <class T, int D, int Stages, bool Checked>
+__global__ void __launch_bounds__(384, 1) varlen_bwd_wgmma_ws_kernel(const VarlenBwdParams p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using Shape = WgmmaWsBwdShape<D, Stages>;
+  using Step = WgStep<T, D>;
+  using LayoutKV = attn::Sw128Panels<D, kBwdBlockN>;
+  using LayoutQ = attn::Sw128Panels<D, Shape::kBlockM>;
+  constexpr int BN = Shape::kBlockN, BM = Shape::kBlockM, S = Stages, KM = Step::KM, DQN = Step::DQN;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  T* sK = reinterpret_cast<T*>(base);
+  T* sV = sK + BN * D;
+  T* sQ0 = sV + BN * D;        // Q [S][BM][D]
+  T* sdO0 = sQ0 + S * BM * D;  // dO [S][BM][D]
+  T* sdS = sdO0 + S * BM * D;  // dSᵀ [2][BN][BM]
+  float* sDq = reinterpret_cast<float*>(sdS + 2 * BN * BM);  // [2 warpgroups][BM][DQN] (dq_chunk)
+  float* sLse = sDq + BM * D;                                // [S][BM]
+  float* sDs = sLse + S * BM;                                // [S][BM]
+  const uint32_t bar0 = smem_u32(sDs + S * BM);
+  auto full = [&](int s) { return bar0 + 8u * uint32_t(s); };
+  auto empty = [&](int s) { return bar0 + 8u * uint32_t(S + s); };
+  const uint32_t dq_full = bar0 + 8u * (2 * S), dq_empty = dq_full + 8u;
+
+  const int tid = threadIdx.x;
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s) {
+      ws::mbar_init(full(s), 128);
+      ws::mbar_init(empty(s), 8);
+    }
+    ws::mbar_init(dq_full, 8);
+    ws::mbar_init(dq_empty, 128);
+  }
+  __syncthreads();
+  const Cta at = this_cta(key_grid_x(p));
+  const int warpgroup = __shfl_sync(0xffffffffu, tid / 128, 0);
+  // step g of the CTA (over its key blocks): stage g % S, phase (g / S) & 1 of its barriers;
+  // dQ tile g: phase g & 1 of the dq barriers
+  int g = 0;
+  // The key block's opening and closing, the same in both roles (the barriers match).
+  auto in_block = [&](int n, int split, auto&& body) {
+    if (Checked && !__shfl_sync(0xffffffffu, int(key_block_in_bounds(p, at, n, split)), 0)) return;
+    if (n != at.x) __syncthreads();  // the previous block's epilogue reads are done
+    const KeyBlockWalk w = key_block_walk(p, at, n, BM);
+    if (w.kb.exits) return;  // FA2: n_block * kBlockN >= actual_seqlen_k
+    const int steps = int(w.steps.m_max - w.steps.m_min);
+    body(w, steps);
+    write_dk_dv_rows<T, D, BN, Shape::kThreads, false>(p, w.at, w.seg, n, w.n0, w.key_valid, sK, sV);
+    g += steps;
+  };
+
+  if (warpgroup == 0) {
+    // ---- producer ----
+    ws::regs_dec<Shape::kProducerRegs>();
+    for_each_key_block(p, at, [&](int n, int split) {
+      in_block(n, split, [&](const KeyBlockWalk& w, int steps) {
+        const Segment& seg = w.seg;
+        const int h = at.z;
+        auto m0_of = [&](int t) { return (int(w.steps.m_max) - 1 - t) * BM; };
+        // step t's dQ tile into dq_accum (add_dq_tile: red.global.add.v4.f32, rows past the
+        // segment skipped). Measured slower: one cp.reduce.async.bulk of a row per thread
+        // (docs/performance.md).
+        auto reduce = [&](int t) {
+          ws::mbar_wait(dq_full, uint32_t(g + t) & 1u);
+          add_dq_tile<DQN>(p, at, seg, w.cu_q_b, w.tm, w.m_top, split, m0_of(t), 0, sDq);
+          add_dq_tile<DQN>(p, at, seg, w.cu_q_b, w.tm, w.m_top, split, m0_of(t), DQN, sDq + BM * DQN);
+          ws::mbar_arrive(dq_empty);
+        };
+        if (steps > 0) {
+          load_rows<T, D, BN, 128, false, LayoutKV>(p, w.at, static_cast<const T*>(p.k.data), p.k.heads, p.k.rows,
+                                                    p.k.buffer, sK, seg.start_k, w.n0, w.key_valid, w.h_kv, n,
+                                                    oc::kMainKeyReads, 0);
+          load_rows<T, D, BN, 128, false, LayoutKV>(p, w.at, static_cast<const T*>(p.v.data), p.v.heads, p.v.rows,
+                                                    p.v.buffer, sV, seg.start_k, w.n0, w.key_valid, w.h_kv, n,
+                                                    oc::kMainKeyReads, int64_t(order::kValueBit));
+        }
+        for (int t = 0; t < steps; ++t) {
+          const int st = (g + t) % S, m0 = m0_of(t);
+          ws::mbar_wait(empty(st), (uint32_t((g + t) / S) & 1u) ^ 1u);
+          load_rows<T, D, BM, 128, false, LayoutQ>(p, w.at, static_cast<const T*>(p.q.data), p.q.heads, p.q.rows,
+                                                   p.q.buffer, sQ0 + st * BM * D, seg.start_q, m0, seg.len_q, h,
+                                                   m0 / w.tm, oc::kMainQueryReads, 0);
+          load_rows<T, D, BM, 128, false, LayoutQ>(p, w.at, static_cast<const T*>(p.dout.data), p.dout.heads,
+                                                   p.dout.rows, p.dout.buffer, sdO0 + st * BM * D, seg.start_q, m0,
+                                                   seg.len_q, h, m0 / w.tm, oc::kMainQueryReads, 0);
+          load_row_stats<BM, false>(p, w.at, seg, w.cu_q_b, w.tm, m0, sLse + st * BM, sDs + st * BM);
+          cp_async_commit();
+          if (t >= 2) reduce(t - 2);  // while step t's copies land
+          cp_async_wait<0>();
+          gmma::fence_proxy_async_smem();
+          ws::mbar_arrive(full(st));
+        }
+        for (int t = steps < 2 ? 0 : steps - 2; t < steps; ++t) reduce(t);
+        __syncthreads();  // the compute warpgroups are done with sK / sV
+        __syncthreads();  // dK and dV are in sK / sV
+      });
+    });
+    return;
+  }
+
+  // ---- compute ----
+  ws::regs_inc<Shape::kConsumerRegs>();
+  const int ctid = tid - 128, warp = ctid >> 5, lane = tid & 31;
+  const int wg = warpgroup - 1;
+  for_each_key_block(p, at, [&](int n, int split) {
+    in_block(n, split, [&](const KeyBlockWalk& w, int steps) {
+      float dk[D / 2], dv[D / 2];
+#pragma unroll
+      for (int i = 0; i < D / 2; ++i) dk[i] = dv[i] = 0.f;
+      const uint32_t ka_lo = Step::key_rows_lo(sK, wg), va_lo = Step::key_rows_lo(sV, wg);
+      const uint32_t kb_lo = Step::k_cols_lo(sK, wg);
+      const int key_a = Step::key_of_rows(w, warp, lane);
+      for (int t = 0; t < steps; ++t) {
+        const int st = (g + t) % S, m0 = (int(w.steps.m_max) - 1 - t) * BM;
+        const uint32_t q_addr = smem_u32(sQ0 + st * BM * D), do_addr = smem_u32(sdO0 + st * BM * D);
+        ws::mbar_wait(full(st), uint32_t((g + t) / S) & 1u);
+        float s[BM / 2], dp[BM / 2];
+        Step::issue_s_dp(s, dp, ka_lo, va_lo, q_addr, do_addr);
+        gmma::wgmma_wait<0>();
+        gmma::pin(s);
+        gmma::pin(dp);
+        uint32_t pa[KM][4], da[KM][4];
+        Step::p_ds(w, m0, sLse + st * BM, sDs + st * BM, key_a, lane, s, dp, pa, da);
+        Step::issue_dv_dk(dv, dk, pa, da, q_addr, do_addr);
+        // dSᵀ -> shared memory (buffer t % 2: the other one may still be read by the other
+        // warpgroup's dQ of step t - 1), while dV and dK run
+        T* ds_tile = sdS + (t & 1) * BN * BM;
+        Step::store_ds(ds_tile, warp, lane, da);
+        gmma::fence_proxy_async_smem();
+        ws::named_sync(1, 256);  // both warpgroups' dSᵀ rows are in
+        float dq[DQN / 2];
+        Step::issue_dq(dq, ds_tile, kb_lo);
+        gmma::wgmma_wait<0>();  // dV, dK and dQ of step t
+        gmma::pin(pa);
+        gmma::pin(da);
+        gmma::pin(dk);
+        gmma::pin(dv);
+        gmma::pin(dq);
+        __syncwarp();
+        if (lane == 0) ws::mbar_arrive(empty(st));  // Q, dO, LSE, softmax_d of the stage are read
+        ws::mbar_wait(dq_empty, (uint32_t(g + t) & 1u) ^ 1u);
+        Step::store_dq(sDq + wg * BM * DQN, warp, lane, dq);
+        __syncwarp();
+        if (lane == 0) ws::mbar_arrive(dq_full);
+      }
+      __syncthreads();  // both warpgroups are done with sK / sV
+      stage_dk_dv<T, D>(p, ctid, dk, dv, sK, sV);
+      __syncthreads();
+    });
+  });
+#else
+  __trap();  // built for a target without wgmma: the launcher never selects it there
+#endif
+}
+
+}  // namespace ad::kern::bwd
+
+// ---------------------------------------------------------------------------------------
+// the instantiations: kernels/sm90a/varlen_attention_bwd_wgmma_{bf16,fp16}.cu name them (one
+// element type per file), kernels/varlen_attention_bwd.cu launches them
+
+#include "../cuda_check.hpp"
+#include "../launch.hpp"
+
+namespace ad::kern::bwd {
+
+template <class T, int D>
+detail::BwdWgmmaKernels bwd_wgmma_kernels_d(bool checked) {
+  using Fallback = BwdShape<D, default_block_m(D)>;
+  detail::BwdWgmmaKernels k;
+  k.main = {checked ? &varlen_bwd_wgmma_kernel<T, D, true> : &varlen_bwd_wgmma_kernel<T, D, false>,
+            WgmmaBwdShape<D>::kThreads, WgmmaBwdShape<D>::kSmemBytes};
+#if ATTN_DOCTOR_BWD_WGMMA_WS
+  if constexpr (D == 128) {
+    using Ws = WgmmaWsBwdShape<D, kWsBwdStages>;
+    k.main = {checked ? &varlen_bwd_wgmma_ws_kernel<T, D, kWsBwdStages, true>
+                      : &varlen_bwd_wgmma_ws_kernel<T, D, kWsBwdStages, false>,
+              Ws::kThreads, Ws::kSmemBytes};
+  }
+#endif
+  if (checked) k.fallback = {&varlen_bwd_fallback_kernel<T, D>, Fallback::kThreads, int(Fallback::smem_bytes(sizeof(T)))};
+  return k;
+}
+
+template <class T>
+detail::BwdWgmmaKernels bwd_wgmma_kernels(int head_dim, bool checked) {
+  if (head_dim == 64) return bwd_wgmma_kernels_d<T, 64>(checked);
+  if (head_dim == 128) return bwd_wgmma_kernels_d<T, 128>(checked);
+  throw cuda::LaunchConfigError("wgmma varlen backward: head_dim " + std::to_string(head_dim) +
+                                " has no instantiation (64, 128)");
+}
+
+}  // namespace ad::kern::bwd
