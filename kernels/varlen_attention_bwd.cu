@@ -118,6 +118,8 @@ std::string varlen_bwd_unsupported(const VarlenBwdParams& p_in) {
     return "FA2's tile " + std::to_string(tile_m) + " x " + std::to_string(bwd::tile_n_of(p)) +
            " is not one the kernel walks (key blocks of " + std::to_string(block_n) +
            ", query tiles a multiple of " + std::to_string(block_m) + ")";
+  if (p.kernel.flags.chunk != 0)
+    return "FA3's attention_chunk (" + std::to_string(p.kernel.flags.chunk) + "): the kernels take FA2's masks";
   if (p.kernel.tile.head_dim_rounded != p.head_dim)
     return "dq_accum has " + std::to_string(p.kernel.tile.head_dim_rounded) + " columns per head for head_dim " +
            std::to_string(p.head_dim);

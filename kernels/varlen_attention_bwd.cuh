@@ -459,6 +459,11 @@ __device__ __forceinline__ KeyBlockWalk key_block_walk(const VarlenBwdParams& p,
   w.flags = p.kernel.flags;
   w.flags.block_m = bm;
   w.flags.block_n = bn;
+  // FA3's attention_chunk never reaches these kernels (varlen_bwd_unsupported sends such a call
+  // to the CPU twin; FA3's own backward refuses it). Said here as a constant, the chunk term of
+  // row_keys folds away: read from the params, it cost the d128 wgmma kernel 64 bytes more
+  // spill in its loop (ptxas, sm_90a).
+  w.flags.chunk = 0;
   w.sm = step_math(p, w.seg, w.flags);
   w.steps.m_min = w.kb.m_min * w.tm / bm;
   w.steps.m_max = w.kb.empty ? w.steps.m_min : w.kb.m_max * w.tm / bm;
