@@ -205,6 +205,20 @@ struct WgStep {
     gmma::wgmma_commit();
   }
 
+  // dQ of the step (issue_dq), then the wait for the step's dV, dK and dQ; the operands and
+  // accumulators are pinned so that no register use moves above the wait
+  __device__ __forceinline__ static void dq_and_wait(float (&dq)[DQN / 2], const T* ds_tile, uint32_t kb_lo,
+                                                     uint32_t (&pa)[KM][4], uint32_t (&da)[KM][4],
+                                                     float (&dk)[D / 2], float (&dv)[D / 2]) {
+    issue_dq(dq, ds_tile, kb_lo);
+    gmma::wgmma_wait<0>();
+    gmma::pin(pa);
+    gmma::pin(da);
+    gmma::pin(dk);
+    gmma::pin(dv);
+    gmma::pin(dq);
+  }
+
   // the warp's rows of dQ into the warpgroup's [64][DQN] fp32 tile (dq_chunk's swizzle)
   __device__ __forceinline__ static void store_dq(float* dq_tile, int warp, int lane, const float (&dq)[DQN / 2]) {
 #pragma unroll
@@ -326,13 +340,7 @@ __device__ __forceinline__ void wgmma_key_block(const VarlenBwdParams& p, const 
       cp_async_commit();
 
       float dq[DQN / 2];
-      Step::issue_dq(dq, ds_tile, kb_lo);
-      gmma::wgmma_wait<0>();  // dV, dK and dQ of step t
-      gmma::pin(pa);
-      gmma::pin(da);
-      gmma::pin(dk);
-      gmma::pin(dv);
-      gmma::pin(dq);
+      Step::dq_and_wait(dq, ds_tile, kb_lo, pa, da, dk, dv);  // dV, dK and dQ of step t
       // dQ to shared memory (this warpgroup's part), then step t + 1's Sᵀ / dPᵀ on the tensor
       // cores while this warpgroup adds its dQ rows into dq_accum
       float* dq_tile = sDq + wg * BM * DQN;

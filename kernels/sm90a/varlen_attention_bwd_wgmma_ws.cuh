@@ -207,13 +207,7 @@ __global__ void __launch_bounds__(384, 1) varlen_bwd_wgmma_ws_kernel(const Varle
         gmma::fence_proxy_async_smem();
         ws::named_sync(1, 256);  // both warpgroups' dSᵀ rows are in
         float dq[DQN / 2];
-        Step::issue_dq(dq, ds_tile, kb_lo);
-        gmma::wgmma_wait<0>();  // dV, dK and dQ of step t
-        gmma::pin(pa);
-        gmma::pin(da);
-        gmma::pin(dk);
-        gmma::pin(dv);
-        gmma::pin(dq);
+        Step::dq_and_wait(dq, ds_tile, kb_lo, pa, da, dk, dv);  // dV, dK and dQ of step t
         __syncwarp();
         if (lane == 0) ws::mbar_arrive(empty(st));  // Q, dO, LSE, softmax_d of the stage are read
         ws::mbar_wait(dq_empty, (uint32_t(g + t) & 1u) ^ 1u);
