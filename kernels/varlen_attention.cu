@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <string>
 
@@ -185,12 +186,29 @@ void check_config(bool ok, const std::string& what) {
   if (!ok) throw cuda::LaunchConfigError("varlen attention forward: " + what);
 }
 
+// `dependent`: launched as the stream's previous kernel's programmatic dependent (compute
+// capability 9.0: it may start once every CTA of that kernel has called pdl_launch_dependents).
 template <class Params>
-void launch_entry(const detail::KernelEntry<Params>& k, dim3 grid, const Params& p, cudaStream_t stream) {
+void launch_entry(const detail::KernelEntry<Params>& k, dim3 grid, const Params& p, cudaStream_t stream,
+                  bool dependent = false) {
   const void* fn = reinterpret_cast<const void*>(k.fn);
   AD_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
   void* args[] = {const_cast<Params*>(&p)};
-  (void)cudaLaunchKernel(fn, grid, dim3(unsigned(k.threads)), args, size_t(k.smem), stream);
+  if (!dependent) {
+    (void)cudaLaunchKernel(fn, grid, dim3(unsigned(k.threads)), args, size_t(k.smem), stream);
+    return;
+  }
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(unsigned(k.threads));
+  config.dynamicSmemBytes = size_t(k.smem);
+  config.stream = stream;
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  (void)cudaLaunchKernelExC(&config, fn, args);
 }
 
 #ifdef ATTN_DOCTOR_WITH_WGMMA
@@ -217,16 +235,25 @@ namespace {
 // The checked forward's launches: the first on the launch grid, then, where the form has one, the
 // second (fwd_checked_fallback in varlen_attention.cuh): a persistent grid of at most two CTAs per
 // SM, each taking the launch grid's CTAs a block of threads at a time.
+// On compute capability 9.0 the second launch is the first's programmatic dependent
+// (fwd_checked_fallback), unless ATTN_DOCTOR_NO_PDL is set in the environment (read once: the
+// benchmarks' same-process comparison, and a way out should a driver mishandle it).
+bool fwd_dependent_launch(int major) {
+  static const bool disabled = std::getenv("ATTN_DOCTOR_NO_PDL") != nullptr;
+  return major >= 9 && !disabled;
+}
 void launch_fwd(const detail::FwdKernels& k, dim3 grid, const VarlenFwdParams& p, cudaStream_t stream) {
   const detail::FwdKernel& fallback = k.fallback;
   detail::launch_kernel(k.main, grid, p, stream);
   if (fallback.fn == nullptr) return;
-  int dev = 0, sms = 0;
+  int dev = 0, sms = 0, major = 0;
   AD_CUDA_CHECK(cudaGetDevice(&dev));
   AD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  AD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   const int64_t ctas = int64_t(grid.x) * grid.y * grid.z;
   const int64_t passes = (ctas + fallback.threads - 1) / fallback.threads;
-  detail::launch_kernel(fallback, dim3(unsigned(std::min<int64_t>(passes, 2 * int64_t(sms)))), p, stream);
+  launch_entry(fallback, dim3(unsigned(std::min<int64_t>(passes, 2 * int64_t(sms)))), p, stream,
+               fwd_dependent_launch(major));
 }
 detail::FwdForm fwd_form(bool checked, bool one_launch) {
   return !checked ? detail::FwdForm::unchecked : one_launch ? detail::FwdForm::checked_one_launch : detail::FwdForm::checked;

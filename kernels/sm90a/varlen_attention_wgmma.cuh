@@ -446,8 +446,8 @@ __device__ __forceinline__ void wgmma_fwd_tile(const VarlenFwdParams& p, const Q
 }
 
 // The unchecked form (Checked false), and the checked form's first launch (Checked true): the
-// unchecked body, with the coverage count, on the CTAs of which fwd_cta_in_bounds holds (the
-// test broadcast from lane 0, so that ptxas sees a warp-uniform exit); the others exit at once
+// unchecked body, with the coverage count, on the CTAs of which fwd_cta_in_bounds holds (its
+// parts side by side over the warps, fwd_cta_in_bounds_split); the others exit at once
 // and varlen_fwd_wgmma_fallback_kernel runs them checked. The body is the unchecked form's
 // code in both: the checks cost the hot loop nothing.
 template <class T, int D, int BN, int MinBlocks, bool PSmem, bool Checked, bool InteriorLoads>
@@ -458,7 +458,8 @@ __global__ void __launch_bounds__(WgmmaShape<D, BN, MinBlocks, PSmem>::kThreads,
   const QueryTile tile = fwd_tile(p, kBlockM);
   if constexpr (Checked) {
     using Shape = WgmmaShape<D, BN, MinBlocks, PSmem>;
-    if (!__shfl_sync(0xffffffffu, int(fwd_cta_in_bounds(p, tile, kBlockM, Shape::kRangeBlockN)), 0)) return;
+    pdl_launch_dependents();
+    if (!fwd_cta_in_bounds_split<Shape::kThreads>(p, tile, kBlockM, Shape::kRangeBlockN)) return;
   }
   wgmma_fwd_tile<T, D, BN, MinBlocks, PSmem, false, InteriorLoads, Checked>(p, tile, smem_raw);
 #else

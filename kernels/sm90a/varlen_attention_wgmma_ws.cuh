@@ -93,11 +93,9 @@ __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const Varle
   auto bar = [&](int kind, int s) -> uint32_t { return sbase + uint32_t(Shape::kBarOffset + (kind * S + s) * 8); };
   enum { kFullK = 0, kFullV = 1, kEmptyK = 2, kEmptyV = 3 };
 
+  if constexpr (ExitIfUnsafe) pdl_launch_dependents();  // the second launch may start (launch_fwd)
   const QueryTile tile = fwd_tile(p, kBlockM);
-  if constexpr (ExitIfUnsafe) {
-    if (!__shfl_sync(0xffffffffu, int(fwd_cta_in_bounds(p, tile, kBlockM, RB)), 0)) return;
-  }
-  if (skips<false>(p, tile)) return;
+  if (skips<false>(p, tile)) return;  // FA2's per-tile exit: accesses nothing, in both forms
   const int m_block = tile.at.x, h = tile.at.z, row0 = tile.row0;
   const Segment seg = tile.seg;
   const KeyRange kr = key_range(p, seg, m_block, RB);
@@ -117,7 +115,11 @@ __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const Varle
       ws::mbar_init(bar(kEmptyV, s), 8);
     }
   }
-  __syncthreads();
+  if constexpr (ExitIfUnsafe) {  // the in-bounds test's parts side by side, combined by this barrier
+    if (!fwd_cta_in_bounds_split<Shape::kThreads>(p, tile, kBlockM, RB)) return;
+  } else {
+    __syncthreads();
+  }
   const int warpgroup = __shfl_sync(0xffffffffu, tid / 128, 0);
 
   if (warpgroup == 0) {
