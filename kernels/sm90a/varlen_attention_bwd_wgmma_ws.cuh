@@ -48,24 +48,6 @@
 
 namespace ad::kern::bwd {
 
-template <int D, int Stages>
-struct WgmmaWsBwdShape {
-  static constexpr int kThreads = 384;  // producer + two compute warpgroups
-  static constexpr int kBlockN = kBwdBlockN, kBlockM = WgmmaBwdShape<D>::kBlockM;
-  static constexpr int kStages = Stages;
-  // 128 * 24 + 256 * 240 = 64,512 <= 65,536 (one CTA per SM)
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
-  static constexpr int kKVBytes = kBlockN * D * 2;
-  static constexpr int kQBytes = kBlockM * D * 2;
-  static constexpr int kDsBytes = kBlockN * kBlockM * 2;
-  static constexpr int kDqBytes = kBlockM * D * 4;
-  static constexpr int kStatBytes = 2 * Stages * kBlockM * 4;
-  static constexpr int kBarriers = 2 * Stages + 2;  // full[S], empty[S], dq full, dq empty
-  static constexpr int kSmemBytes =
-      2 * kKVBytes + 2 * Stages * kQBytes + 2 * kDsBytes + kDqBytes + kStatBytes + 8 * kBarriers + 1024;
-  static_assert(kSmemBytes <= 227 * 1024, "a CTA may have 227 KB of shared memory");
-};
-
 // Off by default: measured slower than the wgmma kernel on an H100 (docs/performance.md,
 // bench/results/bwd-ws-h100-2026-11-27); a build with -DATTN_DOCTOR_BWD_WGMMA_WS=1 launches it
 // at head dim 128 (both forms) for the benchmarks and tests.
@@ -76,6 +58,38 @@ struct WgmmaWsBwdShape {
 #define ATTN_DOCTOR_BWD_WS_STAGES 2
 #endif
 inline constexpr int kWsBwdStages = ATTN_DOCTOR_BWD_WS_STAGES;
+// the producer warpgroup's registers (setmaxnreg; the compute warpgroups get what remains):
+// 24 (FA3's split) or, for the measurements, 40 (40 / 232) or 56 (56 / 224)
+#ifndef ATTN_DOCTOR_BWD_WS_PRODUCER_REGS
+#define ATTN_DOCTOR_BWD_WS_PRODUCER_REGS 24
+#endif
+inline constexpr int kWsBwdProducerRegs = ATTN_DOCTOR_BWD_WS_PRODUCER_REGS;
+
+template <int D, int Stages>
+struct WgmmaWsBwdShape {
+  static constexpr int kThreads = 384;  // producer + two compute warpgroups
+  static constexpr int kBlockN = kBwdBlockN, kBlockM = WgmmaBwdShape<D>::kBlockM;
+  static constexpr int kStages = Stages;
+  // setmaxnreg split of the 168 registers a thread the launch gives (384 threads, one CTA an
+  // SM): the producer's count, and the compute warpgroups' what remains (24 / 240: FA3's)
+  static constexpr int kProducerRegs = kWsBwdProducerRegs;
+  static constexpr int kConsumerRegs = (168 * 384 - 128 * kProducerRegs) / 256 / 8 * 8;
+  // The producer's loads keep load_rows' chunk loop rolled: unrolled, at 24 registers, its
+  // chunk state spilled (1,708 bytes of spill in the kernel, about 360 local-memory
+  // instructions in the producer's code); rolled, 412 bytes (ptxas, sm_90a, bf16 unchecked).
+  static constexpr int kLoadUnroll = 1;
+  static constexpr int kKVBytes = kBlockN * D * 2;
+  static constexpr int kQBytes = kBlockM * D * 2;
+  static constexpr int kDsBytes = kBlockN * kBlockM * 2;
+  static constexpr int kDqBytes = kBlockM * D * 4;
+  static constexpr int kStatBytes = 2 * Stages * kBlockM * 4;
+  static constexpr int kBarriers = 2 * Stages + 2;  // full[S], empty[S], dq full, dq empty
+  static constexpr int kSmemBytes =
+      2 * kKVBytes + 2 * Stages * kQBytes + 2 * kDsBytes + kDqBytes + kStatBytes + 8 * kBarriers + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "a CTA may have 227 KB of shared memory");
+  static_assert(kProducerRegs % 8 == 0 && 128 * kProducerRegs + 256 * kConsumerRegs <= 168 * 384,
+                "setmaxnreg takes multiples of 8 out of the launch's registers");
+};
 
 template <class T, int D, int Stages, bool Checked>
 __global__ void __launch_bounds__(384, 1) varlen_bwd_wgmma_ws_kernel(const VarlenBwdParams p) {
@@ -145,20 +159,20 @@ __global__ void __launch_bounds__(384, 1) varlen_bwd_wgmma_ws_kernel(const Varle
           ws::mbar_arrive(dq_empty);
         };
         if (steps > 0) {
-          load_rows<T, D, BN, 128, false, LayoutKV>(p, w.at, static_cast<const T*>(p.k.data), p.k.heads, p.k.rows,
+          load_rows<T, D, BN, 128, false, LayoutKV, Shape::kLoadUnroll>(p, w.at, static_cast<const T*>(p.k.data), p.k.heads, p.k.rows,
                                                     p.k.buffer, sK, seg.start_k, w.n0, w.key_valid, w.h_kv, n,
                                                     oc::kMainKeyReads, 0);
-          load_rows<T, D, BN, 128, false, LayoutKV>(p, w.at, static_cast<const T*>(p.v.data), p.v.heads, p.v.rows,
+          load_rows<T, D, BN, 128, false, LayoutKV, Shape::kLoadUnroll>(p, w.at, static_cast<const T*>(p.v.data), p.v.heads, p.v.rows,
                                                     p.v.buffer, sV, seg.start_k, w.n0, w.key_valid, w.h_kv, n,
                                                     oc::kMainKeyReads, int64_t(order::kValueBit));
         }
         for (int t = 0; t < steps; ++t) {
           const int st = (g + t) % S, m0 = m0_of(t);
           ws::mbar_wait(empty(st), (uint32_t((g + t) / S) & 1u) ^ 1u);
-          load_rows<T, D, BM, 128, false, LayoutQ>(p, w.at, static_cast<const T*>(p.q.data), p.q.heads, p.q.rows,
+          load_rows<T, D, BM, 128, false, LayoutQ, Shape::kLoadUnroll>(p, w.at, static_cast<const T*>(p.q.data), p.q.heads, p.q.rows,
                                                    p.q.buffer, sQ0 + st * BM * D, seg.start_q, m0, seg.len_q, h,
                                                    m0 / w.tm, oc::kMainQueryReads, 0);
-          load_rows<T, D, BM, 128, false, LayoutQ>(p, w.at, static_cast<const T*>(p.dout.data), p.dout.heads,
+          load_rows<T, D, BM, 128, false, LayoutQ, Shape::kLoadUnroll>(p, w.at, static_cast<const T*>(p.dout.data), p.dout.heads,
                                                    p.dout.rows, p.dout.buffer, sdO0 + st * BM * D, seg.start_q, m0,
                                                    seg.len_q, h, m0 / w.tm, oc::kMainQueryReads, 0);
           load_row_stats<BM, false>(p, w.at, seg, w.cu_q_b, w.tm, m0, sLse + st * BM, sDs + st * BM);
