@@ -162,7 +162,9 @@ __device__ __forceinline__ int swz_ds(int row, int col) {
 // swizzled panels); rows at or past `valid` (the segment's end) zero-filled. Checked form: a
 // row past the buffer is recorded (class `cls`, sub = its segment row, head: the CTA's query
 // head, tile `tile_no`; `records` accesses, 0: counted with another operand's) and zero-filled.
-template <class T, int D, int R, int NT, bool Checked, class Layout = attn::RowSwizzle<D>>
+// Unroll: how many of a thread's chunks the compiler unrolls (all by default; 1 keeps the
+// loop rolled, for a caller short of registers).
+template <class T, int D, int R, int NT, bool Checked, class Layout = attn::RowSwizzle<D>, int Unroll = R * D / 8 / NT>
 __device__ __forceinline__ void load_rows(const VarlenBwdParams& p, const Cta& at, const T* base, int32_t heads,
                                           int64_t buf_rows, Buffer buffer, T* tile, uint32_t start, int first,
                                           int valid, int head, int tile_no, uint32_t cls, int64_t sub_bit,
@@ -174,7 +176,7 @@ __device__ __forceinline__ void load_rows(const VarlenBwdParams& p, const Cta& a
     const int end = min(first + R, valid);
     per_row = end > first && uint64_t(start) + uint64_t(end) > uint64_t(buf_rows);
   }
-#pragma unroll
+#pragma unroll Unroll
   for (int it = 0; it < R * C / NT; ++it) {
     const int i = threadIdx.x + it * NT;
     const int r = i / C, c = i % C;

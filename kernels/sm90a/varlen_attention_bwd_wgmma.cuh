@@ -66,6 +66,13 @@ struct WgmmaBwdShape {
   // registers and ptxas serialises every wgmma (C7512), so d128 issues them at the step's start.
   static constexpr bool kOverlap = D == 64;
   static constexpr int kDqBytes = kBlockM * D * 4;  // the step's dQ in fp32, for the reductions
+  // How many of a thread's 16-byte chunks of a step's Q / dO load are unrolled (load_rows).
+  // At d128 the unrolled loads' chunk addresses are loop invariants that ptxas hoists out of
+  // the step loop and, at 255 registers, spills: 176 bytes of spill and 9 local-memory
+  // reloads a step; the rolled loop recomputes them (8 bytes of spill, none in the step loop;
+  // ptxas, sm_90a, bf16 and fp16) and ran 3-6 % faster checked on an H100
+  // (bench/results/bwd-spill-h100-2026-11-27). d64 is spill-free unrolled.
+  static constexpr int kStepLoadUnroll = D == 128 ? 1 : kBlockM * D / 8 / kThreads;
   // 1 KB to align the base to a swizzle atom
   static constexpr int kSmemBytes =
       2 * kKVBytes + 2 * kStages * kQBytes + 2 * kDsBytes + kStatBytes + kDqBytes + 1024;
@@ -252,6 +259,7 @@ __device__ __forceinline__ void wgmma_key_block(const VarlenBwdParams& p, const 
   using LayoutQ = attn::Sw128Panels<D, Shape::kBlockM>;
   constexpr int BN = Shape::kBlockN, BM = Shape::kBlockM, NT = Shape::kThreads, S = Shape::kStages;
   constexpr int KM = WgStep<T, D>::KM, DQN = WgStep<T, D>::DQN;
+  constexpr int U = Shape::kStepLoadUnroll;
   // Align to a swizzle atom by offsetting the shared pointer itself (wgmma reads 1024-byte
   // aligned 128-byte-swizzle atoms; see the forward kernel).
   unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
@@ -282,12 +290,12 @@ __device__ __forceinline__ void wgmma_key_block(const VarlenBwdParams& p, const 
     auto m_of = [&](int t) { return int(w.steps.m_max) - 1 - t; };
     auto load_step = [&](int t) {
       const int m0 = m_of(t) * BM, st = t % S;
-      load_rows<T, D, BM, NT, false, LayoutQ>(p, w.at, static_cast<const T*>(p.q.data), p.q.heads, p.q.rows,
-                                              p.q.buffer, sQ0 + st * BM * D, seg.start_q, m0, seg.len_q, h,
-                                              m0 / w.tm, oc::kMainQueryReads, 0);
-      load_rows<T, D, BM, NT, false, LayoutQ>(p, w.at, static_cast<const T*>(p.dout.data), p.dout.heads,
-                                              p.dout.rows, p.dout.buffer, sdO0 + st * BM * D, seg.start_q, m0,
-                                              seg.len_q, h, m0 / w.tm, oc::kMainQueryReads, 0);
+      load_rows<T, D, BM, NT, false, LayoutQ, U>(p, w.at, static_cast<const T*>(p.q.data), p.q.heads, p.q.rows,
+                                                 p.q.buffer, sQ0 + st * BM * D, seg.start_q, m0, seg.len_q, h,
+                                                 m0 / w.tm, oc::kMainQueryReads, 0);
+      load_rows<T, D, BM, NT, false, LayoutQ, U>(p, w.at, static_cast<const T*>(p.dout.data), p.dout.heads,
+                                                 p.dout.rows, p.dout.buffer, sdO0 + st * BM * D, seg.start_q, m0,
+                                                 seg.len_q, h, m0 / w.tm, oc::kMainQueryReads, 0);
       load_row_stats<BM, false>(p, w.at, seg, w.cu_q_b, w.tm, m0, sLse + st * BM, sDs + st * BM);
     };
     load_rows<T, D, BN, NT, false, LayoutKV>(p, w.at, static_cast<const T*>(p.k.data), p.k.heads, p.k.rows,

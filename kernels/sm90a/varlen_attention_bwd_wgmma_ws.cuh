@@ -36,35 +36,19 @@
 // Checked form: as the wgmma kernel's (key_block_in_bounds per block; the others to
 // varlen_bwd_fallback_kernel, whose records are the mma.sync kernel's).
 //
-// Status: correct (the backward's GPU tests and the CUDA vs CPU training sweep pass with it) and
-// slower than the wgmma kernel on an H100: 0.75-0.82x its speed unchecked, 0.64-0.70x checked
-// (bench/results/bwd-ws-h100-2026-11-27). ncu: the producer, at 24 registers, spills the
-// loaders' state (296 M local-memory requests a 16 x 2048 x 32-head backward, against 55 M for
-// the wgmma kernel) and the compute warps wait on its ring. So it is built only with
+// Status: slower than the wgmma kernel on an H100. With its producer's loads rolled and the
+// 40 / 232 split it runs 0.82-0.84x the wgmma kernel checked, 0.84-0.86x unchecked, its
+// check overhead -2.2 to +2.7 % (bench/results/bwd-spill-h100-2026-11-27; gradients verified
+// against FA2's there, the GPU tests not run on this form); before (unrolled, 24 / 240)
+// 0.64-0.70x checked, the producer spilling the loaders' state (296 M local-memory requests a
+// 16 x 2048 x 32-head backward; bench/results/bwd-ws-h100-2026-11-27, where the backward's GPU
+// tests and the CUDA vs CPU training sweep passed with it). So it is built only with
 // ATTN_DOCTOR_BWD_WGMMA_WS=1 (below), for the benchmarks.
 #pragma once
 
 #include "varlen_attention_bwd_wgmma.cuh"
 
 namespace ad::kern::bwd {
-
-template <int D, int Stages>
-struct WgmmaWsBwdShape {
-  static constexpr int kThreads = 384;  // producer + two compute warpgroups
-  static constexpr int kBlockN = kBwdBlockN, kBlockM = WgmmaBwdShape<D>::kBlockM;
-  static constexpr int kStages = Stages;
-  // 128 * 24 + 256 * 240 = 64,512 <= 65,536 (one CTA per SM)
-  static constexpr int kProducerRegs = 24, kConsumerRegs = 240;
-  static constexpr int kKVBytes = kBlockN * D * 2;
-  static constexpr int kQBytes = kBlockM * D * 2;
-  static constexpr int kDsBytes = kBlockN * kBlockM * 2;
-  static constexpr int kDqBytes = kBlockM * D * 4;
-  static constexpr int kStatBytes = 2 * Stages * kBlockM * 4;
-  static constexpr int kBarriers = 2 * Stages + 2;  // full[S], empty[S], dq full, dq empty
-  static constexpr int kSmemBytes =
-      2 * kKVBytes + 2 * Stages * kQBytes + 2 * kDsBytes + kDqBytes + kStatBytes + 8 * kBarriers + 1024;
-  static_assert(kSmemBytes <= 227 * 1024, "a CTA may have 227 KB of shared memory");
-};
 
 // Off by default: measured slower than the wgmma kernel on an H100 (docs/performance.md,
 // bench/results/bwd-ws-h100-2026-11-27); a build with -DATTN_DOCTOR_BWD_WGMMA_WS=1 launches it
@@ -76,6 +60,43 @@ struct WgmmaWsBwdShape {
 #define ATTN_DOCTOR_BWD_WS_STAGES 2
 #endif
 inline constexpr int kWsBwdStages = ATTN_DOCTOR_BWD_WS_STAGES;
+// the producer warpgroup's registers (setmaxnreg; the compute warpgroups get what remains).
+// 40 / 232 ran 1.06-1.09x checked (1.04-1.06x unchecked) FA3's 24 / 240
+// (bench/results/bwd-spill-h100-2026-11-27): the producer's spill falls more (ptxas: 412 ->
+// 244 bytes unchecked; 182 -> 107 local-memory instructions in its code) than the compute
+// warpgroups' rises (their step loop: 7 -> 43). At 56 / 224 ptxas serialises every wgmma
+// of the compute warpgroups.
+#ifndef ATTN_DOCTOR_BWD_WS_PRODUCER_REGS
+#define ATTN_DOCTOR_BWD_WS_PRODUCER_REGS 40
+#endif
+inline constexpr int kWsBwdProducerRegs = ATTN_DOCTOR_BWD_WS_PRODUCER_REGS;
+
+template <int D, int Stages>
+struct WgmmaWsBwdShape {
+  static constexpr int kThreads = 384;  // producer + two compute warpgroups
+  static constexpr int kBlockN = kBwdBlockN, kBlockM = WgmmaBwdShape<D>::kBlockM;
+  static constexpr int kStages = Stages;
+  // setmaxnreg split of the 168 registers a thread the launch gives (384 threads, one CTA an
+  // SM): the producer's count, and the compute warpgroups' what remains
+  static constexpr int kProducerRegs = kWsBwdProducerRegs;
+  static constexpr int kConsumerRegs = (168 * 384 - 128 * kProducerRegs) / 256 / 8 * 8;
+  // The producer's loads keep load_rows' chunk loop rolled: unrolled, at 24 registers, its
+  // chunk state spilled (1,708 bytes of spill in the kernel, 750 local-memory instructions
+  // in the producer's code); rolled, 412 bytes and 182 (ptxas, cuobjdump; sm_90a, bf16
+  // unchecked).
+  static constexpr int kLoadUnroll = 1;
+  static constexpr int kKVBytes = kBlockN * D * 2;
+  static constexpr int kQBytes = kBlockM * D * 2;
+  static constexpr int kDsBytes = kBlockN * kBlockM * 2;
+  static constexpr int kDqBytes = kBlockM * D * 4;
+  static constexpr int kStatBytes = 2 * Stages * kBlockM * 4;
+  static constexpr int kBarriers = 2 * Stages + 2;  // full[S], empty[S], dq full, dq empty
+  static constexpr int kSmemBytes =
+      2 * kKVBytes + 2 * Stages * kQBytes + 2 * kDsBytes + kDqBytes + kStatBytes + 8 * kBarriers + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "a CTA may have 227 KB of shared memory");
+  static_assert(kProducerRegs % 8 == 0 && 128 * kProducerRegs + 256 * kConsumerRegs <= 168 * 384,
+                "setmaxnreg takes multiples of 8 out of the launch's registers");
+};
 
 template <class T, int D, int Stages, bool Checked>
 __global__ void __launch_bounds__(384, 1) varlen_bwd_wgmma_ws_kernel(const VarlenBwdParams p) {
@@ -85,6 +106,7 @@ __global__ void __launch_bounds__(384, 1) varlen_bwd_wgmma_ws_kernel(const Varle
   using LayoutKV = attn::Sw128Panels<D, kBwdBlockN>;
   using LayoutQ = attn::Sw128Panels<D, Shape::kBlockM>;
   constexpr int BN = Shape::kBlockN, BM = Shape::kBlockM, S = Stages, KM = Step::KM, DQN = Step::DQN;
+  constexpr int U = Shape::kLoadUnroll;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   unsigned char* base = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   T* sK = reinterpret_cast<T*>(base);
@@ -145,22 +167,22 @@ __global__ void __launch_bounds__(384, 1) varlen_bwd_wgmma_ws_kernel(const Varle
           ws::mbar_arrive(dq_empty);
         };
         if (steps > 0) {
-          load_rows<T, D, BN, 128, false, LayoutKV>(p, w.at, static_cast<const T*>(p.k.data), p.k.heads, p.k.rows,
-                                                    p.k.buffer, sK, seg.start_k, w.n0, w.key_valid, w.h_kv, n,
-                                                    oc::kMainKeyReads, 0);
-          load_rows<T, D, BN, 128, false, LayoutKV>(p, w.at, static_cast<const T*>(p.v.data), p.v.heads, p.v.rows,
-                                                    p.v.buffer, sV, seg.start_k, w.n0, w.key_valid, w.h_kv, n,
-                                                    oc::kMainKeyReads, int64_t(order::kValueBit));
+          load_rows<T, D, BN, 128, false, LayoutKV, U>(p, w.at, static_cast<const T*>(p.k.data), p.k.heads,
+                                                       p.k.rows, p.k.buffer, sK, seg.start_k, w.n0, w.key_valid,
+                                                       w.h_kv, n, oc::kMainKeyReads, 0);
+          load_rows<T, D, BN, 128, false, LayoutKV, U>(p, w.at, static_cast<const T*>(p.v.data), p.v.heads,
+                                                       p.v.rows, p.v.buffer, sV, seg.start_k, w.n0, w.key_valid,
+                                                       w.h_kv, n, oc::kMainKeyReads, int64_t(order::kValueBit));
         }
         for (int t = 0; t < steps; ++t) {
           const int st = (g + t) % S, m0 = m0_of(t);
           ws::mbar_wait(empty(st), (uint32_t((g + t) / S) & 1u) ^ 1u);
-          load_rows<T, D, BM, 128, false, LayoutQ>(p, w.at, static_cast<const T*>(p.q.data), p.q.heads, p.q.rows,
-                                                   p.q.buffer, sQ0 + st * BM * D, seg.start_q, m0, seg.len_q, h,
-                                                   m0 / w.tm, oc::kMainQueryReads, 0);
-          load_rows<T, D, BM, 128, false, LayoutQ>(p, w.at, static_cast<const T*>(p.dout.data), p.dout.heads,
-                                                   p.dout.rows, p.dout.buffer, sdO0 + st * BM * D, seg.start_q, m0,
-                                                   seg.len_q, h, m0 / w.tm, oc::kMainQueryReads, 0);
+          load_rows<T, D, BM, 128, false, LayoutQ, U>(p, w.at, static_cast<const T*>(p.q.data), p.q.heads, p.q.rows,
+                                                      p.q.buffer, sQ0 + st * BM * D, seg.start_q, m0, seg.len_q, h,
+                                                      m0 / w.tm, oc::kMainQueryReads, 0);
+          load_rows<T, D, BM, 128, false, LayoutQ, U>(p, w.at, static_cast<const T*>(p.dout.data), p.dout.heads,
+                                                      p.dout.rows, p.dout.buffer, sdO0 + st * BM * D, seg.start_q,
+                                                      m0, seg.len_q, h, m0 / w.tm, oc::kMainQueryReads, 0);
           load_row_stats<BM, false>(p, w.at, seg, w.cu_q_b, w.tm, m0, sLse + st * BM, sDs + st * BM);
           cp_async_commit();
           if (t >= 2) reduce(t - 2);  // while step t's copies land
