@@ -252,6 +252,21 @@ struct PipelineParams {
 using KeyPipelineParams = PipelineParams<KeyRole>;
 using ValuePipelineParams = PipelineParams<ValueRole>;
 
+// Whether the tensor memory accelerator may load a (rows, heads, head_dim) operand, in boxes of
+// 64 columns (128 bytes, one 128-byte swizzle span) x 1 head x some rows (kernels/tma_maps.hpp):
+// cuTensorMapEncodeTiled's rules for a 3-d map (CUDA driver API: the global address 16-byte
+// aligned, the strides, head_dim and heads * head_dim elements, multiples of 16 bytes below
+// 2^40) and the copy's coordinates (PTX ISA cp.async.bulk.tensor: signed 32-bit, so every row
+// index must lie below 2^31). An operand that fails keeps the cp.async loads.
+template <class Role, class Pointer>
+inline bool tma_operand_ok(const RowOperand<Role, Pointer>& op, int32_t head_dim, int elem_bytes) {
+  const int64_t head_bytes = int64_t(head_dim) * elem_bytes;
+  const int64_t row_bytes = head_bytes * op.heads;
+  return op.data != nullptr && reinterpret_cast<uintptr_t>(op.data) % 16 == 0 && elem_bytes == 2 && head_dim > 0 &&
+         head_dim % 64 == 0 && op.heads > 0 && head_bytes % 16 == 0 && row_bytes % 16 == 0 &&
+         row_bytes < (int64_t(1) << 40) && op.rows > 0 && op.rows < (int64_t(1) << 31);
+}
+
 AD_HD KeyPipelineParams key_pipeline(const VarlenFwdParams& p) {
   return KeyPipelineParams{p.k, p.head_dim, p.num_heads_k > 0 ? p.num_heads / p.num_heads_k : 1};
 }

@@ -18,6 +18,8 @@
 
 namespace ad::kern {
 
+struct FwdTmaMaps;  // kernels/tma_maps.hpp
+
 // ---- unpad / pad (kernels/unpad_pad.cu) -------------------------------------------------
 void launch_unpad_gather(const IndexCopyParams& p, Checks checks, cudaStream_t stream = nullptr);
 void launch_pad_scatter(const IndexCopyParams& p, Checks checks, cudaStream_t stream = nullptr);
@@ -163,12 +165,19 @@ FwdKernels varlen_fwd_wgmma_d192_bf16(FwdForm form);  // head dim 192's own file
 FwdKernels varlen_fwd_wgmma_d192_fp16(FwdForm form);
 // The warp-specialised wgmma forward at head dim 128 (varlen_attention_wgmma_ws.cuh), its
 // first launch only: unchecked, or (checked) the checked form's first launch, whose second is
-// the wgmma kernel's fallback; alt: without ping-pong (bf16).
-FwdKernel varlen_fwd_wgmma_ws_bf16(bool checked, bool alt);
-FwdKernel varlen_fwd_wgmma_ws_fp16(bool checked, bool alt);
+// the wgmma kernel's fallback; alt: without ping-pong (bf16). It takes the tensor maps of q, k
+// and v beside the params (FwdTmaMaps, kernels/tma_maps.hpp: CUDA headers), which the checked
+// form's first launch loads its in-bounds tiles with.
+struct FwdWsKernel {
+  void (*fn)(VarlenFwdParams, FwdTmaMaps) = nullptr;
+  int threads = 0;
+  int smem = 0;
+};
+FwdWsKernel varlen_fwd_wgmma_ws_bf16(bool checked, bool alt);
+FwdWsKernel varlen_fwd_wgmma_ws_fp16(bool checked, bool alt);
 // The warp-specialised kernel at head dim 64 (benchmarks, bf16; a build with
 // ATTN_DOCTOR_WGMMA_WS_D64, else LaunchConfigError): AttnKernel::wgmma_ws at head dim 64.
-FwdKernel varlen_fwd_wgmma_ws_d64_bf16(bool checked);
+FwdWsKernel varlen_fwd_wgmma_ws_d64_bf16(bool checked);
 struct BwdWgmmaKernels {
   BwdKernel main;
   BwdKernel fallback;  // checked form only (fn null otherwise)

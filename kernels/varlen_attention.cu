@@ -15,6 +15,7 @@
 #include "cuda_check.hpp"
 #include "device_common.cuh"
 #include "launch.hpp"
+#include "tma_maps.hpp"
 #include "varlen_attention.cuh"
 
 namespace ad::kern {
@@ -186,14 +187,15 @@ void check_config(bool ok, const std::string& what) {
   if (!ok) throw cuda::LaunchConfigError("varlen attention forward: " + what);
 }
 
-// `dependent`: launched as the stream's previous kernel's programmatic dependent (compute
-// capability 9.0: it may start once every CTA of that kernel has called pdl_launch_dependents).
-template <class Params>
-void launch_entry(const detail::KernelEntry<Params>& k, dim3 grid, const Params& p, cudaStream_t stream,
-                  bool dependent = false) {
+// A kernel entry's launch with its arguments (the params, and the warp-specialised forward's
+// tensor maps). `dependent`: launched as the stream's previous kernel's programmatic dependent
+// (compute capability 9.0: it may start once every CTA of that kernel has called
+// pdl_launch_dependents).
+template <class Entry, class... Args>
+void launch_entry(const Entry& k, dim3 grid, cudaStream_t stream, bool dependent, const Args&... a) {
   const void* fn = reinterpret_cast<const void*>(k.fn);
   AD_CUDA_CHECK(cudaFuncSetAttribute(fn, cudaFuncAttributeMaxDynamicSharedMemorySize, k.smem));
-  void* args[] = {const_cast<Params*>(&p)};
+  void* args[] = {const_cast<Args*>(&a)...};
   if (!dependent) {
     (void)cudaLaunchKernel(fn, grid, dim3(unsigned(k.threads)), args, size_t(k.smem), stream);
     return;
@@ -228,7 +230,7 @@ bool wgmma_loadable() {
 }  // namespace
 
 void detail::launch_kernel(const FwdKernel& k, dim3 grid, const VarlenFwdParams& p, cudaStream_t stream) {
-  launch_entry(k, grid, p, stream);
+  launch_entry(k, grid, stream, false, p);
 }
 
 namespace {
@@ -242,9 +244,7 @@ bool fwd_dependent_launch(int major) {
   static const bool disabled = std::getenv("ATTN_DOCTOR_NO_PDL") != nullptr;
   return major >= 9 && !disabled;
 }
-void launch_fwd(const detail::FwdKernels& k, dim3 grid, const VarlenFwdParams& p, cudaStream_t stream) {
-  const detail::FwdKernel& fallback = k.fallback;
-  detail::launch_kernel(k.main, grid, p, stream);
+void launch_fwd_fallback(const detail::FwdKernel& fallback, dim3 grid, const VarlenFwdParams& p, cudaStream_t stream) {
   if (fallback.fn == nullptr) return;
   int dev = 0, sms = 0, major = 0;
   AD_CUDA_CHECK(cudaGetDevice(&dev));
@@ -252,15 +252,19 @@ void launch_fwd(const detail::FwdKernels& k, dim3 grid, const VarlenFwdParams& p
   AD_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   const int64_t ctas = int64_t(grid.x) * grid.y * grid.z;
   const int64_t passes = (ctas + fallback.threads - 1) / fallback.threads;
-  launch_entry(fallback, dim3(unsigned(std::min<int64_t>(passes, 2 * int64_t(sms)))), p, stream,
-               fwd_dependent_launch(major));
+  launch_entry(fallback, dim3(unsigned(std::min<int64_t>(passes, 2 * int64_t(sms)))), stream,
+               fwd_dependent_launch(major), p);
+}
+void launch_fwd(const detail::FwdKernels& k, dim3 grid, const VarlenFwdParams& p, cudaStream_t stream) {
+  detail::launch_kernel(k.main, grid, p, stream);
+  launch_fwd_fallback(k.fallback, grid, p, stream);
 }
 detail::FwdForm fwd_form(bool checked, bool one_launch) {
   return !checked ? detail::FwdForm::unchecked : one_launch ? detail::FwdForm::checked_one_launch : detail::FwdForm::checked;
 }
 }  // namespace
 void detail::launch_kernel(const BwdKernel& k, dim3 grid, const VarlenBwdParams& p, cudaStream_t stream) {
-  launch_entry(k, grid, p, stream);
+  launch_entry(k, grid, stream, false, p);
 }
 
 #define AD_STRINGIFY_(...) #__VA_ARGS__
@@ -458,15 +462,18 @@ void launch_varlen_fwd(const VarlenFwdParams& p_in, Checks checks, cudaStream_t 
 #ifdef ATTN_DOCTOR_WITH_WGMMA
     const bool alt = k == Chosen::wgmma_ws_alt;
     const bool bf16 = p.elem == ElemType::bf16;
-    detail::FwdKernels ks;
-    ks.main = d64    ? detail::varlen_fwd_wgmma_ws_d64_bf16(checked)
-              : bf16 ? detail::varlen_fwd_wgmma_ws_bf16(checked, alt)
-                     : detail::varlen_fwd_wgmma_ws_fp16(checked, alt);
+    const detail::FwdWsKernel main = d64    ? detail::varlen_fwd_wgmma_ws_d64_bf16(checked)
+                                     : bf16 ? detail::varlen_fwd_wgmma_ws_bf16(checked, alt)
+                                            : detail::varlen_fwd_wgmma_ws_fp16(checked, alt);
+    // The checked form's first launch loads its in-bounds tiles through these maps; the
+    // unchecked kernel (cp.async only) gets none.
+    const FwdTmaMaps maps = checked ? fwd_tma_maps(p) : FwdTmaMaps{};
+    launch_entry(main, grid, stream, false, p, maps);
     if (checked)
-      ks.fallback = (bf16 ? detail::varlen_fwd_wgmma_bf16(p.head_dim, detail::FwdForm::checked, false)
-                          : detail::varlen_fwd_wgmma_fp16(p.head_dim, detail::FwdForm::checked, false))
-                        .fallback;
-    launch_fwd(ks, grid, p, stream);
+      launch_fwd_fallback((bf16 ? detail::varlen_fwd_wgmma_bf16(p.head_dim, detail::FwdForm::checked, false)
+                                : detail::varlen_fwd_wgmma_fp16(p.head_dim, detail::FwdForm::checked, false))
+                              .fallback,
+                          grid, p, stream);
 #endif
   } else if (k == Chosen::wgmma || k == Chosen::wgmma_alt || k == Chosen::wgmma_one_launch) {
     check_config(wgmma_shape(p), "no wgmma kernel for " + std::string(to_string(p.elem)) + " head_dim " +

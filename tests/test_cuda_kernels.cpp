@@ -31,6 +31,7 @@ TEST_CASE("cuda: kernels (not built)", "[cuda]") {
 #include "exec/cuda/device.hpp"
 #include "cuda_test_util.hpp"
 #include "launch.hpp"
+#include "tma_maps.hpp"
 
 using namespace ad;
 using namespace cuda_test;
@@ -81,6 +82,7 @@ struct AttnSpec {
   int heads = 4, heads_k = 4, head_dim = 64;
   std::vector<int32_t> cu_q, cu_k;  // as passed to the kernel
   int64_t rows_q = -1, rows_k = -1; // buffer rows (default: cu[-1])
+  int64_t claimed_rows_k = 0;       // > 0: the rows k and v claim in the params (the segments read only those held)
   int max_seqlen_q = -1, max_seqlen_k = -1;  // default: the longest segment
   bool causal = false;
   int window_left = -1, window_right = -1;
@@ -125,8 +127,9 @@ struct AttnCase {
     kern::VarlenFwdParams p;
     p.elem = spec.elem;
     p.q = {dq.get(), rows_q, spec.heads};
-    p.k = {dk.get(), rows_k, spec.heads_k};
-    p.v = {dv.get(), rows_k, spec.heads_k};
+    const int64_t kv_rows = spec.claimed_rows_k > 0 ? spec.claimed_rows_k : rows_k;
+    p.k = {dk.get(), kv_rows, spec.heads_k};
+    p.v = {dv.get(), kv_rows, spec.heads_k};
     p.out = {dout.get(), rows_q, spec.heads};
     p.lse = dlse.get();
     p.lse_size = int64_t(dlse.size());
@@ -467,6 +470,51 @@ TEST_CASE("cuda: the warp-specialised wgmma forward matches fp64 attention", "[c
         }
       }
     }
+  }
+}
+
+// The checked form's first launch loads its whole tiles with the tensor memory accelerator
+// where the operand's map encodes (tma_operand_ok) and with cp.async where it does not: the
+// encoder takes aligned operands and refuses a base off 16 bytes or rows past the signed 32-bit
+// coordinates; a call whose k and v claim 2^31 rows (the segments read only the rows held)
+// runs its in-bounds CTAs on the cp.async loads and computes the bits the unchecked kernel does.
+TEST_CASE("cuda: the warp-specialised forward loads by cp.async where a tensor map cannot describe the operand",
+          "[cuda]") {
+  if (!have_device()) return;
+  if (ws_kernels().empty()) {
+    WARN("SKIPPED: this device or build has no warp-specialised wgmma kernel");
+    return;
+  }
+  cuda::DeviceBuffer<unsigned char> buf{size_t(4096)};  // never read: encoding reads no tensor
+  unsigned char* fake = buf.get();
+  kern::VarlenFwdParams p;
+  p.elem = ElemType::bf16, p.head_dim = 128;
+  p.q = {fake, 1000, 4};
+  p.k = {fake, int64_t(1) << 31, 2};
+  p.v = {fake + 8, 1000, 2};
+  const kern::FwdTmaMaps maps = kern::fwd_tma_maps(p);
+  CHECK(maps.has_q == ATTN_DOCTOR_FWD_TMA);
+  CHECK(maps.has_k == 0);
+  CHECK(maps.has_v == 0);
+  p.k.rows = (int64_t(1) << 31) - 1;
+  CHECK(kern::fwd_tma_maps(p).has_k == ATTN_DOCTOR_FWD_TMA);
+
+  for (const bool causal : {false, true}) {
+    AttnSpec s;
+    s.heads = 2, s.heads_k = 2, s.head_dim = 128, s.causal = causal;
+    s.cu_q = {0, 1000, 2100};
+    s.cu_k = s.cu_q;
+    s.claimed_rows_k = int64_t(1) << 31;
+    const AttnCase c(s);
+    const AttnRun run = c.run(Checks::unchecked, kern::AttnKernel::wgmma_ws);
+    const AttnRun checked = c.run(Checks::checked, kern::AttnKernel::wgmma_ws);
+    INFO(checked.kernel << (causal ? " causal" : ""));
+    CHECK(checked.record.count == 0);
+    CHECK(compare(c, checked).worst < tolerance(ElemType::bf16));
+    bool identical = true;
+    for (size_t i = 0; i < run.out.size(); ++i)
+      if (!(run.out[i] == checked.out[i] || (std::isnan(run.out[i]) && std::isnan(checked.out[i])))) identical = false;
+    CHECK(identical);
   }
 }
 

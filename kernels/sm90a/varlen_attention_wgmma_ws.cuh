@@ -18,6 +18,12 @@
 // tile's copies are in flight meanwhile), orders its writes before the tensor cores' reads
 // (fence.proxy.async, the writer's side as the PTX ISA gives it) and arrives on the stage's
 // "full" mbarrier (128 arrivals). A zero-filled row (st.shared) is ordered by the same fence.
+// The checked form's first launch, whose accesses all lie in bounds, loads the tiles that lie
+// whole inside the key range (and a whole Q tile) with the tensor memory accelerator instead
+// (FA3's loads; tma_maps.hpp): one thread tells the stage's full barrier to expect the tile's
+// bytes and issues its boxes, the 128 arrivals stay as they are (the tile's cp.async group is
+// then empty), so the phase completes once every producer thread has arrived and the bytes
+// have landed, whichever path each tile took.
 //
 // Consumers (warpgroups 1 and 2, setmaxnreg up to kConsumerRegs): the wgmma kernel's
 // intra-warpgroup overlap (S_i = Q·K_iᵀ and O += P_{i-1}·V_{i-1} issued back to back, the
@@ -34,6 +40,7 @@
 // the same predicate, so every CTA runs in exactly one of the two).
 #pragma once
 
+#include "../tma_maps.hpp"
 #include "varlen_attention_wgmma.cuh"
 
 namespace ad::kern::attn {
@@ -69,8 +76,23 @@ struct WgmmaWsAlt {
   static constexpr bool kPingPong = false;
 };
 
+// Rows [row, row + ROWS) of head `head` of an operand, by the tensor memory accelerator through
+// its map (tma_maps.hpp: boxes of 64 columns x 1 head x ROWS rows), into a Sw128Panels<D, ROWS>
+// tile at `smem`: one box per 64-column panel. The map's 128-byte swizzle is the panels' layout:
+// it stores 16-byte chunk c of the box's row r at chunk c ^ (r % 8) of a 128-byte row, computed
+// from the shared address (bits [4,7) XOR bits [7,10)), and every panel starts on a 1024-byte
+// boundary. The mbarrier at `bar` is told to expect the tile's bytes; one thread issues it all.
+template <class T, int D, int ROWS>
+__device__ __forceinline__ void tma_load_tile(const CUtensorMap* map, uint32_t smem, uint32_t bar, int head, int row) {
+  static_assert(ROWS == kTmaBoxRows && D % 64 == 0, "a tile is whole boxes of the maps");
+  ws::mbar_expect_tx(bar, uint32_t(ROWS * D * sizeof(T)));
+#pragma unroll
+  for (int c = 0; c < D / 64; ++c) ws::tma_load_3d(smem + uint32_t(c * ROWS * 128), map, bar, c * 64, head, row);
+}
+
 template <class T, int D, int Stages, bool PingPong, bool ExitIfUnsafe>
-__global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const VarlenFwdParams p) {
+__global__ void __launch_bounds__(384, 1)
+    varlen_fwd_wgmma_ws_kernel(const VarlenFwdParams p, const __grid_constant__ FwdTmaMaps tma) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Shape = WgmmaWsShape<D, Stages, PingPong>;
   using LayoutQ = Sw128Panels<D, kBlockM>;
@@ -129,16 +151,48 @@ __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const Varle
     const KeyPipelineParams kpipe = key_pipeline(p);
     const ValuePipelineParams vpipe = value_pipeline(p);
     const int h_kv = h / kpipe.group;
+    // The first launch of the checked form (every access of this CTA in bounds) loads by the
+    // tensor memory accelerator each K / V tile whose rows all lie inside the key range
+    // (load_key_rows' interior tiles) and the Q tile when the segment holds all its rows; the
+    // others (the key range's partial tiles, whose rows outside it must be zeros: V rows past
+    // the segment must not reach the product, 0 * NaN is NaN; a partial Q tile; the single-
+    // query GQA swap's Q rows) keep the cp.async loaders. In bounds, every row index lies
+    // below the operand's rows, which tma_operand_ok keeps below 2^31: the signed coordinates
+    // hold it. The unchecked kernel keeps cp.async for every tile: `--raw` performs FA2's
+    // addresses as they are (a TMA box would clamp, zero-fill or refuse them instead).
+    constexpr bool kTma = ExitIfUnsafe && ATTN_DOCTOR_FWD_TMA;
+    const bool tma_k = kTma && tma.has_k, tma_v = kTma && tma.has_v;
+    const bool tma_q = kTma && tma.has_q && !p.seqlenq_ngroups_swapped && row0 + kBlockM <= seg.len_q;
+    auto whole = [&](int i) { return (t_hi - i) * BN >= key_lo && (t_hi - i) * BN + BN <= key_hi; };
+    auto k_addr = [&](int buf) { return sbase + uint32_t(Shape::kQBytes + buf * Shape::kKVBytes); };
+    auto v_addr = [&](int buf) { return sbase + uint32_t(Shape::kQBytes + (S + buf) * Shape::kKVBytes); };
+    if (kTma && tid == 0) {
+      if (tma_q) ws::tma_prefetch_map(&tma.q);
+      if (tma_k) ws::tma_prefetch_map(&tma.k);
+      if (tma_v) ws::tma_prefetch_map(&tma.v);
+    }
     auto load_k = [&](int i, int buf) {
+      if (tma_k && whole(i)) {
+        if (tid == 0) tma_load_tile<T, D, BN>(&tma.k, k_addr(buf), bar(kFullK, buf), h_kv, int(seg.start_k) + (t_hi - i) * BN);
+        return;
+      }
       load_key_rows<T, D, BN, 128, false, LayoutKV, KeyRole, true>(p, kpipe, k_tile(buf), seg, tile.at, h_kv,
                                                                     (t_hi - i) * BN, key_lo, key_hi, RB);
     };
     auto load_v = [&](int i, int buf) {
+      if (tma_v && whole(i)) {
+        if (tid == 0) tma_load_tile<T, D, BN>(&tma.v, v_addr(buf), bar(kFullV, buf), h_kv, int(seg.start_k) + (t_hi - i) * BN);
+        return;
+      }
       load_key_rows<T, D, BN, 128, false, LayoutKV, ValueRole, true>(p, vpipe, v_tile(buf), seg, tile.at, h_kv,
                                                                       (t_hi - i) * BN, key_lo, key_hi, RB);
     };
-    // Q joins K_0's copy group (stage 0 starts empty: no wait).
-    load_q_tile<T, D, 128, false, LayoutQ>(p, sQ, seg, tile.at, row0, false);
+    // Q joins K_0's copy group and full barrier (stage 0 starts empty: no wait).
+    if (tma_q) {
+      if (tid == 0) tma_load_tile<T, D, kBlockM>(&tma.q, sbase, bar(kFullK, 0), h, int(seg.start_q) + row0);
+    } else {
+      load_q_tile<T, D, 128, false, LayoutQ>(p, sQ, seg, tile.at, row0, false);
+    }
     int s = 0;
     uint32_t phase = 0;
     for (int i = 0; i < num_tiles; ++i) {
@@ -295,11 +349,11 @@ __global__ void __launch_bounds__(384, 1) varlen_fwd_wgmma_ws_kernel(const Varle
 // (64: benchmarks, bf16, a build with ATTN_DOCTOR_WGMMA_WS_D64), the unchecked form or (checked)
 // the checked form's first launch.
 template <class T, class Cfg, int D = 128>
-detail::FwdKernel wgmma_ws_kernel(bool checked) {
+detail::FwdWsKernel wgmma_ws_kernel(bool checked) {
   using Shape = WgmmaWsShape<D, Cfg::kStages, Cfg::kPingPong>;
   constexpr int S = Cfg::kStages;
   constexpr bool PP = Cfg::kPingPong;
-  return detail::FwdKernel{checked ? &varlen_fwd_wgmma_ws_kernel<T, D, S, PP, true>
+  return detail::FwdWsKernel{checked ? &varlen_fwd_wgmma_ws_kernel<T, D, S, PP, true>
                                    : &varlen_fwd_wgmma_ws_kernel<T, D, S, PP, false>,
                            Shape::kThreads, Shape::kSmemBytes};
 }

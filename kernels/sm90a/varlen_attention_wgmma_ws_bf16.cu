@@ -7,11 +7,11 @@
 #include "launch.hpp"
 
 namespace ad::kern::detail {
-FwdKernel varlen_fwd_wgmma_ws_bf16(bool checked, bool alt) {
+FwdWsKernel varlen_fwd_wgmma_ws_bf16(bool checked, bool alt) {
   return alt ? attn::wgmma_ws_kernel<__nv_bfloat16, attn::WgmmaWsAlt>(checked)
              : attn::wgmma_ws_kernel<__nv_bfloat16, attn::WgmmaWsDefault>(checked);
 }
-FwdKernel varlen_fwd_wgmma_ws_d64_bf16(bool checked) {
+FwdWsKernel varlen_fwd_wgmma_ws_d64_bf16(bool checked) {
 #ifdef ATTN_DOCTOR_WGMMA_WS_D64
   return attn::wgmma_ws_kernel<__nv_bfloat16, attn::WgmmaWsDefault, 64>(checked);
 #else

@@ -5,7 +5,7 @@
 #include "launch.hpp"
 
 namespace ad::kern::detail {
-FwdKernel varlen_fwd_wgmma_ws_fp16(bool checked, bool alt) {
+FwdWsKernel varlen_fwd_wgmma_ws_fp16(bool checked, bool alt) {
   if (alt) throw cuda::LaunchConfigError("the warp-specialised wgmma forward's other variant is built for bf16 only");
   return attn::wgmma_ws_kernel<__half, attn::WgmmaWsDefault>(checked);
 }

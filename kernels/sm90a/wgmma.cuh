@@ -308,8 +308,9 @@ template <> struct WgmmaRS<__half, 192> {
 }  // namespace ad::kern::gmma
 
 // ---------------------------------------------------------------------------------------
-// warp specialisation: mbarriers (PTX ISA "mbarrier"), named barriers (bar.sync / bar.arrive
-// with a thread count) and the register reallocation between warpgroups (setmaxnreg)
+// warp specialisation: mbarriers (PTX ISA "mbarrier"), the tensor memory accelerator's loads,
+// named barriers (bar.sync / bar.arrive with a thread count) and the register reallocation
+// between warpgroups (setmaxnreg)
 
 namespace ad::kern::ws {
 
@@ -330,6 +331,32 @@ __device__ __forceinline__ void mbar_wait(uint32_t addr, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
+// Adds `bytes` to the transactions the barrier's current phase waits for, without an arrival:
+// the phase then completes when its arrivals are in and that many bytes have landed (PTX ISA
+// "mbarrier.expect_tx"). The tensor memory accelerator's copies below count their bytes off.
+__device__ __forceinline__ void mbar_expect_tx(uint32_t addr, uint32_t bytes) {
+  asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(addr), "r"(bytes) : "memory");
+}
+
+// ---------------------------------------------------------------------------------------
+// the tensor memory accelerator (PTX ISA "cp.async.bulk.tensor", "prefetch.tensormap";
+// CUDA driver API cuTensorMapEncodeTiled for the map)
+//
+// `map` is the generic address of a CUtensorMap in kernel parameter space (a __grid_constant__
+// parameter) or global memory. A 3-d box of the map's box size, at coordinates {c0, c1, c2}
+// (innermost first, signed 32-bit), is copied to shared memory at `smem` (laid out as the map's
+// swizzle says), and the bytes it writes complete transactions on the mbarrier at `bar`.
+__device__ __forceinline__ void tma_prefetch_map(const void* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+__device__ __forceinline__ void tma_load_3d(uint32_t smem, const void* map, uint32_t bar, int c0, int c1, int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n" ::"r"(
+          smem),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }

@@ -1,0 +1,40 @@
+// The tensor maps of the warp-specialised d128 forward's loads by the tensor memory accelerator
+// (kernels/sm90a/varlen_attention_wgmma_ws.cuh, the checked form's first launch): q, k and v as
+// 3-d tensors [rows][heads][head_dim] with the caller's strides, boxes of 64 columns x 1 head x
+// kTmaBoxRows rows, 128-byte swizzle (one Sw128Panels panel of a tile per box). Encoded on the
+// host at each launch from the params' pointers, as the other params are (a captured CUDA graph
+// keeps them), and passed to the kernel as a __grid_constant__ parameter.
+//
+// CUDA headers (cuda.h for CUtensorMap, a type only: the encoder comes from the runtime's
+// cudaGetDriverEntryPointByVersion, so nothing links libcuda): the launcher and the sm_90a
+// kernels include this, never the plain C++ side.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "kernel_params.hpp"
+
+// The first launch of the checked d128 forward loads its in-bounds tiles with the tensor memory
+// accelerator (1) or with cp.async as the unchecked kernel does (0).
+#ifndef ATTN_DOCTOR_FWD_TMA
+#define ATTN_DOCTOR_FWD_TMA 1
+#endif
+
+namespace ad::kern {
+
+inline constexpr int kTmaBoxRows = 128;  // the forward's Q tile and K/V tile rows (kBlockM, kBlockN)
+
+struct FwdTmaMaps {
+  CUtensorMap q, k, v;
+  // Which maps hold an encoded operand (tma_operand_ok held and the encoder took it); a tile
+  // of an operand without one is loaded by cp.async.
+  int32_t has_q = 0, has_k = 0, has_v = 0;
+};
+
+// The maps of the call's q, k and v (elements bf16 or fp16, head_dim a multiple of 64); none
+// (every has_* 0) where the build has ATTN_DOCTOR_FWD_TMA=0 or the runtime gives no encoder.
+FwdTmaMaps fwd_tma_maps(const VarlenFwdParams& p);
+
+}  // namespace ad::kern
