@@ -449,8 +449,8 @@ __device__ __forceinline__ bool fwd_cta_in_bounds_split(const VarlenFwdParams& p
 // at once). Dynamic shared memory: the body's; static: the scan's kFwdFallbackScanBytes, which
 // must fit beside it (the wgmma d128 body takes 225 of the 227 KB a CTA may have). On compute
 // capability 9.0 it is the first launch's programmatic dependent (launch_fwd; the first launch's
-// CTAs call pdl_launch_dependents as they start): it runs on the SMs the first launch's last
-// wave leaves idle, instead of after it, and waits for the first launch at its end, so that the
+// CTAs call pdl_launch_dependents as they start): it may start while the first launch's last
+// CTAs still run, instead of after them, and waits for the first launch at its end, so that the
 // pair completes as one launch would for the stream's later work.
 template <int NT>
 inline constexpr int kFwdFallbackScanBytes = NT * 2 + NT / 32 * 4;
