@@ -19,6 +19,7 @@
 namespace ad::kern {
 
 struct FwdTmaMaps;  // kernels/tma_maps.hpp
+struct BwdTmaMaps;
 
 // ---- unpad / pad (kernels/unpad_pad.cu) -------------------------------------------------
 void launch_unpad_gather(const IndexCopyParams& p, Checks checks, cudaStream_t stream = nullptr);
@@ -178,10 +179,22 @@ FwdWsKernel varlen_fwd_wgmma_ws_fp16(bool checked, bool alt);
 // The warp-specialised kernel at head dim 64 (benchmarks, bf16; a build with
 // ATTN_DOCTOR_WGMMA_WS_D64, else LaunchConfigError): AttnKernel::wgmma_ws at head dim 64.
 FwdWsKernel varlen_fwd_wgmma_ws_d64_bf16(bool checked);
+// The warp-specialised backward's key-block kernel (varlen_attention_bwd_wgmma_ws.cuh) takes the
+// tensor maps of q, k, v and dout beside the params (BwdTmaMaps, kernels/tma_maps.hpp); `tma`:
+// it loads through them, so it runs only on a call that has all four.
+struct BwdWsKernel {
+  void (*fn)(VarlenBwdParams, BwdTmaMaps) = nullptr;
+  int threads = 0;
+  int smem = 0;
+  bool tma = false;
+};
 struct BwdWgmmaKernels {
   BwdKernel main;
+  BwdWsKernel ws;      // when set, it runs the key blocks in main's place (tma: where the maps are)
   BwdKernel fallback;  // checked form only (fn null otherwise)
 };
+void launch_kernel(const BwdWsKernel& k, dim3 grid, const VarlenBwdParams& p, const BwdTmaMaps& maps,
+                   cudaStream_t stream);
 BwdWgmmaKernels varlen_bwd_wgmma_bf16(int head_dim, bool checked);
 BwdWgmmaKernels varlen_bwd_wgmma_fp16(int head_dim, bool checked);
 // Whether the current device runs the sm_90a kernels (compute capability 9.0, a build with

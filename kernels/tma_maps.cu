@@ -1,4 +1,4 @@
-// The host side of the forward's tensor maps (tma_maps.hpp): cuTensorMapEncodeTiled, taken from
+// The host side of the forward's and the backward's tensor maps (tma_maps.hpp): cuTensorMapEncodeTiled, taken from
 // the driver through the CUDA runtime (cudaGetDriverEntryPointByVersion), so that the library
 // does not link libcuda (the runtime is linked statically: CMakeLists.txt, bench/gpu/capi.cpp).
 #include "tma_maps.hpp"
@@ -25,16 +25,17 @@ PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
   return fn;
 }
 
-// (rows, heads, head_dim) row-major, innermost first for the map: head_dim, heads, rows.
+// (rows, heads, head_dim) row-major, innermost first for the map: head_dim, heads, rows; boxes
+// of 64 columns x 1 head x box_rows rows.
 template <class Role, class Pointer>
-int32_t encode(CUtensorMap& map, const RowOperand<Role, Pointer>& op, const VarlenFwdParams& p) {
+int32_t encode(CUtensorMap& map, const RowOperand<Role, Pointer>& op, const VarlenParamsBase& p, int box_rows) {
   const int eb = elem_bytes(p.elem);
   if (p.elem == ElemType::fp32 || !tma_operand_ok(op, p.head_dim, eb)) return 0;
   const PFN_cuTensorMapEncodeTiled_v12000 fn = tensor_map_encoder();
   if (fn == nullptr) return 0;
   const cuuint64_t dims[3] = {cuuint64_t(p.head_dim), cuuint64_t(op.heads), cuuint64_t(op.rows)};
   const cuuint64_t strides[2] = {cuuint64_t(p.head_dim) * eb, cuuint64_t(p.head_dim) * eb * cuuint64_t(op.heads)};
-  const cuuint32_t box[3] = {64, 1, cuuint32_t(kTmaBoxRows)};
+  const cuuint32_t box[3] = {64, 1, cuuint32_t(box_rows)};
   const cuuint32_t unit[3] = {1, 1, 1};
   const CUtensorMapDataType type =
       p.elem == ElemType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
@@ -50,12 +51,21 @@ int32_t encode(CUtensorMap& map, const RowOperand<Role, Pointer>& op, const Varl
 FwdTmaMaps fwd_tma_maps(const VarlenFwdParams& p) {
   FwdTmaMaps m{};
 #if ATTN_DOCTOR_FWD_TMA
-  m.has_q = encode(m.q, p.q, p);
-  m.has_k = encode(m.k, p.k, p);
-  m.has_v = encode(m.v, p.v, p);
+  m.has_q = encode(m.q, p.q, p, kTmaBoxRows);
+  m.has_k = encode(m.k, p.k, p, kTmaBoxRows);
+  m.has_v = encode(m.v, p.v, p, kTmaBoxRows);
 #else
   (void)p;
 #endif
+  return m;
+}
+
+BwdTmaMaps bwd_tma_maps(const VarlenBwdParams& p) {
+  BwdTmaMaps m{};
+  m.has_q = encode(m.q, p.q, p, kBwdTmaQueryRows);
+  m.has_dout = encode(m.dout, p.dout, p, kBwdTmaQueryRows);
+  m.has_k = encode(m.k, p.k, p, kBwdTmaKeyRows);
+  m.has_v = encode(m.v, p.v, p, kBwdTmaKeyRows);
   return m;
 }
 

@@ -1,7 +1,9 @@
-// The tensor maps of the warp-specialised d128 forward's loads by the tensor memory accelerator
-// (kernels/sm90a/varlen_attention_wgmma_ws.cuh, the checked form's first launch): q, k and v as
-// 3-d tensors [rows][heads][head_dim] with the caller's strides, boxes of 64 columns x 1 head x
-// kTmaBoxRows rows, 128-byte swizzle (one Sw128Panels panel of a tile per box). Encoded on the
+// The tensor maps of the loads by the tensor memory accelerator: the warp-specialised d128
+// forward's (kernels/sm90a/varlen_attention_wgmma_ws.cuh, the checked form's first launch: q, k,
+// v) and the warp-specialised backward's (kernels/sm90a/varlen_attention_bwd_wgmma_ws.cuh, the
+// checked form's in-bounds key blocks: q, k, v, dout). Each operand a 3-d tensor
+// [rows][heads][head_dim] with the caller's strides, boxes of 64 columns x 1 head x the kernel's
+// tile rows, 128-byte swizzle (one Sw128Panels panel of a tile per box). Encoded on the
 // host at each launch from the params' pointers, as the other params are (a captured CUDA graph
 // keeps them), and passed to the kernel as a __grid_constant__ parameter.
 //
@@ -24,7 +26,9 @@
 
 namespace ad::kern {
 
-inline constexpr int kTmaBoxRows = 128;  // the forward's Q tile and K/V tile rows (kBlockM, kBlockN)
+inline constexpr int kTmaBoxRows = 128;        // the forward's Q tile and K/V tile rows (kBlockM, kBlockN)
+inline constexpr int kBwdTmaQueryRows = 64;    // the backward's query rows per step (bwd::kWgmmaBlockM)
+inline constexpr int kBwdTmaKeyRows = 128;     // the backward's key block (bwd::kBwdBlockN)
 
 struct FwdTmaMaps {
   CUtensorMap q, k, v;
@@ -36,5 +40,15 @@ struct FwdTmaMaps {
 // The maps of the call's q, k and v (elements bf16 or fp16, head_dim a multiple of 64); none
 // (every has_* 0) where the build has ATTN_DOCTOR_FWD_TMA=0 or the runtime gives no encoder.
 FwdTmaMaps fwd_tma_maps(const VarlenFwdParams& p);
+
+struct BwdTmaMaps {
+  CUtensorMap q, k, v, dout;  // boxes of kBwdTmaQueryRows rows (q, dout) and kBwdTmaKeyRows (k, v)
+  int32_t has_q = 0, has_k = 0, has_v = 0, has_dout = 0;
+  bool all() const { return has_q && has_k && has_v && has_dout; }
+};
+
+// The maps of the call's q, k, v and dout (bf16 or fp16, head_dim a multiple of 64); none
+// where the runtime gives no encoder. The backward's kernel takes them only when it has all four.
+BwdTmaMaps bwd_tma_maps(const VarlenBwdParams& p);
 
 }  // namespace ad::kern

@@ -266,6 +266,10 @@ detail::FwdForm fwd_form(bool checked, bool one_launch) {
 void detail::launch_kernel(const BwdKernel& k, dim3 grid, const VarlenBwdParams& p, cudaStream_t stream) {
   launch_entry(k, grid, stream, false, p);
 }
+void detail::launch_kernel(const BwdWsKernel& k, dim3 grid, const VarlenBwdParams& p, const BwdTmaMaps& maps,
+                           cudaStream_t stream) {
+  launch_entry(k, grid, stream, false, p, maps);
+}
 
 #define AD_STRINGIFY_(...) #__VA_ARGS__
 #define AD_STRINGIFY(...) AD_STRINGIFY_(__VA_ARGS__)

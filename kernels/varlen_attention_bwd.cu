@@ -11,6 +11,7 @@
 
 #include "cuda_check.hpp"
 #include "launch.hpp"
+#include "tma_maps.hpp"
 #include "varlen_attention_bwd_small.cuh"
 
 namespace ad::kern {
@@ -188,7 +189,13 @@ void launch_varlen_bwd_step(const VarlenBwdParams& p_in, BwdStep step, Checks ch
     if (uses_wgmma(p)) {
       const detail::BwdWgmmaKernels k = p.elem == ElemType::bf16 ? detail::varlen_bwd_wgmma_bf16(p.head_dim, checked)
                                                                  : detail::varlen_bwd_wgmma_fp16(p.head_dim, checked);
-      detail::launch_kernel(k.main, grid, p, stream);
+      // The checked form's in-bounds key blocks run the warp-specialised kernel, which loads
+      // through tensor maps of q, k, v and dout, where the call has them all (tma_maps.hpp).
+      const BwdTmaMaps maps = k.ws.tma ? bwd_tma_maps(p) : BwdTmaMaps{};
+      if (k.ws.fn != nullptr && (!k.ws.tma || maps.all()))
+        detail::launch_kernel(k.ws, grid, p, maps, stream);
+      else
+        detail::launch_kernel(k.main, grid, p, stream);
       if (checked) {
         // the key blocks the wgmma kernel left (those that can reach past a buffer): a
         // persistent grid of at most two CTAs per SM, each taking the grid's CTAs a block at a time

@@ -11,17 +11,32 @@ struct Fold {
   long long first_unwritten, first_overwritten;  // rows when none
 };
 
+// Each thread reads kUnroll counters before it folds them: one memory latency per kUnroll
+// counters, not one per counter (read one at a time, 16384 rows took about 20 us a launch on
+// an H100: bench/results/attn-layer-h100-2026-11-28).
+constexpr int kUnroll = 8;
+
 __device__ void fold_counters(const uint32_t* __restrict__ w, int64_t n, Fold* shared) {
   unsigned long long zero = 0, many = 0;
   long long first_zero = n, first_many = n;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const uint32_t c = w[i];
-    if (c == 0) {
-      ++zero;
-      if (i < first_zero) first_zero = i;
-    } else if (c > 1) {
-      ++many;
-      if (i < first_many) first_many = i;
+  for (int64_t base = threadIdx.x; base < n; base += int64_t(blockDim.x) * kUnroll) {
+    uint32_t cs[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = base + int64_t(u) * blockDim.x;
+      cs[u] = i < n ? w[i] : 1u;  // past the end: counted as written once
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = base + int64_t(u) * blockDim.x;
+      const uint32_t c = cs[u];
+      if (c == 0) {
+        ++zero;
+        if (i < first_zero) first_zero = i;
+      } else if (c > 1) {
+        ++many;
+        if (i < first_many) first_many = i;
+      }
     }
   }
   for (int d = 16; d > 0; d >>= 1) {

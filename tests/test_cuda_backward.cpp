@@ -403,7 +403,9 @@ TEST_CASE("cuda: varlen backward matches fp64 gradients", "[cuda]") {
 
 TEST_CASE("cuda: checked and unchecked backward compute the same gradients", "[cuda]") {
   if (!have_device()) return;
-  for (const int d : {128, 192, 256}) {
+  // d64 / d128 on an H100 / H200: the checked form's warp-specialised kernel (loads by the
+  // tensor memory accelerator, partial blocks zeroed) against the unchecked wgmma kernel
+  for (const int d : {64, 128, 192, 256}) {
     DYNAMIC_SECTION("d" << d) {
       BwdSpec s;
       s.cu_q = {0, 300, 333, 900};

@@ -3,9 +3,13 @@
 # with ATTN_DOCTOR_BWD_WGMMA_WS=1) against the default build's wgmma kernel, in one device command:
 #   OUT=<dir> bash bench/gpu/bwd_ws.sh [--deps DIR] [--head-dims "64 128"] [--tokens "16384 32768"]
 #                                      [--tests SPEC] [--budget SECONDS]
-# Builds this tree twice: "before" (the default build: the launcher runs the wgmma kernel of
-# varlen_attention_bwd_wgmma.cuh) and "after" (-DATTN_DOCTOR_BWD_WGMMA_WS=1: the warp-specialised
-# kernel at head dim 128, with the Catch2 tests). Then, each stage started only while fewer than
+#                                      [--before-flags FLAGS] [--after-flags FLAGS]
+# Builds this tree twice, with the CUDA flags --before-flags (default none: the default build)
+# and --after-flags (default -DATTN_DOCTOR_BWD_WGMMA_WS=1: the unchecked form on the
+# warp-specialised kernel too, at head dim 128), the after build with the Catch2 tests. E.g.
+# --before-flags -DATTN_DOCTOR_BWD_WS_TMA=0 --after-flags "": the wgmma kernel against the
+# checked form's warp-specialised kernel with loads by the tensor memory accelerator. Then, each
+# stage started only while fewer than
 # --budget seconds (default 420) have passed since the build began:
 #   tests   the after build's GPU tests matching SPEC (Catch2 test spec; "" skips)
 #   dense   bench_backward.py --dense, before then after (against cuDNN's and FA2's backward)
@@ -19,6 +23,7 @@ deps=${ATTN_DOCTOR_DEPS:-$root/.device/deps}
 out=${OUT:-$root/bench/results/local}
 py=${PYTHON:-python3}
 head_dims="128" tokens="16384 32768 65536" spec="" budget=420 ncu=0
+before_flags="" after_flags="-DATTN_DOCTOR_BWD_WGMMA_WS=1"
 while [[ $# -gt 0 ]]; do
   case $1 in
     --deps) deps=$(cd "$2" && pwd); shift 2 ;;
@@ -27,6 +32,8 @@ while [[ $# -gt 0 ]]; do
     --tests) spec=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --ncu) ncu=1; shift ;;
+    --before-flags) before_flags=$2; shift 2 ;;
+    --after-flags) after_flags=$2; shift 2 ;;
     *) echo "bwd_ws.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -57,9 +64,9 @@ build_one() {  # build dir, CUDA flags, targets...
 }
 before=/tmp/build-bws-before after=/tmp/build-bws-after
 targets=(); [[ -n $spec ]] && targets=(attn_doctor_tests)
-build_one "$before" "" > "$out/build.log" 2>&1 &
+build_one "$before" "$before_flags" > "$out/build.log" 2>&1 &
 pid=$!
-build_one "$after" "-DATTN_DOCTOR_BWD_WGMMA_WS=1" "${targets[@]}" > "$out/build-after.log" 2>&1
+build_one "$after" "$after_flags" "${targets[@]}" > "$out/build-after.log" 2>&1
 rc_after=$?
 wait $pid; rc_before=$?
 cat "$out/build-after.log" >> "$out/build.log"; rm -f "$out/build-after.log"

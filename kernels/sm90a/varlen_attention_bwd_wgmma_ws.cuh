@@ -13,15 +13,25 @@
 //   grid: the key-block grid (for_each_key_block); 384 threads.
 //
 // Producer (warpgroup 0, setmaxnreg down to kProducerRegs): per key block, K and V, then per
-// query step t the step's Q, dO, LSE and softmax_d into stage t % S of a ring (load_rows /
-// load_row_stats: FA2's addresses by cp.async, as the other kernels, so the unchecked form
-// performs the accesses FA2 performs) once the compute warpgroups released the stage (its
-// "empty" mbarrier, one arrival per compute warp); then the dq_accum reductions of step t - 2
-// (add_dq_tile, red.global.add.v4.f32 from the dQ tile in shared memory, rows past the
-// segment skipped) while step t's copies land; then it waits for its copies, orders them
-// before the tensor cores' reads (fence.proxy.async) and arrives on the stage's "full"
-// mbarrier (128 arrivals). The dQ tile is single-buffered: the compute warps write step t's
-// once the reductions of step t - 1 are done ("dq empty"), and publish it ("dq full").
+// query step t the step's Q, dO, LSE and softmax_d into stage t % S of a ring once the compute
+// warpgroups released the stage (its "empty" mbarrier, one arrival per compute warp); then the
+// dq_accum reductions of step t - 2 (add_dq_tile, red.global.add.v4.f32 from the dQ tile in
+// shared memory, rows past the segment skipped) while step t's copies land; then it waits for
+// its copies, orders them before the tensor cores' reads (fence.proxy.async) and arrives on the
+// stage's "full" mbarrier (128 arrivals). The dQ tile is single-buffered: the compute warps
+// write step t's once the reductions of step t - 1 are done ("dq empty"), and publish it ("dq
+// full"). The loads come in two forms (Tma):
+//   - the checked form (the kernel the launcher runs for the checked d128 backward's in-bounds
+//     key blocks, where the call has tensor maps of q, k, v and dout: kernels/tma_maps.hpp): K,
+//     V, Q and dO as whole boxes by the tensor memory accelerator, issued by one thread. A
+//     whole block's bytes complete on the stage's "full" barrier beside the arrivals; a block
+//     with rows past the segment (keys past the segment's end, the segment's last query block)
+//     completes on `aux`, which the producer waits for to zero those rows (what load_rows
+//     leaves there: the products read zeros, as in the unchecked kernel) before it arrives.
+//     LSE and softmax_d stay cp.async (load_row_stats).
+//   - Tma false (built only with ATTN_DOCTOR_BWD_WGMMA_WS=1, for the benchmarks): every load by
+//     cp.async (load_rows / load_row_stats: FA2's addresses, so the unchecked form performs the
+//     accesses FA2 performs).
 //
 // Compute (warpgroups 1 and 2, setmaxnreg up to kConsumerRegs; warpgroup w: keys 64 w ..): per
 // step, wait "full"; Sᵀ, dPᵀ; P and dS; dV, dK; dSᵀ to shared memory (double-buffered); a
@@ -36,25 +46,32 @@
 // Checked form: as the wgmma kernel's (key_block_in_bounds per block; the others to
 // varlen_bwd_fallback_kernel, whose records are the mma.sync kernel's).
 //
-// Status: slower than the wgmma kernel on an H100. With its producer's loads rolled and the
-// 40 / 232 split it runs 0.82-0.84x the wgmma kernel checked, 0.84-0.86x unchecked, its
-// check overhead -2.2 to +2.7 % (bench/results/bwd-spill-h100-2026-11-27; gradients verified
-// against FA2's there, the GPU tests not run on this form); before (unrolled, 24 / 240)
-// 0.64-0.70x checked, the producer spilling the loaders' state (296 M local-memory requests a
-// 16 x 2048 x 32-head backward; bench/results/bwd-ws-h100-2026-11-27, where the backward's GPU
-// tests and the CUDA vs CPU training sweep passed with it). So it is built only with
-// ATTN_DOCTOR_BWD_WGMMA_WS=1 (below), for the benchmarks.
+// Status (H100, bench/results/bwd-ws-tma-h100-2026-11-28): with TMA loads, the checked d128
+// backward runs 1.005-1.04x the wgmma kernel on dense batches and 1.01-1.03x on varlen ones,
+// so the launcher takes it there (ATTN_DOCTOR_BWD_WS_TMA=0 keeps the wgmma kernel); at d64 it
+// ran 0.92-0.97x (with or without step t + 1's products issued under step t's dQ store), so d64
+// keeps the wgmma kernel. Its gradients: the backward's GPU tests, the CUDA vs CPU training
+// sweep and memcheck there; dK and dV bit for bit those of the unchecked wgmma kernel. With
+// cp.async loads (Tma false) it ran 0.82-0.84x the wgmma kernel
+// (bench/results/bwd-spill-h100-2026-11-27, bench/results/bwd-ws-h100-2026-11-27): its
+// producer spilled the loaders' state.
 #pragma once
 
+#include "../tma_maps.hpp"
 #include "varlen_attention_bwd_wgmma.cuh"
 
 namespace ad::kern::bwd {
 
-// Off by default: measured slower than the wgmma kernel on an H100 (docs/performance.md,
-// bench/results/bwd-ws-h100-2026-11-27); a build with -DATTN_DOCTOR_BWD_WGMMA_WS=1 launches it
-// at head dim 128 (both forms) for the benchmarks and tests.
+// The cp.async form (Tma false) is off by default: measured slower than the wgmma kernel on an
+// H100 (docs/performance.md, bench/results/bwd-ws-h100-2026-11-27); a build with
+// -DATTN_DOCTOR_BWD_WGMMA_WS=1 launches it for the unchecked d128 backward, for the benchmarks.
 #ifndef ATTN_DOCTOR_BWD_WGMMA_WS
 #define ATTN_DOCTOR_BWD_WGMMA_WS 0
+#endif
+// The checked form's key blocks run the warp-specialised kernel with loads by the tensor memory
+// accelerator (1) where the call's operands have tensor maps, else the wgmma kernel (0: always).
+#ifndef ATTN_DOCTOR_BWD_WS_TMA
+#define ATTN_DOCTOR_BWD_WS_TMA 1
 #endif
 #ifndef ATTN_DOCTOR_BWD_WS_STAGES
 #define ATTN_DOCTOR_BWD_WS_STAGES 2
@@ -90,7 +107,7 @@ struct WgmmaWsBwdShape {
   static constexpr int kDsBytes = kBlockN * kBlockM * 2;
   static constexpr int kDqBytes = kBlockM * D * 4;
   static constexpr int kStatBytes = 2 * Stages * kBlockM * 4;
-  static constexpr int kBarriers = 2 * Stages + 2;  // full[S], empty[S], dq full, dq empty
+  static constexpr int kBarriers = 2 * Stages + 3;  // full[S], empty[S], dq full, dq empty, aux
   static constexpr int kSmemBytes =
       2 * kKVBytes + 2 * Stages * kQBytes + 2 * kDsBytes + kDqBytes + kStatBytes + 8 * kBarriers + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "a CTA may have 227 KB of shared memory");
@@ -98,8 +115,20 @@ struct WgmmaWsBwdShape {
                 "setmaxnreg takes multiples of 8 out of the launch's registers");
 };
 
-template <class T, int D, int Stages, bool Checked>
-__global__ void __launch_bounds__(384, 1) varlen_bwd_wgmma_ws_kernel(const VarlenBwdParams p) {
+// Rows [valid, R) of a Sw128Panels<D, R> tile set to zeros by NT threads (thread i of them):
+// what load_rows leaves in the rows past the segment, over a tile the tensor memory
+// accelerator filled whole.
+template <class T, int D, int R, int NT>
+__device__ __forceinline__ void zero_rows_from(T* tile, int valid, int i) {
+  using Layout = attn::Sw128Panels<D, R>;
+  constexpr int C = D / 8;
+  for (int x = max(valid, 0) * C + i; x < R * C; x += NT)
+    *reinterpret_cast<uint4*>(tile + Layout::offset(x / C, (x % C) * 8)) = make_uint4(0, 0, 0, 0);
+}
+
+template <class T, int D, int Stages, bool Checked, bool Tma>
+__global__ void __launch_bounds__(384, 1)
+    varlen_bwd_wgmma_ws_kernel(const VarlenBwdParams p, const __grid_constant__ BwdTmaMaps maps) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using Shape = WgmmaWsBwdShape<D, Stages>;
   using Step = WgStep<T, D>;
@@ -120,7 +149,7 @@ __global__ void __launch_bounds__(384, 1) varlen_bwd_wgmma_ws_kernel(const Varle
   const uint32_t bar0 = smem_u32(sDs + S * BM);
   auto full = [&](int s) { return bar0 + 8u * uint32_t(s); };
   auto empty = [&](int s) { return bar0 + 8u * uint32_t(S + s); };
-  const uint32_t dq_full = bar0 + 8u * (2 * S), dq_empty = dq_full + 8u;
+  const uint32_t dq_full = bar0 + 8u * (2 * S), dq_empty = dq_full + 8u, aux = dq_empty + 8u;
 
   const int tid = threadIdx.x;
   if (tid == 0) {
@@ -130,6 +159,13 @@ __global__ void __launch_bounds__(384, 1) varlen_bwd_wgmma_ws_kernel(const Varle
     }
     ws::mbar_init(dq_full, 8);
     ws::mbar_init(dq_empty, 128);
+    ws::mbar_init(aux, 1);
+    if (Tma) {
+      ws::tma_prefetch_map(&maps.q);
+      ws::tma_prefetch_map(&maps.k);
+      ws::tma_prefetch_map(&maps.v);
+      ws::tma_prefetch_map(&maps.dout);
+    }
   }
   __syncthreads();
   const Cta at = this_cta(key_grid_x(p));
@@ -140,7 +176,10 @@ __global__ void __launch_bounds__(384, 1) varlen_bwd_wgmma_ws_kernel(const Varle
   // The key block's opening and closing, the same in both roles (the barriers match).
   auto in_block = [&](int n, int split, auto&& body) {
     if (Checked && !__shfl_sync(0xffffffffu, int(key_block_in_bounds(p, at, n, split)), 0)) return;
-    if (n != at.x) __syncthreads();  // the previous block's epilogue reads are done
+    // the previous block's epilogue reads of sK / sV are done, and ordered before the tensor
+    // memory accelerator's writes of this block's K and V
+    gmma::fence_proxy_async_smem();
+    if (n != at.x) __syncthreads();
     const KeyBlockWalk w = key_block_walk(p, at, n, BM);
     if (w.kb.exits) return;  // FA2: n_block * kBlockN >= actual_seqlen_k
     const int steps = int(w.steps.m_max - w.steps.m_min);
@@ -152,6 +191,7 @@ __global__ void __launch_bounds__(384, 1) varlen_bwd_wgmma_ws_kernel(const Varle
   if (warpgroup == 0) {
     // ---- producer ----
     ws::regs_dec<Shape::kProducerRegs>();
+    uint32_t aux_phase = 0;  // the parity of aux's next phase (the producer's blocks through it)
     for_each_key_block(p, at, [&](int n, int split) {
       in_block(n, split, [&](const KeyBlockWalk& w, int steps) {
         const Segment& seg = w.seg;
@@ -166,7 +206,7 @@ __global__ void __launch_bounds__(384, 1) varlen_bwd_wgmma_ws_kernel(const Varle
           add_dq_tile<DQN>(p, at, seg, w.cu_q_b, w.tm, w.m_top, split, m0_of(t), DQN, sDq + BM * DQN);
           ws::mbar_arrive(dq_empty);
         };
-        if (steps > 0) {
+        if (!Tma && steps > 0) {
           load_rows<T, D, BN, 128, false, LayoutKV, U>(p, w.at, static_cast<const T*>(p.k.data), p.k.heads,
                                                        p.k.rows, p.k.buffer, sK, seg.start_k, w.n0, w.key_valid,
                                                        w.h_kv, n, oc::kMainKeyReads, 0);
@@ -176,17 +216,53 @@ __global__ void __launch_bounds__(384, 1) varlen_bwd_wgmma_ws_kernel(const Varle
         }
         for (int t = 0; t < steps; ++t) {
           const int st = (g + t) % S, m0 = m0_of(t);
+          T* const q_tile = sQ0 + st * BM * D;
+          T* const do_tile = sdO0 + st * BM * D;
           ws::mbar_wait(empty(st), (uint32_t((g + t) / S) & 1u) ^ 1u);
-          load_rows<T, D, BM, 128, false, LayoutQ, U>(p, w.at, static_cast<const T*>(p.q.data), p.q.heads, p.q.rows,
-                                                      p.q.buffer, sQ0 + st * BM * D, seg.start_q, m0, seg.len_q, h,
-                                                      m0 / w.tm, oc::kMainQueryReads, 0);
-          load_rows<T, D, BM, 128, false, LayoutQ, U>(p, w.at, static_cast<const T*>(p.dout.data), p.dout.heads,
-                                                      p.dout.rows, p.dout.buffer, sdO0 + st * BM * D, seg.start_q,
-                                                      m0, seg.len_q, h, m0 / w.tm, oc::kMainQueryReads, 0);
+          // Tma: the step's Q and dO blocks (and, at the first step, K and V) as whole boxes. A
+          // block with rows past the segment comes through `aux`, which the producer waits for
+          // to zero those rows (load_rows' zeros) before it publishes the stage; the others
+          // complete on the stage's full barrier itself (its bytes expected beside the arrivals).
+          const bool kv = t == 0, kv_whole = w.n0 + BN <= w.key_valid, q_whole = m0 + BM <= seg.len_q;
+          const bool direct = q_whole && (!kv || kv_whole);
+          if constexpr (Tma) {
+            if (tid == 0) {
+              const uint32_t bar = direct ? full(st) : aux;
+              ws::mbar_expect_tx(bar, 2 * attn::tile_bytes<T, D, BM>() + (kv ? 2 * attn::tile_bytes<T, D, BN>() : 0u));
+              if (kv) {
+                const int row = int(seg.start_k) + w.n0;
+                attn::tma_copy_tile<T, D, BN>(&maps.k, smem_u32(sK), bar, w.h_kv, row);
+                attn::tma_copy_tile<T, D, BN>(&maps.v, smem_u32(sV), bar, w.h_kv, row);
+              }
+              const int row = int(seg.start_q) + m0;
+              attn::tma_copy_tile<T, D, BM>(&maps.q, smem_u32(q_tile), bar, h, row);
+              attn::tma_copy_tile<T, D, BM>(&maps.dout, smem_u32(do_tile), bar, h, row);
+              if (!direct) ws::mbar_arrive(aux);
+            }
+          } else {
+            load_rows<T, D, BM, 128, false, LayoutQ, U>(p, w.at, static_cast<const T*>(p.q.data), p.q.heads,
+                                                        p.q.rows, p.q.buffer, q_tile, seg.start_q, m0, seg.len_q, h,
+                                                        m0 / w.tm, oc::kMainQueryReads, 0);
+            load_rows<T, D, BM, 128, false, LayoutQ, U>(p, w.at, static_cast<const T*>(p.dout.data), p.dout.heads,
+                                                        p.dout.rows, p.dout.buffer, do_tile, seg.start_q, m0,
+                                                        seg.len_q, h, m0 / w.tm, oc::kMainQueryReads, 0);
+          }
           load_row_stats<BM, false>(p, w.at, seg, w.cu_q_b, w.tm, m0, sLse + st * BM, sDs + st * BM);
           cp_async_commit();
           if (t >= 2) reduce(t - 2);  // while step t's copies land
           cp_async_wait<0>();
+          if (Tma && !direct) {
+            ws::mbar_wait(aux, aux_phase);
+            aux_phase ^= 1u;
+            if (!kv_whole && kv) {
+              zero_rows_from<T, D, BN, 128>(sK, w.key_valid - w.n0, tid);
+              zero_rows_from<T, D, BN, 128>(sV, w.key_valid - w.n0, tid);
+            }
+            if (!q_whole) {
+              zero_rows_from<T, D, BM, 128>(q_tile, seg.len_q - m0, tid);
+              zero_rows_from<T, D, BM, 128>(do_tile, seg.len_q - m0, tid);
+            }
+          }
           gmma::fence_proxy_async_smem();
           ws::mbar_arrive(full(st));
         }
@@ -261,17 +337,19 @@ namespace ad::kern::bwd {
 template <class T, int D>
 detail::BwdWgmmaKernels bwd_wgmma_kernels_d(bool checked) {
   using Fallback = BwdShape<D, default_block_m(D)>;
+  using Ws = WgmmaWsBwdShape<D, kWsBwdStages>;
   detail::BwdWgmmaKernels k;
   k.main = {checked ? &varlen_bwd_wgmma_kernel<T, D, true> : &varlen_bwd_wgmma_kernel<T, D, false>,
             WgmmaBwdShape<D>::kThreads, WgmmaBwdShape<D>::kSmemBytes};
-#if ATTN_DOCTOR_BWD_WGMMA_WS
+  // the warp-specialised kernel at d128 only: at d64 it ran 5-10 % slower than the wgmma kernel
+  // on an H100 (bench/results/bwd-ws-tma-h100-2026-11-28)
   if constexpr (D == 128) {
-    using Ws = WgmmaWsBwdShape<D, kWsBwdStages>;
-    k.main = {checked ? &varlen_bwd_wgmma_ws_kernel<T, D, kWsBwdStages, true>
-                      : &varlen_bwd_wgmma_ws_kernel<T, D, kWsBwdStages, false>,
-              Ws::kThreads, Ws::kSmemBytes};
-  }
+    if (checked && ATTN_DOCTOR_BWD_WS_TMA)
+      k.ws = {&varlen_bwd_wgmma_ws_kernel<T, D, kWsBwdStages, true, true>, Ws::kThreads, Ws::kSmemBytes, true};
+#if ATTN_DOCTOR_BWD_WGMMA_WS
+    if (!checked) k.ws = {&varlen_bwd_wgmma_ws_kernel<T, D, kWsBwdStages, false, false>, Ws::kThreads, Ws::kSmemBytes, false};
 #endif
+  }
   if (checked) k.fallback = {&varlen_bwd_fallback_kernel<T, D>, Fallback::kThreads, int(Fallback::smem_bytes(sizeof(T)))};
   return k;
 }

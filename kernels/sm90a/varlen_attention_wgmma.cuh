@@ -135,6 +135,31 @@ __device__ __forceinline__ uint32_t mnmajor_lo(uint32_t tile_addr) {
 }
 __device__ __forceinline__ constexpr uint32_t mnmajor_step(int kc) { return uint32_t((kc * 16 * 128) >> 4); }
 
+// Rows [row, row + ROWS) of head `head` of an operand, by the tensor memory accelerator through
+// its map (kernels/tma_maps.hpp: boxes of 64 columns x 1 head x ROWS rows; `map` the generic
+// address of its CUtensorMap), into a Sw128Panels<D, ROWS> tile at `smem`: one box per
+// 64-column panel. The map's 128-byte swizzle is the panels' layout: it stores 16-byte chunk c
+// of the box's row r at chunk c ^ (r % 8) of a 128-byte row, computed from the shared address
+// (bits [4,7) XOR bits [7,10)), and every panel starts on a 1024-byte boundary. The tile's bytes
+// (tile_bytes) complete transactions on the mbarrier at `bar`: tma_copy_tile leaves telling the
+// barrier to expect them to the caller (several tiles on one barrier), tma_load_tile tells it.
+// One thread issues it all. The warp-specialised forward's tiles and backward's blocks.
+template <class T, int D, int ROWS>
+__device__ __forceinline__ constexpr uint32_t tile_bytes() {
+  return uint32_t(ROWS * D * sizeof(T));
+}
+template <class T, int D, int ROWS>
+__device__ __forceinline__ void tma_copy_tile(const void* map, uint32_t smem, uint32_t bar, int head, int row) {
+  static_assert(D % 64 == 0 && ROWS % 8 == 0 && ROWS <= 256, "whole 64-column boxes of at most 256 rows");
+#pragma unroll
+  for (int c = 0; c < D / 64; ++c) ws::tma_load_3d(smem + uint32_t(c * ROWS * 128), map, bar, c * 64, head, row);
+}
+template <class T, int D, int ROWS>
+__device__ __forceinline__ void tma_load_tile(const void* map, uint32_t smem, uint32_t bar, int head, int row) {
+  ws::mbar_expect_tx(bar, tile_bytes<T, D, ROWS>());
+  tma_copy_tile<T, D, ROWS>(map, smem, bar, head, row);
+}
+
 // The operands come by shared-memory address (the kernel computes them: desc_base in the kernel).
 // S (64 x BN, this warpgroup's rows) = Q · Kᵀ, K the key tile at k_addr.
 template <class T, int D, int BN>

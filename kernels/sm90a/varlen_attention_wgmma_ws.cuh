@@ -76,20 +76,6 @@ struct WgmmaWsAlt {
   static constexpr bool kPingPong = false;
 };
 
-// Rows [row, row + ROWS) of head `head` of an operand, by the tensor memory accelerator through
-// its map (tma_maps.hpp: boxes of 64 columns x 1 head x ROWS rows), into a Sw128Panels<D, ROWS>
-// tile at `smem`: one box per 64-column panel. The map's 128-byte swizzle is the panels' layout:
-// it stores 16-byte chunk c of the box's row r at chunk c ^ (r % 8) of a 128-byte row, computed
-// from the shared address (bits [4,7) XOR bits [7,10)), and every panel starts on a 1024-byte
-// boundary. The mbarrier at `bar` is told to expect the tile's bytes; one thread issues it all.
-template <class T, int D, int ROWS>
-__device__ __forceinline__ void tma_load_tile(const CUtensorMap* map, uint32_t smem, uint32_t bar, int head, int row) {
-  static_assert(ROWS == kTmaBoxRows && D % 64 == 0, "a tile is whole boxes of the maps");
-  ws::mbar_expect_tx(bar, uint32_t(ROWS * D * sizeof(T)));
-#pragma unroll
-  for (int c = 0; c < D / 64; ++c) ws::tma_load_3d(smem + uint32_t(c * ROWS * 128), map, bar, c * 64, head, row);
-}
-
 template <class T, int D, int Stages, bool PingPong, bool ExitIfUnsafe>
 __global__ void __launch_bounds__(384, 1)
     varlen_fwd_wgmma_ws_kernel(const VarlenFwdParams p, const __grid_constant__ FwdTmaMaps tma) {
