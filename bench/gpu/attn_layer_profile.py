@@ -25,23 +25,9 @@ import train_step_gpu as ts  # noqa: E402  (the step benchmark's model shapes an
 from attn_doctor import ops  # noqa: E402
 
 
-def tensors(config, batch, variant, rows, device):
-    H, Hk, D = config.num_attention_heads, config.num_key_value_heads, config.head_dim
-    T = batch["input_ids"].numel()
-    B = rows if variant.startswith("sdpa") else 1
-    S = T // B
-    g = torch.Generator(device="cpu").manual_seed(3)
-
-    def leaf(h):
-        return torch.randn((B, S, h, D), generator=g).to(device=device, dtype=torch.bfloat16).requires_grad_()
-    q, k, v = leaf(H), leaf(Hk), leaf(Hk)
-    dout = torch.randn((B, S, H, D), generator=g).to(device=device, dtype=torch.bfloat16)
-    return q, k, v, dout
-
-
 def runner(config, batch, variant, rows, device):
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-    q, k, v, dout = tensors(config, batch, variant, rows, device)
+    q, k, v, dout = ts.layer_tensors(config, batch, variant.split("/")[0], rows, device)
     H, Hk, D = config.num_attention_heads, config.num_key_value_heads, config.head_dim
 
     class Module:

@@ -182,10 +182,9 @@ def time_steps(model, opt, batch, variant, warmup, repeats, device):
     return times
 
 
-def attention_alone(config, batch, variant, dense_rows, repeats, device):
-    """The attention function of one layer, forward + backward, on tensors with the layout the
-    model hands it (q/k/v projected as (B, S, H, D), viewed as (B, H, S, D)); ms per layer."""
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+def layer_tensors(config, batch, variant, dense_rows, device):
+    """q, k, v (leaves) and dout of one layer's attention, seeded, in the layout the model hands
+    the attention function: (B, S, H, D), B the dense twin's rows for SDPA, else 1 (packed)."""
     H, Hk, D = config.num_attention_heads, config.num_key_value_heads, config.head_dim
     T = batch["input_ids"].numel()
     B = dense_rows if variant.startswith("sdpa") else 1
@@ -197,6 +196,15 @@ def attention_alone(config, batch, variant, dense_rows, repeats, device):
         return t.requires_grad_()
     q, k, v = leaf(H), leaf(Hk), leaf(Hk)
     dout = torch.randn((B, S, H, D), generator=g).to(device=device, dtype=torch.bfloat16)
+    return q, k, v, dout
+
+
+def attention_alone(config, batch, variant, dense_rows, repeats, device):
+    """The attention function of one layer, forward + backward, on tensors with the layout the
+    model hands it (q/k/v projected as (B, S, H, D), viewed as (B, H, S, D)); ms per layer."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+    H, Hk, D = config.num_attention_heads, config.num_key_value_heads, config.head_dim
+    q, k, v, dout = layer_tensors(config, batch, variant, dense_rows, device)
 
     class Module:
         is_causal = True
