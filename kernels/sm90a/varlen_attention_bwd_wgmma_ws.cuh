@@ -341,7 +341,7 @@ detail::BwdWgmmaKernels bwd_wgmma_kernels_d(bool checked) {
   detail::BwdWgmmaKernels k;
   k.main = {checked ? &varlen_bwd_wgmma_kernel<T, D, true> : &varlen_bwd_wgmma_kernel<T, D, false>,
             WgmmaBwdShape<D>::kThreads, WgmmaBwdShape<D>::kSmemBytes};
-  // the warp-specialised kernel at d128 only: at d64 it ran 5-10 % slower than the wgmma kernel
+  // the warp-specialised kernel at d128 only: at d64 it ran 3-8 % slower than the wgmma kernel
   // on an H100 (bench/results/bwd-ws-tma-h100-2026-11-28)
   if constexpr (D == 128) {
     if (checked && ATTN_DOCTOR_BWD_WS_TMA)
