@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# ctest "python: checked ops on torch (CPU)": python/tests/test_ops.py (and test_train_step_bench.py, test_bwd_preprocess_bench.py) with a Python that has
+# ctest "python: checked ops on torch (CPU)": python/tests/test_ops.py (and test_train_step_bench.py, test_attn_layer_profile.py, test_bwd_preprocess_bench.py) with a Python that has
 # torch and transformers: $ATTN_DOCTOR_TORCH_PYTHON, else the venv scripts/torch-env makes
 # (.venv-torch). Without one the test prints SKIPPED and why (ctest reports it skipped).
 # Usage: tests/python_torch_test.sh NATIVE_DIR
@@ -18,7 +18,7 @@ if ! "$py" -c 'import torch, transformers' 2>/dev/null; then
   exit 0
 fi
 out=$(cd "$root" && ATTN_DOCTOR_NATIVE_DIR=$1 PYTHONPATH=$root/python${PYTHONPATH:+:$PYTHONPATH} \
-      "$py" -m unittest -v tests.test_ops tests.test_train_step_bench tests.test_bwd_preprocess_bench \
+      "$py" -m unittest -v tests.test_ops tests.test_train_step_bench tests.test_attn_layer_profile tests.test_bwd_preprocess_bench \
       tests.test_catch_table 2>&1)
 rc=$?
 echo "$out"

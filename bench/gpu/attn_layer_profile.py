@@ -9,6 +9,10 @@ so host time shows where it is not hidden), medians of --repeats; then torch.pro
 --profiled rounds: each kernel's device time per round, and the host time of the round.
 
     python bench/gpu/attn_layer_profile.py --out DIR [--shapes 64:16384,128:16384]
+    python bench/gpu/attn_layer_profile.py --device cpu --tiny --out DIR   # a smoke test, CPU twin
+
+On the CPU (--device cpu: attn_doctor and SDPA only) the times are the host's and the table
+lists the operators by their own CPU time per round, in the same fields.
 """
 import argparse
 import json
@@ -51,42 +55,53 @@ def runner(config, batch, variant, rows, device):
     return fwd, bwd
 
 
-def timed(fwd, bwd, repeats):
+def timed(fwd, bwd, repeats, device):
+    cuda = device.type == "cuda"
     ev = lambda: torch.cuda.Event(enable_timing=True)  # noqa: E731
     f_ms, b_ms, host_f, host_b = [], [], [], []
     for _ in range(repeats):
-        torch.cuda.synchronize()
-        a, m, z = ev(), ev(), ev()
+        ts.sync(device)
+        if cuda:
+            a, m, z = ev(), ev(), ev()
         t0 = time.perf_counter()
-        a.record()
+        if cuda:
+            a.record()
         out = fwd()
-        m.record()
+        if cuda:
+            m.record()
         t1 = time.perf_counter()
         bwd(out)
-        z.record()
+        if cuda:
+            z.record()
         t2 = time.perf_counter()
-        z.synchronize()
-        f_ms.append(a.elapsed_time(m))
-        b_ms.append(m.elapsed_time(z))
+        if cuda:
+            z.synchronize()
         host_f.append((t1 - t0) * 1e3)
         host_b.append((t2 - t1) * 1e3)
+        f_ms.append(a.elapsed_time(m) if cuda else host_f[-1])
+        b_ms.append(m.elapsed_time(z) if cuda else host_b[-1])
     med = statistics.median
     return {"fwd_ms": med(f_ms), "bwd_ms": med(b_ms), "host_fwd_ms": med(host_f), "host_bwd_ms": med(host_b)}
 
 
-def profiled(fwd, bwd, rounds):
+def profiled(fwd, bwd, rounds, device):
     from torch.profiler import ProfilerActivity, profile
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+    cuda = device.type == "cuda"
+    ts.sync(device)
+    with profile(activities=[ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])) as prof:
         for _ in range(rounds):
             bwd(fwd())
-        torch.cuda.synchronize()
+        ts.sync(device)
     kernels = {}
-    for e in prof.events():
-        if e.device_type == torch.autograd.DeviceType.CUDA:
-            d = kernels.setdefault(e.name, {"us": 0.0, "count": 0})
-            d["us"] += e.device_time / rounds if hasattr(e, "device_time") else e.cuda_time / rounds
-            d["count"] += 1
+    if cuda:
+        for e in prof.events():
+            if e.device_type == torch.autograd.DeviceType.CUDA:
+                d = kernels.setdefault(e.name, {"us": 0.0, "count": 0})
+                d["us"] += e.device_time / rounds if hasattr(e, "device_time") else e.cuda_time / rounds
+                d["count"] += 1
+    else:
+        for e in prof.key_averages():
+            kernels[e.key] = {"us": e.self_cpu_time_total / rounds, "count": e.count}
     rows = sorted(({"kernel": n[:140], "us_per_round": round(d["us"], 1), "launches_per_round": d["count"] / rounds}
                    for n, d in kernels.items()), key=lambda r: -r["us_per_round"])
     return rows
@@ -100,26 +115,31 @@ def main():
     p.add_argument("--equal-length", type=int, default=2048)
     p.add_argument("--repeats", type=int, default=15)
     p.add_argument("--profiled", type=int, default=3)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--tiny", action="store_true", help="the step benchmark's tiny model and sizes (its --tiny)")
     a = p.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    device = torch.device("cuda")
-    ts.register_varlen()
-    results = {"env": {"torch": torch.__version__, "device": torch.cuda.get_device_name(), "argv": sys.argv[1:]},
-               "runs": []}
+    device = torch.device(a.device)
+    cuda = device.type == "cuda"
+    if cuda:
+        ts.register_varlen()
+    variants = [v for v in a.variants.split(",") if v and (cuda or v.split("/")[0] in ("attn_doctor", "sdpa"))]
+    results = {"env": {"torch": torch.__version__, "device": torch.cuda.get_device_name() if cuda else "cpu",
+                       "argv": sys.argv[1:]}, "runs": []}
     for shape in a.shapes.split(","):
         head_dim, size = (int(x) for x in shape.split(":"))
-        config = ts.config_for(head_dim, False)
+        config = ts.config_for(head_dim, a.tiny)
         gen = torch.Generator().manual_seed(size)
-        L = a.equal_length
+        size, L = (size // 64, 32) if a.tiny else (size, a.equal_length)  # as train_step_gpu.py --tiny
         batch = ts.packed_batch([L] * (size // L), config.vocab_size, device, gen)
         rows = size // L
-        for variant in a.variants.split(","):
+        for variant in variants:
             ops.set_policy(raise_at="step", rows=not variant.endswith("/norows"))
             fwd, bwd = runner(config, batch, variant, rows, device)
             for _ in range(3):
                 bwd(fwd())
-            t = timed(fwd, bwd, a.repeats)
-            kern = profiled(fwd, bwd, a.profiled)
+            t = timed(fwd, bwd, a.repeats, device)
+            kern = profiled(fwd, bwd, a.profiled, device)
             if variant.startswith("attn_doctor"):
                 ops.check()
             run = {"head_dim": head_dim, "tokens": size, "heads": config.num_attention_heads,
