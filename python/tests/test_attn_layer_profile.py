@@ -24,7 +24,8 @@ class AttnLayerProfileTest(unittest.TestCase):
                                    "cpu", "--tiny", "--shapes", "64:8192", "--repeats", "1", "--profiled", "1",
                                    "--out", out], capture_output=True, text=True, timeout=600, env=CHILD_ENV)
             self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
-            result = json.load(open(os.path.join(out, "attn-layer-profile.json")))
+            with open(os.path.join(out, "attn-layer-profile.json")) as f:
+                result = json.load(f)
         runs = {r["variant"]: r for r in result["runs"]}
         # the CPU has no torch varlen_attn and no cuDNN: those variants are left out
         self.assertEqual(set(runs), {"attn_doctor", "attn_doctor/norows", "sdpa"})
