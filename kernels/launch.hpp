@@ -122,11 +122,11 @@ void probe_kernel_versions(int* binary_version, int* ptx_version);
 // file, so the instantiations compile in parallel) name the instantiation a call needs; the
 // launchers (kernels/varlen_attention.cu, kernels/varlen_attention_bwd.cu) launch it.
 namespace detail {
-template <class Params>
+template <class Params, class... Extra>
 struct KernelEntry {
-  void (*fn)(Params) = nullptr;  // the __global__ function (it takes the params by value)
-  int threads = 0;               // threads per CTA
-  int smem = 0;                  // dynamic shared memory per CTA, bytes
+  void (*fn)(Params, Extra...) = nullptr;  // the __global__ function (it takes its arguments by value)
+  int threads = 0;                         // threads per CTA
+  int smem = 0;                            // dynamic shared memory per CTA, bytes
 };
 using FwdKernel = KernelEntry<VarlenFwdParams>;
 using BwdKernel = KernelEntry<VarlenBwdParams>;
@@ -169,28 +169,20 @@ FwdKernels varlen_fwd_wgmma_d192_fp16(FwdForm form);
 // the wgmma kernel's fallback; alt: without ping-pong (bf16). It takes the tensor maps of q, k
 // and v beside the params (FwdTmaMaps, kernels/tma_maps.hpp: CUDA headers), which the checked
 // form's first launch loads its in-bounds tiles with.
-struct FwdWsKernel {
-  void (*fn)(VarlenFwdParams, FwdTmaMaps) = nullptr;
-  int threads = 0;
-  int smem = 0;
-};
+using FwdWsKernel = KernelEntry<VarlenFwdParams, FwdTmaMaps>;
 FwdWsKernel varlen_fwd_wgmma_ws_bf16(bool checked, bool alt);
 FwdWsKernel varlen_fwd_wgmma_ws_fp16(bool checked, bool alt);
 // The warp-specialised kernel at head dim 64 (benchmarks, bf16; a build with
 // ATTN_DOCTOR_WGMMA_WS_D64, else LaunchConfigError): AttnKernel::wgmma_ws at head dim 64.
 FwdWsKernel varlen_fwd_wgmma_ws_d64_bf16(bool checked);
 // The warp-specialised backward's key-block kernel (varlen_attention_bwd_wgmma_ws.cuh) takes the
-// tensor maps of q, k, v and dout beside the params (BwdTmaMaps, kernels/tma_maps.hpp); `tma`:
-// it loads through them, so it runs only on a call that has all four.
-struct BwdWsKernel {
-  void (*fn)(VarlenBwdParams, BwdTmaMaps) = nullptr;
-  int threads = 0;
-  int smem = 0;
-  bool tma = false;
-};
+// tensor maps of q, k, v and dout beside the params (BwdTmaMaps, kernels/tma_maps.hpp). Its
+// checked form loads through them, so it runs only on a call that has all four; its unchecked
+// form (a benchmarks' build) takes none.
+using BwdWsKernel = KernelEntry<VarlenBwdParams, BwdTmaMaps>;
 struct BwdWgmmaKernels {
   BwdKernel main;
-  BwdWsKernel ws;      // when set, it runs the key blocks in main's place (tma: where the maps are)
+  BwdWsKernel ws;      // when set, it runs the key blocks in main's place (checked: where the maps are)
   BwdKernel fallback;  // checked form only (fn null otherwise)
 };
 void launch_kernel(const BwdWsKernel& k, dim3 grid, const VarlenBwdParams& p, const BwdTmaMaps& maps,

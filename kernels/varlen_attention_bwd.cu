@@ -191,8 +191,8 @@ void launch_varlen_bwd_step(const VarlenBwdParams& p_in, BwdStep step, Checks ch
                                                                  : detail::varlen_bwd_wgmma_fp16(p.head_dim, checked);
       // The checked form's in-bounds key blocks run the warp-specialised kernel, which loads
       // through tensor maps of q, k, v and dout, where the call has them all (tma_maps.hpp).
-      const BwdTmaMaps maps = k.ws.tma ? bwd_tma_maps(p) : BwdTmaMaps{};
-      if (k.ws.fn != nullptr && (!k.ws.tma || maps.all()))
+      const BwdTmaMaps maps = checked && k.ws.fn != nullptr ? bwd_tma_maps(p) : BwdTmaMaps{};
+      if (k.ws.fn != nullptr && (!checked || maps.all()))
         detail::launch_kernel(k.ws, grid, p, maps, stream);
       else
         detail::launch_kernel(k.main, grid, p, stream);

@@ -16,7 +16,6 @@ lists the operators by their own CPU time per round, in the same fields.
 """
 import argparse
 import json
-import math
 import os
 import statistics
 import sys
@@ -27,32 +26,6 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train_step_gpu as ts  # noqa: E402  (the step benchmark's model shapes and batches)
 from attn_doctor import ops  # noqa: E402
-
-
-def runner(config, batch, variant, rows, device):
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-    q, k, v, dout = ts.layer_tensors(config, batch, variant.split("/")[0], rows, device)
-    H, Hk, D = config.num_attention_heads, config.num_key_value_heads, config.head_dim
-
-    class Module:
-        is_causal = True
-        training = True
-        num_key_value_groups = H // Hk
-    fn = ALL_ATTENTION_FUNCTIONS[ts.impl_of(variant.split("/")[0])]
-    kwargs = {} if variant.startswith("sdpa") else {
-        k2: batch[k2] for k2 in ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k") if k2 in batch}
-
-    def fwd():
-        with ts._Sdpa(variant == "sdpa_cudnn"):
-            out, _ = fn(Module, q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), None, dropout=0.0,
-                        scaling=1.0 / math.sqrt(D), **kwargs)
-        return out
-
-    def bwd(out):
-        with ts._Sdpa(variant == "sdpa_cudnn"):
-            out.backward(dout)
-        q.grad = k.grad = v.grad = None
-    return fwd, bwd
 
 
 def timed(fwd, bwd, repeats, device):
@@ -135,7 +108,7 @@ def main():
         rows = size // L
         for variant in variants:
             ops.set_policy(raise_at="step", rows=not variant.endswith("/norows"))
-            fwd, bwd = runner(config, batch, variant, rows, device)
+            fwd, bwd = ts.layer_call(config, batch, variant.split("/")[0], rows, device)
             for _ in range(3):
                 bwd(fwd())
             t = timed(fwd, bwd, a.repeats, device)

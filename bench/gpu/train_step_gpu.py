@@ -199,9 +199,10 @@ def layer_tensors(config, batch, variant, dense_rows, device):
     return q, k, v, dout
 
 
-def attention_alone(config, batch, variant, dense_rows, repeats, device):
-    """The attention function of one layer, forward + backward, on tensors with the layout the
-    model hands it (q/k/v projected as (B, S, H, D), viewed as (B, H, S, D)); ms per layer."""
+def layer_call(config, batch, variant, dense_rows, device):
+    """(fwd, bwd): one layer's attention function on layer_tensors' tensors, as the model calls it
+    (q/k/v projected as (B, S, H, D), viewed as (B, H, S, D)); fwd() returns the output, bwd(out)
+    runs its backward and drops the gradients."""
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
     H, Hk, D = config.num_attention_heads, config.num_key_value_heads, config.head_dim
     q, k, v, dout = layer_tensors(config, batch, variant, dense_rows, device)
@@ -209,18 +210,31 @@ def attention_alone(config, batch, variant, dense_rows, repeats, device):
     class Module:
         is_causal = True
         training = True
+        num_key_value_groups = H // Hk
     fn = ALL_ATTENTION_FUNCTIONS[impl_of(variant)]
-    kwargs = {k2: batch[k2] for k2 in ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k",
-                                       "position_ids") if k2 in batch}
-    if variant.startswith("sdpa"):
-        kwargs = {}
-        Module.num_key_value_groups = H // Hk
+    kwargs = {} if variant.startswith("sdpa") else {
+        k2: batch[k2] for k2 in ("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k", "position_ids")
+        if k2 in batch}
 
-    def once():
+    def fwd():
         with _Sdpa(variant == "sdpa_cudnn"):
             out, _ = fn(Module, q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), None, dropout=0.0,
                         scaling=1.0 / math.sqrt(D), **kwargs)
+        return out
+
+    def bwd(out):
+        with _Sdpa(variant == "sdpa_cudnn"):
             out.backward(dout)
+        q.grad = k.grad = v.grad = None
+    return fwd, bwd
+
+
+def attention_alone(config, batch, variant, dense_rows, repeats, device):
+    """The attention function of one layer, forward + backward (layer_call); ms per layer."""
+    fwd, bwd = layer_call(config, batch, variant, dense_rows, device)
+
+    def once():
+        bwd(fwd())
     for _ in range(2):
         once()
     sync(device)

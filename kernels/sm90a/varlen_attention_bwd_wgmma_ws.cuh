@@ -345,9 +345,9 @@ detail::BwdWgmmaKernels bwd_wgmma_kernels_d(bool checked) {
   // on an H100 (bench/results/bwd-ws-tma-h100-2026-11-28)
   if constexpr (D == 128) {
     if (checked && ATTN_DOCTOR_BWD_WS_TMA)
-      k.ws = {&varlen_bwd_wgmma_ws_kernel<T, D, kWsBwdStages, true, true>, Ws::kThreads, Ws::kSmemBytes, true};
+      k.ws = {&varlen_bwd_wgmma_ws_kernel<T, D, kWsBwdStages, true, true>, Ws::kThreads, Ws::kSmemBytes};
 #if ATTN_DOCTOR_BWD_WGMMA_WS
-    if (!checked) k.ws = {&varlen_bwd_wgmma_ws_kernel<T, D, kWsBwdStages, false, false>, Ws::kThreads, Ws::kSmemBytes, false};
+    if (!checked) k.ws = {&varlen_bwd_wgmma_ws_kernel<T, D, kWsBwdStages, false, false>, Ws::kThreads, Ws::kSmemBytes};
 #endif
   }
   if (checked) k.fallback = {&varlen_bwd_fallback_kernel<T, D>, Fallback::kThreads, int(Fallback::smem_bytes(sizeof(T)))};
