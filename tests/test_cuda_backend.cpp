@@ -19,6 +19,7 @@ TEST_CASE("cuda sweep: CUDA and CPU backends agree (not built)", "[cuda][cuda-sw
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -255,7 +256,12 @@ TEST_CASE("cuda: a phantom segment is answered within 10 s, as on the CPU", "[cu
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const RunSummary oc = summarise(be.cpu->run(plan, opt));
       INFO("cpu:\n" << oc.describe << "cuda:\n" << og.describe << "cuda: " << seconds << " s");
-      CHECK(seconds < 10.0);
+      // under compute-sanitizer (scripts/gpu-check sets ATTN_DOCTOR_SANITIZER) every launch runs
+      // many times slower, so the 10 s a batch gets does not apply there
+      if (std::getenv("ATTN_DOCTOR_SANITIZER") == nullptr)
+        CHECK(seconds < 10.0);
+      else
+        WARN("under " << std::getenv("ATTN_DOCTOR_SANITIZER") << ": " << seconds << " s, not held to 10 s");
       CHECK(og.ids == oc.ids);
       CHECK(og.stage_status == oc.stage_status);
       CHECK(std::find(og.ids.begin(), og.ids.end(), "attention.access") != og.ids.end());
