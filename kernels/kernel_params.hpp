@@ -319,6 +319,10 @@ struct VarlenBwdParams : VarlenParamsBase {
   // leaves it off). seqused_k: the forward's (N entries), read by the launch check only.
   bool launch_check = false;
   const int32_t* seqused_k = nullptr;
+  // Set by the launcher when the checked backward's key blocks run the kernel that adds dQ
+  // through the dq_accum map: its fallback launch then takes the blocks key_block_in_bounds<true>
+  // refuses.
+  bool dq_rows_whole = false;
 };
 
 // A shared-memory tile filled by one pipeline.

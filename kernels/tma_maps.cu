@@ -60,8 +60,35 @@ FwdTmaMaps fwd_tma_maps(const VarlenFwdParams& p) {
   return m;
 }
 
+namespace {
+
+// dq_accum as [rows][row stride] fp32 (tma_maps.hpp): the base 16-byte aligned, the row
+// stride a multiple of 16 bytes, at most 2^31 rows.
+int32_t encode_dq(CUtensorMap& map, const VarlenBwdParams& p) {
+  const int64_t stride = p.dq_accum_shape.row_stride();
+  if (p.dq_accum == nullptr || reinterpret_cast<uintptr_t>(p.dq_accum) % 16 != 0 || stride <= 0 || stride % 4 != 0 ||
+      stride * 4 >= (int64_t(1) << 40) || p.dq_accum_size <= 0)
+    return 0;
+  const int64_t rows = (p.dq_accum_size + stride - 1) / stride;
+  if (rows >= (int64_t(1) << 31)) return 0;
+  const PFN_cuTensorMapEncodeTiled_v12000 fn = tensor_map_encoder();
+  if (fn == nullptr) return 0;
+  const cuuint64_t dims[2] = {cuuint64_t(stride), cuuint64_t(rows)};
+  const cuuint64_t strides[1] = {cuuint64_t(stride) * 4};
+  const cuuint32_t box[2] = {cuuint32_t(kBwdTmaDqCols), cuuint32_t(kBwdTmaQueryRows)};
+  const cuuint32_t unit[2] = {1, 1};
+  return fn(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, p.dq_accum, dims, strides, box, unit, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) ==
+                 CUDA_SUCCESS
+             ? 1
+             : 0;
+}
+
+}  // namespace
+
 BwdTmaMaps bwd_tma_maps(const VarlenBwdParams& p) {
   BwdTmaMaps m{};
+  m.has_dq = encode_dq(m.dq, p);
   m.has_q = encode(m.q, p.q, p, kBwdTmaQueryRows);
   m.has_dout = encode(m.dout, p.dout, p, kBwdTmaQueryRows);
   m.has_k = encode(m.k, p.k, p, kBwdTmaKeyRows);

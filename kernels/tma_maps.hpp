@@ -41,14 +41,22 @@ struct FwdTmaMaps {
 // (every has_* 0) where the build has ATTN_DOCTOR_FWD_TMA=0 or the runtime gives no encoder.
 FwdTmaMaps fwd_tma_maps(const VarlenFwdParams& p);
 
+inline constexpr int kBwdTmaDqCols = 32;      // the dq_accum map's box: 32 fp32 columns (128 bytes) x
+                                              // kBwdTmaQueryRows rows
+
 struct BwdTmaMaps {
   CUtensorMap q, k, v, dout;  // boxes of kBwdTmaQueryRows rows (q, dout) and kBwdTmaKeyRows (k, v)
-  int32_t has_q = 0, has_k = 0, has_v = 0, has_dout = 0;
-  bool all() const { return has_q && has_k && has_v && has_dout; }
+  // dq_accum as a 2-d fp32 tensor [ceil(dq_accum_size / row stride)][row stride], boxes of
+  // kBwdTmaDqCols x kBwdTmaQueryRows, 128-byte swizzle: the dQ tiles are added through it
+  // (cp.reduce.async.bulk.tensor; key_block_in_bounds keeps each dQ row within one of its rows)
+  CUtensorMap dq;
+  int32_t has_q = 0, has_k = 0, has_v = 0, has_dout = 0, has_dq = 0;
+  bool all() const { return has_q && has_k && has_v && has_dout && has_dq; }
 };
 
-// The maps of the call's q, k, v and dout (bf16 or fp16, head_dim a multiple of 64); none
-// where the runtime gives no encoder. The backward's kernel takes them only when it has all four.
+// The maps of the call's q, k, v and dout (bf16 or fp16, head_dim a multiple of 64), and of
+// dq_accum; none where the runtime gives no encoder. The backward's warp-specialised kernel
+// takes them only when it has all five (all()); otherwise the wgmma kernel runs.
 BwdTmaMaps bwd_tma_maps(const VarlenBwdParams& p);
 
 }  // namespace ad::kern

@@ -190,12 +190,16 @@ void launch_varlen_bwd_step(const VarlenBwdParams& p_in, BwdStep step, Checks ch
       const detail::BwdWgmmaKernels k = p.elem == ElemType::bf16 ? detail::varlen_bwd_wgmma_bf16(p.head_dim, checked)
                                                                  : detail::varlen_bwd_wgmma_fp16(p.head_dim, checked);
       // The checked form's in-bounds key blocks run the warp-specialised kernel, which loads
-      // through tensor maps of q, k, v and dout, where the call has them all (tma_maps.hpp).
+      // through tensor maps of q, k, v and dout and adds dQ through one of dq_accum, where the
+      // call has them all (tma_maps.hpp); its fallback launch then also takes the blocks whose
+      // dQ rows cross a row of dq_accum (dq_rows_whole).
       const BwdTmaMaps maps = checked && k.ws.fn != nullptr ? bwd_tma_maps(p) : BwdTmaMaps{};
+      VarlenBwdParams q = p;
+      q.dq_rows_whole = checked && k.ws.fn != nullptr && maps.all();
       if (k.ws.fn != nullptr && (!checked || maps.all()))
-        detail::launch_kernel(k.ws, grid, p, maps, stream);
+        detail::launch_kernel(k.ws, grid, q, maps, stream);
       else
-        detail::launch_kernel(k.main, grid, p, stream);
+        detail::launch_kernel(k.main, grid, q, stream);
       if (checked) {
         // the key blocks the wgmma kernel left (those that can reach past a buffer): a
         // persistent grid of at most two CTAs per SM, each taking the grid's CTAs a block at a time
@@ -204,7 +208,7 @@ void launch_varlen_bwd_step(const VarlenBwdParams& p_in, BwdStep step, Checks ch
         AD_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
         const int64_t ctas = bwd::key_grid_x(p) * p.batch * p.num_heads;
         const int64_t passes = (ctas + k.fallback.threads - 1) / k.fallback.threads;
-        detail::launch_kernel(k.fallback, dim3(unsigned(std::min<int64_t>(passes, 2 * int64_t(sms)))), p, stream);
+        detail::launch_kernel(k.fallback, dim3(unsigned(std::min<int64_t>(passes, 2 * int64_t(sms)))), q, stream);
       }
       return;
     }

@@ -781,7 +781,15 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, const C
 // in the row unless the 32-bit sum wraps (softmax_d: its ends and their distance decide), and
 // in the tile (dq_dk_dv steps its dq_accum pointer back in 64 bits from m_max - 1), so the
 // ends of each range decide. The checked kernel then runs the unchecked body: the checks
-// cost a few comparisons per CTA on a healthy batch.
+// cost a few comparisons per CTA on a healthy batch. WholeDqRows: one more condition, for the
+// kernel that adds dQ through a tensor map of dq_accum's rows (varlen_attention_bwd_wgmma_ws.cuh;
+// p.dq_rows_whole tells its fallback launch): each dQ row of the block lies within one row of
+// dq_accum (its tiles' offsets, a1's stepped back by whole rows, start at a column that leaves
+// head_dim columns in the row). Only offsets that wrapped past 2^32 and came back positive
+// break it; such a block runs with the checked body. A template argument, not a test of
+// p.dq_rows_whole in every kernel: in the mma.sync kernels and the wgmma kernel the modulo
+// raised ptxas's spill (wgmma, d128, checked: 8 -> 32 bytes).
+template <bool WholeDqRows = false>
 __device__ __forceinline__ bool key_block_in_bounds(const VarlenBwdParams& p, const Cta& at, int n_block, int split) {
   const int b = at.y, h = at.z;
   const Segment seg = segment_of(p, b);
@@ -810,7 +818,7 @@ __device__ __forceinline__ bool key_block_in_bounds(const VarlenBwdParams& p, co
   const int64_t a0 = dq_accum_tile(p, fa2::bwd::DqKernel::dq_dk_dv, cu_q_b, b, h, kb.m_min, m_top, split);
   const int64_t a1 = dq_accum_tile(p, fa2::bwd::DqKernel::dq_dk_dv, cu_q_b, b, h, m_top, m_top, split);
   return a0 >= 0 && a1 >= 0 && a0 + (tm - 1) * stride + dr <= p.dq_accum_size &&
-         a1 + (tm - 1) * stride + dr <= p.dq_accum_size;
+         a1 + (tm - 1) * stride + dr <= p.dq_accum_size && (!WholeDqRows || a1 % stride + dr <= stride);
 }
 
 // The key blocks CTA `at` of the key-block grid runs, in order, as f(n_block, split): block x,

@@ -86,11 +86,26 @@ template <int N>
 __device__ __forceinline__ int dq_chunk(int r, int c) {
   return r * (N / 4) + (c ^ ((r & 3) << 1));
 }
+// The layouts of a warpgroup's [64][N] fp32 dQ tile in shared memory: at(r, c) is the offset
+// (in floats) of 16-byte chunk c of row r. DqChunks: dq_chunk's swizzle (the wgmma kernel's).
+// DqSw128: 32-column panels of [64][32], chunk c of a row at c ^ (r % 8) of its 128 bytes, each
+// panel on a 1024-byte boundary: the tensor memory accelerator's 128-byte swizzle, the layout
+// of a box of the dq_accum map (kernels/tma_maps.hpp). In both, a warp's 8-byte accumulator
+// stores (8 rows x 4 lanes) and 16-byte row reads take the fewest wavefronts.
+template <int N>
+struct DqChunks {
+  __device__ __forceinline__ static int at(int r, int c) { return dq_chunk<N>(r, c) * 4; }
+};
+template <int N>
+struct DqSw128 {
+  static_assert(N % 32 == 0, "whole 32-column panels");
+  __device__ __forceinline__ static int at(int r, int c) { return (c >> 3) * 64 * 32 + r * 32 + (((c & 7) ^ (r & 7)) << 2); }
+};
 
 // dq_accum += a warpgroup's dQ tile (step rows [m0, m0 + 64), columns [col0, col0 + N)) from
-// shared memory, one 16-byte reduction per chunk (red.global.add.v4.f32, sm_90); rows past the
+// shared memory (Layout), one 16-byte reduction per chunk (red.global.add.v4.f32, sm_90); rows past the
 // segment add zeros in FA2 and are skipped (add_dq's rule; unchecked: in-bounds blocks only).
-template <int N>
+template <int N, class Layout = DqChunks<N>>
 __device__ __forceinline__ void add_dq_tile(const VarlenBwdParams& p, const Cta& at, const Segment& seg, int32_t cu_q_b, int tm,
                                             int64_t m_top, int split, int m0, int col0, const float* tile) {
   constexpr int CPR = N / 4;  // chunks per row
@@ -102,7 +117,7 @@ __device__ __forceinline__ void add_dq_tile(const VarlenBwdParams& p, const Cta&
   for (int k = 0; k < 64 * CPR / 128; ++k) {
     const int x = t + 128 * k, r = x / CPR, c = x % CPR;
     if (m0 + r >= seg.len_q) continue;
-    const float4 v = *reinterpret_cast<const float4*>(tile + dq_chunk<N>(r, c) * 4);
+    const float4 v = *reinterpret_cast<const float4*>(tile + Layout::at(r, c));
     float* dst = row0 + r * stride + 4 * c;
     asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(dst), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
                  : "memory");
@@ -226,14 +241,15 @@ struct WgStep {
     gmma::pin(dq);
   }
 
-  // the warp's rows of dQ into the warpgroup's [64][DQN] fp32 tile (dq_chunk's swizzle)
+  // the warp's rows of dQ into the warpgroup's [64][DQN] fp32 tile (Layout: DqChunks, DqSw128)
+  template <class Layout = DqChunks<DQN>>
   __device__ __forceinline__ static void store_dq(float* dq_tile, int warp, int lane, const float (&dq)[DQN / 2]) {
 #pragma unroll
     for (int nb = 0; nb < DQN / 8; ++nb)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int r = (warp & 3) * 16 + (lane >> 2) + half * 8, c = nb * 8 + 2 * (lane & 3);
-        *reinterpret_cast<float2*>(dq_tile + dq_chunk<DQN>(r, c >> 2) * 4 + (c & 3)) =
+        *reinterpret_cast<float2*>(dq_tile + Layout::at(r, c >> 2) + (c & 3)) =
             make_float2(dq[4 * nb + 2 * half], dq[4 * nb + 2 * half + 1]);
       }
   }
@@ -401,6 +417,9 @@ __global__ void __launch_bounds__(BwdShape<D, default_block_m(D)>::kThreads, 1)
   const int64_t ctas = gx * p.batch * p.num_heads;
   auto cta = [&](int64_t v) { return Cta{int(v % gx), int((v / gx) % p.batch), int(v / (gx * p.batch)), gx}; };
   bool ran = false;
+  auto first_launch_took = [&](const Cta& at, int n, int split) {
+    return p.dq_rows_whole ? key_block_in_bounds<true>(p, at, n, split) : key_block_in_bounds(p, at, n, split);
+  };
   for (int64_t first = int64_t(blockIdx.x) * NT; first < ctas; first += int64_t(gridDim.x) * NT) {
     if (threadIdx.x == 0) count = 0;
     __syncthreads();
@@ -408,14 +427,14 @@ __global__ void __launch_bounds__(BwdShape<D, default_block_m(D)>::kThreads, 1)
     if (v < ctas) {
       const Cta at = cta(v);
       bool inside = true;
-      for_each_key_block(p, at, [&](int n, int split) { inside = inside && key_block_in_bounds(p, at, n, split); });
+      for_each_key_block(p, at, [&](int n, int split) { inside = inside && first_launch_took(at, n, split); });
       if (!inside) found[atomicAdd(&count, 1)] = v;
     }
     __syncthreads();
     for (int j = 0; j < count; ++j) {
       const Cta at = cta(found[j]);
       for_each_key_block(p, at, [&](int n, int split) {
-        if (key_block_in_bounds(p, at, n, split)) return;
+        if (first_launch_took(at, n, split)) return;
         if (ran) __syncthreads();  // the previous block's epilogue reads are done
         ran = true;
         key_block_body<T, D, default_block_m(D), true>(p, at, n, split, smem_raw);

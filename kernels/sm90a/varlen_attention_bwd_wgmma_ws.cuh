@@ -15,8 +15,10 @@
 // Producer (warpgroup 0, setmaxnreg down to kProducerRegs): per key block, K and V, then per
 // query step t the step's Q, dO, LSE and softmax_d into stage t % S of a ring once the compute
 // warpgroups released the stage (its "empty" mbarrier, one arrival per compute warp); then the
-// dq_accum reductions of step t - 2 (add_dq_tile, red.global.add.v4.f32 from the dQ tile in
-// shared memory, rows past the segment skipped) while step t's copies land; then it waits for
+// dq_accum reductions of step t - 2 (the checked form: one bulk tensor reduction per 32-column
+// panel of the dQ tile, issued by one thread; the cp.async form: add_dq_tile,
+// red.global.add.v4.f32 from the tile, rows past the segment skipped) while step t's copies
+// land; then it waits for
 // its copies, orders them before the tensor cores' reads (fence.proxy.async) and arrives on the
 // stage's "full" mbarrier (128 arrivals). The dQ tile is single-buffered: the compute warps
 // write step t's once the reductions of step t - 1 are done ("dq empty"), and publish it ("dq
@@ -39,12 +41,14 @@
 // to shared memory. The epilogue (dK, dV through sK / sV into dk / dv) is the kernels' shared
 // one, the producer's threads writing rows with the compute threads.
 //
-// Deterministic: in a call with dq_accum copies, one CTA adds a copy's blocks in order, and
-// each dq_accum element of a step is added by one producer thread (the same for a given row
-// of a step and column), so the sum's order is fixed, as in the other kernels.
+// Deterministic: in a call with dq_accum copies, one CTA adds a copy's blocks in order (the
+// checked form waits for a block's bulk reductions to complete before the next block), and a
+// step adds each dq_accum element once (one bulk reduction, or one producer thread), so the
+// sum's order is fixed, as in the other kernels.
 //
-// Checked form: as the wgmma kernel's (key_block_in_bounds per block; the others to
-// varlen_bwd_fallback_kernel, whose records are the mma.sync kernel's).
+// Checked form: as the wgmma kernel's (key_block_in_bounds per block, with each dQ row within
+// a row of dq_accum; the others to varlen_bwd_fallback_kernel, whose records are the mma.sync
+// kernel's).
 //
 // Status (H100, bench/results/bwd-ws-tma-h100-2026-11-28): with TMA loads, the checked d128
 // backward runs 1.005-1.04x the wgmma kernel on dense batches and 1.01-1.03x on varlen ones,
@@ -54,7 +58,9 @@
 // sweep and memcheck there; dK and dV bit for bit those of the unchecked wgmma kernel. With
 // cp.async loads (Tma false) it ran 0.82-0.84x the wgmma kernel
 // (bench/results/bwd-spill-h100-2026-11-27, bench/results/bwd-ws-h100-2026-11-27): its
-// producer spilled the loaders' state.
+// producer spilled the loaders' state. With the dQ tiles added by bulk tensor reductions
+// instead of the producer's red.global.add.v4.f32 (H200, bench/results/bwd-dq-bulk-h200-2026-11-28):
+// +9 to +16 %, 0.72-0.74x cuDNN's backward on dense batches and 1.28-1.34x FA2 on varlen ones.
 #pragma once
 
 #include "../tma_maps.hpp"
@@ -72,6 +78,18 @@ namespace ad::kern::bwd {
 // accelerator (1) where the call's operands have tensor maps, else the wgmma kernel (0: always).
 #ifndef ATTN_DOCTOR_BWD_WS_TMA
 #define ATTN_DOCTOR_BWD_WS_TMA 1
+#endif
+// The checked form's dQ tiles go into dq_accum by the tensor memory accelerator (1: one bulk
+// tensor reduction per 32-column panel) or by red.global.add.v4.f32 from the producer's 128
+// threads (0: 0.86-0.92x, bench/results/bwd-dq-bulk-h200-2026-11-28).
+#ifndef ATTN_DOCTOR_BWD_DQ_BULK
+#define ATTN_DOCTOR_BWD_DQ_BULK 1
+#endif
+// The checked form at head dim 64 too (1), or the wgmma kernel there (0: with bulk dQ
+// reductions, the warp-specialised kernel ran 0.93-0.96x the wgmma kernel at d64 on an H200,
+// bench/results/bwd-dq-bulk-h200-2026-11-28).
+#ifndef ATTN_DOCTOR_BWD_WS_D64
+#define ATTN_DOCTOR_BWD_WS_D64 0
 #endif
 #ifndef ATTN_DOCTOR_BWD_WS_STAGES
 #define ATTN_DOCTOR_BWD_WS_STAGES 2
@@ -143,7 +161,7 @@ __global__ void __launch_bounds__(384, 1)
   T* sQ0 = sV + BN * D;        // Q [S][BM][D]
   T* sdO0 = sQ0 + S * BM * D;  // dO [S][BM][D]
   T* sdS = sdO0 + S * BM * D;  // dSᵀ [2][BN][BM]
-  float* sDq = reinterpret_cast<float*>(sdS + 2 * BN * BM);  // [2 warpgroups][BM][DQN] (dq_chunk)
+  float* sDq = reinterpret_cast<float*>(sdS + 2 * BN * BM);  // [2 warpgroups][BM][DQN] (DqSw128)
   float* sLse = sDq + BM * D;                                // [S][BM]
   float* sDs = sLse + S * BM;                                // [S][BM]
   const uint32_t bar0 = smem_u32(sDs + S * BM);
@@ -165,6 +183,7 @@ __global__ void __launch_bounds__(384, 1)
       ws::tma_prefetch_map(&maps.k);
       ws::tma_prefetch_map(&maps.v);
       ws::tma_prefetch_map(&maps.dout);
+      ws::tma_prefetch_map(&maps.dq);
     }
   }
   __syncthreads();
@@ -175,7 +194,7 @@ __global__ void __launch_bounds__(384, 1)
   int g = 0;
   // The key block's opening and closing, the same in both roles (the barriers match).
   auto in_block = [&](int n, int split, auto&& body) {
-    if (Checked && !__shfl_sync(0xffffffffu, int(key_block_in_bounds(p, at, n, split)), 0)) return;
+    if (Checked && !__shfl_sync(0xffffffffu, int(key_block_in_bounds<Tma>(p, at, n, split)), 0)) return;
     // the previous block's epilogue reads of sK / sV are done, and ordered before the tensor
     // memory accelerator's writes of this block's K and V
     gmma::fence_proxy_async_smem();
@@ -197,13 +216,34 @@ __global__ void __launch_bounds__(384, 1)
         const Segment& seg = w.seg;
         const int h = at.z;
         auto m0_of = [&](int t) { return (int(w.steps.m_max) - 1 - t) * BM; };
-        // step t's dQ tile into dq_accum (add_dq_tile: red.global.add.v4.f32, rows past the
-        // segment skipped). Measured slower: one cp.reduce.async.bulk of a row per thread
-        // (docs/performance.md).
+        // Step t's dQ tile into dq_accum. The checked form (Tma): one thread hands each
+        // 32-column panel of both warpgroups' tiles to the tensor memory accelerator
+        // (cp.reduce.async.bulk.tensor .add into the dq_accum map, tma_maps.hpp: the whole
+        // 64-row box, as FA2 adds its whole tile, the rows past the segment adding the zeros
+        // the element rule left there; key_block_in_bounds puts the box's rows inside dq_accum
+        // and each within one row of the map), and frees the tile once the accelerator has
+        // read it. Otherwise (and with ATTN_DOCTOR_BWD_DQ_BULK=0) the 128 threads add it by
+        // red.global.add.v4.f32, rows past the segment skipped (add_dq_tile); compiled into
+        // the checked form, that branch raised its spill (ptxas, spill stores: 548 bytes with
+        // it, 256 without), so it is compiled only where taken. Measured slower: one cp.reduce.async.bulk of a row per
+        // thread (docs/performance.md).
         auto reduce = [&](int t) {
           ws::mbar_wait(dq_full, uint32_t(g + t) & 1u);
-          add_dq_tile<DQN>(p, at, seg, w.cu_q_b, w.tm, w.m_top, split, m0_of(t), 0, sDq);
-          add_dq_tile<DQN>(p, at, seg, w.cu_q_b, w.tm, w.m_top, split, m0_of(t), DQN, sDq + BM * DQN);
+          if constexpr (Tma && ATTN_DOCTOR_BWD_DQ_BULK) {
+            if (tid == 0) {
+              const int64_t off = dq_accum_row(p, at, w.cu_q_b, w.tm, w.m_top, split, m0_of(t)),
+                            row = off / dq_row_stride(p), col = off - row * dq_row_stride(p);
+#pragma unroll
+              for (int c = 0; c < 2 * DQN; c += 32)  // both warpgroups' tiles, panel by panel
+                ws::tma_reduce_add_2d(&maps.dq, smem_u32(sDq + (c / DQN) * BM * DQN + (c % DQN) * BM), int(col) + c,
+                                      int(row));
+              ws::bulk_commit_group();
+              ws::bulk_wait_read<0>();
+            }
+          } else {
+            add_dq_tile<DQN, DqSw128<DQN>>(p, at, seg, w.cu_q_b, w.tm, w.m_top, split, m0_of(t), 0, sDq);
+            add_dq_tile<DQN, DqSw128<DQN>>(p, at, seg, w.cu_q_b, w.tm, w.m_top, split, m0_of(t), DQN, sDq + BM * DQN);
+          }
           ws::mbar_arrive(dq_empty);
         };
         if (!Tma && steps > 0) {
@@ -267,6 +307,9 @@ __global__ void __launch_bounds__(384, 1)
           ws::mbar_arrive(full(st));
         }
         for (int t = steps < 2 ? 0 : steps - 2; t < steps; ++t) reduce(t);
+        // the block's additions performed before the next block's (a dq_accum copy's blocks
+        // add in a fixed order: deterministic)
+        if (Tma && ATTN_DOCTOR_BWD_DQ_BULK && tid == 0) ws::bulk_wait<0>();
         __syncthreads();  // the compute warpgroups are done with sK / sV
         __syncthreads();  // dK and dV are in sK / sV
       });
@@ -309,7 +352,8 @@ __global__ void __launch_bounds__(384, 1)
         __syncwarp();
         if (lane == 0) ws::mbar_arrive(empty(st));  // Q, dO, LSE, softmax_d of the stage are read
         ws::mbar_wait(dq_empty, (uint32_t(g + t) & 1u) ^ 1u);
-        Step::store_dq(sDq + wg * BM * DQN, warp, lane, dq);
+        Step::template store_dq<DqSw128<DQN>>(sDq + wg * BM * DQN, warp, lane, dq);
+        gmma::fence_proxy_async_smem();  // before the tensor memory accelerator reads the tile
         __syncwarp();
         if (lane == 0) ws::mbar_arrive(dq_full);
       }
@@ -342,8 +386,9 @@ detail::BwdWgmmaKernels bwd_wgmma_kernels_d(bool checked) {
   k.main = {checked ? &varlen_bwd_wgmma_kernel<T, D, true> : &varlen_bwd_wgmma_kernel<T, D, false>,
             WgmmaBwdShape<D>::kThreads, WgmmaBwdShape<D>::kSmemBytes};
   // the warp-specialised kernel at d128 only: at d64 it ran 3-8 % slower than the wgmma kernel
-  // on an H100 (bench/results/bwd-ws-tma-h100-2026-11-28)
-  if constexpr (D == 128) {
+  // on an H100 (bench/results/bwd-ws-tma-h100-2026-11-28), 4-7 % with bulk dQ reductions on an
+  // H200 (ATTN_DOCTOR_BWD_WS_D64)
+  if constexpr (D == 128 || ATTN_DOCTOR_BWD_WS_D64) {
     if (checked && ATTN_DOCTOR_BWD_WS_TMA)
       k.ws = {&varlen_bwd_wgmma_ws_kernel<T, D, kWsBwdStages, true, true>, Ws::kThreads, Ws::kSmemBytes};
 #if ATTN_DOCTOR_BWD_WGMMA_WS

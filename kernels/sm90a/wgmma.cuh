@@ -357,6 +357,29 @@ __device__ __forceinline__ void tma_load_3d(uint32_t smem, const void* map, uint
       : "memory");
 }
 
+// The reverse direction with an addition (PTX ISA "cp.reduce.async.bulk.tensor"): a 2-d box of
+// fp32 at `smem` (laid out as the map's swizzle says) added element by element into the
+// tensor at coordinates {c0, c1}, in the bulk async-group of the issuing thread. Elements of the
+// box outside the map's dims are not written. commit_group closes the thread's group;
+// bulk_wait_read<N> waits until at most N of its groups still read shared memory (the source
+// may then be rewritten), bulk_wait<N> until at most N are incomplete (their additions
+// performed).
+__device__ __forceinline__ void tma_reduce_add_2d(const void* map, uint32_t smem, int c0, int c1) {
+  asm volatile("cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(smem), "r"(c0), "r"(c1)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit_group() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+}
+template <int N>
+__device__ __forceinline__ void bulk_wait() {
+  asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
 __device__ __forceinline__ void named_sync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
