@@ -194,9 +194,10 @@ void launch_varlen_bwd_step(const VarlenBwdParams& p_in, BwdStep step, Checks ch
       // call has them all (tma_maps.hpp); its fallback launch then also takes the blocks whose
       // dQ rows cross a row of dq_accum (dq_rows_whole).
       const BwdTmaMaps maps = checked && k.ws.fn != nullptr ? bwd_tma_maps(p) : BwdTmaMaps{};
+      const bool ws = k.ws.fn != nullptr && (!checked || maps.all());
       VarlenBwdParams q = p;
-      q.dq_rows_whole = checked && k.ws.fn != nullptr && maps.all();
-      if (k.ws.fn != nullptr && (!checked || maps.all()))
+      q.dq_rows_whole = checked && ws;
+      if (ws)
         detail::launch_kernel(k.ws, grid, q, maps, stream);
       else
         detail::launch_kernel(k.main, grid, q, stream);

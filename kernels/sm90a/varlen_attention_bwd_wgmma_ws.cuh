@@ -225,8 +225,8 @@ __global__ void __launch_bounds__(384, 1)
         // read it. Otherwise (and with ATTN_DOCTOR_BWD_DQ_BULK=0) the 128 threads add it by
         // red.global.add.v4.f32, rows past the segment skipped (add_dq_tile); compiled into
         // the checked form, that branch raised its spill (ptxas, spill stores: 548 bytes with
-        // it, 256 without), so it is compiled only where taken. Measured slower: one cp.reduce.async.bulk of a row per
-        // thread (docs/performance.md).
+        // it, 256 without), so it is compiled only where taken. Measured slower: one
+        // cp.reduce.async.bulk of a row per thread (docs/performance.md).
         auto reduce = [&](int t) {
           ws::mbar_wait(dq_full, uint32_t(g + t) & 1u);
           if constexpr (Tma && ATTN_DOCTOR_BWD_DQ_BULK) {
