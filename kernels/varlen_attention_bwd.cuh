@@ -789,11 +789,14 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, const C
 // break it; such a block runs with the checked body. A template argument, not a test of
 // p.dq_rows_whole in every kernel: in the mma.sync kernels and the wgmma kernel the modulo
 // raised ptxas's spill (wgmma, d128, checked: 8 -> 32 bytes).
+// The kernels that walk the block next pass their walk (key_block_walk: its segment, FA2's key
+// block range and cu_seqlens_q[b]), so that the segment and the range's 64-bit divisions are
+// computed once per block (about 170 fewer instructions before the d64 wgmma kernel's first
+// load; bench/results/bwd-check-overhead-h200-2026-11-28).
 template <bool WholeDqRows = false>
-__device__ __forceinline__ bool key_block_in_bounds(const VarlenBwdParams& p, const Cta& at, int n_block, int split) {
+__device__ __forceinline__ bool key_block_in_bounds(const VarlenBwdParams& p, const Cta& at, const Segment& seg,
+                                                    const fa2::bwd::KeyBlockRange& kb, int32_t cu_q_b, int split) {
   const int b = at.y, h = at.z;
-  const Segment seg = segment_of(p, b);
-  const fa2::bwd::KeyBlockRange kb = fa2::bwd::key_block_range(n_block, seg.len_q, seg.len_k, p.kernel.flags);
   if (kb.exits) return true;
   const uint64_t k_end = uint64_t(seg.start_k) + uint64_t(kb.key_end);
   if (k_end > uint64_t(p.k.rows) || k_end > uint64_t(p.v.rows) || k_end > uint64_t(p.dk.rows) ||
@@ -803,7 +806,6 @@ __device__ __forceinline__ bool key_block_in_bounds(const VarlenBwdParams& p, co
   const int64_t tm = tile_m_of(p);
   const int64_t first = kb.m_min * tm, tile_end = kb.m_max * tm;  // rows of FA2's tiles walked
   const int64_t live_end = tile_end < int64_t(seg.len_q) ? tile_end : int64_t(seg.len_q);
-  const int32_t cu_q_b = p.cu_seqlens_q.data[b];
   if (first < live_end) {
     const uint64_t q_end = uint64_t(seg.start_q) + uint64_t(live_end);
     if (q_end > uint64_t(p.q.rows) || q_end > uint64_t(p.dout.rows)) return false;
@@ -819,6 +821,17 @@ __device__ __forceinline__ bool key_block_in_bounds(const VarlenBwdParams& p, co
   const int64_t a1 = dq_accum_tile(p, fa2::bwd::DqKernel::dq_dk_dv, cu_q_b, b, h, m_top, m_top, split);
   return a0 >= 0 && a1 >= 0 && a0 + (tm - 1) * stride + dr <= p.dq_accum_size &&
          a1 + (tm - 1) * stride + dr <= p.dq_accum_size && (!WholeDqRows || a1 % stride + dr <= stride);
+}
+template <bool WholeDqRows = false>
+__device__ __forceinline__ bool key_block_in_bounds(const VarlenBwdParams& p, const Cta& at, int n_block, int split) {
+  const Segment seg = segment_of(p, at.y);
+  return key_block_in_bounds<WholeDqRows>(
+      p, at, seg, fa2::bwd::key_block_range(n_block, seg.len_q, seg.len_k, p.kernel.flags),
+      p.cu_seqlens_q.data[at.y], split);
+}
+template <bool WholeDqRows = false>
+__device__ __forceinline__ bool key_block_in_bounds(const VarlenBwdParams& p, const KeyBlockWalk& w, int split) {
+  return key_block_in_bounds<WholeDqRows>(p, w.at, w.seg, w.kb, w.cu_q_b, split);
 }
 
 // The key blocks CTA `at` of the key-block grid runs, in order, as f(n_block, split): block x,

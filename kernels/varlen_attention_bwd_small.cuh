@@ -73,23 +73,45 @@ __device__ __noinline__ inline void record_keys_left_out(const VarlenBwdParams& 
   }
 }
 
-template <class T, bool Checked>
-__global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(const __grid_constant__ VarlenBwdParams p) {
-  const PreTile t(p);
-  if (t.exits()) return;
-  if constexpr (Checked) {
-    if (p.launch_check && t.at.x == 0 && threadIdx.x == 0) record_keys_left_out(p, t.at, t.seg.start_k, t.seg.len_k);
-  }
+// Whether the tile's last live row lies inside a buffer of `rows` rows (its rows are the
+// segment's, consecutive from start_q + row0: the last decides).
+__device__ __forceinline__ bool tile_rows_in(const PreTile& t, int64_t rows) {
+  const int live = min(t.bm, t.seg.len_q - t.row0);  // >= 1: the tile did not exit
+  return uint64_t(t.seg.start_q) + uint64_t(t.row0 + live - 1) < uint64_t(rows);
+}
+
+// Whether every access of the preprocess's tile lies inside its buffer: the segment's rows in
+// dO and out, the tile's softmax_d elements in softmax_d and in the head's part (affine in the
+// row unless the 32-bit sum wraps: the ends and their distance decide), and its dq_accum rows
+// (zeroed unless deterministic). Such a tile runs the body without per-row tests (it cannot
+// refuse anything), as the key-block kernels do (key_block_in_bounds); the per-row tests cost
+// the checked preprocess about 25 % (18 µs a call at d64, 16 x 2048 x 16 heads; ncu on an H200,
+// bench/results/bwd-check-overhead-h200-2026-11-28, with kCheckedPreCtas below).
+__device__ __forceinline__ bool pre_tile_in_bounds(const VarlenBwdParams& p, const PreTile& t, int32_t cu_q_b,
+                                                   int64_t tile) {
+  const int b = t.at.y, h = t.at.z;
+  if (!tile_rows_in(t, p.dout.rows) || !tile_rows_in(t, p.out.rows)) return false;
+  const int64_t d0 = softmax_d_at(p, cu_q_b, b, h, t.row0), d1 = softmax_d_at(p, cu_q_b, b, h, t.row0 + t.bm - 1);
+  if (d0 < 0 || d1 >= p.softmax_d_size || d1 - d0 != t.bm - 1 ||
+      !fa2::bwd::softmax_d_in_head(p.softmax_d_shape, h, d0) || !fa2::bwd::softmax_d_in_head(p.softmax_d_shape, h, d1))
+    return false;
+  return p.kernel.deterministic ||
+         (tile >= 0 && tile + (t.bm - 1) * dq_row_stride(p) + p.dq_accum_shape.d_rounded <= p.dq_accum_size);
+}
+
+// The preprocess of one tile; RowChecks: each row's accesses tested (recorded and refused when
+// outside), else none (the checked form's in-bounds tiles and the unchecked form).
+template <class T, bool RowChecks>
+__device__ __forceinline__ void preprocess_tile(const VarlenBwdParams& p, const PreTile& t, int32_t cu_q_b,
+                                                int64_t tile) {
   const int m_block = t.at.x, b = t.at.y, h = t.at.z, bm = t.bm, row0 = t.row0, D = p.head_dim, tpr = t.tpr, c = t.c;
   const Segment& seg = t.seg;
   const Cta& at = t.at;
-  const int32_t cu_q_b = p.cu_seqlens_q.data[b];
   const T* dout = static_cast<const T*>(p.dout.data);
   const T* out = static_cast<const T*>(p.out.data);
-  const int64_t tile = dq_accum_tile(p, fa2::bwd::DqKernel::per_tile, cu_q_b, b, h, m_block, m_block, 0);
   const int64_t stride = dq_row_stride(p);
   bool reads_ok = true;  // checked form: false when every row of the tile lies past dO and out
-  if constexpr (Checked) {
+  if constexpr (RowChecks) {
     const uint64_t first = uint64_t(seg.start_q) + uint64_t(row0);
     if (first >= uint64_t(p.dout.rows) && first >= uint64_t(p.out.rows)) {
       reads_ok = false;
@@ -117,7 +139,7 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(cons
       const bool live = r < bm && i < seg.len_q;
       const uint64_t row = uint64_t(seg.start_q) + uint64_t(i);
       bool ok_do = live && reads_ok, ok_o = live && reads_ok;
-      if constexpr (Checked) {
+      if constexpr (RowChecks) {
         if (ok_do && row >= uint64_t(p.dout.rows)) {
           if (c == 0)
             record_bwd(p, at, p.dout.buffer, AccessKind::read, Unit::rows, int64_t(row), p.dout.rows, int64_t(row), h,
@@ -161,7 +183,7 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(cons
       if (c == 0) {
         const int64_t di = softmax_d_at(p, cu_q_b, b, h, i);
         bool ok = true;
-        if constexpr (Checked) {
+        if constexpr (RowChecks) {
           if (di < 0 || di >= p.softmax_d_size) {
             record_bwd(p, at, Buffer::softmax_d, AccessKind::write, Unit::elements, di, p.softmax_d_size,
                        int64_t(row), h, m_block, oc::kDotSoftmaxD, i);
@@ -180,7 +202,7 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(cons
       // cover whole 32-byte sectors
       const int64_t qi = tile + int64_t(r) * stride;
       bool ok = true;
-      if constexpr (Checked) {
+      if constexpr (RowChecks) {
         const int64_t row_first = tile + int64_t(r) * stride;  // the row's first element: its whole row is one access
         if (row_first < 0 || row_first + p.dq_accum_shape.d_rounded > p.dq_accum_size) {
           if (c == 0)
@@ -198,22 +220,56 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_preprocess_kernel(cons
   }
 }
 
+// The checked forms' CTAs per SM (__launch_bounds__; the unchecked forms leave it to ptxas).
+// Their record calls, on paths a healthy tile never takes, made ptxas give the kernels 106
+// (preprocess) and 133 (conversion) registers, so 4 and 3 CTAs per SM where the unchecked
+// forms run 10 and 6. With these bounds they get 56 and 80 registers; the record paths spill
+// around their calls, the in-bounds paths not at all (preprocess) or two values reloaded once per
+// dq_accum copy (conversion; SASS, sm_90a). Checked against unchecked, per call (ncu, H200, the
+// run above): preprocess 89 -> 73 µs against 71, conversion 60 -> 51 µs against 49.
+inline constexpr int kCheckedPreCtas = 9, kCheckedConvertCtas = 6;
+
+template <class T, bool Checked>
+__global__ void __launch_bounds__(kPreThreads, Checked ? kCheckedPreCtas : 0) varlen_bwd_preprocess_kernel(const __grid_constant__ VarlenBwdParams p) {
+  const PreTile t(p);
+  if (t.exits()) return;
+  const int32_t cu_q_b = p.cu_seqlens_q.data[t.at.y];
+  const int64_t tile = dq_accum_tile(p, fa2::bwd::DqKernel::per_tile, cu_q_b, t.at.y, t.at.z, t.at.x, t.at.x, 0);
+  if constexpr (Checked) {
+    if (p.launch_check && t.at.x == 0 && threadIdx.x == 0) record_keys_left_out(p, t.at, t.seg.start_k, t.seg.len_k);
+    if (!pre_tile_in_bounds(p, t, cu_q_b, tile)) return preprocess_tile<T, true>(p, t, cu_q_b, tile);
+  }
+  preprocess_tile<T, false>(p, t, cu_q_b, tile);
+}
+
 // ---------------------------------------------------------------------------------------
 // 3. dq = dq_accum * scale over the preprocess grid (convert_dQ: the segment's rows of the
 // tile; deterministic: the sum of the copies)
 
-template <class T, bool Checked>
-__global__ void __launch_bounds__(kPreThreads) varlen_bwd_convert_dq_kernel(const __grid_constant__ VarlenBwdParams p) {
-  const PreTile t(p);
-  if (t.exits()) return;
+// Whether every access of the conversion's tile lies inside its buffer: its dq_accum rows in
+// every copy, the segment's rows in dq (as pre_tile_in_bounds; the per-row tests cost the
+// checked conversion about 20 %, 11 µs in the call timed there).
+__device__ __forceinline__ bool convert_tile_in_bounds(const VarlenBwdParams& p, const PreTile& t, int32_t cu_q_b) {
+  if (!tile_rows_in(t, p.dq.rows)) return false;
+  const int64_t span = (t.bm - 1) * dq_row_stride(p) + p.dq_accum_shape.d_rounded;
+  for (int sp = 0; sp < int(p.kernel.nsplits); ++sp) {
+    const int64_t t0 = dq_accum_tile(p, fa2::bwd::DqKernel::per_tile, cu_q_b, t.at.y, t.at.z, t.at.x, t.at.x, sp);
+    if (t0 < 0 || t0 + span > p.dq_accum_size) return false;
+  }
+  return true;
+}
+
+// The conversion of one tile. RowChecks: each row's accesses tested (recorded and refused when
+// outside); Counted (the checked form): each dq row written counted in p.dq_writes.
+template <class T, bool Counted, bool RowChecks>
+__device__ __forceinline__ void convert_dq_tile(const VarlenBwdParams& p, const PreTile& t, int32_t cu_q_b) {
   const int m_block = t.at.x, b = t.at.y, h = t.at.z, bm = t.bm, row0 = t.row0, D = p.head_dim, c = t.c;
   const Segment& seg = t.seg;
   const Cta& at = t.at;
-  const int32_t cu_q_b = p.cu_seqlens_q.data[b];
   const int64_t stride = dq_row_stride(p);
   const int splits = int(p.kernel.nsplits);
   T* dq = static_cast<T*>(p.dq.data);
-  if constexpr (Checked) {
+  if constexpr (RowChecks) {
     // a tile wholly past dq (a segment running past it): recorded at once, its dq_accum reads
     // (every row of the tile, each copy) as one record per copy from the first refused row
     const uint64_t first = uint64_t(seg.start_q) + uint64_t(row0);
@@ -264,7 +320,7 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_convert_dq_kernel(cons
         const bool live = i < seg.len_q;
         const uint64_t row = uint64_t(seg.start_q) + uint64_t(i);
         const int64_t row_first = t0 + int64_t(r) * stride;
-        if constexpr (Checked) {
+        if constexpr (RowChecks) {
           if (row_first < 0 || row_first + p.dq_accum_shape.d_rounded > p.dq_accum_size) {
             if (c == 0)
               record_bwd(p, at, Buffer::dq_accum, AccessKind::read, Unit::elements, row_first, p.dq_accum_size,
@@ -290,13 +346,15 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_convert_dq_kernel(cons
       const int i = row0 + r;
       if (i >= seg.len_q) continue;
       const uint64_t row = uint64_t(seg.start_q) + uint64_t(i);
-      if constexpr (Checked) {
+      if constexpr (RowChecks) {
         if (row >= uint64_t(p.dq.rows)) {
           if (c == 0)
             record_bwd(p, at, p.dq.buffer, AccessKind::write, Unit::rows, int64_t(row), p.dq.rows, int64_t(row), h,
                        m_block, oc::kConvertWrite, i);
           continue;
         }
+      }
+      if constexpr (Counted) {
         if (c == 0 && h == 0 && p.dq_writes != nullptr && row < uint64_t(p.dq_writes_size))
           atomicAdd(p.dq_writes + row, 1u);
       }
@@ -308,6 +366,18 @@ __global__ void __launch_bounds__(kPreThreads) varlen_bwd_convert_dq_kernel(cons
       *reinterpret_cast<uint4*>(dq + (int64_t(row) * p.dq.heads + h) * D + c) = o;
     }
   }
+}
+
+template <class T, bool Checked>
+__global__ void __launch_bounds__(kPreThreads, Checked ? kCheckedConvertCtas : 0) varlen_bwd_convert_dq_kernel(const __grid_constant__ VarlenBwdParams p) {
+  const PreTile t(p);
+  if (t.exits()) return;
+  const int32_t cu_q_b = p.cu_seqlens_q.data[t.at.y];
+  if constexpr (Checked) {
+    if (!convert_tile_in_bounds(p, t, cu_q_b)) return convert_dq_tile<T, true, true>(p, t, cu_q_b);
+    return convert_dq_tile<T, true, false>(p, t, cu_q_b);
+  }
+  convert_dq_tile<T, false, false>(p, t, cu_q_b);
 }
 
 // dk_out[r, hk, :] = sum over the group of dk[r, hk * G + g, :] (and dv), fp32 sums rounded

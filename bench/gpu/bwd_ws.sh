@@ -3,8 +3,10 @@
 # with ATTN_DOCTOR_BWD_WGMMA_WS=1) against the default build's wgmma kernel, in one device command:
 #   OUT=<dir> bash bench/gpu/bwd_ws.sh [--deps DIR] [--head-dims "64 128"] [--tokens "16384 32768"]
 #                                      [--tests SPEC] [--budget SECONDS]
-#                                      [--before-flags FLAGS] [--after-flags FLAGS]
-# Builds this tree twice, with the CUDA flags --before-flags (default none: the default build)
+#                                      [--before-flags FLAGS] [--after-flags FLAGS] [--before-src DIR]
+# Builds this tree twice (the before build from DIR's sources where --before-src names another
+# checkout, e.g. `git archive` of the base commit unpacked: each side with its own benchmark
+# C API), with the CUDA flags --before-flags (default none: the default build)
 # and --after-flags (default -DATTN_DOCTOR_BWD_WGMMA_WS=1: the unchecked form on the
 # warp-specialised kernel too, at head dim 128), the after build with the Catch2 tests. E.g.
 # --before-flags -DATTN_DOCTOR_BWD_WS_TMA=0 --after-flags "": the wgmma kernel against the
@@ -23,7 +25,7 @@ deps=${ATTN_DOCTOR_DEPS:-$root/.device/deps}
 out=${OUT:-$root/bench/results/local}
 py=${PYTHON:-python3}
 head_dims="128" tokens="16384 32768 65536" spec="" budget=420 ncu=0
-before_flags="" after_flags="-DATTN_DOCTOR_BWD_WGMMA_WS=1"
+before_flags="" after_flags="-DATTN_DOCTOR_BWD_WGMMA_WS=1" before_src=$root
 while [[ $# -gt 0 ]]; do
   case $1 in
     --deps) deps=$(cd "$2" && pwd); shift 2 ;;
@@ -34,6 +36,7 @@ while [[ $# -gt 0 ]]; do
     --ncu) ncu=1; shift ;;
     --before-flags) before_flags=$2; shift 2 ;;
     --after-flags) after_flags=$2; shift 2 ;;
+    --before-src) before_src=$(cd "$2" && pwd); shift 2 ;;
     *) echo "bwd_ws.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -47,9 +50,9 @@ stage() {  # name: false once the budget is spent
   if (( SECONDS - t0 > budget )); then echo "== $1: skipped (budget of $budget s spent)"; return 1; fi
   echo "== $1 at $((SECONDS - t0)) s"
 }
-build_one() {  # build dir, CUDA flags, targets...
-  local b=$1 flags=$2; shift 2
-  cmake -S "$root" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DATTN_DOCTOR_CUDA=ON \
+build_one() {  # source dir, build dir, CUDA flags, targets...
+  local src=$1 b=$2 flags=$3; shift 3
+  cmake -S "$src" -B "$b" -G Ninja -DCMAKE_BUILD_TYPE=Release -DATTN_DOCTOR_CUDA=ON \
     -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_CUDA_ARCHITECTURES=90 ${flags:+"-DCMAKE_CUDA_FLAGS=$flags"} \
     "-DCMAKE_PREFIX_PATH=$deps" "-Dnlohmann_json_DIR=$deps/share/cmake/nlohmann_json" \
     "-DCLI11_DIR=$deps/share/cmake/CLI11" "-DCatch2_DIR=$deps/lib/cmake/Catch2" \
@@ -58,15 +61,15 @@ build_one() {  # build dir, CUDA flags, targets...
   local cudart_dir cuda_lib core_lib
   cudart_dir="$(dirname "$(command -v nvcc)")/../lib64"
   cuda_lib="$(find "$b" -name libattn_doctor_cuda.a | head -1)" core_lib="$(find "$b" -name libattn_doctor_core.a | head -1)"
-  g++ -std=c++20 -O2 -shared -fPIC -o "$b/libad_bench.so" "$root/bench/gpu/capi.cpp" -I"$root/kernels" -I"$root/lib" \
+  g++ -std=c++20 -O2 -shared -fPIC -o "$b/libad_bench.so" "$src/bench/gpu/capi.cpp" -I"$src/kernels" -I"$src/lib" \
     -I"$deps/include" -I"$cudart_dir/../include" -Wl,--no-undefined "$cuda_lib" "$core_lib" "$cuda_lib" \
     -L"$cudart_dir" -lcudart_static -ldl -lrt -lpthread
 }
 before=/tmp/build-bws-before after=/tmp/build-bws-after
 targets=(); [[ -n $spec ]] && targets=(attn_doctor_tests)
-build_one "$before" "$before_flags" > "$out/build.log" 2>&1 &
+build_one "$before_src" "$before" "$before_flags" > "$out/build.log" 2>&1 &
 pid=$!
-build_one "$after" "$after_flags" "${targets[@]}" > "$out/build-after.log" 2>&1
+build_one "$root" "$after" "$after_flags" "${targets[@]}" > "$out/build-after.log" 2>&1
 rc_after=$?
 wait $pid; rc_before=$?
 cat "$out/build-after.log" >> "$out/build.log"; rm -f "$out/build-after.log"

@@ -266,10 +266,11 @@ struct WgStep {
 };
 
 // Key block n_block (every access inside its buffer, or the unchecked form) of segment
-// blockIdx.y, head blockIdx.z; its dq goes into dq_accum copy `split`.
+// blockIdx.y, head blockIdx.z, walked as w (key_block_walk with WgmmaBwdShape's kBlockM, which
+// the kernel computes before its check); its dq goes into dq_accum copy `split`.
 template <class T, int D>
-__device__ __forceinline__ void wgmma_key_block(const VarlenBwdParams& p, const Cta& at, int n_block, int split,
-                                                unsigned char* smem_raw) {
+__device__ __forceinline__ void wgmma_key_block(const VarlenBwdParams& p, const KeyBlockWalk& w, int n_block,
+                                                int split, unsigned char* smem_raw) {
   using Shape = WgmmaBwdShape<D>;
   using LayoutKV = attn::Sw128Panels<D, kBwdBlockN>;
   using LayoutQ = attn::Sw128Panels<D, Shape::kBlockM>;
@@ -288,8 +289,8 @@ __device__ __forceinline__ void wgmma_key_block(const VarlenBwdParams& p, const 
   float* sDs = sLse + S * BM;                              // [S][BM]
   float* sDq = sDs + S * BM;  // [2 warpgroups][64][DQN] fp32, 16-byte chunks swizzled (dq_chunk)
 
+  const Cta& at = w.at;
   const int h = at.z;
-  const KeyBlockWalk w = key_block_walk(p, at, n_block, BM);
   if (w.kb.exits) return;  // FA2: n_block * kBlockN >= actual_seqlen_k
   const Segment& seg = w.seg;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -388,9 +389,10 @@ __global__ void __launch_bounds__(WgmmaBwdShape<D>::kThreads, 1) varlen_bwd_wgmm
   for_each_key_block(p, at, [&](int n, int split) {
     // the test broadcast from lane 0: ptxas must see the branch warp-uniform, or it serialises
     // every wgmma of the kernel (C7518, a dependence "in divergent path")
-    if (Checked && !__shfl_sync(0xffffffffu, int(key_block_in_bounds(p, at, n, split)), 0)) return;
+    const KeyBlockWalk w = key_block_walk(p, at, n, WgmmaBwdShape<D>::kBlockM);
+    if (Checked && !__shfl_sync(0xffffffffu, int(key_block_in_bounds(p, w, split)), 0)) return;
     if (n != at.x) __syncthreads();  // the previous block's epilogue reads are done
-    wgmma_key_block<T, D>(p, at, n, split, smem_raw);
+    wgmma_key_block<T, D>(p, w, n, split, smem_raw);
   });
 #else
   __trap();  // built for a target without wgmma: the launcher never selects it there

@@ -194,12 +194,12 @@ __global__ void __launch_bounds__(384, 1)
   int g = 0;
   // The key block's opening and closing, the same in both roles (the barriers match).
   auto in_block = [&](int n, int split, auto&& body) {
-    if (Checked && !__shfl_sync(0xffffffffu, int(key_block_in_bounds<Tma>(p, at, n, split)), 0)) return;
+    const KeyBlockWalk w = key_block_walk(p, at, n, BM);
+    if (Checked && !__shfl_sync(0xffffffffu, int(key_block_in_bounds<Tma>(p, w, split)), 0)) return;
     // the previous block's epilogue reads of sK / sV are done, and ordered before the tensor
     // memory accelerator's writes of this block's K and V
     gmma::fence_proxy_async_smem();
     if (n != at.x) __syncthreads();
-    const KeyBlockWalk w = key_block_walk(p, at, n, BM);
     if (w.kb.exits) return;  // FA2: n_block * kBlockN >= actual_seqlen_k
     const int steps = int(w.steps.m_max - w.steps.m_min);
     body(w, steps);
