@@ -775,6 +775,21 @@ __device__ __forceinline__ void key_block_body(const VarlenBwdParams& p, const C
                                  reinterpret_cast<const float(&)[D / 2]>(dv), sK, sV);
 }
 
+// The range rules of the checked kernels' in-bounds tests (key_block_in_bounds, the small
+// launches' pre_tile_in_bounds and convert_tile_in_bounds), one definition each:
+// softmax_d_rows_in: the softmax_d elements of rows [first, last] of segment b, head h lie
+// inside softmax_d and are consecutive (the 32-bit sum did not wrap between the ends);
+// dq_tile_in: the `rows` dq_accum rows from element `tile` (each d_rounded wide) lie inside
+// dq_accum.
+__device__ __forceinline__ bool softmax_d_rows_in(const VarlenBwdParams& p, int32_t cu_q_b, int b, int h,
+                                                  int64_t first, int64_t last) {
+  const int64_t d0 = softmax_d_at(p, cu_q_b, b, h, first), d1 = softmax_d_at(p, cu_q_b, b, h, last);
+  return d0 >= 0 && d1 < p.softmax_d_size && d1 - d0 == last - first;
+}
+__device__ __forceinline__ bool dq_tile_in(const VarlenBwdParams& p, int64_t tile, int64_t rows) {
+  return tile >= 0 && tile + (rows - 1) * dq_row_stride(p) + p.dq_accum_shape.d_rounded <= p.dq_accum_size;
+}
+
 // Whether every access key block n of CTA (x, b, h) makes lies inside its buffer: its key
 // rows in k, v, dk, dv; the query rows it walks in q and dO; their LSE and the softmax_d and
 // dq_accum rows of FA2's tiles it walks in theirs. The indices are affine in the row (LSE),
@@ -814,13 +829,11 @@ __device__ __forceinline__ bool key_block_in_bounds(const VarlenBwdParams& p, co
     const int64_t l1 = fa2::lse_index(ls, false, cu_q_b, b, h, h, live_end - 1);
     if (l0 < 0 || l1 >= p.lse_size || l1 - l0 != live_end - 1 - first) return false;
   }
-  const int64_t d0 = softmax_d_at(p, cu_q_b, b, h, first), d1 = softmax_d_at(p, cu_q_b, b, h, tile_end - 1);
-  if (d0 < 0 || d1 >= p.softmax_d_size || d1 - d0 != tile_end - 1 - first) return false;
+  if (!softmax_d_rows_in(p, cu_q_b, b, h, first, tile_end - 1)) return false;
   const int64_t m_top = kb.m_max - 1, stride = dq_row_stride(p), dr = p.dq_accum_shape.d_rounded;
   const int64_t a0 = dq_accum_tile(p, fa2::bwd::DqKernel::dq_dk_dv, cu_q_b, b, h, kb.m_min, m_top, split);
   const int64_t a1 = dq_accum_tile(p, fa2::bwd::DqKernel::dq_dk_dv, cu_q_b, b, h, m_top, m_top, split);
-  return a0 >= 0 && a1 >= 0 && a0 + (tm - 1) * stride + dr <= p.dq_accum_size &&
-         a1 + (tm - 1) * stride + dr <= p.dq_accum_size && (!WholeDqRows || a1 % stride + dr <= stride);
+  return dq_tile_in(p, a0, tm) && dq_tile_in(p, a1, tm) && (!WholeDqRows || a1 % stride + dr <= stride);
 }
 template <bool WholeDqRows = false>
 __device__ __forceinline__ bool key_block_in_bounds(const VarlenBwdParams& p, const Cta& at, int n_block, int split) {

@@ -90,13 +90,14 @@ __device__ __forceinline__ bool tile_rows_in(const PreTile& t, int64_t rows) {
 __device__ __forceinline__ bool pre_tile_in_bounds(const VarlenBwdParams& p, const PreTile& t, int32_t cu_q_b,
                                                    int64_t tile) {
   const int b = t.at.y, h = t.at.z;
-  if (!tile_rows_in(t, p.dout.rows) || !tile_rows_in(t, p.out.rows)) return false;
-  const int64_t d0 = softmax_d_at(p, cu_q_b, b, h, t.row0), d1 = softmax_d_at(p, cu_q_b, b, h, t.row0 + t.bm - 1);
-  if (d0 < 0 || d1 >= p.softmax_d_size || d1 - d0 != t.bm - 1 ||
-      !fa2::bwd::softmax_d_in_head(p.softmax_d_shape, h, d0) || !fa2::bwd::softmax_d_in_head(p.softmax_d_shape, h, d1))
+  const int64_t last = t.row0 + t.bm - 1;
+  if (!tile_rows_in(t, p.dout.rows) || !tile_rows_in(t, p.out.rows) || !softmax_d_rows_in(p, cu_q_b, b, h, t.row0, last))
     return false;
-  return p.kernel.deterministic ||
-         (tile >= 0 && tile + (t.bm - 1) * dq_row_stride(p) + p.dq_accum_shape.d_rounded <= p.dq_accum_size);
+  // the ends in the head's part (the write's rule; the elements between them are consecutive)
+  if (!fa2::bwd::softmax_d_in_head(p.softmax_d_shape, h, softmax_d_at(p, cu_q_b, b, h, t.row0)) ||
+      !fa2::bwd::softmax_d_in_head(p.softmax_d_shape, h, softmax_d_at(p, cu_q_b, b, h, last)))
+    return false;
+  return p.kernel.deterministic || dq_tile_in(p, tile, t.bm);
 }
 
 // The preprocess of one tile; RowChecks: each row's accesses tested (recorded and refused when
@@ -251,11 +252,9 @@ __global__ void __launch_bounds__(kPreThreads, Checked ? kCheckedPreCtas : 0) va
 // checked conversion about 22 %, 11 µs in the call timed there).
 __device__ __forceinline__ bool convert_tile_in_bounds(const VarlenBwdParams& p, const PreTile& t, int32_t cu_q_b) {
   if (!tile_rows_in(t, p.dq.rows)) return false;
-  const int64_t span = (t.bm - 1) * dq_row_stride(p) + p.dq_accum_shape.d_rounded;
-  for (int sp = 0; sp < int(p.kernel.nsplits); ++sp) {
-    const int64_t t0 = dq_accum_tile(p, fa2::bwd::DqKernel::per_tile, cu_q_b, t.at.y, t.at.z, t.at.x, t.at.x, sp);
-    if (t0 < 0 || t0 + span > p.dq_accum_size) return false;
-  }
+  for (int sp = 0; sp < int(p.kernel.nsplits); ++sp)
+    if (!dq_tile_in(p, dq_accum_tile(p, fa2::bwd::DqKernel::per_tile, cu_q_b, t.at.y, t.at.z, t.at.x, t.at.x, sp), t.bm))
+      return false;
   return true;
 }
 
