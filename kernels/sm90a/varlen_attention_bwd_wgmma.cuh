@@ -83,23 +83,33 @@ struct WgmmaBwdShape {
 // so the m16n8 accumulator's 8-byte stores (4 rows of 4 lanes per phase) and the 16-byte
 // row reads both hit 32 distinct banks.
 template <int N>
-__device__ __forceinline__ int dq_chunk(int r, int c) {
+__host__ __device__ __forceinline__ int dq_chunk(int r, int c) {
   return r * (N / 4) + (c ^ ((r & 3) << 1));
 }
 // The layouts of a warpgroup's [64][N] fp32 dQ tile in shared memory: at(r, c) is the offset
 // (in floats) of 16-byte chunk c of row r. DqChunks: dq_chunk's swizzle (the wgmma kernel's).
 // DqSw128: 32-column panels of [64][32], chunk c of a row at c ^ (r % 8) of its 128 bytes, each
 // panel on a 1024-byte boundary: the tensor memory accelerator's 128-byte swizzle, the layout
-// of a box of the dq_accum map (kernels/tma_maps.hpp). In both, a warp's 8-byte accumulator
-// stores (8 rows x 4 lanes) and 16-byte row reads take the fewest wavefronts.
+// of a box of the dq_accum map (kernels/tma_maps.hpp). kOddRowGroupXor: the column group (8
+// columns) a lane of an odd accumulator row stores in group nb's turn (store_dq): nb in
+// DqChunks, whose 8-byte stores (4 rows x 4 lanes a 16-lane phase) hit 32 distinct banks as
+// they come. In DqSw128 rows r and r ^ 1 put a group's two chunks in the same two bank slots
+// (swapped), so a phase's stores took two wavefronts where one holds them (ncu, H200: 4 per
+// 8-byte store where 2 are ideal); with odd rows storing group nb ^ 2 the phase's four rows
+// take four distinct slot pairs (slot pair (group ^ row / 2) % 4). Both layouts' 16-byte row
+// reads take the fewest wavefronts.
 template <int N>
 struct DqChunks {
-  __device__ __forceinline__ static int at(int r, int c) { return dq_chunk<N>(r, c) * 4; }
+  static constexpr int kOddRowGroupXor = 0;
+  __host__ __device__ __forceinline__ static int at(int r, int c) { return dq_chunk<N>(r, c) * 4; }
 };
 template <int N>
 struct DqSw128 {
   static_assert(N % 32 == 0, "whole 32-column panels");
-  __device__ __forceinline__ static int at(int r, int c) { return (c >> 3) * 64 * 32 + r * 32 + (((c & 7) ^ (r & 7)) << 2); }
+  static constexpr int kOddRowGroupXor = 2;
+  __host__ __device__ __forceinline__ static int at(int r, int c) {
+    return (c >> 3) * 64 * 32 + r * 32 + (((c & 7) ^ (r & 7)) << 2);
+  }
 };
 
 // dq_accum += a warpgroup's dQ tile (step rows [m0, m0 + 64), columns [col0, col0 + N)) from
@@ -241,16 +251,36 @@ struct WgStep {
     gmma::pin(dq);
   }
 
-  // the warp's rows of dQ into the warpgroup's [64][DQN] fp32 tile (Layout: DqChunks, DqSw128)
+  // store_dq's turn nb for lane `lane`: the accumulator's column group (8 columns) it stores,
+  // nb or, on odd rows, nb ^ Layout::kOddRowGroupXor
+  template <class Layout>
+  __host__ __device__ __forceinline__ static int dq_group(int lane, int nb) {
+    return (lane >> 2) & 1 ? nb ^ Layout::kOddRowGroupXor : nb;
+  }
+  // where in the tile (floats) lane `lane` of warp `warp` puts its pair of group g, row half
+  // `half` (the m64nNk16 accumulator's: row 16 (warp % 4) + lane / 4 + 8 half, columns
+  // 8 g + 2 (lane % 4) ..)
+  template <class Layout>
+  __host__ __device__ __forceinline__ static int dq_pair_at(int warp, int lane, int g, int half) {
+    const int r = (warp & 3) * 16 + (lane >> 2) + half * 8, c = g * 8 + 2 * (lane & 3);
+    return Layout::at(r, c >> 2) + (c & 3);
+  }
+  // the warp's rows of dQ into the warpgroup's [64][DQN] fp32 tile (Layout: DqChunks, DqSw128),
+  // a column group a turn (dq_group; tests/dq_store_banks.cu: one wavefront per 16-lane phase)
   template <class Layout = DqChunks<DQN>>
   __device__ __forceinline__ static void store_dq(float* dq_tile, int warp, int lane, const float (&dq)[DQN / 2]) {
+    constexpr int X = Layout::kOddRowGroupXor;
+    static_assert(X < DQN / 8, "the swapped groups lie in the tile");
+    const bool odd = (lane >> 2) & 1;
 #pragma unroll
     for (int nb = 0; nb < DQN / 8; ++nb)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int r = (warp & 3) * 16 + (lane >> 2) + half * 8, c = nb * 8 + 2 * (lane & 3);
-        *reinterpret_cast<float2*>(dq_tile + Layout::at(r, c >> 2) + (c & 3)) =
-            make_float2(dq[4 * nb + 2 * half], dq[4 * nb + 2 * half + 1]);
+        // group dq_group(lane, nb)'s registers, chosen between two constant indices (an index
+        // known only at run time would put dq in local memory)
+        const int e = 4 * nb + 2 * half, ex = 4 * (nb ^ X) + 2 * half;
+        *reinterpret_cast<float2*>(dq_tile + dq_pair_at<Layout>(warp, lane, dq_group<Layout>(lane, nb), half)) =
+            make_float2(odd ? dq[ex] : dq[e], odd ? dq[ex + 1] : dq[e + 1]);
       }
   }
 

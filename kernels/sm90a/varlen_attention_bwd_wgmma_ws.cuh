@@ -61,6 +61,10 @@
 // producer spilled the loaders' state. With the dQ tiles added by bulk tensor reductions
 // instead of the producer's red.global.add.v4.f32 (H200, bench/results/bwd-dq-bulk-h200-2026-11-28):
 // +9 to +16 %, 0.72-0.74x cuDNN's backward on dense batches and 1.28-1.34x FA2 on varlen ones.
+// With the compute warps' dQ tile stores free of bank conflicts (WgStep::store_dq; H200,
+// bench/results/bwd-dq-store-h200-2026-11-28): +1.8 to +3.7 %, 0.77-0.79x cuDNN's and 1.37-1.43x
+// FA2's. Measured there and not kept: a ping-pong form (each warpgroup's dQ over its own keys,
+// summed in shared memory, turns to issue), 0.78-0.83x at d128.
 #pragma once
 
 #include "../tma_maps.hpp"

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# d64 half key blocks: tests, dense/varlen benchmarks before (whole blocks) vs after, memcheck
+set -uo pipefail
+export OUT
+bash bench/gpu/bwd_ws.sh --deps .device/deps --head-dims 64 --tokens '16384 65536' \
+  --tests '*backward*,cuda sweep: CUDA and CPU backends agree on the training sweep' --budget 360 \
+  --before-flags -DATTN_DOCTOR_BWD_HALF_D64=0 --after-flags '' 2>&1 | tee $OUT/run.log
+echo "== memcheck"
+(cd /tmp/build-bws-after && ATTN_DOCTOR_SANITIZER=memcheck timeout 130 compute-sanitizer --tool memcheck --print-limit 20 \
+  ./tests/attn_doctor_tests "*backward*" > $OUT/memcheck.log 2>&1; echo "memcheck rc=$?")
+grep -E "ERROR SUMMARY|passed|failed" $OUT/memcheck.log | tail -4
+cd $OUT && tar czf all.tgz *.log *.json *.txt 2>/dev/null; rm -f dense-*.json varlen-*.json build.log varlen.log dense.log

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# d128 checked backward: dQ tile stores without bank conflicts (odd rows' column groups swapped) vs main
+set -uo pipefail
+export OUT PATH=$PWD/.device/bin:$PATH
+bash bench/gpu/bwd_ws.sh --deps .device/deps --head-dims 128 --tokens '16384 65536' --before-src .device/main-src \
+  --tests '*backward*,cuda sweep: CUDA and CPU backends agree on the training sweep' --budget 300 \
+  --before-flags '' --after-flags '' 2>&1 | tee $OUT/run.log
+echo "== memcheck"
+(cd /tmp/build-bws-after && ATTN_DOCTOR_SANITIZER=memcheck /usr/bin/timeout 120 compute-sanitizer --tool memcheck --print-limit 20 \
+  ./tests/attn_doctor_tests "*backward*" > $OUT/memcheck.log 2>&1; echo "memcheck rc=$?")
+grep -E "ERROR SUMMARY|passed|failed" $OUT/memcheck.log | tail -4
+cd $OUT && tar czf all.tgz *.log *.json *.txt 2>/dev/null; rm -f dense-*.json varlen-*.json build.log varlen.log dense.log

@@ -1,0 +1,89 @@
+// The backward's dQ tile stores (WgStep::store_dq, kernels/sm90a/varlen_attention_bwd_wgmma.cuh)
+// take one shared-memory wavefront per 16-lane phase in both tile layouts, and cover the tile:
+// each of a warpgroup's 128 lanes puts each of its column groups once, and the 64 x N tile's
+// float pairs are each written by exactly one (lane, turn). Host-only: it evaluates the kernels'
+// own address functions (dq_group, dq_pair_at, the layouts' at), no GPU needed. Built and run by
+// tests/check_dq_store_banks.py; exit status 1 naming each failure.
+#include <cuda_bf16.h>
+
+#include <cstdio>
+#include <set>
+#include <vector>
+
+#include "sm90a/varlen_attention_bwd_wgmma.cuh"
+
+namespace {
+
+using ad::kern::bwd::DqChunks;
+using ad::kern::bwd::DqSw128;
+using ad::kern::bwd::WgStep;
+
+int failures = 0;
+
+// Shared memory has 32 banks of 4 bytes; a phase takes as many wavefronts as the most distinct
+// 4-byte words one bank is asked for.
+int wavefronts(const std::vector<int>& words) {
+  std::set<int> per_bank[32];
+  for (int w : words) per_bank[w % 32].insert(w);
+  size_t most = 0;
+  for (const auto& b : per_bank) most = b.size() > most ? b.size() : most;
+  return int(most);
+}
+
+template <int D, class Layout>
+void check(const char* name) {
+  using Step = WgStep<__nv_bfloat16, D>;
+  constexpr int N = Step::DQN, groups = N / 8;
+  std::vector<int> written(64 * N, 0);
+  int worst = 0;
+  for (int warp = 0; warp < 4; ++warp)
+    for (int nb = 0; nb < groups; ++nb)
+      for (int half = 0; half < 2; ++half)
+        for (int phase = 0; phase < 2; ++phase) {  // an 8-byte store: lanes 0-15, then 16-31
+          std::vector<int> words;
+          for (int lane = 16 * phase; lane < 16 * phase + 16; ++lane) {
+            const int at = Step::template dq_pair_at<Layout>(warp, lane, Step::template dq_group<Layout>(lane, nb), half);
+            words.push_back(at);
+            words.push_back(at + 1);
+            if (at < 0 || at + 1 >= 64 * N || at % 2) {
+              std::printf("FAIL %s: warp %d lane %d turn %d half %d puts its pair at %d (tile of %d floats)\n", name,
+                          warp, lane, nb, half, at, 64 * N);
+              ++failures;
+              return;
+            }
+            ++written[at];
+            ++written[at + 1];
+          }
+          const int w = wavefronts(words);
+          worst = w > worst ? w : worst;
+        }
+  for (int lane = 0; lane < 32; ++lane) {
+    std::set<int> gs;
+    for (int nb = 0; nb < groups; ++nb) gs.insert(Step::template dq_group<Layout>(lane, nb));
+    if (int(gs.size()) != groups || *gs.begin() != 0 || *gs.rbegin() != groups - 1) {
+      std::printf("FAIL %s: lane %d does not store each of its %d column groups once\n", name, lane, groups);
+      ++failures;
+    }
+  }
+  int twice = 0, never = 0;
+  for (int c : written) twice += c > 1, never += c == 0;
+  if (twice || never) {
+    std::printf("FAIL %s: %d floats of the tile written more than once, %d never\n", name, twice, never);
+    ++failures;
+  }
+  if (worst != 1) {
+    std::printf("FAIL %s: a 16-lane phase of the 8-byte stores takes %d wavefronts (1 holds it)\n", name, worst);
+    ++failures;
+  }
+  std::printf("%s: [64][%d] tile, %d wavefront(s) per 16-lane phase, every float written once\n", name, N, worst);
+}
+
+}  // namespace
+
+int main() {
+  check<64, DqChunks<32>>("DqChunks<32> (wgmma kernel, d64)");
+  check<128, DqChunks<64>>("DqChunks<64> (wgmma kernel, d128)");
+  check<64, DqSw128<32>>("DqSw128<32> (warp-specialised kernel, d64)");
+  check<128, DqSw128<64>>("DqSw128<64> (warp-specialised kernel, d128)");
+  return failures ? 1 : 0;
+}
