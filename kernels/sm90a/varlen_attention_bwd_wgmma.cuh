@@ -212,17 +212,19 @@ struct WgStep {
     gmma::wgmma_commit();
   }
 
+  // where in the [BN][BM] dSᵀ tile (elements) lane `lane` of compute warp `warp` puts da[kc][j]
+  // (a pair of queries: row 16 warp + lane / 4 (+ 8 for odd j), column 16 kc + 2 (lane % 4)
+  // (+ 8 for j >= 2))
+  __host__ __device__ __forceinline__ static int ds_pair_at(int warp, int lane, int kc, int j) {
+    return LayoutDs::offset(warp * 16 + (lane >> 2) + (j & 1) * 8, kc * 16 + 2 * (lane & 3) + (j >> 1) * 8);
+  }
   // the warp's rows of dSᵀ (rows: keys, columns: queries) into the [BN][BM] tile
+  // (tests/bwd_smem_stores.cu: one wavefront a store)
   __device__ __forceinline__ static void store_ds(T* ds_tile, int warp, int lane, const uint32_t (&da)[KM][4]) {
-    const int r0 = warp * 16 + (lane >> 2);
 #pragma unroll
-    for (int kc = 0; kc < KM; ++kc) {
-      const int c0 = kc * 16 + 2 * (lane & 3);
-      *reinterpret_cast<uint32_t*>(ds_tile + LayoutDs::offset(r0, c0)) = da[kc][0];
-      *reinterpret_cast<uint32_t*>(ds_tile + LayoutDs::offset(r0 + 8, c0)) = da[kc][1];
-      *reinterpret_cast<uint32_t*>(ds_tile + LayoutDs::offset(r0, c0 + 8)) = da[kc][2];
-      *reinterpret_cast<uint32_t*>(ds_tile + LayoutDs::offset(r0 + 8, c0 + 8)) = da[kc][3];
-    }
+    for (int kc = 0; kc < KM; ++kc)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) *reinterpret_cast<uint32_t*>(ds_tile + ds_pair_at(warp, lane, kc, j)) = da[kc][j];
   }
 
   // dQ (64 queries x the warpgroup's D / 2 columns) = dS (64 x 128 keys, both warpgroups' dSᵀ
@@ -266,7 +268,7 @@ struct WgStep {
     return Layout::at(r, c >> 2) + (c & 3);
   }
   // the warp's rows of dQ into the warpgroup's [64][DQN] fp32 tile (Layout: DqChunks, DqSw128),
-  // a column group a turn (dq_group; tests/dq_store_banks.cu: one wavefront per 16-lane phase)
+  // a column group a turn (dq_group; tests/bwd_smem_stores.cu: one wavefront per 16-lane phase)
   template <class Layout = DqChunks<DQN>>
   __device__ __forceinline__ static void store_dq(float* dq_tile, int warp, int lane, const float (&dq)[DQN / 2]) {
     constexpr int X = Layout::kOddRowGroupXor;

@@ -106,7 +106,7 @@ struct Sw128Panels {
   // Rows 8 apart have the same swizzle: offset(row + 8 n, col) == offset(row, col) + 8 n * kRowElems
   // inside a panel (the interior K/V loads step through a tile by it).
   static constexpr int kRowElems = 64;
-  __device__ __forceinline__ static int offset(int row, int col) {
+  __host__ __device__ __forceinline__ static int offset(int row, int col) {
     return (col >> 6) * (ROWS * 64) + row * 64 + ((((col >> 3) & 7) ^ (row & 7)) << 3) + (col & 7);
   }
 };

@@ -1,9 +1,13 @@
-// The backward's dQ tile stores (WgStep::store_dq, kernels/sm90a/varlen_attention_bwd_wgmma.cuh)
-// take one shared-memory wavefront per 16-lane phase in both tile layouts, and cover the tile:
-// each of a warpgroup's 128 lanes puts each of its column groups once, and the 64 x N tile's
-// float pairs are each written by exactly one (lane, turn). Host-only: it evaluates the kernels'
-// own address functions (dq_group, dq_pair_at, the layouts' at), no GPU needed. Built and run by
-// tests/check_dq_store_banks.py; exit status 1 naming each failure.
+// The wgmma backward's per-step shared-memory tile stores (kernels/sm90a/varlen_attention_bwd_wgmma.cuh)
+// take one wavefront per phase and cover their tiles:
+// - the dQ tile (WgStep::store_dq, 8-byte stores, 16-lane phases) in both tile layouts: each of
+//   a warpgroup's 128 lanes puts each of its column groups once, and the 64 x N tile's floats
+//   are each written by exactly one (lane, turn);
+// - the dSᵀ tile (WgStep::store_ds, 4-byte stores, one phase a warp): the 8 compute warps write
+//   each pair of the [128 keys][64 queries] tile once.
+// Host-only: it evaluates the kernels' own address functions (dq_group, dq_pair_at, ds_pair_at,
+// the layouts'), no GPU needed. Built and run by tests/check_bwd_smem_stores.py; exit status 1
+// naming each failure.
 #include <cuda_bf16.h>
 
 #include <cstdio>
@@ -28,6 +32,44 @@ int wavefronts(const std::vector<int>& words) {
   size_t most = 0;
   for (const auto& b : per_bank) most = b.size() > most ? b.size() : most;
   return int(most);
+}
+
+template <int D>
+void check_ds(const char* name) {
+  using Step = WgStep<__nv_bfloat16, D>;
+  constexpr int BN = Step::BN, BM = Step::BM, KM = Step::KM;
+  std::vector<int> written(BN * BM, 0);
+  int worst = 0;
+  for (int warp = 0; warp < 8; ++warp)
+    for (int kc = 0; kc < KM; ++kc)
+      for (int j = 0; j < 4; ++j) {  // a 4-byte store: the warp's 32 lanes in one phase
+        std::vector<int> words;
+        for (int lane = 0; lane < 32; ++lane) {
+          const int at = Step::ds_pair_at(warp, lane, kc, j);
+          if (at < 0 || at + 1 >= BN * BM || at % 2) {
+            std::printf("FAIL %s: warp %d lane %d da[%d][%d] at element %d (tile of %d)\n", name, warp, lane, kc, j, at,
+                        BN * BM);
+            ++failures;
+            return;
+          }
+          words.push_back(at / 2);
+          ++written[at];
+          ++written[at + 1];
+        }
+        const int w = wavefronts(words);
+        worst = w > worst ? w : worst;
+      }
+  int twice = 0, never = 0;
+  for (int c : written) twice += c > 1, never += c == 0;
+  if (twice || never) {
+    std::printf("FAIL %s: %d elements of the tile written more than once, %d never\n", name, twice, never);
+    ++failures;
+  }
+  if (worst != 1) {
+    std::printf("FAIL %s: a warp's 4-byte store takes %d wavefronts (1 holds it)\n", name, worst);
+    ++failures;
+  }
+  std::printf("%s: [%d][%d] tile, %d wavefront(s) per store, every element written once\n", name, BN, BM, worst);
 }
 
 template <int D, class Layout>
@@ -85,5 +127,7 @@ int main() {
   check<128, DqChunks<64>>("DqChunks<64> (wgmma kernel, d128)");
   check<64, DqSw128<32>>("DqSw128<32> (warp-specialised kernel, d64)");
   check<128, DqSw128<64>>("DqSw128<64> (warp-specialised kernel, d128)");
+  check_ds<64>("dSᵀ tile (d64)");
+  check_ds<128>("dSᵀ tile (d128)");
   return failures ? 1 : 0;
 }
