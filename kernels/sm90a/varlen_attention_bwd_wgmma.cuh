@@ -96,7 +96,7 @@ __host__ __device__ __forceinline__ int dq_chunk(int r, int c) {
 // they come. In DqSw128 rows r and r ^ 1 put a group's two chunks in the same two bank slots
 // (swapped), so a phase's stores took two wavefronts where one holds them (ncu, H200: 4 per
 // 8-byte store where 2 are ideal); with odd rows storing group nb ^ 2 the phase's four rows
-// take four distinct slot pairs (slot pair (group ^ row / 2) % 4). Both layouts' 16-byte row
+// take four distinct slot pairs (group g of row r in slot pair (g ^ r / 2) % 4). Both layouts' 16-byte row
 // reads take the fewest wavefronts.
 template <int N>
 struct DqChunks {

@@ -64,7 +64,7 @@
 // With the compute warps' dQ tile stores free of bank conflicts (WgStep::store_dq; H200,
 // bench/results/bwd-dq-store-h200-2026-11-28): +1.8 to +3.7 %, 0.77-0.79x cuDNN's and 1.37-1.43x
 // FA2's. Measured there and not kept: a ping-pong form (each warpgroup's dQ over its own keys,
-// summed in shared memory, turns to issue), 0.78-0.83x at d128.
+// summed in shared memory, turns to issue), 0.78-0.83x this kernel's speed at d128.
 #pragma once
 
 #include "../tma_maps.hpp"
