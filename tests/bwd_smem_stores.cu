@@ -34,12 +34,41 @@ int wavefronts(const std::vector<int>& words) {
   return int(most);
 }
 
+// What one tile's stores did: how often each element was written, the most wavefronts a phase
+// took; report() fails unless every element was written once and every phase took one.
+struct Stores {
+  std::vector<int> written;
+  int worst = 0;
+  explicit Stores(int elements) : written(elements, 0) {}
+  void pair(int at) {
+    ++written[at];
+    ++written[at + 1];
+  }
+  void phase(const std::vector<int>& words) {
+    const int w = wavefronts(words);
+    worst = w > worst ? w : worst;
+  }
+  void report(const char* name, int rows, int cols, const char* elem, const char* phase) {
+    int twice = 0, never = 0;
+    for (int c : written) twice += c > 1, never += c == 0;
+    if (twice || never) {
+      std::printf("FAIL %s: %d elements of the tile written more than once, %d never\n", name, twice, never);
+      ++failures;
+    }
+    if (worst != 1) {
+      std::printf("FAIL %s: %s takes %d wavefronts (1 holds it)\n", name, phase, worst);
+      ++failures;
+    }
+    std::printf("%s: [%d][%d] %s tile, %d wavefront(s) per %s, every element written once\n", name, rows, cols, elem,
+                worst, phase);
+  }
+};
+
 template <int D>
 void check_ds(const char* name) {
   using Step = WgStep<__nv_bfloat16, D>;
   constexpr int BN = Step::BN, BM = Step::BM, KM = Step::KM;
-  std::vector<int> written(BN * BM, 0);
-  int worst = 0;
+  Stores st(BN * BM);
   for (int warp = 0; warp < 8; ++warp)
     for (int kc = 0; kc < KM; ++kc)
       for (int j = 0; j < 4; ++j) {  // a 4-byte store: the warp's 32 lanes in one phase
@@ -53,31 +82,18 @@ void check_ds(const char* name) {
             return;
           }
           words.push_back(at / 2);
-          ++written[at];
-          ++written[at + 1];
+          st.pair(at);
         }
-        const int w = wavefronts(words);
-        worst = w > worst ? w : worst;
+        st.phase(words);
       }
-  int twice = 0, never = 0;
-  for (int c : written) twice += c > 1, never += c == 0;
-  if (twice || never) {
-    std::printf("FAIL %s: %d elements of the tile written more than once, %d never\n", name, twice, never);
-    ++failures;
-  }
-  if (worst != 1) {
-    std::printf("FAIL %s: a warp's 4-byte store takes %d wavefronts (1 holds it)\n", name, worst);
-    ++failures;
-  }
-  std::printf("%s: [%d][%d] tile, %d wavefront(s) per store, every element written once\n", name, BN, BM, worst);
+  st.report(name, BN, BM, "bf16", "warp's 4-byte store");
 }
 
 template <int D, class Layout>
 void check(const char* name) {
   using Step = WgStep<__nv_bfloat16, D>;
   constexpr int N = Step::DQN, groups = N / 8;
-  std::vector<int> written(64 * N, 0);
-  int worst = 0;
+  Stores st(64 * N);
   for (int warp = 0; warp < 4; ++warp)
     for (int nb = 0; nb < groups; ++nb)
       for (int half = 0; half < 2; ++half)
@@ -93,11 +109,9 @@ void check(const char* name) {
               ++failures;
               return;
             }
-            ++written[at];
-            ++written[at + 1];
+            st.pair(at);
           }
-          const int w = wavefronts(words);
-          worst = w > worst ? w : worst;
+          st.phase(words);
         }
   for (int lane = 0; lane < 32; ++lane) {
     std::set<int> gs;
@@ -107,17 +121,7 @@ void check(const char* name) {
       ++failures;
     }
   }
-  int twice = 0, never = 0;
-  for (int c : written) twice += c > 1, never += c == 0;
-  if (twice || never) {
-    std::printf("FAIL %s: %d floats of the tile written more than once, %d never\n", name, twice, never);
-    ++failures;
-  }
-  if (worst != 1) {
-    std::printf("FAIL %s: a 16-lane phase of the 8-byte stores takes %d wavefronts (1 holds it)\n", name, worst);
-    ++failures;
-  }
-  std::printf("%s: [64][%d] tile, %d wavefront(s) per 16-lane phase, every float written once\n", name, N, worst);
+  st.report(name, 64, N, "fp32", "16-lane phase of an 8-byte store");
 }
 
 }  // namespace

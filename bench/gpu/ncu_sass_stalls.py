@@ -41,9 +41,14 @@ def num(row, cols, key):
         return 0.0
 
 
-def opcode(src):
+def mnemonic(src):
+    """The instruction's opcode with its modifiers (STS.64), its predicate left out."""
     words = [w for w in src.split() if not w.startswith("@")]
-    return words[0].split(".")[0] if words else ""
+    return words[0] if words else ""
+
+
+def opcode(src):
+    return mnemonic(src).split(".")[0]
 
 
 def reasons_of(rows, cols, reasons):
@@ -84,7 +89,7 @@ def main():
     for r in rows:
         wav, ideal = num(r, cols, "L1 Wavefronts Shared"), num(r, cols, "L1 Wavefronts Shared Ideal")
         if wav > ideal > 0:
-            o = over[[w for w in r[cols["Source"]].split() if not w.startswith("@")][0]]
+            o = over[mnemonic(r[cols["Source"]])]
             o[0] += 1
             o[1] += wav
             o[2] += ideal

@@ -254,10 +254,11 @@ struct WgStep {
   }
 
   // store_dq's turn nb for lane `lane`: the accumulator's column group (8 columns) it stores,
-  // nb or, on odd rows, nb ^ Layout::kOddRowGroupXor
+  // nb or, on odd rows (dq_odd_row), nb ^ Layout::kOddRowGroupXor
+  __host__ __device__ __forceinline__ static bool dq_odd_row(int lane) { return (lane >> 2) & 1; }
   template <class Layout>
   __host__ __device__ __forceinline__ static int dq_group(int lane, int nb) {
-    return (lane >> 2) & 1 ? nb ^ Layout::kOddRowGroupXor : nb;
+    return dq_odd_row(lane) ? nb ^ Layout::kOddRowGroupXor : nb;
   }
   // where in the tile (floats) lane `lane` of warp `warp` puts its pair of group g, row half
   // `half` (the m64nNk16 accumulator's: row 16 (warp % 4) + lane / 4 + 8 half, columns
@@ -273,7 +274,7 @@ struct WgStep {
   __device__ __forceinline__ static void store_dq(float* dq_tile, int warp, int lane, const float (&dq)[DQN / 2]) {
     constexpr int X = Layout::kOddRowGroupXor;
     static_assert(X < DQN / 8, "the swapped groups lie in the tile");
-    const bool odd = (lane >> 2) & 1;
+    const bool odd = dq_odd_row(lane);
 #pragma unroll
     for (int nb = 0; nb < DQN / 8; ++nb)
 #pragma unroll
